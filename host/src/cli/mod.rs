@@ -1,0 +1,113 @@
+//! Command-line interface: argument parsing, logging set-up and exit codes. One file per subcommand
+//! group; each returns an [`ExitCode`] and prints its own output (human, or JSON with `--json`).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod pack;
+
+/// Exit codes shared by every subcommand.
+pub mod exit {
+    /// Success; for `pack validate`, a clean pack.
+    pub const OK: u8 = 0;
+    /// The input has errors (validation failed, refused to act) or the command failed.
+    pub const FAILURE: u8 = 1;
+    /// `pack validate`: warnings only.
+    pub const WARNINGS: u8 = 2;
+    /// The command line itself was wrong.
+    pub const USAGE: u8 = 64;
+}
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0   success (for `pack validate`: no findings)
+  1   errors: the pack is invalid, or the command failed
+  2   `pack validate` found warnings only
+  64  the command line was wrong
+
+Logs go to stderr; raise detail with -v (debug) or -vv (trace), or set RUST_LOG.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "apiary",
+    version = version_line(),
+    about = "Run, validate and convert AI persona packs (Persona Pack Specification, Buzz harness)",
+    long_about = "apiary loads persona packs (a `.plugin/plugin.json` manifest, `agents/*.persona.md`, skills, \
+MCP servers, hooks), checks them against the Persona Pack Specification, resolves each persona's \
+effective configuration across the five precedence levels, and runs the personas as live agents.",
+    after_help = AFTER_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// More log detail on stderr (-v debug, -vv trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with a persona pack directory: validate, inspect, migrate.
+    #[command(subcommand)]
+    Pack(pack::PackCommand),
+}
+
+fn version_line() -> &'static str {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (buzz engine ",
+        crate::engine_version!(),
+        ")"
+    )
+}
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            });
+        }
+    };
+    init_logging(cli.verbose);
+    let code = match cli.command {
+        Command::Pack(cmd) => pack::run(cmd),
+    };
+    ExitCode::from(code)
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Print a value as pretty JSON on stdout.
+pub(crate) fn print_json(value: &impl serde::Serialize) {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("error: could not serialise output: {e}"),
+    }
+}
+
+/// Whether stderr is a terminal (colour and progress only then).
+pub(crate) fn stderr_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+}

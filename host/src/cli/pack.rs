@@ -1,0 +1,391 @@
+//! `apiary pack validate | inspect | migrate`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::{exit, print_json, stderr_is_terminal};
+use crate::diag::Report;
+use crate::pack;
+use crate::resolve::{self, Level, Overrides, ResolvedPersona};
+
+#[derive(Debug, Subcommand)]
+pub enum PackCommand {
+    /// Check a pack against the Persona Pack Specification.
+    ///
+    /// Reports every problem with its file, line and a source snippet. Exit code: 0 clean, 1 errors,
+    /// 2 warnings only.
+    #[command(
+        after_help = "Examples:\n  apiary pack validate ./my-pack\n  apiary pack validate ./my-pack --json | jq '.diagnostics[] | select(.severity==\"error\")'"
+    )]
+    Validate(ValidateArgs),
+
+    /// Show each persona's fully resolved configuration.
+    ///
+    /// Applies the five precedence levels (process env > operator overrides > persona frontmatter >
+    /// pack defaults > built-ins) and shows where every value came from, the skills each persona
+    /// receives, its merged MCP servers, the env its runtime gets and its system prompt.
+    #[command(
+        after_help = "The --json output has top-level `pack` and `personas`; each persona has identity, version, model, \
+temperature, max_context_tokens, subscribe, triggers, thread_replies, broadcast_replies, skills, mcp_servers, env, \
+system_prompt and sources. See README.md.\n\nExamples:\n  apiary pack inspect ./my-pack\n  apiary pack inspect ./my-pack --persona pip --json"
+    )]
+    Inspect(InspectArgs),
+
+    /// Rewrite V6 (`buzz:` block) and pre-V6 JSON personas to the current format.
+    #[command(
+        after_help = "Examples:\n  apiary pack migrate ./old-pack --dry-run\n  apiary pack migrate ./old-pack"
+    )]
+    Migrate(MigrateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The pack directory (the one containing .plugin/plugin.json).
+    pub dir: PathBuf,
+    /// Print the findings as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The pack directory.
+    pub dir: PathBuf,
+    /// Show only this persona.
+    #[arg(long, value_name = "NAME")]
+    pub persona: Option<String>,
+    /// Operator overrides file (TOML, precedence level 2). Default: $APIARY_OVERRIDES, else
+    /// ~/.config/apiary/overrides.toml when it exists.
+    #[arg(long, value_name = "FILE")]
+    pub overrides: Option<PathBuf>,
+    /// Print the resolved configuration as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The pack directory to rewrite in place.
+    pub dir: PathBuf,
+    /// Report what would change without writing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the changes as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(cmd: PackCommand) -> u8 {
+    match cmd {
+        PackCommand::Validate(a) => validate(&a),
+        PackCommand::Inspect(a) => inspect(&a),
+        PackCommand::Migrate(a) => migrate(&a),
+    }
+}
+
+fn validate(args: &ValidateArgs) -> u8 {
+    let report = pack::validate(&args.dir);
+    if args.json {
+        print_json(&json!({
+            "pack": args.dir,
+            "valid": !report.has_errors(),
+            "errors": report.errors(),
+            "warnings": report.warnings(),
+            "diagnostics": report.diagnostics,
+        }));
+    } else {
+        eprint!("{}", report.render(stderr_is_terminal()));
+        eprintln!("{}", summary_line(&report, &args.dir));
+    }
+    report.exit_code() as u8
+}
+
+fn summary_line(report: &Report, dir: &Path) -> String {
+    let (e, w) = (report.errors(), report.warnings());
+    match (e, w) {
+        (0, 0) => format!("✓ {} is a valid persona pack", dir.display()),
+        (0, _) => format!(
+            "✓ {} is valid, with {w} warning{}",
+            dir.display(),
+            plural(w)
+        ),
+        _ => format!(
+            "✗ {} is invalid: {e} error{}, {w} warning{}",
+            dir.display(),
+            plural(e),
+            plural(w)
+        ),
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn inspect(args: &InspectArgs) -> u8 {
+    let loaded = pack::load(&args.dir);
+    let mut report = loaded.report;
+    let Some(pack) = loaded.pack else {
+        eprint!("{}", report.render(stderr_is_terminal()));
+        eprintln!("{}", summary_line(&report, &args.dir));
+        return exit::FAILURE;
+    };
+    let overrides = match Overrides::locate(args.overrides.as_deref()) {
+        Some(path) => {
+            let mut o_report = Report::default();
+            let o = Overrides::load(&path, &mut o_report);
+            for name in o
+                .personas_for(&pack.manifest.id)
+                .filter(|n| pack.persona(n).is_none())
+            {
+                o_report.push(
+                    crate::diag::Diagnostic::warning(
+                        "overrides.unknown-persona",
+                        format!(
+                            "overrides for persona `{name}`, which pack {} does not have",
+                            pack.manifest.id
+                        ),
+                    )
+                    .in_file(&path),
+                );
+            }
+            if o_report.has_errors() {
+                eprint!("{}", o_report.render(stderr_is_terminal()));
+                return exit::FAILURE;
+            }
+            report.extend(o_report);
+            o
+        }
+        None => Overrides::default(),
+    };
+    // Warnings do not stop inspection, but a person should still see them.
+    if report.warnings() > 0 && !args.json {
+        eprint!("{}", report.render(stderr_is_terminal()));
+    }
+    let mut resolved = resolve::resolve(&pack, &overrides, &resolve::process_env);
+    if let Some(name) = &args.persona {
+        resolved.personas.retain(|p| &p.identity.name == name);
+        if resolved.personas.is_empty() {
+            let names: Vec<_> = pack.personas.iter().map(|p| p.name.as_str()).collect();
+            eprintln!(
+                "error: pack {} has no persona `{name}` (it has: {})",
+                pack.manifest.id,
+                names.join(", ")
+            );
+            return exit::FAILURE;
+        }
+    }
+    if args.json {
+        print_json(&resolved);
+    } else {
+        print!("{}", render_inspect(&resolved));
+    }
+    exit::OK
+}
+
+fn level(l: Level) -> &'static str {
+    match l {
+        Level::ProcessEnv => "process env",
+        Level::Operator => "operator overrides",
+        Level::Persona => "persona",
+        Level::PackDefaults => "pack defaults",
+        Level::BuiltIn => "built-in",
+        Level::Unset => "unset",
+    }
+}
+
+fn render_inspect(r: &resolve::ResolvedPack) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Pack {} ({}) {}",
+        r.pack.name, r.pack.id, r.pack.version
+    );
+    if let Some(req) = &r.pack.engines_buzz {
+        let _ = writeln!(
+            out,
+            "  engines.buzz  {req} (apiary provides {})",
+            crate::ENGINE_VERSION
+        );
+    }
+    if let Some(o) = &r.pack.overrides_file {
+        let _ = writeln!(out, "  overrides     {}", o.display());
+    }
+    let _ = writeln!(out, "  personas      {}", r.personas.len());
+    for p in &r.personas {
+        render_persona(&mut out, p);
+    }
+    out
+}
+
+fn render_persona(out: &mut String, p: &ResolvedPersona) {
+    let src = |k: &str| p.sources.get(k).map_or("", |l| level(*l));
+    let id = &p.identity;
+    let _ = writeln!(
+        out,
+        "\n{} — {}  ({})",
+        id.name,
+        id.display_name,
+        id.file.display()
+    );
+    let mut row = |label: &str, value: String, from: &str| {
+        let from = if from.is_empty() {
+            String::new()
+        } else {
+            format!("  [{from}]")
+        };
+        let _ = writeln!(out, "  {label:<20}{value}{from}");
+    };
+    row("description", id.description.clone(), "");
+    row(
+        "version",
+        p.version.clone(),
+        if src("version") == "persona" {
+            "persona"
+        } else {
+            "pack"
+        },
+    );
+    row("runtime", id.runtime.clone(), src("runtime"));
+    let model = match &p.model {
+        Some(m) => match &m.provider {
+            Some(provider) => format!("{} (provider {provider})", m.model),
+            None => m.model.clone(),
+        },
+        None => "runtime default".into(),
+    };
+    row("model", model, src("model"));
+    row(
+        "temperature",
+        p.temperature
+            .map_or("runtime default".into(), |t| t.to_string()),
+        src("temperature"),
+    );
+    row(
+        "max_context_tokens",
+        p.max_context_tokens
+            .map_or("provider default".into(), |c| c.to_string()),
+        src("max_context_tokens"),
+    );
+    let subscribe = if p.subscribe.is_empty() {
+        "(none)".to_string()
+    } else {
+        p.subscribe.join(", ")
+    };
+    row("subscribe", subscribe, src("subscribe"));
+    let t = &p.triggers;
+    let keywords = if t.keywords.is_empty() {
+        "none".to_string()
+    } else {
+        t.keywords.join(", ")
+    };
+    row(
+        "triggers",
+        format!(
+            "mentions {}, keywords [{keywords}], all_messages {}",
+            t.mentions, t.all_messages
+        ),
+        src("triggers"),
+    );
+    row(
+        "thread_replies",
+        p.thread_replies.to_string(),
+        src("thread_replies"),
+    );
+    row(
+        "broadcast_replies",
+        p.broadcast_replies.to_string(),
+        src("broadcast_replies"),
+    );
+    row(
+        "skills",
+        if p.skills.is_empty() {
+            "(none)".into()
+        } else {
+            p.skills.join(", ")
+        },
+        "",
+    );
+    let servers: Vec<String> = p.mcp_servers.iter().map(|s| s.name.clone()).collect();
+    row(
+        "mcp_servers",
+        if servers.is_empty() {
+            "(none)".into()
+        } else {
+            servers.join(", ")
+        },
+        "",
+    );
+    let env: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    row(
+        "env",
+        if env.is_empty() {
+            "(none)".into()
+        } else {
+            env.join(" ")
+        },
+        "",
+    );
+    for (point, cmd) in p.hooks.entries() {
+        row(&format!("hook {point}"), cmd.to_string(), "");
+    }
+    let first = p
+        .system_prompt
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    let preview: String = first.chars().take(60).collect();
+    row(
+        "system_prompt",
+        format!(
+            "{} chars: {preview}{}",
+            p.system_prompt.chars().count(),
+            if first.chars().count() > 60 {
+                "…"
+            } else {
+                ""
+            }
+        ),
+        "",
+    );
+}
+
+fn migrate(args: &MigrateArgs) -> u8 {
+    match crate::migrate::migrate(&args.dir, args.dry_run) {
+        Ok(changes) => {
+            if args.json {
+                print_json(
+                    &json!({ "pack": args.dir, "dry_run": args.dry_run, "changes": changes }),
+                );
+            } else if changes.is_empty() {
+                eprintln!(
+                    "Nothing to migrate: {} is already in the current format.",
+                    args.dir.display()
+                );
+            } else {
+                for c in &changes {
+                    eprintln!("{}: {}", c.file.display(), c.description);
+                }
+                let verb = if args.dry_run {
+                    "would change"
+                } else {
+                    "changed"
+                };
+                eprintln!(
+                    "{verb} {} item{}; run `apiary pack validate {}` next.",
+                    changes.len(),
+                    plural(changes.len()),
+                    args.dir.display()
+                );
+            }
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::FAILURE
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! MCP server configuration (spec §7): the pack's `.mcp.json` and persona `mcp_servers` lists, the
+//! transport rules (stdio and streamable HTTP only), `${VAR}` references and literal-secret checks.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::source::{Fields, SourceFile, suggest};
+use crate::diag::{Diagnostic, Report};
+
+const SERVER_KEYS: &[&str] = &[
+    "name",
+    "type",
+    "transport",
+    "command",
+    "args",
+    "env",
+    "url",
+    "headers",
+];
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct McpServer {
+    pub name: String,
+    #[serde(flatten)]
+    pub transport: Transport,
+    /// `${VAR}` names the server's env or headers reference, resolved from the process env at start.
+    pub env_refs: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// Parses `.mcp.json`: `{"mcpServers": {name: {...}}}`.
+pub fn parse_mcp_json(src: &SourceFile, report: &mut Report) -> Vec<McpServer> {
+    let value: Value = match serde_json::from_str(&src.text) {
+        Ok(v) => v,
+        Err(e) => {
+            let d = Diagnostic::error("mcp.json", format!("not valid JSON: {e}"))
+                .in_file(&src.rel)
+                .at_line_col(&src.text, e.line(), e.column());
+            report.push(d);
+            return vec![];
+        }
+    };
+    let Value::Object(top) = &value else {
+        report.push(
+            Diagnostic::error("mcp.shape", "must contain a JSON object with `mcpServers`")
+                .in_file(&src.rel),
+        );
+        return vec![];
+    };
+    let fields = Fields {
+        src,
+        map: top,
+        prefix: vec![],
+        area: "mcp",
+    };
+    let Some(servers) = fields.object(report, "mcpServers") else {
+        if !top.contains_key("mcpServers") {
+            report.push(
+                Diagnostic::warning(
+                    "mcp.empty",
+                    "has no `mcpServers` object; no pack-level MCP servers",
+                )
+                .in_file(&src.rel),
+            );
+        }
+        return vec![];
+    };
+    let outer = fields.nested("mcpServers", servers);
+    let mut out = Vec::new();
+    for (name, entry) in servers {
+        match entry {
+            Value::Object(m) => {
+                if let Some(s) = parse_server(&outer.nested(name, m), report, name.clone()) {
+                    out.push(s);
+                }
+            }
+            other => outer.type_error(report, name, "a server object", other),
+        }
+    }
+    out
+}
+
+/// Parses a persona's `mcp_servers` list: `[{name, command, args, env} | {name, type: http, url}]`.
+pub fn parse_persona_list(fields: &Fields<'_>, report: &mut Report) -> Vec<McpServer> {
+    let Some(value) = fields.get("mcp_servers") else {
+        return vec![];
+    };
+    let Value::Array(items) = value else {
+        fields.type_error(report, "mcp_servers", "a list of server objects", value);
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let Value::Object(m) = item else {
+            fields.type_error(report, "mcp_servers", "a list of server objects", item);
+            continue;
+        };
+        let f = fields.nested("mcp_servers", m);
+        let Some(name) = f.string(report, "name").filter(|n| !n.trim().is_empty()) else {
+            let d = Diagnostic::error("mcp.name", "an `mcp_servers` entry has no `name`");
+            report.push(
+                fields
+                    .src
+                    .diag(d, &[&fields.prefix[..], &["mcp_servers"]].concat()),
+            );
+            continue;
+        };
+        if let Some(s) = parse_server(&f, report, name) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn parse_server(f: &Fields<'_>, report: &mut Report, name: String) -> Option<McpServer> {
+    let here = |key: &'static str| -> Vec<&str> { [&f.prefix[..], &[key]].concat() };
+    for key in f.map.keys().filter(|k| !SERVER_KEYS.contains(&k.as_str())) {
+        let d = Diagnostic::warning(
+            "mcp.unknown-key",
+            format!("unknown key `{key}` in MCP server `{name}`; ignored"),
+        );
+        let d = match suggest(key, SERVER_KEYS) {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d,
+        };
+        report.push(f.src.diag(d, &[&f.prefix[..], &[key.as_str()]].concat()));
+    }
+    let kind = f
+        .string(report, "type")
+        .or_else(|| f.string(report, "transport"));
+    let kind = kind.as_deref().map(str::to_ascii_lowercase);
+    if kind.as_deref() == Some("sse") {
+        let d = Diagnostic::error("mcp.sse", format!("MCP server `{name}` uses the SSE transport, which ACP runtimes reject"))
+            .help("SSE is unsupported, migrate to streamable_http: set `\"type\": \"http\"` and the server's streamable HTTP `url`");
+        report.push(f.src.diag(d, &here("type")));
+        return None;
+    }
+    let is_http = matches!(
+        kind.as_deref(),
+        Some("http" | "streamable_http" | "streamable-http")
+    );
+    if let Some(k) = kind.as_deref().filter(|k| !is_http && *k != "stdio") {
+        let d = Diagnostic::error(
+            "mcp.transport",
+            format!("MCP server `{name}` has unknown transport `{k}`"),
+        )
+        .help("use `stdio` (with `command`) or `http` (streamable HTTP, with `url`)");
+        report.push(f.src.diag(d, &here("type")));
+        return None;
+    }
+    let transport = if is_http
+        || (kind.is_none() && f.get("url").is_some() && f.get("command").is_none())
+    {
+        let Some(url) = f.string(report, "url") else {
+            let d = Diagnostic::error("mcp.url", format!("HTTP MCP server `{name}` has no `url`"));
+            report.push(f.src.diag(d, &f.prefix));
+            return None;
+        };
+        let headers = string_map(f, report, "headers");
+        check_secrets(f, report, &name, "headers", &headers);
+        Transport::Http { url, headers }
+    } else {
+        let Some(command) = f.string(report, "command").filter(|c| !c.trim().is_empty()) else {
+            let d = Diagnostic::error("mcp.command", format!("MCP server `{name}` has neither `command` nor `url`"))
+                .help("a stdio server needs `command` (and optional `args`, `env`); an HTTP server needs `\"type\": \"http\"` and `url`");
+            report.push(f.src.diag(d, &f.prefix));
+            return None;
+        };
+        let env = string_map(f, report, "env");
+        check_secrets(f, report, &name, "env", &env);
+        Transport::Stdio {
+            command,
+            args: f.string_list(report, "args").unwrap_or_default(),
+            env,
+        }
+    };
+    let mut env_refs = Vec::new();
+    let values = match &transport {
+        Transport::Stdio { env, .. } => env,
+        Transport::Http { headers, .. } => headers,
+    };
+    for v in values.values() {
+        for r in var_refs(v) {
+            if !env_refs.contains(&r) {
+                env_refs.push(r);
+            }
+        }
+    }
+    Some(McpServer {
+        name,
+        transport,
+        env_refs,
+    })
+}
+
+fn string_map(f: &Fields<'_>, report: &mut Report, key: &'static str) -> BTreeMap<String, String> {
+    let Some(map) = f.object(report, key) else {
+        return BTreeMap::new();
+    };
+    let inner = f.nested(key, map);
+    map.iter()
+        .filter_map(|(k, v)| match v {
+            Value::String(s) => Some((k.clone(), s.clone())),
+            Value::Number(n) => Some((k.clone(), n.to_string())),
+            Value::Bool(b) => Some((k.clone(), b.to_string())),
+            other => {
+                inner.type_error(report, k, "a string", other);
+                None
+            }
+        })
+        .collect()
+}
+
+/// Names of the `${VAR}` references in a value, in order of appearance.
+pub fn var_refs(value: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else { break };
+        let name = &after[..end];
+        if is_var_name(name) {
+            out.push(name.to_string());
+        }
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+fn is_var_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+const SECRET_KEY_WORDS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "API_KEY",
+    "APIKEY",
+    "PRIVATE_KEY",
+    "CREDENTIAL",
+    "AUTHORIZATION",
+];
+const SECRET_VALUE_PREFIXES: &[&str] = &[
+    "ghp_",
+    "gho_",
+    "github_pat_",
+    "glpat-",
+    "sk-",
+    "xoxb-",
+    "xoxp-",
+    "AKIA",
+    "AIza",
+];
+
+/// Literal values where a `${VAR}` reference belongs: pack files are shared, secrets must not be.
+fn check_secrets(
+    f: &Fields<'_>,
+    report: &mut Report,
+    name: &str,
+    key: &'static str,
+    values: &BTreeMap<String, String>,
+) {
+    for (k, v) in values {
+        if v.contains("${") || v.trim().is_empty() {
+            continue;
+        }
+        let upper = k.to_ascii_uppercase();
+        let key_says_secret = SECRET_KEY_WORDS.iter().any(|w| upper.contains(w));
+        let value_looks_secret = SECRET_VALUE_PREFIXES
+            .iter()
+            .any(|p| v.starts_with(p) || v.contains(&format!(" {p}")));
+        if key_says_secret || value_looks_secret {
+            let d = Diagnostic::warning(
+                "mcp.literal-secret",
+                format!("MCP server `{name}` has a literal value for `{k}` that looks like a secret"),
+            )
+            .help(format!("never ship secrets in a pack: write `\"{k}\": \"${{{}}}\"` and set it in the operator's environment", var_suggestion(k)));
+            report.push(f.src.diag(d, &[&f.prefix[..], &[key, k.as_str()]].concat()));
+        }
+    }
+}
+
+fn var_suggestion(key: &str) -> String {
+    let s: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("VAR_{s}")
+    } else {
+        s
+    }
+}
+
+/// Pack servers are the base set; a persona server with the same name replaces it whole. Sorted by name.
+pub fn merge(pack: &[McpServer], persona: &[McpServer]) -> Vec<McpServer> {
+    let mut by_name: BTreeMap<&str, &McpServer> =
+        pack.iter().map(|s| (s.name.as_str(), s)).collect();
+    for s in persona {
+        by_name.insert(&s.name, s);
+    }
+    by_name.into_values().cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_var_references() {
+        assert_eq!(
+            var_refs("${A}-${B_2} ${} ${3X} ${unterminated"),
+            ["A", "B_2"]
+        );
+        assert!(var_refs("plain").is_empty());
+    }
+
+    #[test]
+    fn persona_server_replaces_pack_server_whole_and_output_is_sorted() {
+        let stdio = |name: &str, cmd: &str| McpServer {
+            name: name.into(),
+            transport: Transport::Stdio {
+                command: cmd.into(),
+                args: vec![],
+                env: BTreeMap::new(),
+            },
+            env_refs: vec![],
+        };
+        let merged = merge(
+            &[stdio("zeta", "z"), stdio("github", "pack-gh")],
+            &[stdio("github", "persona-gh"), stdio("alpha", "a")],
+        );
+        let names: Vec<_> = merged.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["alpha", "github", "zeta"]);
+        assert_eq!(merged[1], stdio("github", "persona-gh"));
+    }
+}

@@ -1,0 +1,491 @@
+//! Loading a persona pack from disk and checking it against the specification.
+//!
+//! [`load`] never panics and never stops at the first problem: it reads everything it safely can and
+//! returns the pack (when the essentials are there) together with a [`Report`] of every finding.
+//! Nothing in a pack is trusted: paths are kept inside the root, file sizes are capped before
+//! reading, and text must be UTF-8.
+
+pub mod behaviour;
+pub mod frontmatter;
+pub mod hooks;
+pub mod manifest;
+pub mod mcp;
+pub mod paths;
+pub mod persona;
+pub mod skill;
+pub mod source;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+pub use behaviour::{BehaviourLayer, TriggerLayer};
+pub use hooks::HookSet;
+pub use manifest::{Author, Manifest};
+pub use mcp::McpServer;
+pub use persona::Persona;
+pub use skill::Skill;
+
+use crate::diag::{Diagnostic, Report};
+use source::{SourceFile, Syntax};
+
+const MAX_MANIFEST: u64 = 1024 * 1024;
+/// A persona is a prompt plus frontmatter; 2 MiB is far beyond any real one.
+pub const MAX_PERSONA_FILE: u64 = 2 * 1024 * 1024;
+const MAX_TEXT_FILE: u64 = 1024 * 1024;
+
+/// A loaded pack: everything resolution needs, already checked.
+#[derive(Debug, Clone)]
+pub struct Pack {
+    /// Canonical path of the pack directory.
+    pub root: PathBuf,
+    pub manifest: Manifest,
+    pub personas: Vec<Persona>,
+    /// `instructions.md` (or `pack_instructions`), normalised; `None` when absent or blank.
+    pub instructions: Option<String>,
+    /// Pack-level MCP servers from `.mcp.json`.
+    pub mcp_servers: Vec<McpServer>,
+    /// Pack-level hooks from `hooks/hooks.json`.
+    pub hooks: HookSet,
+    /// Every skill that parsed, by canonical directory.
+    pub skills: BTreeMap<PathBuf, Skill>,
+    /// Directories under `skills/`, in order.
+    pub pack_skill_dirs: Vec<PathBuf>,
+    /// For each persona (same order as `personas`), the skill directories its `skills:` claims.
+    pub claimed_skill_dirs: Vec<Vec<PathBuf>>,
+}
+
+impl Pack {
+    pub fn persona(&self, name: &str) -> Option<&Persona> {
+        self.personas.iter().find(|p| p.name == name)
+    }
+
+    /// Load keys of the skills `persona_index` receives under §6 scoping: the skills it claims, plus
+    /// every skill under `skills/` that no persona claims. Sorted, without duplicates.
+    pub fn skills_for(&self, persona_index: usize) -> Vec<&Skill> {
+        let claimed_by_anyone: Vec<&PathBuf> = self.claimed_skill_dirs.iter().flatten().collect();
+        let own = self
+            .claimed_skill_dirs
+            .get(persona_index)
+            .into_iter()
+            .flatten();
+        let shared = self
+            .pack_skill_dirs
+            .iter()
+            .filter(|d| !claimed_by_anyone.contains(d));
+        let mut out: Vec<&Skill> = own
+            .chain(shared)
+            .filter_map(|d| self.skills.get(d))
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.dedup_by(|a, b| a.name == b.name);
+        out
+    }
+}
+
+/// The outcome of loading: the pack when its essentials could be read, and every finding.
+#[derive(Debug)]
+pub struct Loaded {
+    pub pack: Option<Pack>,
+    pub report: Report,
+}
+
+/// Validates the pack at `dir`: every finding, sorted errors first.
+pub fn validate(dir: &Path) -> Report {
+    load(dir).report
+}
+
+pub fn load(dir: &Path) -> Loaded {
+    let mut report = Report::default();
+    let pack = load_into(dir, &mut report);
+    report.sort();
+    // A pack with errors is never handed on: resolution and installation need a valid pack.
+    let pack = if report.has_errors() { None } else { pack };
+    Loaded { pack, report }
+}
+
+fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
+    let root = match dir.canonicalize() {
+        Ok(r) if r.is_dir() => r,
+        Ok(_) => {
+            report.push(Diagnostic::error(
+                "pack.not-dir",
+                format!("{} is not a directory", dir.display()),
+            ));
+            return None;
+        }
+        Err(e) => {
+            report.push(Diagnostic::error(
+                "pack.not-found",
+                format!("cannot open pack directory {}: {e}", dir.display()),
+            ));
+            return None;
+        }
+    };
+    let manifest = load_manifest(&root, report);
+    check_pre_v6_layout(&root, manifest.as_ref(), report);
+    let manifest = manifest?;
+
+    let mut personas = Vec::new();
+    for entry in manifest.personas.iter().filter(|p| !p.ends_with(".json")) {
+        if let Some(p) = load_persona(&root, entry, report) {
+            personas.push(p);
+        }
+    }
+    check_persona_set(&manifest, &personas, report);
+
+    let instructions = load_optional_text(
+        &root,
+        manifest.pack_instructions.as_deref(),
+        "instructions.md",
+        "pack_instructions",
+        report,
+    )
+    .map(|(_, t)| persona::normalise_text(&t))
+    .filter(|t| !t.is_empty());
+    let mcp_servers = load_optional_text(
+        &root,
+        manifest.mcp_config.as_deref(),
+        ".mcp.json",
+        "mcp_config",
+        report,
+    )
+    .map(|(rel, text)| {
+        let src = SourceFile::new(rel, text, Syntax::Json);
+        src.register(report);
+        mcp::parse_mcp_json(&src, report)
+    })
+    .unwrap_or_default();
+    let pack_hooks = load_optional_text(
+        &root,
+        manifest.hooks_config.as_deref(),
+        "hooks/hooks.json",
+        "hooks_config",
+        report,
+    )
+    .map(|(rel, text)| {
+        let src = SourceFile::new(rel, text, Syntax::Json);
+        src.register(report);
+        let hooks = hooks::parse_hooks_json(&src, report);
+        hooks::check_paths(&root, &hooks, &src, &[], report);
+        hooks
+    })
+    .unwrap_or_default();
+
+    let pack_skill_dirs = skill::pack_skill_dirs(&root);
+    let mut skills = BTreeMap::new();
+    for d in &pack_skill_dirs {
+        if let Some(s) = skill::load(&root, d, report) {
+            skills.insert(d.clone(), s);
+        }
+    }
+    let mut claimed_skill_dirs = Vec::new();
+    for p in &personas {
+        let src = persona_source(&root, p);
+        let mut dirs = Vec::new();
+        for entry in &p.skills {
+            match skill::resolve_reference(&root, entry) {
+                Ok(d) if d.is_dir() => {
+                    if !skills.contains_key(&d) {
+                        if let Some(s) = skill::load(&root, &d, report) {
+                            skills.insert(d.clone(), s);
+                        }
+                    }
+                    dirs.push(d);
+                }
+                Ok(_) => report.push(src.diag(
+                    Diagnostic::error(
+                        "persona.skill-path",
+                        format!("skill `{entry}` is not a directory"),
+                    ),
+                    &["skills"],
+                )),
+                Err(e) => {
+                    let d = Diagnostic::error("persona.skill-path", format!("skill `{entry}`: {e}"))
+                        .help("list skill directories relative to the pack root, e.g. ./skills/code-review/");
+                    report.push(src.diag(d, &["skills"]));
+                }
+            }
+        }
+        hooks::check_paths(&root, &p.hooks, &src, &["hooks"], report);
+        check_persona_extras(&root, p, &src, report);
+        claimed_skill_dirs.push(dirs);
+    }
+    note_env_refs(&mcp_servers, &personas, report);
+
+    Some(Pack {
+        root,
+        manifest,
+        personas,
+        instructions,
+        mcp_servers,
+        hooks: pack_hooks,
+        skills,
+        pack_skill_dirs,
+        claimed_skill_dirs,
+    })
+}
+
+fn load_manifest(root: &Path, report: &mut Report) -> Option<Manifest> {
+    let path = match paths::resolve_inside(root, manifest::MANIFEST_PATH) {
+        Ok(p) => p,
+        Err(paths::PathError::NotFound(_)) => {
+            let mut d = Diagnostic::error(
+                "pack.no-manifest",
+                format!("no {} in {}", manifest::MANIFEST_PATH, root.display()),
+            );
+            d = if root.join(".claude-plugin/plugin.json").is_file()
+                || root.join("plugin.json").is_file()
+                || root.join("expert.toml").is_file()
+            {
+                d.help("this looks like another plugin format: try `apiary convert <dir> --to persona-pack`")
+            } else {
+                d.help("a persona pack has its manifest at .plugin/plugin.json")
+            };
+            report.push(d);
+            return None;
+        }
+        Err(e) => {
+            report.push(
+                Diagnostic::error("pack.manifest-path", e.to_string())
+                    .in_file(manifest::MANIFEST_PATH),
+            );
+            return None;
+        }
+    };
+    let text = read_text(
+        &path,
+        manifest::MANIFEST_PATH.as_ref(),
+        MAX_MANIFEST,
+        report,
+    )?;
+    let src = SourceFile::new(manifest::MANIFEST_PATH, text, Syntax::Json);
+    src.register(report);
+    manifest::parse(&src, report)
+}
+
+/// Reads a capped UTF-8 file; problems become diagnostics on `rel`.
+fn read_text(path: &Path, rel: &Path, limit: u64, report: &mut Report) -> Option<String> {
+    let bytes = match source::read_limited(path, limit) {
+        Ok(b) => b,
+        Err(e) => {
+            report.push(Diagnostic::error("pack.read", e).in_file(rel));
+            return None;
+        }
+    };
+    match source::decode(bytes) {
+        Ok(t) => Some(t),
+        Err((_, msg)) => {
+            report.push(
+                Diagnostic::error("pack.utf8", msg)
+                    .in_file(rel)
+                    .help("save the file as UTF-8"),
+            );
+            None
+        }
+    }
+}
+
+fn load_persona(root: &Path, entry: &str, report: &mut Report) -> Option<Persona> {
+    let manifest_src = || SourceFile::new(manifest::MANIFEST_PATH, String::new(), Syntax::Json);
+    let path = match paths::resolve_inside(root, entry) {
+        Ok(p) if p.is_file() => p,
+        Ok(_) => {
+            report.push(manifest_src().diag(
+                Diagnostic::error(
+                    "manifest.persona-path",
+                    format!("persona `{entry}` is not a file"),
+                ),
+                &[],
+            ));
+            return None;
+        }
+        Err(e) => {
+            let d = Diagnostic::error("manifest.persona-path", format!("persona `{entry}`: {e}"))
+                .in_file(manifest::MANIFEST_PATH);
+            report.push(locate_in_manifest(report, d, entry));
+            return None;
+        }
+    };
+    let rel = paths::relative_to(root, &path);
+    if !entry.ends_with(".persona.md") {
+        report.push(
+            Diagnostic::warning(
+                "manifest.persona-ext",
+                format!("persona `{entry}` does not end in .persona.md"),
+            )
+            .in_file(manifest::MANIFEST_PATH),
+        );
+    }
+    let text = read_text(&path, &rel, MAX_PERSONA_FILE, report)?;
+    persona::parse(rel, text, report)
+}
+
+/// Points a manifest diagnostic at the place the entry is written.
+fn locate_in_manifest(report: &Report, d: Diagnostic, needle: &str) -> Diagnostic {
+    match report_source(report, Path::new(manifest::MANIFEST_PATH)) {
+        Some(text) => match text.find(&format!("\"{needle}\"")) {
+            Some(off) => d.at(&text, off, needle.len() + 2),
+            None => d,
+        },
+        None => d,
+    }
+}
+
+fn report_source(report: &Report, file: &Path) -> Option<String> {
+    report.source(file).map(|s| s.to_string())
+}
+
+fn persona_source(root: &Path, p: &Persona) -> SourceFile {
+    let text = std::fs::read_to_string(root.join(&p.file)).unwrap_or_default();
+    let offset = frontmatter::split(&text)
+        .map(|s| s.yaml_offset)
+        .unwrap_or(0);
+    SourceFile::new(p.file.clone(), text, Syntax::Yaml { offset })
+}
+
+fn check_persona_set(manifest: &Manifest, personas: &[Persona], report: &mut Report) {
+    if manifest.personas.is_empty() {
+        report.push(
+            Diagnostic::error("pack.no-personas", "the pack contains zero personas")
+                .in_file(manifest::MANIFEST_PATH)
+                .help("list persona files in `personas`, e.g. [\"agents/pip.persona.md\"]"),
+        );
+    }
+    let mut seen: HashMap<&str, &Path> = HashMap::new();
+    for p in personas {
+        if let Some(first) = seen.insert(&p.name, &p.file) {
+            let d = Diagnostic::error(
+                "pack.duplicate-persona",
+                format!(
+                    "persona name \"{}\" is used twice (also in {})",
+                    p.name,
+                    first.display()
+                ),
+            )
+            .in_file(&p.file)
+            .help("persona names are agent ids and must be unique within a pack");
+            report.push(d);
+        }
+    }
+}
+
+/// Optional pack file: an explicit manifest path must exist; otherwise the conventional file is used
+/// when present.
+fn load_optional_text(
+    root: &Path,
+    explicit: Option<&str>,
+    default: &str,
+    key: &str,
+    report: &mut Report,
+) -> Option<(PathBuf, String)> {
+    let rel = explicit.unwrap_or(default);
+    let path = match paths::resolve_inside(root, rel) {
+        Ok(p) if p.is_file() => p,
+        Ok(_) => {
+            report.push(
+                Diagnostic::error("manifest.path", format!("`{key}`: `{rel}` is not a file"))
+                    .in_file(manifest::MANIFEST_PATH),
+            );
+            return None;
+        }
+        Err(paths::PathError::NotFound(_)) if explicit.is_none() => return None,
+        Err(e) => {
+            let d = Diagnostic::error("manifest.path", format!("`{key}`: {e}"))
+                .in_file(manifest::MANIFEST_PATH);
+            report.push(locate_in_manifest(report, d, rel));
+            return None;
+        }
+    };
+    let rel = paths::relative_to(root, &path);
+    read_text(&path, &rel, MAX_TEXT_FILE, report).map(|t| (rel, t))
+}
+
+fn check_persona_extras(root: &Path, p: &Persona, src: &SourceFile, report: &mut Report) {
+    if let Some(avatar) = &p.avatar {
+        match paths::resolve_inside(root, avatar) {
+            Ok(_) => {}
+            Err(paths::PathError::NotFound(_)) => report.push(src.diag(
+                Diagnostic::warning(
+                    "persona.avatar",
+                    format!("avatar `{avatar}` does not exist in the pack"),
+                ),
+                &["avatar"],
+            )),
+            Err(e) => report.push(src.diag(
+                Diagnostic::error("persona.avatar", format!("avatar: {e}")),
+                &["avatar"],
+            )),
+        }
+    }
+    if let Some(v) = &p.version {
+        if semver::Version::parse(v).is_err() {
+            report.push(src.diag(
+                Diagnostic::warning(
+                    "persona.version",
+                    format!("`version` \"{v}\" is not a semantic version"),
+                ),
+                &["version"],
+            ));
+        }
+    }
+    if let Some(rt) = &p.runtime {
+        if crate::resolve::runtime::Runtime::find(rt).is_none() {
+            let known = crate::resolve::runtime::Runtime::names().join(", ");
+            let d = Diagnostic::warning(
+                "persona.runtime",
+                format!("unknown runtime `{rt}`; its model settings will use goose's variables"),
+            )
+            .help(format!("known runtimes: {known}"));
+            report.push(src.diag(d, &["runtime"]));
+        }
+    }
+}
+
+/// Pre-V6 packs keep JSON personas under `personas/`; point them at the migration.
+fn check_pre_v6_layout(root: &Path, manifest: Option<&Manifest>, report: &mut Report) {
+    let listed = manifest.is_some_and(|m| !m.personas.is_empty());
+    if listed {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(root.join("personas")) else {
+        return;
+    };
+    let json: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    if !json.is_empty() {
+        let d = Diagnostic::error(
+            "pack.pre-v6",
+            format!(
+                "found pre-V6 JSON personas in personas/: {}",
+                json.join(", ")
+            ),
+        )
+        .help(manifest::MIGRATE_HINT);
+        report.push(d);
+    }
+}
+
+/// Which `${VAR}`s the pack's MCP servers need at start: information, not a problem.
+fn note_env_refs(pack: &[McpServer], personas: &[Persona], report: &mut Report) {
+    let mut vars: Vec<&str> = pack
+        .iter()
+        .chain(personas.iter().flat_map(|p| &p.mcp_servers))
+        .flat_map(|s| s.env_refs.iter().map(String::as_str))
+        .collect();
+    vars.sort_unstable();
+    vars.dedup();
+    if !vars.is_empty() {
+        let list = vars
+            .iter()
+            .map(|v| format!("${{{v}}}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        report.push(
+            Diagnostic::note("mcp.env-refs", format!("MCP servers need these variables in the environment at start: {list}"))
+                .help("apiary resolves them from its own environment and refuses to start a persona whose variables are unset"),
+        );
+    }
+}

@@ -1,0 +1,288 @@
+//! `agents/*.persona.md` (spec §4): YAML frontmatter with identity, skills, MCP servers, behavioural
+//! config and hooks, then the persona prompt as markdown. Unknown frontmatter keys are hard errors.
+
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+use super::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
+use super::frontmatter;
+use super::hooks::{self, HookSet};
+use super::manifest::{Author, MIGRATE_HINT};
+use super::mcp::{self, McpServer};
+use super::source::{Fields, SourceFile, Syntax, suggest};
+use crate::diag::{Diagnostic, Report, Severity};
+
+const IDENTITY_KEYS: &[&str] = &[
+    "name",
+    "display_name",
+    "avatar",
+    "description",
+    "version",
+    "author",
+    "runtime",
+    "skills",
+    "mcp_servers",
+    "hooks",
+];
+
+pub const MAX_NAME_LEN: usize = 64;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Persona {
+    /// Pack-relative path of the persona file.
+    pub file: PathBuf,
+    pub name: String,
+    pub display_name: String,
+    pub description: String,
+    pub avatar: Option<String>,
+    pub version: Option<String>,
+    pub author: Option<Author>,
+    /// Agent runtime this persona targets (selects the env-var projection); not in the spec, used by
+    /// real packs.
+    pub runtime: Option<String>,
+    /// `skills:` entries as written.
+    pub skills: Vec<String>,
+    pub mcp_servers: Vec<McpServer>,
+    pub behaviour: BehaviourLayer,
+    pub hooks: HookSet,
+    /// The persona prompt: the markdown body, line ends normalised to `\n`, outer blank space trimmed.
+    pub body: String,
+}
+
+fn all_keys() -> Vec<&'static str> {
+    IDENTITY_KEYS
+        .iter()
+        .chain(BEHAVIOUR_KEYS)
+        .copied()
+        .collect()
+}
+
+/// Parses a persona file's text. `None` when required identity fields are missing or the file cannot
+/// be understood; every reason is in `report`.
+pub fn parse(rel: PathBuf, text: String, report: &mut Report) -> Option<Persona> {
+    let split = match frontmatter::split(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            let mut d = Diagnostic::error("persona.frontmatter", e.to_string()).in_file(&rel);
+            if matches!(e, frontmatter::SplitError::NoClosing) {
+                d = d.at(&text, 0, 3).help(
+                    "end the frontmatter with a line containing only `---` before the prompt",
+                );
+            } else if matches!(e, frontmatter::SplitError::NoOpening) {
+                d = d.help(
+                    "a persona file starts with `---`, YAML frontmatter, `---`, then the prompt",
+                );
+            }
+            report.push(d);
+            return None;
+        }
+    };
+    if split.had_bom {
+        report.push(
+            Diagnostic::warning(
+                "persona.bom",
+                "the file starts with a UTF-8 byte-order mark; it was ignored",
+            )
+            .in_file(&rel)
+            .help("save the file as UTF-8 without BOM"),
+        );
+    }
+    let body = normalise_text(split.body);
+    let yaml = split.yaml.to_string();
+    let yaml_offset = split.yaml_offset;
+    let src = SourceFile::new(
+        rel.clone(),
+        text,
+        Syntax::Yaml {
+            offset: yaml_offset,
+        },
+    );
+    src.register(report);
+    let map = yaml_mapping(&src, &yaml, report, "persona")?;
+    let fields = Fields {
+        src: &src,
+        map: &map,
+        prefix: vec![],
+        area: "persona",
+    };
+
+    if map.contains_key("buzz") {
+        let d = Diagnostic::error(
+            "persona.v6",
+            "the frontmatter has a V6 `buzz:` block, which is no longer supported",
+        )
+        .help(MIGRATE_HINT);
+        report.push(src.diag(d, &["buzz"]));
+    }
+    let known = all_keys();
+    for key in map
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()) && k.as_str() != "buzz")
+    {
+        let d = Diagnostic::error(
+            "persona.unknown-key",
+            format!("unknown key `{key}` in persona frontmatter"),
+        );
+        let d = match suggest(key, &known) {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d.help("persona frontmatter takes identity fields (name, display_name, description, …) and the behavioural fields of spec §10"),
+        };
+        report.push(src.diag(d, &[key]));
+    }
+
+    let name = required(&fields, report, "name");
+    if let Some(n) = &name {
+        check_name(&fields, report, n);
+    }
+    let display_name = required(&fields, report, "display_name");
+    let description = required(&fields, report, "description");
+    let hooks = match fields.object(report, "hooks") {
+        Some(m) => hooks::read(&fields.nested("hooks", m), report, Severity::Error),
+        None => HookSet::default(),
+    };
+    let persona = Persona {
+        avatar: fields.string(report, "avatar"),
+        version: fields.string(report, "version"),
+        author: super::manifest::read_author(&fields, report),
+        runtime: fields.string(report, "runtime"),
+        skills: fields.string_list(report, "skills").unwrap_or_default(),
+        mcp_servers: mcp::parse_persona_list(&fields, report),
+        behaviour: BehaviourLayer::read(&fields, report, Severity::Error),
+        hooks,
+        body,
+        file: rel,
+        name: name?,
+        display_name: display_name?,
+        description: description?,
+    };
+    if persona.body.is_empty() {
+        let d = Diagnostic::warning(
+            "persona.empty-prompt",
+            format!("persona `{}` has an empty prompt body", persona.name),
+        )
+        .in_file(&persona.file)
+        .help("write the persona's role and rules after the closing `---`");
+        report.push(d);
+    }
+    Some(persona)
+}
+
+/// Parses YAML frontmatter into a JSON mapping, reporting syntax errors at their line in the file.
+pub(crate) fn yaml_mapping(
+    src: &SourceFile,
+    yaml: &str,
+    report: &mut Report,
+    area: &'static str,
+) -> Option<Map<String, Value>> {
+    let code = if area == "skill" {
+        "skill.yaml"
+    } else {
+        "persona.yaml"
+    };
+    let offset = match src.syntax {
+        Syntax::Yaml { offset } => offset,
+        Syntax::Json | Syntax::Toml => 0,
+    };
+    let parsed: serde_yaml_ng::Value = match serde_yaml_ng::from_str(yaml) {
+        Ok(v) => v,
+        Err(e) => {
+            let mut d = Diagnostic::error(
+                code,
+                format!(
+                    "frontmatter is not valid YAML: {}",
+                    first_line(&e.to_string())
+                ),
+            )
+            .in_file(&src.rel);
+            if let Some(loc) = e.location() {
+                d = d.at(&src.text, offset + loc.index(), 1);
+            }
+            report.push(d);
+            return None;
+        }
+    };
+    if parsed.is_null() {
+        return Some(Map::new());
+    }
+    match serde_json::to_value(&parsed) {
+        Ok(Value::Object(m)) => Some(m),
+        Ok(other) => {
+            let d = Diagnostic::error(
+                code,
+                format!(
+                    "frontmatter must be a mapping of keys to values, found {}",
+                    super::source::type_name(&other)
+                ),
+            )
+            .in_file(&src.rel)
+            .at(&src.text, offset, 1);
+            report.push(d);
+            None
+        }
+        Err(e) => {
+            let d = Diagnostic::error(
+                code,
+                format!("frontmatter uses YAML that has no JSON equivalent: {e}"),
+            )
+            .in_file(&src.rel)
+            .help("keys must be strings; tags and non-string keys are not allowed");
+            report.push(d);
+            None
+        }
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+fn required(fields: &Fields<'_>, report: &mut Report, key: &str) -> Option<String> {
+    match fields.string(report, key) {
+        Some(s) if !s.trim().is_empty() => Some(s),
+        Some(_) => {
+            report.push(fields.src.diag(
+                Diagnostic::error("persona.required", format!("`{key}` is empty")),
+                &[key],
+            ));
+            None
+        }
+        None if fields.get(key).is_none() => {
+            let d = Diagnostic::error(
+                "persona.required",
+                format!("persona frontmatter is missing the required `{key}`"),
+            )
+            .in_file(&fields.src.rel);
+            report.push(d);
+            None
+        }
+        None => None,
+    }
+}
+
+/// Names are agent ids: `[A-Za-z0-9_-]{1,64}`; the spec asks for lowercase, which we only warn about.
+fn check_name(fields: &Fields<'_>, report: &mut Report, name: &str) {
+    let charset_ok = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    if !charset_ok || name.len() > MAX_NAME_LEN {
+        let d = Diagnostic::error("persona.name", format!("persona name \"{name}\" is not a valid agent id"))
+            .help(format!("use letters, digits, `-` and `_`, at most {MAX_NAME_LEN} characters (lowercase by convention)"));
+        report.push(fields.src.diag(d, &["name"]));
+    } else if name.chars().any(|c| c.is_ascii_uppercase()) {
+        let d = Diagnostic::warning(
+            "persona.name-case",
+            format!("persona name \"{name}\" has uppercase letters"),
+        )
+        .help(format!(
+            "the spec asks for lowercase names: \"{}\"",
+            name.to_ascii_lowercase()
+        ));
+        report.push(fields.src.diag(d, &["name"]));
+    }
+}
+
+/// `\r\n` to `\n` and outer blank lines trimmed, so a pack saved on Windows resolves identically.
+pub fn normalise_text(text: &str) -> String {
+    text.replace("\r\n", "\n").trim().to_string()
+}

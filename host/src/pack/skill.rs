@@ -1,0 +1,150 @@
+//! Skills (spec §6): `skills/<dir>/SKILL.md` with required `name` and `description`, and the scoping
+//! rule deciding which persona receives which skill.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::frontmatter;
+use super::paths;
+use super::source::{self, Fields, SourceFile, Syntax};
+use crate::diag::{Diagnostic, Report};
+
+pub const SKILLS_DIR: &str = "skills";
+const MAX_SKILL_FILE: u64 = 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skill {
+    /// The load key: `name:` from SKILL.md.
+    pub name: String,
+    pub description: String,
+    /// Canonical path of the skill directory.
+    pub dir: PathBuf,
+    /// Pack-relative path of the directory, for messages.
+    pub rel: PathBuf,
+}
+
+/// Reads `<dir>/SKILL.md`. A missing or malformed file, or one without `name` or `description`, is an
+/// error: the agent runtime would silently skip it (PF-5).
+pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
+    let rel_dir = paths::relative_to(root, dir);
+    let rel = rel_dir.join("SKILL.md");
+    let file = dir.join("SKILL.md");
+    if !file.is_file() {
+        let d = Diagnostic::error(
+            "skill.missing",
+            format!("skill directory `{}` has no SKILL.md", rel_dir.display()),
+        )
+        .in_file(&rel_dir);
+        report.push(d);
+        return None;
+    }
+    let text = match source::read_limited(&file, MAX_SKILL_FILE)
+        .and_then(|b| source::decode(b).map_err(|e| e.1))
+    {
+        Ok(t) => t,
+        Err(e) => {
+            report.push(Diagnostic::error("skill.read", e).in_file(&rel));
+            return None;
+        }
+    };
+    let split = match frontmatter::split(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            let d = Diagnostic::error(
+                "skill.frontmatter",
+                format!("{e}; the agent runtime would skip this skill"),
+            )
+            .in_file(&rel)
+            .help("start SKILL.md with ---, then `name:` and `description:`, then ---");
+            report.push(d);
+            return None;
+        }
+    };
+    let (yaml, yaml_offset) = (split.yaml.to_string(), split.yaml_offset);
+    let src = SourceFile::new(
+        &rel,
+        text,
+        Syntax::Yaml {
+            offset: yaml_offset,
+        },
+    );
+    src.register(report);
+    let map = match super::persona::yaml_mapping(&src, &yaml, report, "skill") {
+        Some(m) => m,
+        None => return None,
+    };
+    let fields = Fields {
+        src: &src,
+        map: &map,
+        prefix: vec![],
+        area: "skill",
+    };
+    let mut required = |key: &str| -> Option<String> {
+        match fields.get(key) {
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+            _ => {
+                let d = Diagnostic::error(
+                    "skill.required",
+                    format!("SKILL.md has no `{key}`; the agent runtime would skip this skill"),
+                )
+                .in_file(&rel)
+                .help("both `name:` and `description:` are required in SKILL.md frontmatter");
+                report.push(d);
+                None
+            }
+        }
+    };
+    let name = required("name");
+    let description = required("description");
+    let (name, description) = (name?, description?);
+    let dir_name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name != dir_name {
+        let d = Diagnostic::warning(
+            "skill.name-mismatch",
+            format!("skill name \"{name}\" differs from its directory name \"{dir_name}\""),
+        )
+        .help(format!(
+            "the load key is the `name:` field: agents load it as load(source: \"{name}\")"
+        ));
+        report.push(src.diag(d, &["name"]));
+    }
+    Some(Skill {
+        name,
+        description,
+        dir: dir.to_path_buf(),
+        rel: rel_dir,
+    })
+}
+
+/// Directories under the pack's `skills/`, sorted; dot-directories are skipped.
+pub fn pack_skill_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root.join(SKILLS_DIR)) else {
+        return vec![];
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.path().canonicalize().ok())
+        .filter(|p| p.starts_with(root))
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Resolves a persona `skills:` entry: a pack-relative path (`./skills/x/`), or a bare name looked up
+/// under `skills/`.
+pub fn resolve_reference(root: &Path, entry: &str) -> Result<PathBuf, paths::PathError> {
+    let trimmed = entry.trim_end_matches('/');
+    match paths::resolve_inside(root, trimmed) {
+        Err(paths::PathError::NotFound(_)) if !trimmed.contains('/') => {
+            paths::resolve_inside(root, &format!("{SKILLS_DIR}/{trimmed}"))
+                .map_err(|_| paths::PathError::NotFound(entry.to_string()))
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,361 @@
+//! A file of the pack being read: its text, where its keys are, and typed access to its values that
+//! turns every type mismatch into a diagnostic pointing at the key (instead of stopping at the first
+//! serde error). YAML frontmatter is converted to `serde_json::Value` so both formats share one code path.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::frontmatter;
+use crate::diag::{Diagnostic, Report};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Syntax {
+    Json,
+    /// YAML frontmatter starting at this byte offset of the file.
+    Yaml {
+        offset: usize,
+    },
+    Toml,
+}
+
+/// One file's text plus what is needed to point at places in it.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// Path relative to the pack root, as shown in diagnostics.
+    pub rel: PathBuf,
+    pub text: String,
+    pub syntax: Syntax,
+}
+
+impl SourceFile {
+    pub fn new(rel: impl Into<PathBuf>, text: String, syntax: Syntax) -> Self {
+        SourceFile {
+            rel: rel.into(),
+            text,
+            syntax,
+        }
+    }
+
+    /// Byte span of the key at `path` (e.g. `["defaults", "temprature"]`), best effort.
+    pub fn locate(&self, path: &[&str]) -> Option<(usize, usize)> {
+        let mut from = match self.syntax {
+            Syntax::Json | Syntax::Toml => 0,
+            Syntax::Yaml { offset } => offset,
+        };
+        let mut found = None;
+        for (depth, key) in path.iter().enumerate() {
+            let (off, len) = match self.syntax {
+                Syntax::Yaml { offset } if depth == 0 => {
+                    let end = self.yaml_end(offset);
+                    let (o, l) = frontmatter::locate_key(&self.text[offset..end], key)?;
+                    (o + offset, l)
+                }
+                Syntax::Yaml { .. } => find_yaml_nested_key(&self.text, from, key)?,
+                Syntax::Json => find_json_key(&self.text, from, key)?,
+                Syntax::Toml if depth + 1 < path.len() => {
+                    (from + self.text.get(from..)?.find(key)?, key.len())
+                }
+                Syntax::Toml => find_toml_key(&self.text, from, key)?,
+            };
+            from = off + len;
+            found = Some((off, len));
+        }
+        found
+    }
+
+    fn yaml_end(&self, offset: usize) -> usize {
+        // The frontmatter ends at the closing delimiter; searching past it would find body text.
+        self.text[offset..]
+            .match_indices("\n---")
+            .map(|(i, _)| offset + i + 1)
+            .find(|&i| self.text[i + 3..].starts_with(['\n', '\r']) || i + 3 == self.text.len())
+            .unwrap_or(self.text.len())
+    }
+
+    /// A diagnostic in this file, located at `path` when the key can be found.
+    pub fn diag(&self, d: Diagnostic, path: &[&str]) -> Diagnostic {
+        let d = d.in_file(&self.rel);
+        match self.locate(path) {
+            Some((off, len)) => d.at(&self.text, off, len),
+            None => d,
+        }
+    }
+
+    pub fn register(&self, report: &mut Report) {
+        report.add_source(&self.rel, &self.text);
+    }
+}
+
+fn find_json_key(text: &str, from: usize, key: &str) -> Option<(usize, usize)> {
+    let needle = format!("\"{key}\"");
+    let mut start = from;
+    while let Some(i) = text.get(start..)?.find(&needle) {
+        let at = start + i;
+        let after = text[at + needle.len()..].trim_start();
+        if after.starts_with(':') {
+            return Some((at, needle.len()));
+        }
+        start = at + needle.len();
+    }
+    None
+}
+
+fn find_toml_key(text: &str, from: usize, key: &str) -> Option<(usize, usize)> {
+    let mut offset = from;
+    for line in text.get(from..)?.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix(key) {
+            if rest.trim_start().starts_with('=') {
+                return Some((offset + line.len() - trimmed.len(), key.len()));
+            }
+        }
+        offset += line.len();
+    }
+    None
+}
+
+fn find_yaml_nested_key(text: &str, from: usize, key: &str) -> Option<(usize, usize)> {
+    let mut offset = from;
+    for line in text.get(from..)?.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let unquoted = trimmed.trim_start_matches(['"', '\'']);
+        if unquoted.starts_with(key)
+            && unquoted[key.len()..]
+                .trim_start_matches(['"', '\''])
+                .starts_with(':')
+        {
+            return Some((
+                offset + indent + (trimmed.len() - unquoted.len()),
+                key.len(),
+            ));
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// The JSON type name used in messages.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a decimal number",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+fn shown(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 40 {
+        format!("{}…", s.chars().take(40).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// Typed reads from one mapping of a source file; mismatches become errors in `report`.
+pub struct Fields<'a> {
+    pub src: &'a SourceFile,
+    pub map: &'a Map<String, Value>,
+    /// Key path of `map` inside the file (empty for the top level).
+    pub prefix: Vec<&'a str>,
+    /// Code prefix for diagnostics, e.g. `persona` or `manifest`.
+    pub area: &'static str,
+}
+
+impl<'a> Fields<'a> {
+    fn path<'k>(&'k self, key: &'k str) -> Vec<&'k str> {
+        let mut p = self.prefix.clone();
+        p.push(key);
+        p
+    }
+
+    fn shown_key(&self, key: &str) -> String {
+        let mut p = self.prefix.clone();
+        p.push(key);
+        p.join(".")
+    }
+
+    pub fn type_error(&self, report: &mut Report, key: &str, expected: &str, found: &Value) {
+        let msg = format!(
+            "`{}` must be {expected}, found {} {}",
+            self.shown_key(key),
+            type_name(found),
+            shown(found)
+        );
+        report.push(self.src.diag(
+            Diagnostic::error(type_code(self.area), msg),
+            &self.path(key),
+        ));
+    }
+
+    /// A present, non-null value (`null` means absent everywhere in the spec).
+    pub fn get(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    pub fn string(&self, report: &mut Report, key: &str) -> Option<String> {
+        match self.get(key)? {
+            Value::String(s) => Some(s.clone()),
+            other => {
+                self.type_error(report, key, "a string", other);
+                None
+            }
+        }
+    }
+
+    pub fn bool(&self, report: &mut Report, key: &str) -> Option<bool> {
+        match self.get(key)? {
+            Value::Bool(b) => Some(*b),
+            other => {
+                self.type_error(report, key, "true or false", other);
+                None
+            }
+        }
+    }
+
+    pub fn number(&self, report: &mut Report, key: &str) -> Option<f64> {
+        match self.get(key)? {
+            Value::Number(n) => n.as_f64(),
+            other => {
+                self.type_error(report, key, "a number", other);
+                None
+            }
+        }
+    }
+
+    pub fn positive_int(&self, report: &mut Report, key: &str) -> Option<u64> {
+        match self.get(key)? {
+            Value::Number(n) if n.as_u64().is_some_and(|n| n > 0) => n.as_u64(),
+            other => {
+                self.type_error(report, key, "a positive integer", other);
+                None
+            }
+        }
+    }
+
+    pub fn string_list(&self, report: &mut Report, key: &str) -> Option<Vec<String>> {
+        match self.get(key)? {
+            Value::Array(items) if items.iter().all(Value::is_string) => Some(
+                items
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect(),
+            ),
+            other => {
+                self.type_error(report, key, "a list of strings", other);
+                None
+            }
+        }
+    }
+
+    pub fn object(&self, report: &mut Report, key: &str) -> Option<&'a Map<String, Value>> {
+        match self.get(key)? {
+            Value::Object(m) => Some(m),
+            other => {
+                self.type_error(report, key, "a mapping", other);
+                None
+            }
+        }
+    }
+
+    /// Reads of a nested mapping, with key paths that keep pointing into this file.
+    pub fn nested(&self, key: &'a str, map: &'a Map<String, Value>) -> Fields<'a> {
+        let mut prefix = self.prefix.clone();
+        prefix.push(key);
+        Fields {
+            src: self.src,
+            map,
+            prefix,
+            area: self.area,
+        }
+    }
+}
+
+fn type_code(area: &'static str) -> &'static str {
+    match area {
+        "manifest" => "manifest.type",
+        "persona" => "persona.type",
+        "overrides" => "overrides.type",
+        "mcp" => "mcp.type",
+        "hooks" => "hooks.type",
+        _ => "type",
+    }
+}
+
+/// The closest known key, for "did you mean" hints.
+pub fn suggest(unknown: &str, known: &[&str]) -> Option<String> {
+    known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(unknown, k), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+        .min()
+        .map(|(_, k)| k.to_string())
+}
+
+/// Reads a file that must stay small; refuses anything larger than `limit` bytes before reading it.
+pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "file is larger than the {} KiB limit",
+            limit / 1024
+        ));
+    }
+    Ok(bytes)
+}
+
+/// UTF-8 text, or the offset of the first invalid byte.
+pub fn decode(bytes: Vec<u8>) -> Result<String, (usize, String)> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        (
+            at,
+            format!("the file is not valid UTF-8 (invalid byte at offset {at})"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_json_keys_in_nested_objects() {
+        let text = r#"{ "name": "x", "defaults": { "name": 1, "temprature": 0.5 } }"#.to_string();
+        let src = SourceFile::new("p.json", text.clone(), Syntax::Json);
+        let (off, _) = src.locate(&["defaults", "temprature"]).unwrap();
+        assert!(text[off..].starts_with("\"temprature\""));
+        let (off, _) = src.locate(&["defaults", "name"]).unwrap();
+        assert!(off > text.find("defaults").unwrap());
+    }
+
+    #[test]
+    fn locates_yaml_keys_inside_frontmatter_only() {
+        let text = "---\nname: a\ntriggers:\n  keywords: [x]\n---\nkeywords: body\n".to_string();
+        let src = SourceFile::new("a.persona.md", text.clone(), Syntax::Yaml { offset: 4 });
+        let (off, _) = src.locate(&["triggers", "keywords"]).unwrap();
+        assert_eq!(crate::diag::line_col(&text, off), (4, 3));
+        assert_eq!(src.locate(&["keywords"]), None);
+    }
+
+    #[test]
+    fn suggests_near_misses_only() {
+        let known = ["temperature", "model", "subscribe"];
+        assert_eq!(
+            suggest("temprature", &known).as_deref(),
+            Some("temperature")
+        );
+        assert_eq!(suggest("colour", &known), None);
+    }
+}

@@ -1,0 +1,146 @@
+//! Precedence level 2: the operator's per-persona overrides (the spec's "desktop UI per-agent"
+//! settings). A TOML file keyed by pack id, then persona name:
+//!
+//! ```toml
+//! ["com.example.meadow-security-team".pip]
+//! model = "anthropic:claude-opus-4"
+//! temperature = 0.2
+//! runtime = "goose"
+//! ```
+//!
+//! It takes the behavioural keys of spec §10 plus `runtime`. It is the operator's own file, so an
+//! unknown key is an error, not a warning.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::diag::{Diagnostic, Report, Severity};
+use crate::pack::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
+use crate::pack::source::{self, Fields, SourceFile, Syntax, suggest};
+
+pub const ENV_VAR: &str = "APIARY_OVERRIDES";
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PersonaOverride {
+    pub behaviour: BehaviourLayer,
+    pub runtime: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub path: Option<PathBuf>,
+    entries: HashMap<(String, String), PersonaOverride>,
+}
+
+impl Overrides {
+    pub fn get(&self, pack_id: &str, persona: &str) -> Option<&PersonaOverride> {
+        self.entries
+            .get(&(pack_id.to_string(), persona.to_string()))
+    }
+
+    /// Persona names the file mentions for `pack_id`, to warn about ones the pack does not have.
+    pub fn personas_for<'a>(&'a self, pack_id: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.entries
+            .keys()
+            .filter(move |(p, _)| p == pack_id)
+            .map(|(_, n)| n.as_str())
+    }
+
+    /// The file to use: the explicit path, else `$APIARY_OVERRIDES`, else the user's config dir
+    /// (`~/.config/apiary/overrides.toml`) when it exists.
+    pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
+        if let Some(p) = explicit {
+            return Some(p.to_path_buf());
+        }
+        if let Some(p) = std::env::var_os(ENV_VAR).filter(|v| !v.is_empty()) {
+            return Some(PathBuf::from(p));
+        }
+        dirs::config_dir()
+            .map(|d| d.join("apiary/overrides.toml"))
+            .filter(|p| p.is_file())
+    }
+
+    /// Loads the file; any error is in the report and the overrides are then empty.
+    pub fn load(path: &Path, report: &mut Report) -> Overrides {
+        let text = match source::read_limited(path, 1024 * 1024)
+            .and_then(|b| source::decode(b).map_err(|e| e.1))
+        {
+            Ok(t) => t,
+            Err(e) => {
+                report.push(
+                    Diagnostic::error("overrides.read", format!("cannot read overrides file: {e}"))
+                        .in_file(path),
+                );
+                return Overrides::default();
+            }
+        };
+        let src = SourceFile::new(path, text, Syntax::Toml);
+        src.register(report);
+        let table: toml::Table = match toml::from_str(&src.text) {
+            Ok(t) => t,
+            Err(e) => {
+                let mut d = Diagnostic::error(
+                    "overrides.toml",
+                    format!("overrides file is not valid TOML: {}", e.message()),
+                )
+                .in_file(path);
+                if let Some(span) = e.span() {
+                    d = d.at(&src.text, span.start, span.len().max(1));
+                }
+                report.push(d);
+                return Overrides::default();
+            }
+        };
+        let Ok(Value::Object(packs)) = serde_json::to_value(&table) else {
+            return Overrides::default();
+        };
+        let mut entries = HashMap::new();
+        let top = Fields {
+            src: &src,
+            map: &packs,
+            prefix: vec![],
+            area: "overrides",
+        };
+        for (pack_id, personas) in &packs {
+            let Value::Object(personas) = personas else {
+                top.type_error(report, pack_id, "a table of persona names", personas);
+                continue;
+            };
+            let per_pack = top.nested(pack_id, personas);
+            for (persona, settings) in personas {
+                let Value::Object(settings) = settings else {
+                    per_pack.type_error(report, persona, "a table of settings", settings);
+                    continue;
+                };
+                let f = per_pack.nested(persona, settings);
+                check_keys(&f, report);
+                let entry = PersonaOverride {
+                    behaviour: BehaviourLayer::read(&f, report, Severity::Error),
+                    runtime: f.string(report, "runtime"),
+                };
+                entries.insert((pack_id.clone(), persona.clone()), entry);
+            }
+        }
+        Overrides {
+            path: Some(path.to_path_buf()),
+            entries,
+        }
+    }
+}
+
+fn check_keys(f: &Fields<'_>, report: &mut Report) {
+    let known: Vec<&str> = BEHAVIOUR_KEYS.iter().copied().chain(["runtime"]).collect();
+    for key in f.map.keys().filter(|k| !known.contains(&k.as_str())) {
+        let d = Diagnostic::error(
+            "overrides.unknown-key",
+            format!("unknown key `{key}` in the overrides file"),
+        );
+        let d = match suggest(key, &known) {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d.help(format!("overrides take {}", known.join(", "))),
+        };
+        report.push(f.src.diag(d, &[&f.prefix[..], &[key.as_str()]].concat()));
+    }
+}
