@@ -277,11 +277,7 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
     };
     row("subscribe", subscribe, src("subscribe"));
     let t = &p.triggers;
-    let keywords = if t.keywords.is_empty() {
-        "none".to_string()
-    } else {
-        t.keywords.join(", ")
-    };
+    let keywords = t.keywords.join(", ");
     row(
         "triggers",
         format!(
