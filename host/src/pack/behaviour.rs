@@ -83,20 +83,19 @@ fn read_triggers(
     report: &mut Report,
     unknown: Severity,
 ) -> Option<TriggerLayer> {
-    let (key, other) = match (fields.get("triggers"), fields.get("respond_to")) {
+    let key = match (fields.get("triggers"), fields.get("respond_to")) {
         (Some(_), Some(_)) => {
             let d = Diagnostic::error(
                 "behaviour.triggers-twice",
                 "both `triggers` and its legacy alias `respond_to` are set; keep only `triggers`",
             );
             report.push(fields.src.diag(d, &path(fields, "respond_to")));
-            ("triggers", true)
+            "triggers"
         }
-        (Some(_), None) => ("triggers", false),
-        (None, Some(_)) => ("respond_to", false),
+        (Some(_), None) => "triggers",
+        (None, Some(_)) => "respond_to",
         (None, None) => return None,
     };
-    let _ = other;
     let map = fields.object(report, key)?;
     let t = fields.nested(key, map);
     for k in map.keys().filter(|k| !TRIGGER_KEYS.contains(&k.as_str())) {
