@@ -187,16 +187,19 @@ pub(crate) fn yaml_mapping(
     let parsed: serde_yaml_ng::Value = match serde_yaml_ng::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
-            let mut d = Diagnostic::error(
-                code,
-                format!(
-                    "frontmatter is not valid YAML: {}",
-                    first_line(&e.to_string())
-                ),
-            )
-            .in_file(&src.rel);
+            let full = e.to_string();
+            let message = yaml_message(first_line(&full));
+            let mut d =
+                Diagnostic::error(code, format!("frontmatter is not valid YAML: {message}"))
+                    .in_file(&src.rel);
             if let Some(loc) = e.location() {
-                d = d.at(&src.text, offset + loc.index(), 1);
+                // The parser reports a duplicate key at the start of its mapping; point at the repeat.
+                let at = message
+                    .split_once("duplicate entry with key ")
+                    .map(|(_, k)| k.trim_matches('"'))
+                    .and_then(|k| duplicate_key_offset(yaml, loc.index(), loc.column(), k))
+                    .unwrap_or(loc.index());
+                d = d.at(&src.text, offset + at, 1);
             }
             report.push(d);
             return None;
@@ -204,6 +207,22 @@ pub(crate) fn yaml_mapping(
     };
     if parsed.is_null() {
         return Some(Map::new());
+    }
+    // JSON has no NaN or infinity: converted, `.nan`/`.inf` would become `null` and silently read as
+    // "absent". A value the author wrote must never vanish, so refuse them here.
+    if let Some(path) = non_finite_number(&parsed) {
+        let shown = path.join(".");
+        let d = Diagnostic::error(
+            if area == "skill" {
+                "skill.yaml"
+            } else {
+                "persona.type"
+            },
+            format!("`{shown}` must be a finite number, found .nan or .inf"),
+        );
+        let keys: Vec<&str> = path.iter().map(String::as_str).collect();
+        report.push(src.diag(d, &keys));
+        return None;
     }
     match serde_json::to_value(&parsed) {
         Ok(Value::Object(m)) => Some(m),
@@ -231,6 +250,75 @@ pub(crate) fn yaml_mapping(
             None
         }
     }
+}
+
+/// Key path of the first `.nan`/`.inf` in a YAML document, if any.
+fn non_finite_number(v: &serde_yaml_ng::Value) -> Option<Vec<String>> {
+    use serde_yaml_ng::Value as Y;
+    match v {
+        Y::Number(n) if n.is_nan() || n.is_infinite() => Some(vec![]),
+        Y::Mapping(m) => m.iter().find_map(|(k, v)| {
+            let mut path = non_finite_number(v)?;
+            let key = match k {
+                Y::String(s) => s.clone(),
+                other => serde_yaml_ng::to_string(other)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            };
+            path.insert(0, key);
+            Some(path)
+        }),
+        Y::Sequence(items) => items.iter().find_map(non_finite_number),
+        Y::Tagged(t) => non_finite_number(&t.value),
+        _ => None,
+    }
+}
+
+/// The parser's message without its own "at line L column C": those count from the start of the
+/// frontmatter, not of the file, and the diagnostic carries the file's line and column already.
+fn yaml_message(message: &str) -> &str {
+    match message.rsplit_once(" at line ") {
+        Some((head, tail))
+            if tail
+                .split_whitespace()
+                .all(|w| w == "column" || w.chars().all(|c| c.is_ascii_digit())) =>
+        {
+            head
+        }
+        _ => message,
+    }
+}
+
+/// Byte offset of the second `key:` at the indentation of the block mapping that starts at `start`.
+fn duplicate_key_offset(yaml: &str, start: usize, column: usize, key: &str) -> Option<usize> {
+    let indent = column.saturating_sub(1);
+    let mut offset = yaml[..start.min(yaml.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let mut seen = 0;
+    for line in yaml.get(offset..)?.split_inclusive('\n') {
+        let trimmed = line.trim_start_matches(' ');
+        let this_indent = line.len() - trimmed.len();
+        if this_indent == indent {
+            let unquoted = trimmed.trim_start_matches(['"', '\'']);
+            let is_key = unquoted.starts_with(key)
+                && unquoted[key.len()..]
+                    .trim_start_matches(['"', '\''])
+                    .trim_start()
+                    .starts_with(':');
+            if is_key {
+                seen += 1;
+                if seen == 2 {
+                    return Some(offset + this_indent);
+                }
+            }
+        } else if this_indent < indent && !trimmed.trim().is_empty() {
+            break;
+        }
+        offset += line.len();
+    }
+    None
 }
 
 fn first_line(s: &str) -> &str {
