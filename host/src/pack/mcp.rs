@@ -140,14 +140,18 @@ fn parse_server(f: &Fields<'_>, report: &mut Report, name: String) -> Option<Mcp
         };
         report.push(f.src.diag(d, &[&f.prefix[..], &[key.as_str()]].concat()));
     }
-    let kind = f
-        .string(report, "type")
-        .or_else(|| f.string(report, "transport"));
+    // Point transport findings at the key the author wrote: `type` or its synonym `transport`.
+    let kind_key = if f.get("type").is_some() {
+        "type"
+    } else {
+        "transport"
+    };
+    let kind = f.string(report, kind_key);
     let kind = kind.as_deref().map(str::to_ascii_lowercase);
     if kind.as_deref() == Some("sse") {
         let d = Diagnostic::error("mcp.sse", format!("MCP server `{name}` uses the SSE transport, which ACP runtimes reject"))
             .help("SSE is unsupported, migrate to streamable_http: set `\"type\": \"http\"` and the server's streamable HTTP `url`");
-        report.push(f.src.diag(d, &here("type")));
+        report.push(f.src.diag(d, &here(kind_key)));
         return None;
     }
     let is_http = matches!(
@@ -160,7 +164,7 @@ fn parse_server(f: &Fields<'_>, report: &mut Report, name: String) -> Option<Mcp
             format!("MCP server `{name}` has unknown transport `{k}`"),
         )
         .help("use `stdio` (with `command`) or `http` (streamable HTTP, with `url`)");
-        report.push(f.src.diag(d, &here("type")));
+        report.push(f.src.diag(d, &here(kind_key)));
         return None;
     }
     let transport = if is_http
