@@ -9,6 +9,7 @@ pub mod diag;
 pub mod migrate;
 pub mod pack;
 pub mod resolve;
+pub mod sandbox;
 
 /// The Buzz engine version apiary implements, as a literal so `--version` can include it.
 #[macro_export]

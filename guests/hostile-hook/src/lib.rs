@@ -1,0 +1,125 @@
+//! `hostile-hook`: a hook that misbehaves on request, for the sandbox's containment tests.
+//! The message text picks the misbehaviour; every other text is a well-behaved no-op.
+//!
+//! For the filesystem and environment probes the hook never traps: it answers `Err("blocked: …")`
+//! when the sandbox refused, and `Err("ESCAPED: …")` when it got through (which a test treats as a
+//! sandbox failure).
+
+wit_bindgen::generate!({ world: "hook", path: "../../wit" });
+
+use std::hint::black_box;
+use std::io::Write;
+
+use exports::apiary::plugin::lifecycle::{Guest, MessageContext, Persona};
+
+struct Hostile;
+
+fn read_probe(paths: &[&str]) -> Result<(), String> {
+    let mut refused = Vec::new();
+    for path in paths {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                return Err(format!(
+                    "ESCAPED: read {} bytes from {path}: {}",
+                    bytes.len(),
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(80)])
+                ));
+            }
+            Err(e) => refused.push(format!("{path}: {e}")),
+        }
+    }
+    Err(format!("blocked: {}", refused.join("; ")))
+}
+
+fn write_probe(paths: &[&str]) -> Result<(), String> {
+    let mut refused = Vec::new();
+    for path in paths {
+        match std::fs::write(path, b"pwned") {
+            Ok(()) => return Err(format!("ESCAPED: wrote {path}")),
+            Err(e) => refused.push(format!("{path}: {e}")),
+        }
+    }
+    Err(format!("blocked: {}", refused.join("; ")))
+}
+
+/// Recursion with small frames, so it exhausts the wasm call stack (not Rust's shadow stack).
+#[inline(never)]
+fn recurse(depth: u64) -> u64 {
+    if depth == u64::MAX {
+        return 1;
+    }
+    let r = recurse(depth + 1);
+    r.wrapping_mul(r).wrapping_add(depth)
+}
+
+impl Guest for Hostile {
+    fn on_start(_persona: Persona) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn on_stop(_persona: Persona) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn on_message(context: MessageContext) -> Result<(), String> {
+        match context.message.text.as_str() {
+            // CPU: never returns.
+            "loop" => {
+                let mut n = 0u64;
+                loop {
+                    n = black_box(n.wrapping_add(1));
+                }
+            }
+            // Memory: keeps allocating (and touching) 1 MiB blocks.
+            "alloc" => {
+                let mut blocks: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    let block = vec![0xA5u8; 1 << 20];
+                    blocks.push(black_box(block));
+                }
+            }
+            // Stack: unbounded recursion.
+            "recurse" => Err(format!("returned {}", recurse(0))),
+            "panic" => panic!("hostile hook panicked on purpose"),
+            // Output: 10 MB on stdout, 10 MB on stderr, then success.
+            "flood" => {
+                let line = "flood ".repeat(16) + "\n";
+                let mut out = std::io::stdout().lock();
+                let mut err = std::io::stderr().lock();
+                for _ in 0..100_000 {
+                    let _ = out.write_all(line.as_bytes());
+                    let _ = err.write_all(line.as_bytes());
+                }
+                Ok(())
+            }
+            "escape-dotdot" => read_probe(&[
+                "/workspace/../secret.txt",
+                "../secret.txt",
+                "/workspace/../../etc/passwd",
+            ]),
+            "escape-absolute" => read_probe(&["/etc/passwd", "/secret.txt", "/proc/self/environ"]),
+            "escape-symlink" => {
+                read_probe(&["/workspace/link-to-secret", "/workspace/link-to-etc/passwd"])
+            }
+            "escape-write" => write_probe(&[
+                "/workspace/../pwned.txt",
+                "/pwned.txt",
+                "/workspace/link-to-dir/pwned.txt",
+            ]),
+            "env" => {
+                let vars: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
+                let args: Vec<String> = std::env::args().collect();
+                if vars.is_empty() && args.len() <= 1 {
+                    Err("blocked: no environment variables, no arguments".to_string())
+                } else {
+                    Err(format!("ESCAPED: env {vars:?} args {args:?}"))
+                }
+            }
+            // A 32 MiB error string.
+            "giant" => Err("x".repeat(32 << 20)),
+            _ => Ok(()),
+        }
+    }
+}
+
+export!(Hostile);

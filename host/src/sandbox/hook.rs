@@ -1,0 +1,204 @@
+//! Hook front end: `on_start`, `on_stop`, `on_message` of a `hook` component, with the persona's
+//! workspace preopened read-write at `/workspace` and nothing else.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use wasmtime::component::{ComponentExportIndex, WasmStr};
+
+use super::bindings::latest::hook::exports::apiary::plugin::lifecycle;
+use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, World, truncate};
+
+/// Where the workspace appears inside the component.
+pub const WORKSPACE_GUEST_PATH: &str = "/workspace";
+
+/// The three hook points of spec section 9.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum HookPoint {
+    #[serde(rename = "on_start")]
+    OnStart,
+    #[serde(rename = "on_stop")]
+    OnStop,
+    #[serde(rename = "on_message")]
+    OnMessage,
+}
+
+impl HookPoint {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookPoint::OnStart => "on_start",
+            HookPoint::OnStop => "on_stop",
+            HookPoint::OnMessage => "on_message",
+        }
+    }
+}
+
+impl std::str::FromStr for HookPoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<HookPoint, String> {
+        match s.replace('-', "_").as_str() {
+            "on_start" => Ok(HookPoint::OnStart),
+            "on_stop" => Ok(HookPoint::OnStop),
+            "on_message" => Ok(HookPoint::OnMessage),
+            _ => Err(format!(
+                "unknown hook point `{s}`: expected on_start, on_stop or on_message"
+            )),
+        }
+    }
+}
+
+/// The message an `on_message` hook is told about.
+#[derive(Debug, Clone, Default)]
+pub struct HookMessage {
+    pub id: String,
+    pub channel: String,
+    pub thread: Option<String>,
+    pub author: String,
+    pub text: String,
+}
+
+/// A loaded `hook` component, ready to run.
+pub struct HookRunner {
+    loaded: Arc<Loaded>,
+    exports: [ComponentExportIndex; 3],
+    limits: Limits,
+}
+
+impl HookRunner {
+    pub fn new(loaded: Arc<Loaded>) -> Result<HookRunner, SandboxError> {
+        let exports = export_indexes(&loaded, World::Hook, ["on-start", "on-stop", "on-message"])?;
+        Ok(HookRunner {
+            loaded,
+            exports,
+            limits: Limits::hook(),
+        })
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> HookRunner {
+        self.limits = limits;
+        self
+    }
+
+    pub fn loaded(&self) -> &Loaded {
+        &self.loaded
+    }
+
+    /// Runs one hook point for `pack_id`/`persona` with `workspace` (which must exist) preopened.
+    /// `Ok` means the hook succeeded; every failure (its own error, a trap, the deadline, the
+    /// memory cap) is an `Err` saying which.
+    pub fn run(
+        &self,
+        sandbox: &Sandbox,
+        point: HookPoint,
+        pack_id: &str,
+        persona: &str,
+        message: Option<&HookMessage>,
+        workspace: &Path,
+    ) -> Result<CallOutput<()>, SandboxError> {
+        let grants = Grants::workspace(workspace.to_path_buf(), WORKSPACE_GUEST_PATH);
+        let persona = lifecycle::Persona {
+            pack_id: pack_id.to_string(),
+            name: persona.to_string(),
+        };
+        let name = self.loaded.name.clone();
+        let max_string = self.limits.max_string;
+        sandbox.call(&self.loaded, &self.limits, &grants, |store, pre| {
+            let instance = pre.instantiate(&mut *store)?;
+            let answer = match point {
+                HookPoint::OnStart | HookPoint::OnStop => {
+                    let index = if point == HookPoint::OnStart {
+                        &self.exports[0]
+                    } else {
+                        &self.exports[1]
+                    };
+                    let f = instance
+                        .get_typed_func::<(&lifecycle::Persona,), (Result<(), WasmStr>,)>(
+                            &mut *store,
+                            index,
+                        )?;
+                    f.call(&mut *store, (&persona,))?.0
+                }
+                HookPoint::OnMessage => {
+                    let m = message.cloned().unwrap_or_default();
+                    let context = lifecycle::MessageContext {
+                        persona: persona.clone(),
+                        message: lifecycle::Message {
+                            id: m.id,
+                            channel: m.channel,
+                            thread: m.thread,
+                            author: m.author,
+                            text: m.text,
+                        },
+                    };
+                    let f = instance
+                        .get_typed_func::<(&lifecycle::MessageContext,), (Result<(), WasmStr>,)>(
+                            &mut *store,
+                            &self.exports[2],
+                        )?;
+                    f.call(&mut *store, (&context,))?.0
+                }
+            };
+            Ok(match answer {
+                Ok(()) => Ok(()),
+                Err(message) => Err(guest_error(&name, &message.to_str(&*store)?, max_string)),
+            })
+        })
+    }
+}
+
+/// The guest's error string, refused (not copied) when it is over the cap.
+pub(crate) fn guest_error(name: &str, message: &str, max: usize) -> SandboxError {
+    if message.len() > max {
+        return SandboxError::Oversized {
+            name: name.to_string(),
+            what: "an error message",
+            size: message.len(),
+            limit: max,
+        };
+    }
+    SandboxError::Guest {
+        name: name.to_string(),
+        message: truncate(message, max).to_string(),
+    }
+}
+
+/// The export indexes of `functions` in the component's `world` interface.
+pub(crate) fn export_indexes<const N: usize>(
+    loaded: &Loaded,
+    world: World,
+    functions: [&str; N],
+) -> Result<[ComponentExportIndex; N], SandboxError> {
+    if loaded.identity.world != world {
+        return Err(SandboxError::WrongWorld {
+            name: loaded.name.to_string(),
+            found: loaded.identity.world,
+            expected: world,
+        });
+    }
+    let prefix = format!("{}/{}@", super::bindings::PACKAGE, world.interface());
+    let missing = |what: &str| SandboxError::Link {
+        name: loaded.name.to_string(),
+        detail: format!("it does not export {what}"),
+    };
+    let interface_name = loaded
+        .identity
+        .exports
+        .iter()
+        .find(|e| e.starts_with(&prefix))
+        .ok_or_else(|| missing(&prefix))?;
+    let component = loaded.pre.component();
+    let interface = component
+        .get_export_index(None, interface_name)
+        .ok_or_else(|| missing(interface_name))?;
+    let mut out = Vec::with_capacity(N);
+    for f in functions {
+        out.push(
+            component
+                .get_export_index(Some(&interface), f)
+                .ok_or_else(|| missing(&format!("{interface_name}#{f}")))?,
+        );
+    }
+    Ok(out
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("N indexes pushed")))
+}
