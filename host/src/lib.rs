@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod diag;
+pub mod dist;
 pub mod migrate;
 pub mod pack;
 pub mod resolve;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod dist;
 mod pack;
 
 /// Exit codes shared by every subcommand.
@@ -53,6 +54,21 @@ enum Command {
     /// Work with a persona pack directory: validate, inspect, migrate.
     #[command(subcommand)]
     Pack(pack::PackCommand),
+
+    /// Install a pack from a .buzzpack file, an http(s) URL or a git repository (verified, fenced, atomic).
+    Install(dist::InstallArgs),
+
+    /// Review a pack's hooks and record trust for this exact version and digests.
+    Trust(dist::TrustArgs),
+
+    /// List the installed packs (from pack.lock).
+    List(dist::ListArgs),
+
+    /// Remove an installed pack: its files, its pack.lock entry, its trust records.
+    Uninstall(dist::UninstallArgs),
+
+    /// Re-hash installed packs against what was installed and report drift.
+    Verify(dist::VerifyArgs),
 }
 
 fn version_line() -> &'static str {
@@ -79,6 +95,11 @@ pub fn main() -> ExitCode {
     init_logging(cli.verbose);
     let code = match cli.command {
         Command::Pack(cmd) => pack::run(cmd),
+        Command::Install(a) => dist::install(&a),
+        Command::Trust(a) => dist::trust(&a),
+        Command::List(a) => dist::list(&a),
+        Command::Uninstall(a) => dist::uninstall(&a),
+        Command::Verify(a) => dist::verify(&a),
     };
     ExitCode::from(code)
 }

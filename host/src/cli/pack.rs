@@ -39,6 +39,9 @@ system_prompt and sources. See README.md.\n\nExamples:\n  apiary pack inspect ./
         after_help = "Examples:\n  apiary pack migrate ./old-pack --dry-run\n  apiary pack migrate ./old-pack"
     )]
     Migrate(MigrateArgs),
+
+    /// Build a reproducible `.buzzpack` archive and its `.sha256` from a valid pack.
+    Build(super::dist::BuildArgs),
 }
 
 #[derive(Debug, Args)]
@@ -83,6 +86,7 @@ pub fn run(cmd: PackCommand) -> u8 {
         PackCommand::Validate(a) => validate(&a),
         PackCommand::Inspect(a) => inspect(&a),
         PackCommand::Migrate(a) => migrate(&a),
+        PackCommand::Build(a) => super::dist::build(&a),
     }
 }
 

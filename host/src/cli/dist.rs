@@ -1,0 +1,495 @@
+//! `apiary pack build`, `install`, `trust`, `list`, `uninstall`, `verify`.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+
+use super::{exit, print_json, stderr_is_terminal};
+use crate::dist::{self, DistError, install, trust, verify};
+
+const ROOT_HELP: &str = "Install root. Default: $BUZZ_PACKS_DIR, else ~/.buzz/packs";
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "The archive is `<pack-name>-<version>.buzzpack`, where <pack-name> is the last \
+dot-separated segment of the manifest id (com.example.meadow-team -> meadow-team); beside it goes \
+`<archive>.sha256` in sha256sum format. Builds are reproducible: the same files give the same bytes.\n\n\
+Skipped: VCS folders, agent state (.agents/, .goose/, ...), build artefacts, pack.lock.\n\
+Refused: files that look like secrets (.env, private keys, credentials), symlinks.\n\n\
+Examples:\n  apiary pack build ./my-pack\n  apiary pack build ./my-pack --output dist/\n  sha256sum -c my-pack-1.2.0.buzzpack.sha256"
+)]
+pub struct BuildArgs {
+    /// The pack directory.
+    pub dir: PathBuf,
+    /// Archive path, or an existing directory to put `<pack-name>-<version>.buzzpack` in.
+    /// Default: the current directory.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Sources:\n  ./my-pack-1.2.0.buzzpack            needs ./my-pack-1.2.0.buzzpack.sha256 beside it\n  \
+https://host/my-pack-1.2.0.buzzpack  fetches <url>.sha256 from the same place\n  \
+github:owner/repo[@ref]             a branch, tag or commit\n  \
+git+https://host/repo.git[#ref]\n  git+file:///path/to/repo[#ref]\n\n\
+The checksum is verified before anything is unpacked; the archive is fenced (no paths outside the \
+pack, no symlinks or devices, capped entry count, sizes and compression ratio); the pack is validated. \
+The install is atomic: an interrupted install leaves the previous version and pack.lock intact. \
+Script hooks arrive quarantined: review and enable them with `apiary trust <pack-id>`.\n\n\
+Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install github:example/meadow-team@v1.2.0 --json\n  \
+BUZZ_PACKS_DIR=/srv/packs apiary install https://example.com/meadow-team-1.2.0.buzzpack"
+)]
+pub struct InstallArgs {
+    /// What to install (see below).
+    pub source: String,
+    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    pub root: Option<PathBuf>,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Trust is recorded for this exact pack version and these exact file digests: \
+an upgrade, or any change to a hook file, makes the hooks untrusted again.\n\n\
+Examples:\n  apiary trust com.example.meadow-team\n  apiary trust com.example.meadow-team --hooks --yes\n  \
+apiary trust com.example.meadow-team --revoke"
+)]
+pub struct TrustArgs {
+    /// The installed pack's id.
+    pub pack_id: String,
+    /// Trust the pack's hooks (script hooks and hook components). Currently hooks are the only
+    /// thing that needs trust, so this is also the default.
+    #[arg(long)]
+    pub hooks: bool,
+    /// Do not ask for confirmation.
+    #[arg(long, short)]
+    pub yes: bool,
+    /// Withdraw trust instead.
+    #[arg(long, conflicts_with = "yes")]
+    pub revoke: bool,
+    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    pub root: Option<PathBuf>,
+    /// Print the result as JSON on stdout (requires --yes or --revoke to change anything).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  apiary list\n  apiary list --json | jq '.packs[].pack_id'")]
+pub struct ListArgs {
+    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    pub root: Option<PathBuf>,
+    /// Print the installed packs as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Removes the pack's pack.lock entry, the files it installed and its trust \
+records. Files in the pack directory that the pack did not bring are kept.\n\n\
+Examples:\n  apiary uninstall com.example.meadow-team"
+)]
+pub struct UninstallArgs {
+    /// The installed pack's id.
+    pub pack_id: String,
+    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    pub root: Option<PathBuf>,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Exit code 0 when every installed pack matches what was installed, 1 when \
+anything drifted (a file changed, went missing, appeared or became executable).\n\n\
+Examples:\n  apiary verify\n  apiary verify com.example.meadow-team --json"
+)]
+pub struct VerifyArgs {
+    /// Check only this pack.
+    pub pack_id: Option<String>,
+    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    pub root: Option<PathBuf>,
+    /// Print the findings as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints an error (JSON on stdout with `--json`, else on stderr with the validation report).
+fn fail(e: &DistError, json: bool) -> u8 {
+    if json {
+        print_json(&json!({ "ok": false, "error": e.to_json() }));
+    } else {
+        if let Some(r) = &e.report {
+            eprint!("{}", r.render(stderr_is_terminal()));
+        }
+        eprintln!("error: {}", e.message);
+        if let Some(h) = &e.help {
+            eprintln!("  help: {h}");
+        }
+    }
+    exit::FAILURE
+}
+
+fn root_of(flag: &Option<PathBuf>, json: bool) -> Result<PathBuf, u8> {
+    dist::resolve_root(flag.as_deref()).map_err(|e| fail(&e, json))
+}
+
+pub fn build(args: &BuildArgs) -> u8 {
+    match dist::build::build(&args.dir, args.output.as_deref()) {
+        Ok((built, report)) => {
+            if args.json {
+                print_json(&json!({ "ok": true, "build": built, "warnings": report.warnings() }));
+            } else {
+                if report.warnings() > 0 {
+                    eprint!("{}", report.render(stderr_is_terminal()));
+                }
+                eprintln!(
+                    "Built {} {} ({} files, {} bytes)\n  {}\n  {}  sha256 {}",
+                    built.pack_id,
+                    built.version,
+                    built.files,
+                    built.bytes,
+                    built.archive.display(),
+                    built.checksum_file.display(),
+                    built.sha256
+                );
+            }
+            exit::OK
+        }
+        Err(e) => fail(&e, args.json),
+    }
+}
+
+pub fn install(args: &InstallArgs) -> u8 {
+    let root = match root_of(&args.root, args.json) {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    let opts = install::Options {
+        progress: !args.json && stderr_is_terminal(),
+        ..Default::default()
+    };
+    match install::install(&root, &args.source, &opts) {
+        Ok(done) => {
+            let quarantined = done.hooks.len();
+            if args.json {
+                print_json(&json!({
+                    "ok": true,
+                    "pack_id": done.pack_id,
+                    "name": done.name,
+                    "version": done.version,
+                    "previous_version": done.previous_version,
+                    "dir": done.dir,
+                    "lock": done.lock_entry,
+                    "files": done.files,
+                    "hooks": done.hooks,
+                    "warnings": done.report.warnings(),
+                }));
+            } else {
+                if done.report.warnings() > 0 {
+                    eprint!("{}", done.report.render(stderr_is_terminal()));
+                }
+                let how = match &done.previous_version {
+                    Some(v) if v == &done.version => format!(" (reinstalled over {v})"),
+                    Some(v) => format!(" (was {v})"),
+                    None => String::new(),
+                };
+                eprintln!(
+                    "Installed {} {}{how} into {}",
+                    done.pack_id,
+                    done.version,
+                    done.dir.display()
+                );
+                if let Some(s) = &done.lock_entry.sha256 {
+                    eprintln!("  sha256   {s}");
+                }
+                if let Some(r) = &done.lock_entry.resolved {
+                    eprintln!("  resolved {r}");
+                }
+                if quarantined > 0 {
+                    eprintln!(
+                        "  {quarantined} hook file{} quarantined (not executable, untrusted): review with `apiary trust {}`",
+                        if quarantined == 1 { "" } else { "s" },
+                        done.pack_id
+                    );
+                }
+            }
+            exit::OK
+        }
+        Err(e) => fail(&e, args.json),
+    }
+}
+
+pub fn trust(args: &TrustArgs) -> u8 {
+    let root = match root_of(&args.root, args.json) {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    let guard = match install::RootGuard::acquire(&root, false) {
+        Ok(Some(g)) => g,
+        Ok(None) => {
+            return fail(
+                &DistError::new(
+                    "pack.not-installed",
+                    format!("{} is not installed in {}", args.pack_id, root.display()),
+                ),
+                args.json,
+            );
+        }
+        Err(e) => return fail(&e, args.json),
+    };
+    if args.revoke {
+        if let Err(e) = install::pack_dir_name(&args.pack_id) {
+            return fail(&e, args.json);
+        }
+        return match trust::forget(&guard, &args.pack_id) {
+            Ok(had) => {
+                if args.json {
+                    print_json(&json!({ "ok": true, "pack_id": args.pack_id, "revoked": had }));
+                } else if had {
+                    eprintln!("Revoked trust for {}'s hooks.", args.pack_id);
+                } else {
+                    eprintln!("{} had no trusted hooks.", args.pack_id);
+                }
+                exit::OK
+            }
+            Err(e) => fail(&e, args.json),
+        };
+    }
+    let (version, hooks) = match trust::status(&root, &args.pack_id) {
+        Ok(s) => s,
+        Err(e) => return fail(&e, args.json),
+    };
+    if hooks.is_empty() {
+        if args.json {
+            print_json(
+                &json!({ "ok": true, "pack_id": args.pack_id, "version": version, "trusted": false, "hooks": [] }),
+            );
+        } else {
+            eprintln!("{} {version} has no hooks: nothing to trust.", args.pack_id);
+        }
+        return exit::OK;
+    }
+    if !args.json {
+        eprintln!(
+            "{} {version} has {} hook file{}:",
+            args.pack_id,
+            hooks.len(),
+            if hooks.len() == 1 { "" } else { "s" }
+        );
+        for h in &hooks {
+            let kind = match h.kind {
+                dist::lock::HookKind::Component => "component (sandboxed)",
+                dist::lock::HookKind::Script => "script (runs as a host process)",
+            };
+            eprintln!("\n  {}  [{kind}]", h.path);
+            eprintln!("    sha256  {}", h.sha256);
+            eprintln!("    used by {}", h.used_by.join(", "));
+            for c in &h.commands {
+                eprintln!("    command {c}");
+            }
+            if !h.intact {
+                eprintln!("    ✗ the file changed since install");
+            } else if h.trusted {
+                eprintln!("    ✓ already trusted");
+            }
+        }
+        eprintln!();
+    }
+    if !args.yes {
+        let stdin = std::io::stdin();
+        if args.json || !stdin.is_terminal() {
+            let e = DistError::new(
+                "trust.confirm",
+                "trusting hooks needs confirmation and there is no terminal to ask on",
+            )
+            .help("review the hooks above, then rerun with --yes");
+            return fail(&e, args.json);
+        }
+        eprint!(
+            "Trust these hooks for {} {version}? Script hooks will run on this host with apiary's privileges. [y/N] ",
+            args.pack_id
+        );
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        let _ = stdin.lock().read_line(&mut line);
+        if !matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+            eprintln!("Not trusted.");
+            return exit::FAILURE;
+        }
+    }
+    match trust::trust(&guard, &args.pack_id, &version, &hooks) {
+        Ok(()) => {
+            if args.json {
+                print_json(&json!({
+                    "ok": true,
+                    "pack_id": args.pack_id,
+                    "version": version,
+                    "trusted": true,
+                    "hooks": hooks.iter().map(|h| json!({"path": h.path, "sha256": h.sha256, "kind": h.kind})).collect::<Vec<_>>(),
+                }));
+            } else {
+                eprintln!(
+                    "Trusted {} hook file{} of {} {version}.",
+                    hooks.len(),
+                    if hooks.len() == 1 { "" } else { "s" },
+                    args.pack_id
+                );
+            }
+            exit::OK
+        }
+        Err(e) => fail(&e, args.json),
+    }
+}
+
+pub fn list(args: &ListArgs) -> u8 {
+    let root = match root_of(&args.root, args.json) {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    let guard = match install::RootGuard::acquire(&root, false) {
+        Ok(g) => g,
+        Err(e) => return fail(&e, args.json),
+    };
+    let lock = match guard
+        .as_ref()
+        .map(|_| dist::lock::Lock::load(&root))
+        .transpose()
+    {
+        Ok(l) => l.unwrap_or_default(),
+        Err(e) => return fail(&e, args.json),
+    };
+    drop(guard);
+    let mut rows = Vec::new();
+    for (id, entry) in &lock.packs {
+        let (hooks, trusted) = match trust::status(&root, id) {
+            Ok((_, hs)) => (hs.len(), hs.iter().filter(|h| h.trusted).count()),
+            Err(_) => (0, 0),
+        };
+        rows.push(json!({
+            "pack_id": id,
+            "version": entry.version,
+            "source": entry.source,
+            "sha256": entry.sha256,
+            "resolved": entry.resolved,
+            "installed_at": entry.installed_at,
+            "dir": root.join(id),
+            "hooks": hooks,
+            "trusted_hooks": trusted,
+        }));
+    }
+    if args.json {
+        print_json(&json!({ "root": root, "packs": rows }));
+    } else if rows.is_empty() {
+        eprintln!("No packs installed in {}.", root.display());
+    } else {
+        println!(
+            "{:<40} {:<12} {:<20} {:<7} SOURCE",
+            "PACK", "VERSION", "INSTALLED", "HOOKS"
+        );
+        for r in &rows {
+            let hooks = format!(
+                "{}/{}",
+                r["trusted_hooks"].as_u64().unwrap_or(0),
+                r["hooks"].as_u64().unwrap_or(0)
+            );
+            println!(
+                "{:<40} {:<12} {:<20} {:<7} {}",
+                r["pack_id"].as_str().unwrap_or(""),
+                r["version"].as_str().unwrap_or(""),
+                r["installed_at"].as_str().unwrap_or(""),
+                hooks,
+                r["source"].as_str().unwrap_or("")
+            );
+        }
+        eprintln!("(HOOKS: trusted/total)");
+    }
+    exit::OK
+}
+
+pub fn uninstall(args: &UninstallArgs) -> u8 {
+    let root = match root_of(&args.root, args.json) {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    match install::uninstall(&root, &args.pack_id) {
+        Ok(r) => {
+            if args.json {
+                print_json(&json!({ "ok": true, "uninstalled": r }));
+            } else {
+                eprintln!(
+                    "Uninstalled {}{} ({} file{} removed).",
+                    r.pack_id,
+                    r.version
+                        .as_deref()
+                        .map(|v| format!(" {v}"))
+                        .unwrap_or_default(),
+                    r.removed_files,
+                    if r.removed_files == 1 { "" } else { "s" }
+                );
+                if !r.kept.is_empty() {
+                    eprintln!(
+                        "  kept {} file{} the pack did not install, in {}:",
+                        r.kept.len(),
+                        if r.kept.len() == 1 { "" } else { "s" },
+                        root.join(&r.pack_id).display()
+                    );
+                    for k in r.kept.iter().take(20) {
+                        eprintln!("    {k}");
+                    }
+                }
+            }
+            exit::OK
+        }
+        Err(e) => fail(&e, args.json),
+    }
+}
+
+pub fn verify(args: &VerifyArgs) -> u8 {
+    let root = match root_of(&args.root, args.json) {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    match verify::verify(&root, args.pack_id.as_deref()) {
+        Ok(report) => {
+            if args.json {
+                print_json(&report);
+            } else {
+                for p in &report.packs {
+                    if p.ok {
+                        eprintln!("✓ {} {} ({} files)", p.pack_id, p.version, p.files);
+                    } else {
+                        eprintln!(
+                            "✗ {} {}: {} problem{}",
+                            p.pack_id,
+                            p.version,
+                            p.problems.len(),
+                            if p.problems.len() == 1 { "" } else { "s" }
+                        );
+                        for pr in &p.problems {
+                            eprintln!("    {}: {}", pr.kind, pr.message);
+                        }
+                    }
+                }
+                for u in &report.untracked {
+                    eprintln!("? {u}: a directory pack.lock does not list (left alone)");
+                }
+                if report.packs.is_empty() {
+                    eprintln!("No packs installed in {}.", root.display());
+                }
+            }
+            if report.ok { exit::OK } else { exit::FAILURE }
+        }
+        Err(e) => fail(&e, args.json),
+    }
+}

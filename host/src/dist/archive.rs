@@ -1,0 +1,467 @@
+//! `.buzzpack` archives: reproducible writing, and fenced extraction of untrusted ones.
+//!
+//! Writing: entries in byte order of their paths, files only (directories are implied), deflate at a
+//! fixed level, timestamp 1980-01-01 00:00:00, Unix mode 0644, no extra fields: the same files give
+//! the same bytes.
+//!
+//! Reading is a fence. Before a single byte is decompressed, the central directory is checked as a
+//! whole: entry count, declared total size, per-entry size and compression ratio, names (no `..`,
+//! absolute paths, drive letters, backslashes, NUL or control characters), entry types (no symlinks,
+//! devices, FIFOs, sockets, encryption), duplicates (also after normalisation and case folding) and
+//! file/directory clashes. Extraction then counts real bytes, so an entry that lies about its size
+//! is stopped at the declared size, and every file is created fresh (`create_new`) under the
+//! staging directory with mode 0644: nothing lands executable, nothing is followed.
+
+use std::collections::{BTreeSet, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufReader, Read, Write};
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
+
+use super::{DistError, Result, hex};
+
+/// The name of the install record inside an installed pack; archives may not contain it.
+pub const RECORD_NAME: &str = ".apiary-install.json";
+
+/// Caps applied to every archive (and to every build, so anything built can be installed).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Size of the `.buzzpack` file itself (also the download cap).
+    pub max_archive_bytes: u64,
+    pub max_entries: usize,
+    pub max_total_bytes: u64,
+    pub max_file_bytes: u64,
+    /// Uncompressed/compressed, checked for entries of at least `ratio_floor_bytes`.
+    pub max_ratio: u64,
+    pub ratio_floor_bytes: u64,
+    pub max_path_len: usize,
+    pub max_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_archive_bytes: 128 * 1024 * 1024,
+            max_entries: 10_000,
+            max_total_bytes: 256 * 1024 * 1024,
+            max_file_bytes: 64 * 1024 * 1024,
+            max_ratio: 100,
+            ratio_floor_bytes: 1024 * 1024,
+            max_path_len: 1024,
+            max_depth: 32,
+        }
+    }
+}
+
+fn mib(n: u64) -> String {
+    format!("{} MiB", n / (1024 * 1024))
+}
+
+/// One extracted (or packaged) file: its pack-relative path with `/` separators, size and digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDigest {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// Checks a path as written in an archive (or found in a pack) and returns its normal form:
+/// components joined by `/`, without `.` or empty components.
+pub fn check_entry_name(name: &str, limits: &Limits) -> Result<String> {
+    let refuse = |why: &str| {
+        DistError::new(
+            "archive.path",
+            format!("archive entry `{}` {why}", name.escape_debug()),
+        )
+        .help("a .buzzpack may only contain relative paths inside the pack; rebuild it with `apiary pack build`")
+    };
+    if name.is_empty() {
+        return Err(refuse("has an empty name"));
+    }
+    if name.len() > limits.max_path_len {
+        return Err(refuse(&format!(
+            "has a path longer than {} bytes",
+            limits.max_path_len
+        )));
+    }
+    if name.chars().any(|c| c == '\0' || c.is_control()) {
+        return Err(refuse("contains NUL or control characters"));
+    }
+    if name.contains('\\') {
+        return Err(refuse(
+            "contains a backslash (Windows separators could leave the pack)",
+        ));
+    }
+    if name.starts_with('/') {
+        return Err(refuse("is an absolute path"));
+    }
+    let b = name.as_bytes();
+    if b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {
+        return Err(refuse("starts with a drive letter"));
+    }
+    if name.contains(':') {
+        return Err(refuse(
+            "contains `:` (drive letters and alternate streams are refused)",
+        ));
+    }
+    let mut parts = Vec::new();
+    for part in name.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(refuse("contains `..` (zip-slip: it would leave the pack)")),
+            p if p.len() > 255 => return Err(refuse("has a path component over 255 bytes")),
+            p => parts.push(p),
+        }
+    }
+    if parts.is_empty() {
+        return Err(refuse("names no file"));
+    }
+    if parts.len() > limits.max_depth {
+        return Err(refuse(&format!(
+            "is nested deeper than {} directories",
+            limits.max_depth
+        )));
+    }
+    let normal = parts.join("/");
+    if normal == RECORD_NAME {
+        return Err(refuse("uses a name apiary reserves for its install record"));
+    }
+    Ok(normal)
+}
+
+/// Writes a reproducible archive of `files` (pack-relative, `/`-separated) read from `root`.
+pub fn write(out: &Path, root: &Path, files: &[String]) -> Result<()> {
+    let mut sorted: Vec<&String> = files.iter().collect();
+    sorted.sort();
+    sorted.dedup();
+    let file = File::create(out).map_err(|e| DistError::io("cannot create", out, e))?;
+    let mut zip = ZipWriter::new(file);
+    let options = SimpleFileOptions::default()
+        .compression_method(CompressionMethod::Deflated)
+        .compression_level(Some(6))
+        .last_modified_time(DateTime::default())
+        .unix_permissions(0o644)
+        .system(zip::System::Unix)
+        .large_file(false);
+    let zerr = |e: zip::result::ZipError| {
+        DistError::new(
+            "build.write",
+            format!("cannot write {}: {e}", out.display()),
+        )
+    };
+    for rel in sorted {
+        let path = root.join(rel);
+        let bytes = fs::read(&path).map_err(|e| DistError::io("cannot read", &path, e))?;
+        zip.start_file(rel.as_str(), options).map_err(zerr)?;
+        zip.write_all(&bytes)
+            .map_err(|e| DistError::io("cannot write", out, e))?;
+    }
+    let file = zip.finish().map_err(zerr)?;
+    file.sync_all()
+        .map_err(|e| DistError::io("cannot sync", out, e))?;
+    Ok(())
+}
+
+const S_IFMT: u32 = 0o170_000;
+const S_IFREG: u32 = 0o100_000;
+const S_IFDIR: u32 = 0o040_000;
+const S_IFLNK: u32 = 0o120_000;
+
+fn kind_refusal(name: &str, mode: u32) -> Option<&'static str> {
+    match mode & S_IFMT {
+        0 | S_IFREG | S_IFDIR => None,
+        S_IFLNK => Some("is a symbolic link; symlink entries are refused"),
+        0o020_000 => Some("is a character device; device entries are refused"),
+        0o060_000 => Some("is a block device; device entries are refused"),
+        0o010_000 => Some("is a FIFO; special files are refused"),
+        0o140_000 => Some("is a socket; special files are refused"),
+        _ => {
+            let _ = name;
+            Some("has an unknown file type; only regular files and directories are accepted")
+        }
+    }
+}
+
+fn damaged(archive: &Path, e: impl std::fmt::Display) -> DistError {
+    DistError::new(
+        "archive.damaged",
+        format!(
+            "{} is not a readable .buzzpack (damaged or truncated zip): {e}",
+            archive.display()
+        ),
+    )
+}
+
+/// Extracts `archive` into the empty directory `dest` behind the fence described in the module
+/// docs. Returns every file with its digest, sorted by path. On error, `dest` may hold a partial
+/// tree: the caller owns it and removes it.
+pub fn extract(
+    archive: &Path,
+    dest: &Path,
+    limits: &Limits,
+    progress: &indicatif::ProgressBar,
+) -> Result<Vec<FileDigest>> {
+    let file = File::open(archive).map_err(|e| DistError::io("cannot open", archive, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| DistError::io("cannot stat", archive, e))?
+        .len();
+    if len > limits.max_archive_bytes {
+        return Err(DistError::new(
+            "archive.too-large",
+            format!(
+                "{} is {len} bytes; the limit is {}",
+                archive.display(),
+                mib(limits.max_archive_bytes)
+            ),
+        ));
+    }
+    let mut zip = ZipArchive::new(BufReader::new(file)).map_err(|e| damaged(archive, e))?;
+    if zip.has_duplicate_names() {
+        return Err(DistError::new(
+            "archive.duplicate",
+            format!(
+                "{} has duplicate entry names; refusing an archive whose contents depend on which copy wins",
+                archive.display()
+            ),
+        ));
+    }
+    let n = zip.len();
+    if n > limits.max_entries {
+        return Err(DistError::new(
+            "archive.entries",
+            format!(
+                "{} has {n} entries; the limit is {}",
+                archive.display(),
+                limits.max_entries
+            ),
+        ));
+    }
+
+    // Pass 1: the central directory as a whole, before decompressing anything.
+    let mut plan: Vec<(usize, String, bool, u64)> = Vec::with_capacity(n);
+    let mut seen = HashSet::new();
+    let mut seen_folded = HashSet::new();
+    let mut files = BTreeSet::new();
+    let mut dirs = BTreeSet::new();
+    let mut total: u64 = 0;
+    for i in 0..n {
+        let entry = zip.by_index_raw(i).map_err(|e| damaged(archive, e))?;
+        let raw = entry.name().map_err(|e| damaged(archive, e))?.into_owned();
+        let normal = check_entry_name(&raw, limits)?;
+        let refuse = |code: &'static str, why: String| {
+            DistError::new(
+                code,
+                format!("archive entry `{}` {why}", raw.escape_debug()),
+            )
+        };
+        if entry.encrypted() {
+            return Err(refuse(
+                "archive.encrypted",
+                "is encrypted; encrypted entries are refused".into(),
+            ));
+        }
+        if let Some(mode) = entry.unix_mode()
+            && let Some(why) = kind_refusal(&raw, mode)
+        {
+            return Err(refuse(
+                if mode & S_IFMT == S_IFLNK {
+                    "archive.symlink"
+                } else {
+                    "archive.special"
+                },
+                why.into(),
+            ));
+        }
+        if entry.is_symlink() {
+            return Err(refuse(
+                "archive.symlink",
+                "is a symbolic link; symlink entries are refused".into(),
+            ));
+        }
+        if !matches!(
+            entry.compression(),
+            CompressionMethod::Stored | CompressionMethod::Deflated
+        ) {
+            return Err(refuse(
+                "archive.method",
+                format!(
+                    "uses compression method {:?}; only stored and deflate are accepted",
+                    entry.compression()
+                ),
+            ));
+        }
+        let is_dir = entry.is_dir();
+        if !seen.insert(normal.clone()) || !seen_folded.insert(normal.to_lowercase()) {
+            return Err(refuse(
+                "archive.duplicate",
+                "appears twice (after normalising the path and ignoring case)".into(),
+            ));
+        }
+        let size = entry.size();
+        if !is_dir {
+            if size > limits.max_file_bytes {
+                return Err(refuse(
+                    "archive.file-size",
+                    format!(
+                        "unpacks to {size} bytes; the per-file limit is {}",
+                        mib(limits.max_file_bytes)
+                    ),
+                ));
+            }
+            let compressed = entry.compressed_size().max(1);
+            if size >= limits.ratio_floor_bytes && size / compressed > limits.max_ratio {
+                return Err(refuse(
+                    "archive.ratio",
+                    format!(
+                        "expands {}:1 ({compressed} -> {size} bytes); the limit is {}:1 (zip bomb?)",
+                        size / compressed,
+                        limits.max_ratio
+                    ),
+                ));
+            }
+            total = total.saturating_add(size);
+            if total > limits.max_total_bytes {
+                return Err(DistError::new(
+                    "archive.total-size",
+                    format!(
+                        "{} unpacks to more than {} (zip bomb?); refusing",
+                        archive.display(),
+                        mib(limits.max_total_bytes)
+                    ),
+                ));
+            }
+            files.insert(normal.clone());
+        } else {
+            dirs.insert(normal.clone());
+        }
+        // Every parent of this entry is a directory.
+        let mut parent = normal.as_str();
+        while let Some((p, _)) = parent.rsplit_once('/') {
+            dirs.insert(p.to_string());
+            parent = p;
+        }
+        plan.push((i, normal, is_dir, size));
+    }
+    if let Some(clash) = files.intersection(&dirs).next() {
+        return Err(DistError::new(
+            "archive.clash",
+            format!("archive entry `{clash}` is both a file and a directory"),
+        ));
+    }
+
+    // Pass 2: extract, counting real bytes.
+    progress.set_length(total);
+    let mut out = Vec::with_capacity(files.len());
+    let mut written: u64 = 0;
+    for dir in &dirs {
+        create_dir(&dest.join(dir))?;
+    }
+    for (i, normal, is_dir, declared) in plan {
+        if is_dir {
+            continue;
+        }
+        let entry = zip.by_index(i).map_err(|e| damaged(archive, e))?;
+        let target = dest.join(&normal);
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&target)
+            .map_err(|e| DistError::io("cannot create", &target, e))?;
+        set_mode(&target, 0o644)?;
+        let mut h = Sha256::new();
+        let mut limited = entry.take(declared.saturating_add(1));
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got: u64 = 0;
+        loop {
+            let k = limited.read(&mut buf).map_err(|e| damaged(archive, e))?;
+            if k == 0 {
+                break;
+            }
+            got += k as u64;
+            written += k as u64;
+            if got > declared || written > limits.max_total_bytes {
+                return Err(DistError::new(
+                    "archive.size-lie",
+                    format!(
+                        "archive entry `{normal}` holds more data than its header declares ({declared} bytes); refusing"
+                    ),
+                ));
+            }
+            h.update(&buf[..k]);
+            f.write_all(&buf[..k])
+                .map_err(|e| DistError::io("cannot write", &target, e))?;
+            progress.inc(k as u64);
+        }
+        if got != declared {
+            return Err(damaged(
+                archive,
+                format!("entry `{normal}` has {got} bytes, its header says {declared}"),
+            ));
+        }
+        f.sync_all()
+            .map_err(|e| DistError::io("cannot sync", &target, e))?;
+        out.push(FileDigest {
+            path: normal,
+            size: got,
+            sha256: hex(&h.finalize()),
+        });
+    }
+    progress.finish_and_clear();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+fn create_dir(path: &Path) -> Result<()> {
+    match fs::create_dir(path) {
+        Ok(()) => set_mode(path, 0o755),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
+        Err(e) => Err(DistError::io("cannot create directory", path, e)),
+    }
+}
+
+pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+            .map_err(|e| DistError::io("cannot set permissions on", path, e))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (path, mode);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_fenced() {
+        let l = Limits::default();
+        for bad in [
+            "../x",
+            "a/../../x",
+            "/etc/passwd",
+            "C:/x",
+            "c:x",
+            "a\\..\\x",
+            "a/\0b",
+            "",
+            "./",
+            RECORD_NAME,
+        ] {
+            assert!(check_entry_name(bad, &l).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(
+            check_entry_name("./agents//a.persona.md", &l).unwrap(),
+            "agents/a.persona.md"
+        );
+        assert_eq!(check_entry_name("skills/x/", &l).unwrap(), "skills/x");
+    }
+}

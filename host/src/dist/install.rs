@@ -1,0 +1,627 @@
+//! Installing and uninstalling packs in an install root, atomically and recoverably.
+//!
+//! An install holds `<root>/.apiary/lock` (an OS advisory lock, released if the process dies) from
+//! start to end, and goes through these steps:
+//! 1. **recover** whatever an earlier interrupted run left behind (below);
+//! 2. **fetch** the source into `.apiary/staging/work-*` (checksum verified before anything is
+//!    unpacked), then **stage** the pack into `.apiary/staging/pack-*` (fenced extraction, or a copy
+//!    of a git checkout's shippable files), every file mode 0644 so no script lands executable;
+//! 3. **validate** the staged pack (errors, including an engine that is too new, refuse) and write
+//!    the install record (`.apiary-install.json`: file digests, hooks); fsync files and directories;
+//! 4. write the **journal** (`.apiary/journal.json`: pack id, where the old version goes, the lock
+//!    entry about to be committed);
+//! 5. rename the installed version (if any) to `.apiary/old/`, rename the staged pack to
+//!    `<root>/<pack-id>`;
+//! 6. rewrite `pack.lock` through a temporary file and a rename: **this is the commit point**;
+//! 7. remove the journal, then the old version.
+//!
+//! Recovery with a journal present: if `pack.lock` already holds the journal's entry the install
+//! committed, and only the old version is removed; otherwise it is rolled back (the new directory,
+//! recognised by its install id, goes to the trash, the old one is renamed back). Scratch
+//! directories are then emptied. So after a crash at any point, the next command sees either the
+//! complete previous install or the complete new one, files and lock agreeing.
+//!
+//! For the crash-safety test, `APIARY_TEST_STEP_DELAY_MS=<n>` sleeps `n` ms after each step
+//! (test-only; never set it in production).
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::archive::{self, FileDigest, Limits, RECORD_NAME};
+use super::fetch::{self, Fetched, Source};
+use super::lock::{HookKind, HookRecord, InstallRecord, Lock, LockEntry};
+use super::{DistError, Result, fsync_dir, nonce};
+use crate::diag::Report;
+use crate::pack::{self, Pack, paths};
+
+pub const STATE_DIR: &str = ".apiary";
+pub const STEP_DELAY_ENV: &str = "APIARY_TEST_STEP_DELAY_MS";
+const JOURNAL: &str = "journal.json";
+const RECORD_FORMAT: u32 = 1;
+
+fn step(name: &str) {
+    tracing::debug!(step = name, "install step");
+    if let Some(ms) = std::env::var(STEP_DELAY_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+/// Exclusive use of an install root for the life of the value.
+pub struct RootGuard {
+    pub root: PathBuf,
+    pub state: PathBuf,
+    _lock: File,
+}
+
+impl RootGuard {
+    /// Takes the root's lock, creating the root when `create`; `Ok(None)` when the root does not
+    /// exist and `create` is false. Runs recovery before returning.
+    pub fn acquire(root: &Path, create: bool) -> Result<Option<RootGuard>> {
+        if !root.exists() {
+            if !create {
+                return Ok(None);
+            }
+            fs::create_dir_all(root)
+                .map_err(|e| DistError::io("cannot create install root", root, e))?;
+        }
+        if !root.is_dir() {
+            return Err(DistError::new(
+                "root.not-dir",
+                format!("install root {} is not a directory", root.display()),
+            ));
+        }
+        let state = root.join(STATE_DIR);
+        for d in ["", "staging", "old", "trash"] {
+            let p = state.join(d);
+            match fs::create_dir(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
+                Err(e) => return Err(DistError::io("cannot create", &p, e)),
+            }
+        }
+        let lock_path = state.join("lock");
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| DistError::io("cannot open", &lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                eprintln!(
+                    "waiting for another apiary process using {} ...",
+                    root.display()
+                );
+                lock.lock()
+                    .map_err(|e| DistError::io("cannot lock", &lock_path, e))?;
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(DistError::io("cannot lock", &lock_path, e));
+            }
+        }
+        let guard = RootGuard {
+            root: root.to_path_buf(),
+            state,
+            _lock: lock,
+        };
+        guard.recover()?;
+        Ok(Some(guard))
+    }
+
+    fn sub(&self, d: &str) -> PathBuf {
+        self.state.join(d)
+    }
+
+    /// Finishes or rolls back an interrupted install and empties the scratch directories.
+    fn recover(&self) -> Result<()> {
+        let jpath = self.sub(JOURNAL);
+        if jpath.exists() {
+            let bytes = fs::read(&jpath).map_err(|e| DistError::io("cannot read", &jpath, e))?;
+            let journal: Journal = serde_json::from_slice(&bytes).map_err(|e| {
+                DistError::new(
+                    "journal.invalid",
+                    format!("{} is not a valid install journal: {e}", jpath.display()),
+                )
+                .help("apiary writes it atomically, so it was edited by hand; inspect the install root and remove the file")
+            })?;
+            pack_dir_name(&journal.pack_id)?;
+            let lock = Lock::load(&self.root)?;
+            let target = self.root.join(&journal.pack_id);
+            let committed = lock.packs.get(&journal.pack_id) == Some(&journal.entry);
+            if committed {
+                tracing::info!("recovery: install of {} had committed", journal.pack_id);
+            } else {
+                tracing::warn!(
+                    "recovery: rolling back an interrupted install of {}",
+                    journal.pack_id
+                );
+                let is_new = InstallRecord::load(&target)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|r| r.install_id.as_deref() == Some(&journal.install_id));
+                if is_new {
+                    let trash = self
+                        .sub("trash")
+                        .join(format!("{}-{}", journal.pack_id, nonce()));
+                    fs::rename(&target, &trash)
+                        .map_err(|e| DistError::io("cannot move aside", &target, e))?;
+                }
+                if let Some(old) = &journal.old {
+                    pack_dir_name(old)?;
+                    let old = self.sub("old").join(old);
+                    if old.exists() && !target.exists() {
+                        fs::rename(&old, &target)
+                            .map_err(|e| DistError::io("cannot restore", &target, e))?;
+                    }
+                }
+                fsync_dir(&self.root).map_err(|e| DistError::io("cannot sync", &self.root, e))?;
+            }
+            fs::remove_file(&jpath).map_err(|e| DistError::io("cannot remove", &jpath, e))?;
+            fsync_dir(&self.state).map_err(|e| DistError::io("cannot sync", &self.state, e))?;
+        }
+        for d in ["staging", "old", "trash"] {
+            let dir = self.sub(d);
+            if let Ok(entries) = fs::read_dir(&dir) {
+                for e in entries.flatten() {
+                    let p = e.path();
+                    let r = if p.is_dir() && !p.is_symlink() {
+                        fs::remove_dir_all(&p)
+                    } else {
+                        fs::remove_file(&p)
+                    };
+                    if let Err(err) = r {
+                        tracing::warn!("cannot remove leftover {}: {err}", p.display());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The in-flight install, written before the first rename.
+#[derive(Debug, Serialize, Deserialize)]
+struct Journal {
+    pack_id: String,
+    install_id: String,
+    /// Name under `.apiary/old/` the previous version is moved to.
+    old: Option<String>,
+    /// The lock entry being committed.
+    entry: LockEntry,
+}
+
+/// A pack id is used as a directory name in the root: it must be one safe path component and not
+/// collide with the root's own files.
+pub fn pack_dir_name(id: &str) -> Result<&str> {
+    let ok = !id.is_empty()
+        && id.len() <= 200
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        && !id.eq_ignore_ascii_case(super::lock::LOCK_NAME);
+    if ok {
+        Ok(id)
+    } else {
+        Err(DistError::new(
+            "pack.id",
+            format!("`{id}` cannot be used as an install directory name"),
+        ))
+    }
+}
+
+/// Removes a scratch directory when dropped (error paths).
+struct Scratch(PathBuf);
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub progress: bool,
+    pub limits: Limits,
+}
+
+/// What `install` did.
+#[derive(Debug, Serialize)]
+pub struct Installed {
+    pub pack_id: String,
+    pub name: String,
+    pub version: String,
+    pub previous_version: Option<String>,
+    pub dir: PathBuf,
+    pub lock_entry: LockEntry,
+    pub files: usize,
+    pub hooks: Vec<HookRecord>,
+    #[serde(skip)]
+    pub report: Report,
+}
+
+pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
+    let source = Source::parse(source)?;
+    let guard = RootGuard::acquire(root, true)?
+        .ok_or_else(|| DistError::new("root.missing", "install root vanished"))?;
+    let id = nonce();
+    let work = Scratch(guard.sub("staging").join(format!("work-{id}")));
+    let stage = Scratch(guard.sub("staging").join(format!("pack-{id}")));
+    for d in [&work.0, &stage.0] {
+        fs::create_dir(d).map_err(|e| DistError::io("cannot create", d, e))?;
+    }
+    let limits = opts.limits;
+
+    let fetched = fetch::fetch(&source, &work.0, &limits, opts.progress)?;
+    step("fetched");
+    let (files, sha256, resolved) = match fetched {
+        Fetched::Archive { path, sha256 } => {
+            let bar = super::progress_bar(0, "unpacking", opts.progress);
+            let files = archive::extract(&path, &stage.0, &limits, &bar)?;
+            (files, Some(sha256), None)
+        }
+        Fetched::Tree { dir, commit } => {
+            let files = copy_tree(&dir, &stage.0, &limits)?;
+            let resolved = format!("{}#{commit}", source.lock_source());
+            (files, None, Some(resolved))
+        }
+    };
+    let _ = fs::remove_dir_all(&work.0);
+    step("unpacked");
+
+    let loaded = pack::load(&stage.0);
+    let report = loaded.report;
+    let Some(pack) = loaded.pack else {
+        return Err(DistError::new(
+            "pack.invalid",
+            format!(
+                "the pack from {} is invalid; refusing to install it",
+                source.lock_source()
+            ),
+        )
+        .with_report(report));
+    };
+    let pack_id = pack_dir_name(&pack.manifest.id)?.to_string();
+    let hooks = hook_records(&pack, &files);
+    let entry = LockEntry {
+        source: source.lock_source(),
+        sha256,
+        resolved,
+        version: pack.manifest.version.clone(),
+        installed_at: super::now_rfc3339(),
+        extra: BTreeMap::new(),
+    };
+    let record = InstallRecord {
+        format: RECORD_FORMAT,
+        pack_id: pack_id.clone(),
+        install_id: Some(id.clone()),
+        lock: entry.clone(),
+        files: files
+            .iter()
+            .map(|f| (f.path.clone(), f.sha256.clone()))
+            .collect(),
+        hooks: hooks.clone(),
+    };
+    record.write_new(&stage.0)?;
+    sync_tree(&stage.0)?;
+    step("staged");
+
+    let mut lock = Lock::load(&guard.root)?;
+    let target = guard.root.join(&pack_id);
+    let mut previous_version = None;
+    let old_name = if fs::symlink_metadata(&target).is_ok() {
+        let prev = InstallRecord::load(&target)?.ok_or_else(|| {
+            DistError::new(
+                "install.foreign-dir",
+                format!(
+                    "{} exists but was not installed by apiary (no {RECORD_NAME}); refusing to replace it",
+                    target.display()
+                ),
+            )
+            .help("remove or move that directory yourself, then install again")
+        })?;
+        let foreign = foreign_files(&target, &prev)?;
+        if !foreign.is_empty() {
+            let shown: Vec<_> = foreign.iter().take(10).map(String::as_str).collect();
+            return Err(DistError::new(
+                "install.foreign-files",
+                format!(
+                    "{} holds {} file{} the installed pack did not bring (e.g. {}); an upgrade would discard them",
+                    target.display(),
+                    foreign.len(),
+                    if foreign.len() == 1 { "" } else { "s" },
+                    shown.join(", ")
+                ),
+            )
+            .help(format!("move them out of the pack directory, or `apiary uninstall {pack_id}` first (it keeps files the pack does not own)")));
+        }
+        previous_version = Some(prev.lock.version.clone());
+        Some(format!("{pack_id}-{id}"))
+    } else {
+        None
+    };
+
+    let journal = Journal {
+        pack_id: pack_id.clone(),
+        install_id: id.clone(),
+        old: old_name.clone(),
+        entry: entry.clone(),
+    };
+    let jtext = serde_json::to_vec_pretty(&journal)
+        .map_err(|e| DistError::new("journal.write", e.to_string()))?;
+    let jpath = guard.sub(JOURNAL);
+    super::write_atomic(&jpath, &guard.state, &jtext)
+        .map_err(|e| DistError::io("cannot write", &jpath, e))?;
+    step("journal");
+
+    let sync_root = || fsync_dir(&guard.root).map_err(|e| DistError::io("cannot sync", root, e));
+    if let Some(name) = &old_name {
+        let old = guard.sub("old").join(name);
+        fs::rename(&target, &old).map_err(|e| DistError::io("cannot move aside", &target, e))?;
+        sync_root()?;
+        step("moved-old");
+    }
+    fs::rename(&stage.0, &target)
+        .map_err(|e| DistError::io("cannot move into place", &target, e))?;
+    sync_root()?;
+    step("moved-new");
+
+    lock.packs.insert(pack_id.clone(), entry.clone());
+    lock.save(&guard.root, &guard.state)?;
+    step("committed");
+
+    fs::remove_file(&jpath).map_err(|e| DistError::io("cannot remove", &jpath, e))?;
+    let _ = fsync_dir(&guard.state);
+    step("journal-removed");
+    if let Some(name) = &old_name {
+        let _ = fs::remove_dir_all(guard.sub("old").join(name));
+    }
+    Ok(Installed {
+        pack_id,
+        name: pack.manifest.name.clone(),
+        version: entry.version.clone(),
+        previous_version,
+        dir: target,
+        lock_entry: entry,
+        files: files.len(),
+        hooks,
+        report,
+    })
+}
+
+/// Copies the shippable files of a git checkout into the stage (what a build would package).
+fn copy_tree(src: &Path, dest: &Path, limits: &Limits) -> Result<Vec<FileDigest>> {
+    let rels = super::build::collect(src, limits)?;
+    let mut out = Vec::with_capacity(rels.len());
+    for rel in rels {
+        let from = src.join(&rel);
+        let to = dest.join(&rel);
+        if let Some(parent) = to.parent() {
+            fs::create_dir_all(parent).map_err(|e| DistError::io("cannot create", parent, e))?;
+        }
+        let bytes = fs::read(&from).map_err(|e| DistError::io("cannot read", &from, e))?;
+        {
+            use std::io::Write;
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&to)
+                .map_err(|e| DistError::io("cannot create", &to, e))?;
+            f.write_all(&bytes)
+                .and_then(|()| f.sync_all())
+                .map_err(|e| DistError::io("cannot write", &to, e))?;
+        }
+        archive::set_mode(&to, 0o644)?;
+        out.push(FileDigest {
+            path: rel,
+            size: bytes.len() as u64,
+            sha256: super::sha256_hex(&bytes),
+        });
+    }
+    Ok(out)
+}
+
+fn sync_tree(dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).map_err(|e| DistError::io("cannot read", dir, e))? {
+        let entry = entry.map_err(|e| DistError::io("cannot read", dir, e))?;
+        let ft = entry
+            .file_type()
+            .map_err(|e| DistError::io("cannot stat", &entry.path(), e))?;
+        if ft.is_dir() {
+            sync_tree(&entry.path())?;
+        }
+    }
+    fsync_dir(dir).map_err(|e| DistError::io("cannot sync", dir, e))
+}
+
+/// Every hook of the pack (pack-level and per persona), one record per file.
+pub fn hook_records(pack: &Pack, files: &[FileDigest]) -> Vec<HookRecord> {
+    let mut by_path: BTreeMap<String, HookRecord> = BTreeMap::new();
+    let mut add = |who: String, point: &str, command: &str| {
+        let token = command.split_whitespace().next().unwrap_or(command);
+        let Ok(abs) = paths::resolve_inside(&pack.root, token) else {
+            return;
+        };
+        let rel = paths::relative_to(&pack.root, &abs);
+        let rel = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/");
+        let sha = files
+            .iter()
+            .find(|f| f.path == rel)
+            .map(|f| f.sha256.clone())
+            .unwrap_or_default();
+        let kind = if rel.ends_with(".wasm") {
+            HookKind::Component
+        } else {
+            HookKind::Script
+        };
+        let rec = by_path.entry(rel.clone()).or_insert_with(|| HookRecord {
+            path: rel,
+            sha256: sha,
+            kind,
+            used_by: Vec::new(),
+            commands: Vec::new(),
+        });
+        rec.used_by.push(format!("{who}:{point}"));
+        if !rec.commands.iter().any(|c| c == command) {
+            rec.commands.push(command.to_string());
+        }
+    };
+    for (point, cmd) in pack.hooks.entries() {
+        add("pack".into(), point, cmd);
+    }
+    for p in &pack.personas {
+        for (point, cmd) in p.hooks.entries() {
+            add(format!("persona {}", p.name), point, cmd);
+        }
+    }
+    by_path.into_values().collect()
+}
+
+/// Files under an installed pack directory that its record does not list.
+pub fn foreign_files(dir: &Path, record: &InstallRecord) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    walk_files(dir, "", &mut |rel| {
+        if rel != RECORD_NAME && !record.files.contains_key(rel) {
+            out.push(rel.to_string());
+        }
+    })?;
+    Ok(out)
+}
+
+/// Calls `f` with the `/`-separated relative path of every non-directory under `dir`.
+pub(crate) fn walk_files(dir: &Path, rel: &str, f: &mut dyn FnMut(&str)) -> Result<()> {
+    let here = if rel.is_empty() {
+        dir.to_path_buf()
+    } else {
+        dir.join(rel)
+    };
+    let mut names: Vec<_> = fs::read_dir(&here)
+        .map_err(|e| DistError::io("cannot read", &here, e))?
+        .filter_map(|e| e.ok())
+        .collect();
+    names.sort_by_key(|e| e.file_name());
+    for e in names {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let child = if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        };
+        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        if is_dir {
+            walk_files(dir, &child, f)?;
+        } else {
+            f(&child);
+        }
+    }
+    Ok(())
+}
+
+/// What `uninstall` removed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Removed {
+    pub pack_id: String,
+    pub version: Option<String>,
+    pub removed_files: usize,
+    /// Files in the pack directory the pack did not bring: left in place.
+    pub kept: Vec<String>,
+    pub lock_entry_removed: bool,
+}
+
+/// Removes the pack's lock entry (the commit point), then exactly the files its install record
+/// lists, then directories left empty. Files the pack did not bring stay where they are. Safe to
+/// run again after an interruption.
+pub fn uninstall(root: &Path, pack_id: &str) -> Result<Removed> {
+    pack_dir_name(pack_id)?;
+    let Some(guard) = RootGuard::acquire(root, false)? else {
+        return Err(not_installed(root, pack_id));
+    };
+    let mut lock = Lock::load(&guard.root)?;
+    let target = guard.root.join(pack_id);
+    let record = if target.is_dir() {
+        InstallRecord::load(&target)?
+    } else {
+        None
+    };
+    let entry = lock.packs.get(pack_id).cloned();
+    if entry.is_none() && record.is_none() {
+        return Err(not_installed(root, pack_id));
+    }
+    if target.exists() && record.is_none() {
+        return Err(DistError::new(
+            "uninstall.no-record",
+            format!(
+                "{} has no {RECORD_NAME}, so apiary cannot tell which files the pack owns; refusing to delete anything",
+                target.display()
+            ),
+        )
+        .help("remove the directory yourself if you are sure"));
+    }
+    let lock_entry_removed = entry.is_some();
+    if lock_entry_removed {
+        lock.packs.remove(pack_id);
+        lock.save(&guard.root, &guard.state)?;
+        step("committed");
+    }
+    let mut removed_files = 0;
+    let mut kept = Vec::new();
+    if let Some(record) = &record {
+        for rel in record.files.keys() {
+            if archive::check_entry_name(rel, &Limits::default()).is_err() {
+                continue;
+            }
+            let p = target.join(rel);
+            if fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
+                fs::remove_file(&p).map_err(|e| DistError::io("cannot remove", &p, e))?;
+                removed_files += 1;
+            }
+        }
+        kept = foreign_files(&target, record)?;
+        let rec = InstallRecord::path(&target);
+        fs::remove_file(&rec).map_err(|e| DistError::io("cannot remove", &rec, e))?;
+        prune_empty_dirs(&target);
+        let _ = fs::remove_dir(&target);
+        let _ = fsync_dir(&guard.root);
+    }
+    let _ = super::trust::forget(&guard, pack_id);
+    Ok(Removed {
+        pack_id: pack_id.to_string(),
+        version: entry
+            .map(|e| e.version)
+            .or_else(|| record.map(|r| r.lock.version)),
+        removed_files,
+        kept,
+        lock_entry_removed,
+    })
+}
+
+fn not_installed(root: &Path, pack_id: &str) -> DistError {
+    DistError::new(
+        "pack.not-installed",
+        format!("{pack_id} is not installed in {}", root.display()),
+    )
+    .help("`apiary list` shows the installed packs")
+}
+
+fn prune_empty_dirs(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                prune_empty_dirs(&e.path());
+                let _ = fs::remove_dir(e.path());
+            }
+        }
+    }
+}

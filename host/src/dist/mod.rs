@@ -1,0 +1,281 @@
+//! Distribution: reproducible `.buzzpack` builds, verified installs, `pack.lock`, hook trust.
+//!
+//! Everything that arrives from outside (archives, checksum files, URLs, git checkouts, an existing
+//! `pack.lock`) is hostile until checked. The pieces:
+//! - [`archive`]: writing reproducible zips and extracting untrusted ones behind a fence;
+//! - [`build`]: collecting a pack directory's shippable files (refusing secrets) into a `.buzzpack`;
+//! - [`fetch`]: turning an install source (file, `http(s)://`, `github:`, `git+https://`, `git+file://`)
+//!   into verified bytes or a checked-out tree;
+//! - [`install`]: staging, validating and atomically swapping a pack into the install root, with a
+//!   journal so an interrupted install is rolled back (or completed) by the next command;
+//! - [`lock`]: `pack.lock` as spec §11 shows it, and the per-pack install record used by `verify`;
+//! - [`trust`]: the operator's trust decisions for script hooks and hook components;
+//! - [`verify`]: re-hashing installed packs against what was recorded at install time.
+//!
+//! Install root layout (default `~/.buzz/packs`, or `--root` / `BUZZ_PACKS_DIR`):
+//! ```text
+//! <root>/pack.lock                    spec §11 lock: id -> {source, sha256|resolved, version, installed_at}
+//! <root>/<pack-id>/                   the installed pack
+//! <root>/<pack-id>/.apiary-install.json   per-file digests and hooks, written at install time
+//! <root>/.apiary/lock                 advisory lock serialising installs
+//! <root>/.apiary/journal.json         present only while an install/uninstall is in flight
+//! <root>/.apiary/trust.json           the trust store
+//! <root>/.apiary/{staging,old,trash}/ scratch space, emptied by recovery
+//! ```
+
+pub mod archive;
+pub mod build;
+pub mod fetch;
+pub mod install;
+pub mod lock;
+pub mod trust;
+pub mod verify;
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::diag::Report;
+
+/// The env var that overrides the install root (the `--root` flag wins over it).
+pub const ROOT_ENV: &str = "BUZZ_PACKS_DIR";
+
+/// A refusal or failure, with a stable code for scripts and an optional hint for people.
+#[derive(Debug)]
+pub struct DistError {
+    pub code: &'static str,
+    pub message: String,
+    pub help: Option<String>,
+    /// Validation findings when the refusal is "the pack is invalid".
+    pub report: Option<Box<Report>>,
+}
+
+impl DistError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        DistError {
+            code,
+            message: message.into(),
+            help: None,
+            report: None,
+        }
+    }
+    pub fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+    pub fn with_report(mut self, report: Report) -> Self {
+        self.report = Some(Box::new(report));
+        self
+    }
+    /// An I/O failure on `path` while doing `what`.
+    pub fn io(what: &str, path: &Path, e: io::Error) -> Self {
+        DistError::new("io", format!("{what} {}: {e}", path.display()))
+    }
+}
+
+impl fmt::Display for DistError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DistError {}
+
+/// The JSON shape of an error: `{code, message, help?, diagnostics?}`.
+#[derive(Debug, Serialize)]
+pub struct ErrorJson<'a> {
+    pub code: &'a str,
+    pub message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub help: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<&'a [crate::diag::Diagnostic]>,
+}
+
+impl DistError {
+    pub fn to_json(&self) -> ErrorJson<'_> {
+        ErrorJson {
+            code: self.code,
+            message: &self.message,
+            help: self.help.as_deref(),
+            diagnostics: self.report.as_ref().map(|r| r.diagnostics.as_slice()),
+        }
+    }
+}
+
+pub type Result<T, E = DistError> = std::result::Result<T, E>;
+
+/// The install root: the flag, else `$BUZZ_PACKS_DIR`, else `~/.buzz/packs`.
+pub fn resolve_root(flag: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = flag {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os(ROOT_ENV).filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    dirs::home_dir()
+        .map(|h| h.join(".buzz").join("packs"))
+        .ok_or_else(|| {
+            DistError::new(
+                "root.home",
+                "cannot find the home directory for ~/.buzz/packs",
+            )
+            .help(format!("pass --root DIR or set {ROOT_ENV}"))
+        })
+}
+
+/// Lower-case hex of a byte string.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Streams a file through SHA-256.
+pub fn sha256_file(path: &Path) -> io::Result<String> {
+    let mut f = File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+/// Whether `s` is a lower- or upper-case 64-digit hex SHA-256.
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The current time as RFC 3339 UTC with second precision, e.g. `2026-04-10T11:00:00Z`.
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    rfc3339(secs)
+}
+
+fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Flushes a directory's entries to disk (after creating or renaming inside it).
+pub(crate) fn fsync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in `tmp_dir` (same filesystem), fsync,
+/// rename over `path`, fsync the parent.
+pub(crate) fn write_atomic(path: &Path, tmp_dir: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(tmp_dir)?;
+    tmp.write_all(bytes)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => fsync_dir(p),
+        _ => fsync_dir(Path::new(".")),
+    }
+}
+
+/// A short random-enough suffix for scratch names (pid, time, counter): unique per process run.
+pub(crate) fn nonce() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{:08x}-{}",
+        std::process::id(),
+        t,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A progress bar on stderr when `enabled` (a terminal and not `--json`), hidden otherwise.
+pub fn progress_bar(len: u64, message: &str, enabled: bool) -> indicatif::ProgressBar {
+    if !enabled {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    let style = indicatif::ProgressStyle::with_template(
+        "{msg:12} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+    )
+    .map(|s| s.progress_chars("=> "));
+    if let Ok(style) = style {
+        bar.set_style(style);
+    }
+    bar.set_message(message.to_string());
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_775_818_800), "2026-04-10T11:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn hex_digest() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

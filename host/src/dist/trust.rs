@@ -1,0 +1,196 @@
+//! The operator's trust decisions for hooks (spec §13, and DuDuClaw §4.4: hooks land quarantined).
+//!
+//! Installed hooks are never executable and never trusted. `apiary trust <pack-id>` shows each hook
+//! file with its SHA-256 and, once confirmed, records trust for exactly that pack version and that
+//! digest in `<root>/.apiary/trust.json`:
+//! ```json
+//! { "packs": { "com.example.pack": { "version": "1.2.0", "hooks": [
+//!     { "path": "hooks/setup.sh", "sha256": "…", "kind": "script", "trusted_at": "2026-…Z" } ] } } }
+//! ```
+//! An upgrade (another version) or any change to a hook file (another digest) is untrusted again.
+//! The runtime asks [`is_hook_trusted`] before running a script hook.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::install::{RootGuard, STATE_DIR, pack_dir_name};
+use super::lock::{HookKind, InstallRecord, Lock};
+use super::{DistError, Result};
+
+pub const TRUST_FILE: &str = "trust.json";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TrustStore {
+    #[serde(default)]
+    pub packs: BTreeMap<String, PackTrust>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PackTrust {
+    pub version: String,
+    pub hooks: Vec<TrustedHook>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrustedHook {
+    pub path: String,
+    pub sha256: String,
+    pub kind: HookKind,
+    pub trusted_at: String,
+}
+
+impl TrustStore {
+    pub fn load(root: &Path) -> Result<TrustStore> {
+        let path = root.join(STATE_DIR).join(TRUST_FILE);
+        match std::fs::metadata(&path) {
+            Ok(m) if m.len() > 16 * 1024 * 1024 => Err(DistError::new(
+                "trust.invalid",
+                format!("{} is too large", path.display()),
+            )),
+            Ok(_) => {
+                let bytes =
+                    std::fs::read(&path).map_err(|e| DistError::io("cannot read", &path, e))?;
+                serde_json::from_slice(&bytes).map_err(|e| {
+                    DistError::new(
+                        "trust.invalid",
+                        format!("{} is not a valid trust store: {e}", path.display()),
+                    )
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TrustStore::default()),
+            Err(e) => Err(DistError::io("cannot read", &path, e)),
+        }
+    }
+
+    fn save(&self, guard: &RootGuard) -> Result<()> {
+        let path = guard.state.join(TRUST_FILE);
+        let mut text = serde_json::to_string_pretty(self)
+            .map_err(|e| DistError::new("trust.write", e.to_string()))?;
+        text.push('\n');
+        super::write_atomic(&path, &guard.state, text.as_bytes())
+            .map_err(|e| DistError::io("cannot write", &path, e))
+    }
+
+    pub fn trusts(&self, pack_id: &str, version: &str, hook_path: &str, digest: &str) -> bool {
+        self.packs.get(pack_id).is_some_and(|p| {
+            p.version == version
+                && p.hooks
+                    .iter()
+                    .any(|h| h.path == hook_path && h.sha256.eq_ignore_ascii_case(digest))
+        })
+    }
+}
+
+/// Whether the operator trusted the hook file `hook_path` (pack-relative, `/`-separated) with SHA-256
+/// `digest` in version `version` of pack `pack_id` installed under `root`. Any doubt (no store, an
+/// unreadable store, another version or digest) is `false`.
+pub fn is_hook_trusted(
+    root: &Path,
+    pack_id: &str,
+    version: &str,
+    hook_path: &str,
+    digest: &str,
+) -> bool {
+    TrustStore::load(root).is_ok_and(|s| s.trusts(pack_id, version, hook_path, digest))
+}
+
+/// One hook of an installed pack with its trust state.
+#[derive(Debug, Clone, Serialize)]
+pub struct HookStatus {
+    pub path: String,
+    pub kind: HookKind,
+    /// The digest recorded at install time.
+    pub sha256: String,
+    pub used_by: Vec<String>,
+    pub commands: Vec<String>,
+    /// The file on disk still has the recorded digest.
+    pub intact: bool,
+    pub trusted: bool,
+}
+
+/// The installed version of `pack_id` and the state of each of its hooks.
+pub fn status(root: &Path, pack_id: &str) -> Result<(String, Vec<HookStatus>)> {
+    pack_dir_name(pack_id)?;
+    let lock = Lock::load(root)?;
+    let entry = lock.packs.get(pack_id).ok_or_else(|| {
+        DistError::new(
+            "pack.not-installed",
+            format!("{pack_id} is not installed in {}", root.display()),
+        )
+        .help("`apiary list` shows the installed packs")
+    })?;
+    let dir = root.join(pack_id);
+    let record = InstallRecord::load(&dir)?.ok_or_else(|| {
+        DistError::new(
+            "trust.no-record",
+            format!(
+                "{} has no install record; reinstall the pack with apiary",
+                dir.display()
+            ),
+        )
+    })?;
+    let store = TrustStore::load(root)?;
+    let hooks = record
+        .hooks
+        .iter()
+        .map(|h| {
+            let on_disk = super::sha256_file(&dir.join(&h.path)).ok();
+            HookStatus {
+                path: h.path.clone(),
+                kind: h.kind,
+                sha256: h.sha256.clone(),
+                used_by: h.used_by.clone(),
+                commands: h.commands.clone(),
+                intact: on_disk.as_deref() == Some(h.sha256.as_str()),
+                trusted: store.trusts(pack_id, &entry.version, &h.path, &h.sha256),
+            }
+        })
+        .collect();
+    Ok((entry.version.clone(), hooks))
+}
+
+/// Records trust for `hooks` (as returned by [`status`]) of `pack_id` at `version`. Refuses when a
+/// hook file no longer matches its recorded digest.
+pub fn trust(guard: &RootGuard, pack_id: &str, version: &str, hooks: &[HookStatus]) -> Result<()> {
+    if let Some(h) = hooks.iter().find(|h| !h.intact) {
+        return Err(DistError::new(
+            "trust.drift",
+            format!(
+                "{} in {pack_id} no longer matches the digest recorded at install; refusing to trust it",
+                h.path
+            ),
+        )
+        .help("run `apiary verify` and reinstall the pack"));
+    }
+    let mut store = TrustStore::load(&guard.root)?;
+    let now = super::now_rfc3339();
+    store.packs.insert(
+        pack_id.to_string(),
+        PackTrust {
+            version: version.to_string(),
+            hooks: hooks
+                .iter()
+                .map(|h| TrustedHook {
+                    path: h.path.clone(),
+                    sha256: h.sha256.clone(),
+                    kind: h.kind,
+                    trusted_at: now.clone(),
+                })
+                .collect(),
+        },
+    );
+    store.save(guard)
+}
+
+/// Drops every trust decision for `pack_id`; `true` when there was one.
+pub fn forget(guard: &RootGuard, pack_id: &str) -> Result<bool> {
+    let mut store = TrustStore::load(&guard.root)?;
+    if store.packs.remove(pack_id).is_some() {
+        store.save(guard)?;
+        Ok(true)
+    } else {
+        Ok(false)
+    }
+}
