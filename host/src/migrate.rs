@@ -186,6 +186,15 @@ fn migrate_v6_persona(
 ) -> Result<Option<String>, MigrateError> {
     let split = frontmatter::split(text)
         .map_err(|e| MigrateError::Shape(rel.to_path_buf(), e.to_string()))?;
+    if frontmatter::excessive_nesting(split.yaml).is_some() {
+        return Err(MigrateError::Shape(
+            rel.to_path_buf(),
+            format!(
+                "the frontmatter nests `[`/`{{` more than {} levels deep",
+                frontmatter::MAX_FLOW_DEPTH
+            ),
+        ));
+    }
     let parsed: Yaml = serde_yaml_ng::from_str(split.yaml)
         .map_err(|e| MigrateError::Yaml(rel.to_path_buf(), e))?;
     let Yaml::Mapping(map) = parsed else {

@@ -79,6 +79,30 @@ fn is_delimiter(line: &str) -> bool {
     line.trim_end_matches(['\n', '\r', ' ', '\t']) == "---"
 }
 
+/// Deepest `[`/`{` nesting accepted before the YAML parser sees the text. The parser's cost grows with
+/// the square of the flow nesting depth (a 200 KB line of `[` takes minutes), and deserialising stops
+/// at 128 levels anyway, so nothing a real persona or skill writes comes near this.
+pub const MAX_FLOW_DEPTH: usize = 256;
+
+/// The byte offset at which flow-collection nesting passes [`MAX_FLOW_DEPTH`], if it does. Brackets
+/// inside quoted or block text count too: erring on that side keeps the check impossible to dodge.
+pub fn excessive_nesting(yaml: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, b) in yaml.bytes().enumerate() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    return Some(i);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// A top-level key of a block mapping and the byte offset of the key in the YAML text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyLocation {
@@ -175,6 +199,19 @@ mod tests {
     fn oversized_frontmatter_is_refused_without_scanning_on() {
         let big = format!("---\n{}", "a: b\n".repeat(MAX_FRONTMATTER / 4));
         assert!(matches!(split(&big), Err(SplitError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn deep_flow_nesting_is_caught_before_parsing() {
+        let ok = format!(
+            "{}{}",
+            "[".repeat(MAX_FLOW_DEPTH),
+            "]".repeat(MAX_FLOW_DEPTH)
+        );
+        assert_eq!(excessive_nesting(&ok), None);
+        assert_eq!(excessive_nesting(&ok.repeat(3)), None);
+        let deep = "{a: ".repeat(MAX_FLOW_DEPTH + 1);
+        assert_eq!(excessive_nesting(&deep), Some(MAX_FLOW_DEPTH * 4));
     }
 
     #[test]

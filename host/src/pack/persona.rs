@@ -184,6 +184,19 @@ pub(crate) fn yaml_mapping(
         Syntax::Yaml { offset } => offset,
         Syntax::Json | Syntax::Toml => 0,
     };
+    if let Some(at) = frontmatter::excessive_nesting(yaml) {
+        let d = Diagnostic::error(
+            code,
+            format!(
+                "frontmatter nests `[`/`{{` more than {} levels deep",
+                frontmatter::MAX_FLOW_DEPTH
+            ),
+        )
+        .in_file(&src.rel)
+        .at(&src.text, offset + at, 1);
+        report.push(d);
+        return None;
+    }
     let parsed: serde_yaml_ng::Value = match serde_yaml_ng::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
