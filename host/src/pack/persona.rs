@@ -290,17 +290,26 @@ fn non_finite_number(v: &serde_yaml_ng::Value) -> Option<Vec<String>> {
 
 /// The parser's message without its own "at line L column C": those count from the start of the
 /// frontmatter, not of the file, and the diagnostic carries the file's line and column already.
-fn yaml_message(message: &str) -> &str {
-    match message.rsplit_once(" at line ") {
-        Some((head, tail))
-            if tail
-                .split_whitespace()
-                .all(|w| w == "column" || w.chars().all(|c| c.is_ascii_digit())) =>
-        {
-            head
+fn yaml_message(message: &str) -> String {
+    let digits = |s: &str| s.len() - s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(at) = rest.find(" at line ") {
+        let after = &rest[at + " at line ".len()..];
+        let line_len = digits(after);
+        match after[line_len..].strip_prefix(" column ") {
+            Some(col) if line_len > 0 && digits(col) > 0 => {
+                out.push_str(&rest[..at]);
+                rest = &col[digits(col)..];
+            }
+            _ => {
+                out.push_str(&rest[..at + " at line ".len()]);
+                rest = after;
+            }
         }
-        _ => message,
     }
+    out.push_str(rest);
+    out
 }
 
 /// Byte offset of the second `key:` at the indentation of the block mapping that starts at `start`.
