@@ -64,6 +64,8 @@ pub fn parse(rel: PathBuf, text: String, report: &mut Report) -> Option<Persona>
     let split = match frontmatter::split(&text) {
         Ok(s) => s,
         Err(e) => {
+            // Registered so the human report can show the snippet the location points at.
+            report.add_source(&rel, &text);
             let mut d = Diagnostic::error("persona.frontmatter", e.to_string()).in_file(&rel);
             if matches!(e, frontmatter::SplitError::NoClosing) {
                 d = d.at(&text, 0, 3).help(
