@@ -286,17 +286,15 @@ fn read_text(path: &Path, rel: &Path, limit: u64, report: &mut Report) -> Option
 }
 
 fn load_persona(root: &Path, entry: &str, report: &mut Report) -> Option<Persona> {
-    let manifest_src = || SourceFile::new(manifest::MANIFEST_PATH, String::new(), Syntax::Json);
     let path = match paths::resolve_inside(root, entry) {
         Ok(p) if p.is_file() => p,
         Ok(_) => {
-            report.push(manifest_src().diag(
-                Diagnostic::error(
-                    "manifest.persona-path",
-                    format!("persona `{entry}` is not a file"),
-                ),
-                &[],
-            ));
+            let d = Diagnostic::error(
+                "manifest.persona-path",
+                format!("persona `{entry}` is not a file"),
+            )
+            .in_file(manifest::MANIFEST_PATH);
+            report.push(locate_in_manifest(report, d, entry));
             return None;
         }
         Err(e) => {

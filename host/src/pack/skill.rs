@@ -29,16 +29,23 @@ pub struct Skill {
 pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
     let rel_dir = paths::relative_to(root, dir);
     let rel = rel_dir.join("SKILL.md");
-    let file = dir.join("SKILL.md");
-    if !file.is_file() {
-        let d = Diagnostic::error(
-            "skill.missing",
-            format!("skill directory `{}` has no SKILL.md", rel_dir.display()),
-        )
-        .in_file(&rel_dir);
-        report.push(d);
-        return None;
-    }
+    // Resolved like every pack path: a SKILL.md symlinked out of the pack is never read.
+    let file = match paths::resolve_inside(root, &rel.to_string_lossy()) {
+        Ok(f) if f.is_file() => f,
+        Err(e @ paths::PathError::Escape(..)) => {
+            report.push(Diagnostic::error("skill.path", e.to_string()).in_file(&rel));
+            return None;
+        }
+        _ => {
+            let d = Diagnostic::error(
+                "skill.missing",
+                format!("skill directory `{}` has no SKILL.md", rel_dir.display()),
+            )
+            .in_file(&rel_dir);
+            report.push(d);
+            return None;
+        }
+    };
     let text = match source::read_limited(&file, MAX_SKILL_FILE)
         .and_then(|b| source::decode(b).map_err(|e| e.1))
     {
