@@ -258,6 +258,7 @@ fn load_manifest(root: &Path, report: &mut Report) -> Option<Manifest> {
         MAX_MANIFEST,
         report,
     )?;
+    let text = strip_bom(manifest::MANIFEST_PATH.as_ref(), text, report);
     let src = SourceFile::new(manifest::MANIFEST_PATH, text, Syntax::Json);
     src.register(report);
     manifest::parse(&src, report)
@@ -395,7 +396,28 @@ fn load_optional_text(
         }
     };
     let rel = paths::relative_to(root, &path);
-    read_text(&path, &rel, MAX_TEXT_FILE, report).map(|t| (rel, t))
+    let text = read_text(&path, &rel, MAX_TEXT_FILE, report)?;
+    let text = strip_bom(&rel, text, report);
+    Some((rel, text))
+}
+
+/// A UTF-8 byte-order mark (Windows editors write one) is accepted with a warning: JSON parsers and
+/// the prompt would otherwise choke on or carry the invisible character.
+fn strip_bom(rel: &Path, text: String, report: &mut Report) -> String {
+    match text.strip_prefix('\u{feff}') {
+        Some(rest) => {
+            report.push(
+                Diagnostic::warning(
+                    "pack.bom",
+                    "the file starts with a UTF-8 byte-order mark; it was ignored",
+                )
+                .in_file(rel)
+                .help("save the file as UTF-8 without BOM"),
+            );
+            rest.to_string()
+        }
+        None => text,
+    }
 }
 
 fn check_persona_extras(root: &Path, p: &Persona, src: &SourceFile, report: &mut Report) {
