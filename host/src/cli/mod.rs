@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod dist;
 mod pack;
+mod sandbox;
 
 /// Exit codes shared by every subcommand.
 pub mod exit {
@@ -55,6 +56,18 @@ enum Command {
     #[command(subcommand)]
     Pack(pack::PackCommand),
 
+    /// Inspect a WebAssembly plugin component: world, WIT version, imports, compile and cache times.
+    #[command(subcommand)]
+    Component(sandbox::ComponentCommand),
+
+    /// Run a persona's lifecycle hook once (components sandboxed; scripts only with --trust-hooks).
+    #[command(subcommand)]
+    Hook(sandbox::HookCommand),
+
+    /// Show which personas a message would wake, and why.
+    #[command(subcommand)]
+    Trigger(sandbox::TriggerCommand),
+
     /// Install a pack from a .buzzpack file, an http(s) URL or a git repository (verified, fenced, atomic).
     Install(dist::InstallArgs),
 
@@ -95,6 +108,9 @@ pub fn main() -> ExitCode {
     init_logging(cli.verbose);
     let code = match cli.command {
         Command::Pack(cmd) => pack::run(cmd),
+        Command::Component(cmd) => sandbox::run_component(cmd),
+        Command::Hook(cmd) => sandbox::run_hook(cmd),
+        Command::Trigger(cmd) => sandbox::run_trigger(cmd),
         Command::Install(a) => dist::install(&a),
         Command::Trust(a) => dist::trust(&a),
         Command::List(a) => dist::list(&a),
