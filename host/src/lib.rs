@@ -4,11 +4,14 @@
 //! data flow: [`pack`] loads and validates what is on disk, [`resolve`] turns it into per-persona
 //! effective configuration across the five precedence levels, [`migrate`] rewrites old formats.
 
+pub mod acp;
 pub mod cli;
 pub mod diag;
+pub mod dispatch;
 pub mod dist;
 pub mod migrate;
 pub mod pack;
+pub mod relay;
 pub mod resolve;
 pub mod sandbox;
 

@@ -126,7 +126,7 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
                 ),
             );
             if !dry_run {
-                write_new(&root.join(&rel), &text)?;
+                write_new(&root, &rel, &text)?;
             }
             new_entries.push(rel.to_string_lossy().replace('\\', "/"));
             manifest_changed = true;
@@ -305,6 +305,20 @@ fn convert_json_persona(
             }
         }
     }
+    // The name becomes a file name: it must be an agent id, never a path.
+    let valid = !name.is_empty()
+        && name.len() <= crate::pack::persona::MAX_NAME_LEN
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+    if !valid {
+        return Err(MigrateError::Shape(
+            entry.into(),
+            format!(
+                "persona name \"{name}\" is not a valid agent id (letters, digits, `-`, `_`); fix it before migrating"
+            ),
+        ));
+    }
     if !fm.contains_key("display_name") {
         fm.insert("display_name".into(), Yaml::from(name.clone()));
     }
@@ -322,12 +336,27 @@ fn convert_json_persona(
     ))
 }
 
-fn write_new(path: &Path, text: &str) -> Result<(), MigrateError> {
+/// Writes a new pack file at `rel`, refusing when its directory resolves outside the pack (e.g. an
+/// `agents/` symlinked elsewhere).
+fn write_new(root: &Path, rel: &Path, text: &str) -> Result<(), MigrateError> {
+    let path = root.join(rel);
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| MigrateError::Write(parent.to_path_buf(), e))?;
+        let real = parent
+            .canonicalize()
+            .map_err(|e| MigrateError::Write(parent.to_path_buf(), e))?;
+        if !real.starts_with(root) {
+            return Err(MigrateError::Shape(
+                rel.to_path_buf(),
+                format!(
+                    "its directory leaves the pack (it resolves to {})",
+                    real.display()
+                ),
+            ));
+        }
     }
-    write_atomic(path, text)
+    write_atomic(&path, text)
 }
 
 fn write_atomic(path: &Path, text: &str) -> Result<(), MigrateError> {

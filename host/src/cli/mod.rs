@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod dist;
+mod live;
 mod pack;
 mod sandbox;
 
@@ -82,6 +83,15 @@ enum Command {
 
     /// Re-hash installed packs against what was installed and report drift.
     Verify(dist::VerifyArgs),
+
+    /// Run packs' personas as live agents on a relay (default: the bundled example, embedded relay).
+    Up(live::UpArgs),
+
+    /// Post a message to a relay channel (as the operator), for talking to running personas.
+    Post(live::PostArgs),
+
+    /// Print a relay channel's messages as they arrive.
+    Tail(live::TailArgs),
 }
 
 fn version_line() -> &'static str {
@@ -116,6 +126,9 @@ pub fn main() -> ExitCode {
         Command::List(a) => dist::list(&a),
         Command::Uninstall(a) => dist::uninstall(&a),
         Command::Verify(a) => dist::verify(&a),
+        Command::Up(a) => live::up(a),
+        Command::Post(a) => live::post(a),
+        Command::Tail(a) => live::tail(a),
     };
     ExitCode::from(code)
 }

@@ -1,0 +1,662 @@
+//! ACP v1 client: one agent process per persona, JSON-RPC 2.0 as one JSON object per line on its
+//! stdio. Message shapes come from `agent-client-protocol-schema` (v1 module); the transport is a
+//! small loop of our own so every limit (line size, timeouts, refused methods) is explicit.
+//!
+//! What the agent may ask of us: `session/request_permission` is answered by the operator's
+//! [`PermissionPolicy`]; everything else (`fs/*`, `terminal/*`, ...) is refused with "method not
+//! found", and we advertise no client capabilities. Agent output is untrusted: lines are capped,
+//! malformed ones are dropped, the collected reply text is capped.
+
+pub mod mcp;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use agent_client_protocol_schema::ProtocolVersion;
+use agent_client_protocol_schema::v1 as acp;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+/// A line from the agent longer than this is dropped.
+pub const MAX_LINE: usize = 8 * 1024 * 1024;
+/// Reply text beyond this is cut (relay events are small; agents can be chatty).
+pub const MAX_REPLY: usize = 64 * 1024;
+/// Non-prompt requests (initialize, session/new) must answer within this.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How permission requests from the agent are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum PermissionPolicy {
+    /// Pick a reject option (or cancel when the agent offers none).
+    #[default]
+    Deny,
+    /// Pick an allow-once option (or reject when the agent offers none).
+    AllowOnce,
+}
+
+/// The command line of an agent runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl AgentCommand {
+    /// Splits a command line on whitespace; single or double quotes group words.
+    pub fn parse(line: &str) -> Option<AgentCommand> {
+        let mut words = Vec::new();
+        let mut cur = String::new();
+        let mut quote = None;
+        let mut any = false;
+        for c in line.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), c) => cur.push(c),
+                (None, '\'' | '"') => {
+                    quote = Some(c);
+                    any = true;
+                }
+                (None, c) if c.is_whitespace() => {
+                    if any || !cur.is_empty() {
+                        words.push(std::mem::take(&mut cur));
+                        any = false;
+                    }
+                }
+                (None, c) => cur.push(c),
+            }
+        }
+        if any || !cur.is_empty() {
+            words.push(cur);
+        }
+        let mut it = words.into_iter();
+        let program = PathBuf::from(it.next()?);
+        Some(AgentCommand {
+            program,
+            args: it.collect(),
+        })
+    }
+}
+
+/// Everything needed to start one persona's agent.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    /// Label for logs.
+    pub persona: String,
+    pub command: AgentCommand,
+    /// Variables set in the child on top of the inherited environment.
+    pub env: Vec<(String, String)>,
+    /// The child's working directory.
+    pub cwd: PathBuf,
+    pub policy: PermissionPolicy,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AcpError {
+    #[error("cannot start agent `{program}`: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("the agent exited")]
+    Exited,
+    #[error("the agent did not answer `{0}` in time")]
+    Timeout(&'static str),
+    #[error("the agent went quiet for {0:?} during a prompt; cancelled")]
+    Idle(Duration),
+    #[error("the prompt ran longer than {0:?}; cancelled")]
+    Hard(Duration),
+    #[error("the agent answered `{method}` with error {code}: {message}")]
+    Rpc {
+        method: &'static str,
+        code: i64,
+        message: String,
+    },
+    #[error("the agent's answer to `{method}` is not valid: {detail}")]
+    Invalid {
+        method: &'static str,
+        detail: String,
+    },
+    #[error("the agent speaks ACP version {0}; apiary speaks version 1")]
+    Version(u16),
+}
+
+/// An answer: the result, or the error code and message (`-1`: the agent exited).
+type Answer = Result<Value, (i64, String)>;
+type Pending = HashMap<u64, oneshot::Sender<Answer>>;
+
+/// What happened during a prompt, as the reader saw it.
+#[derive(Debug)]
+enum Activity {
+    Text(String),
+    Other,
+}
+
+struct Shared {
+    persona: String,
+    policy: PermissionPolicy,
+    writer: mpsc::Sender<String>,
+    pending: std::sync::Mutex<Pending>,
+    /// Activity sinks of the prompts in flight, by session id.
+    sinks: std::sync::Mutex<HashMap<String, mpsc::UnboundedSender<Activity>>>,
+    next_id: AtomicU64,
+    alive: AtomicBool,
+    exited: tokio::sync::Notify,
+}
+
+impl Shared {
+    fn fail_all(&self) {
+        self.alive.store(false, Ordering::SeqCst);
+        let pending: Pending = std::mem::take(&mut *lock(&self.pending));
+        for (_, tx) in pending {
+            let _ = tx.send(Err((-1, "agent exited".into())));
+        }
+        lock(&self.sinks).clear();
+        self.exited.notify_waiters();
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The result of `initialize`.
+#[derive(Debug, Clone)]
+pub struct AgentInfo {
+    pub name: Option<String>,
+    pub system_prompt: bool,
+    pub mcp_http: bool,
+}
+
+/// The result of one prompt turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    pub text: String,
+    pub stop_reason: acp::StopReason,
+}
+
+/// A running agent.
+pub struct AcpClient {
+    shared: Arc<Shared>,
+    child: Mutex<Option<Child>>,
+    pub info: AgentInfo,
+}
+
+impl AcpClient {
+    /// Starts the agent and runs `initialize` (advertising v1, no client capabilities).
+    pub async fn spawn(spec: &SpawnSpec) -> Result<AcpClient, AcpError> {
+        let mut cmd = Command::new(&spec.command.program);
+        cmd.args(&spec.command.args)
+            .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // Own process group: a Ctrl-C at the terminal reaches apiary, which then drains and stops
+        // the agents itself.
+        #[cfg(unix)]
+        cmd.process_group(0);
+        let mut child = cmd.spawn().map_err(|source| AcpError::Spawn {
+            program: spec.command.program.display().to_string(),
+            source,
+        })?;
+        let stdin = child.stdin.take().ok_or(AcpError::Exited)?;
+        let stdout = child.stdout.take().ok_or(AcpError::Exited)?;
+        let stderr = child.stderr.take();
+
+        let (writer, mut rx) = mpsc::channel::<String>(256);
+        let shared = Arc::new(Shared {
+            persona: spec.persona.clone(),
+            policy: spec.policy,
+            writer,
+            pending: Default::default(),
+            sinks: Default::default(),
+            next_id: AtomicU64::new(0),
+            alive: AtomicBool::new(true),
+            exited: tokio::sync::Notify::new(),
+        });
+
+        // Writer: one line at a time, in order.
+        tokio::spawn(async move {
+            let mut stdin = stdin;
+            while let Some(line) = rx.recv().await {
+                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+                    break;
+                }
+            }
+        });
+        // Reader: routes answers, updates and the agent's own requests.
+        let reader_shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout);
+            let mut buf = Vec::new();
+            loop {
+                match read_line_capped(&mut reader, &mut buf, MAX_LINE).await {
+                    Ok(Some(true)) => handle_line(&reader_shared, &buf).await,
+                    Ok(Some(false)) => {
+                        tracing::warn!(persona = %reader_shared.persona, "agent line over {MAX_LINE} bytes dropped");
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            reader_shared.fail_all();
+        });
+        if let Some(stderr) = stderr {
+            let persona = spec.persona.clone();
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(stderr);
+                let mut buf = Vec::new();
+                while let Ok(Some(_)) = read_line_capped(&mut reader, &mut buf, 16 * 1024).await {
+                    let line = String::from_utf8_lossy(&buf);
+                    tracing::debug!(persona = %persona, "agent stderr: {}", line.trim_end());
+                }
+            });
+        }
+
+        let mut client = AcpClient {
+            shared,
+            child: Mutex::new(Some(child)),
+            info: AgentInfo {
+                name: None,
+                system_prompt: false,
+                mcp_http: false,
+            },
+        };
+        let req = acp::InitializeRequest::new(ProtocolVersion::V1)
+            .client_capabilities(acp::ClientCapabilities::default())
+            .client_info(acp::Implementation::new(
+                "apiary",
+                env!("CARGO_PKG_VERSION"),
+            ));
+        let value = client
+            .request("initialize", to_value(&req), REQUEST_TIMEOUT)
+            .await?;
+        let resp: acp::InitializeResponse =
+            serde_json::from_value(value).map_err(|e| AcpError::Invalid {
+                method: "initialize",
+                detail: e.to_string(),
+            })?;
+        if resp.protocol_version != ProtocolVersion::V1 {
+            let v: u16 = serde_json::to_value(resp.protocol_version)
+                .ok()
+                .and_then(|v| v.as_u64())
+                .and_then(|v| u16::try_from(v).ok())
+                .unwrap_or(0);
+            client.shutdown().await;
+            return Err(AcpError::Version(v));
+        }
+        client.info = AgentInfo {
+            name: resp.agent_info.map(|i| i.name),
+            system_prompt: resp
+                .agent_capabilities
+                .session_capabilities
+                .system_prompt
+                .is_some(),
+            mcp_http: resp.agent_capabilities.mcp_capabilities.http,
+        };
+        Ok(client)
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.shared.alive.load(Ordering::SeqCst)
+    }
+
+    /// `session/new`; returns the session id.
+    pub async fn new_session(&self, req: acp::NewSessionRequest) -> Result<String, AcpError> {
+        let value = self
+            .request("session/new", to_value(&req), REQUEST_TIMEOUT)
+            .await?;
+        let resp: acp::NewSessionResponse =
+            serde_json::from_value(value).map_err(|e| AcpError::Invalid {
+                method: "session/new",
+                detail: e.to_string(),
+            })?;
+        Ok(resp.session_id.0.to_string())
+    }
+
+    /// `session/prompt` with one text block; streamed message chunks become the turn's text. `idle`
+    /// bounds the silence between two messages from the agent, `hard` the whole turn; either one
+    /// cancels the turn (`session/cancel`) and fails it.
+    pub async fn prompt(
+        &self,
+        session: &str,
+        text: String,
+        idle: Duration,
+        hard: Duration,
+    ) -> Result<Turn, AcpError> {
+        let (tx, mut activity) = mpsc::unbounded_channel();
+        lock(&self.shared.sinks).insert(session.to_string(), tx);
+        let req = acp::PromptRequest::new(
+            acp::SessionId::new(session.to_string()),
+            vec![acp::ContentBlock::from(text)],
+        );
+        let answer = self.send_request("session/prompt", to_value(&req));
+        let result = async {
+            let mut answer = answer?;
+            let mut out = String::new();
+            let hard_deadline = tokio::time::Instant::now() + hard;
+            loop {
+                let idle_deadline = tokio::time::Instant::now() + idle;
+                tokio::select! {
+                    r = &mut answer => {
+                        // Chunks sent before the answer are already queued: take them.
+                        while let Ok(a) = activity.try_recv() {
+                            if let Activity::Text(t) = a { push_capped(&mut out, &t); }
+                        }
+                        let value = match r {
+                            Ok(Ok(v)) => v,
+                            Ok(Err((-1, _))) => return Err(AcpError::Exited),
+                            Ok(Err((code, message))) => return Err(AcpError::Rpc { method: "session/prompt", code, message }),
+                            Err(_) => return Err(AcpError::Exited),
+                        };
+                        let resp: acp::PromptResponse = serde_json::from_value(value).map_err(|e| AcpError::Invalid { method: "session/prompt", detail: e.to_string() })?;
+                        return Ok(Turn { text: out, stop_reason: resp.stop_reason });
+                    }
+                    a = activity.recv() => match a {
+                        Some(Activity::Text(t)) => push_capped(&mut out, &t),
+                        Some(Activity::Other) => {}
+                        None => return Err(AcpError::Exited),
+                    },
+                    _ = tokio::time::sleep_until(idle_deadline) => {
+                        self.cancel(session).await;
+                        return Err(AcpError::Idle(idle));
+                    }
+                    _ = tokio::time::sleep_until(hard_deadline) => {
+                        self.cancel(session).await;
+                        return Err(AcpError::Hard(hard));
+                    }
+                }
+            }
+        }
+        .await;
+        lock(&self.shared.sinks).remove(session);
+        result
+    }
+
+    /// `session/cancel` (a notification).
+    pub async fn cancel(&self, session: &str) {
+        let n = acp::CancelNotification::new(acp::SessionId::new(session.to_string()));
+        let line = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": to_value(&n)});
+        let _ = self.shared.writer.send(format!("{line}\n")).await;
+    }
+
+    /// Closes the agent's stdin, waits up to `grace` for it to exit, then kills it.
+    pub async fn shutdown(&self) {
+        let Some(mut child) = self.child.lock().await.take() else {
+            return;
+        };
+        #[cfg(unix)]
+        if let Some(pid) = child.id() {
+            // SIGTERM first: well-behaved agents clean up.
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        if tokio::time::timeout(Duration::from_secs(3), child.wait())
+            .await
+            .is_err()
+        {
+            let _ = child.kill().await;
+        }
+        self.shared.fail_all();
+    }
+
+    /// Waits until the agent process has exited (its stdout closed).
+    pub async fn exited(&self) {
+        let notified = self.shared.exited.notified();
+        if !self.is_alive() {
+            return;
+        }
+        notified.await;
+    }
+
+    fn send_request(
+        &self,
+        method: &'static str,
+        params: Value,
+    ) -> Result<oneshot::Receiver<Answer>, AcpError> {
+        if !self.is_alive() {
+            return Err(AcpError::Exited);
+        }
+        let id = self.shared.next_id.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.shared.pending).insert(id, tx);
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if self.shared.writer.try_send(format!("{line}\n")).is_err() {
+            lock(&self.shared.pending).remove(&id);
+            return Err(AcpError::Exited);
+        }
+        Ok(rx)
+    }
+
+    async fn request(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, AcpError> {
+        let rx = self.send_request(method, params)?;
+        match tokio::time::timeout(timeout, rx).await {
+            Err(_) => Err(AcpError::Timeout(method)),
+            Ok(Err(_)) | Ok(Ok(Err((-1, _)))) => Err(AcpError::Exited),
+            Ok(Ok(Err((code, message)))) => Err(AcpError::Rpc {
+                method,
+                code,
+                message,
+            }),
+            Ok(Ok(Ok(v))) => Ok(v),
+        }
+    }
+}
+
+fn to_value(v: &impl serde::Serialize) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+fn push_capped(out: &mut String, text: &str) {
+    let room = MAX_REPLY.saturating_sub(out.len());
+    if room == 0 {
+        return;
+    }
+    let mut end = text.len().min(room);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.push_str(&text[..end]);
+}
+
+/// Reads one line into `buf` (without the newline). `Some(true)`: a line; `Some(false)`: a line over
+/// `cap` bytes, skipped; `None`: end of input.
+async fn read_line_capped<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let mut over = false;
+    loop {
+        let chunk = reader.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(if buf.is_empty() && !over {
+                None
+            } else {
+                Some(!over)
+            });
+        }
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if !over {
+            let part = &chunk[..if done { take - 1 } else { take }];
+            if buf.len() + part.len() > cap {
+                over = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(part);
+            }
+        }
+        reader.consume(take);
+        if done {
+            return Ok(Some(!over));
+        }
+    }
+}
+
+async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
+    let Ok(msg) = serde_json::from_slice::<Value>(line) else {
+        tracing::debug!(persona = %shared.persona, "agent sent a line that is not JSON; ignored");
+        return;
+    };
+    let method = msg.get("method").and_then(Value::as_str);
+    let id = msg.get("id").cloned().filter(|v| !v.is_null());
+    match (method, id) {
+        (None, Some(id)) => {
+            let Some(n) = id.as_u64() else { return };
+            let Some(tx) = lock(&shared.pending).remove(&n) else {
+                return;
+            };
+            let result = if let Some(err) = msg.get("error") {
+                Err((
+                    err.get("code").and_then(Value::as_i64).unwrap_or(0),
+                    err.get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .chars()
+                        .take(500)
+                        .collect(),
+                ))
+            } else {
+                Ok(msg.get("result").cloned().unwrap_or(Value::Null))
+            };
+            let _ = tx.send(result);
+        }
+        (Some("session/update"), None) => {
+            let params = msg.get("params").cloned().unwrap_or(Value::Null);
+            let Ok(n) = serde_json::from_value::<acp::SessionNotification>(params) else {
+                // Unknown update kinds still count as activity for the idle timer.
+                if let Some(sid) = msg.pointer("/params/sessionId").and_then(Value::as_str)
+                    && let Some(tx) = lock(&shared.sinks).get(sid)
+                {
+                    let _ = tx.send(Activity::Other);
+                }
+                return;
+            };
+            let activity = match n.update {
+                acp::SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
+                    acp::ContentBlock::Text(t) => Activity::Text(t.text),
+                    _ => Activity::Other,
+                },
+                acp::SessionUpdate::ToolCall(t) => {
+                    tracing::debug!(persona = %shared.persona, tool = %t.title, "agent tool call");
+                    Activity::Other
+                }
+                _ => Activity::Other,
+            };
+            if let Some(tx) = lock(&shared.sinks).get(n.session_id.0.as_ref()) {
+                let _ = tx.send(activity);
+            }
+        }
+        (Some("session/request_permission"), Some(id)) => {
+            let params = msg.get("params").cloned().unwrap_or(Value::Null);
+            let outcome = match serde_json::from_value::<acp::RequestPermissionRequest>(params) {
+                Ok(req) => {
+                    if let Some(tx) = lock(&shared.sinks).get(req.session_id.0.as_ref()) {
+                        let _ = tx.send(Activity::Other);
+                    }
+                    choose_permission(shared.policy, &req.options)
+                }
+                Err(_) => acp::RequestPermissionOutcome::Cancelled,
+            };
+            tracing::info!(persona = %shared.persona, policy = ?shared.policy, outcome = ?outcome, "agent asked for permission");
+            let resp = acp::RequestPermissionResponse::new(outcome);
+            let line = json!({"jsonrpc": "2.0", "id": id, "result": to_value(&resp)});
+            let _ = shared.writer.send(format!("{line}\n")).await;
+        }
+        (Some(m), Some(id)) => {
+            tracing::debug!(persona = %shared.persona, method = %m.chars().take(64).collect::<String>(), "refused agent request");
+            let line = json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "Method not found: apiary does not offer this to agents"}});
+            let _ = shared.writer.send(format!("{line}\n")).await;
+        }
+        _ => {}
+    }
+}
+
+fn choose_permission(
+    policy: PermissionPolicy,
+    options: &[acp::PermissionOption],
+) -> acp::RequestPermissionOutcome {
+    use acp::PermissionOptionKind as K;
+    let pick = |kinds: &[K]| {
+        kinds
+            .iter()
+            .find_map(|k| options.iter().find(|o| o.kind == *k))
+            .map(|o| {
+                acp::RequestPermissionOutcome::Selected(acp::SelectedPermissionOutcome::new(
+                    o.option_id.clone(),
+                ))
+            })
+    };
+    let choice = match policy {
+        PermissionPolicy::Deny => pick(&[K::RejectOnce, K::RejectAlways]),
+        PermissionPolicy::AllowOnce => pick(&[K::AllowOnce, K::RejectOnce, K::RejectAlways]),
+    };
+    choice.unwrap_or(acp::RequestPermissionOutcome::Cancelled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_with_quotes() {
+        let c = AgentCommand::parse("goose acp --name 'my agent' \"\"").unwrap();
+        assert_eq!(c.program, PathBuf::from("goose"));
+        assert_eq!(c.args, ["acp", "--name", "my agent", ""]);
+        assert!(AgentCommand::parse("   ").is_none());
+    }
+
+    #[test]
+    fn permission_policy_picks_by_kind() {
+        let opts: Vec<acp::PermissionOption> = serde_json::from_value(json!([
+            {"optionId": "a", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "r", "name": "Reject", "kind": "reject_once"}
+        ]))
+        .unwrap();
+        let deny = to_value(&choose_permission(PermissionPolicy::Deny, &opts));
+        assert_eq!(deny, json!({"outcome": "selected", "optionId": "r"}));
+        let allow = to_value(&choose_permission(PermissionPolicy::AllowOnce, &opts));
+        assert_eq!(allow, json!({"outcome": "selected", "optionId": "a"}));
+        let none = to_value(&choose_permission(PermissionPolicy::Deny, &opts[..1]));
+        assert_eq!(none, json!({"outcome": "cancelled"}));
+    }
+
+    #[tokio::test]
+    async fn capped_lines() {
+        let data: &[u8] = b"short\nxxxxxxxxxxxxxxxxxxxx\nok";
+        let mut r = BufReader::new(data);
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 10).await.unwrap(),
+            Some(true)
+        );
+        assert_eq!(buf, b"short");
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 10).await.unwrap(),
+            Some(false)
+        );
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 10).await.unwrap(),
+            Some(true)
+        );
+        assert_eq!(buf, b"ok");
+        assert_eq!(read_line_capped(&mut r, &mut buf, 10).await.unwrap(), None);
+    }
+}

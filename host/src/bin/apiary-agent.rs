@@ -1,0 +1,360 @@
+//! `apiary-agent`: a small, deterministic ACP v1 agent speaking NDJSON JSON-RPC on stdio.
+//!
+//! It is the default runtime of `apiary up` (so the quickstart works offline) and the peer of the
+//! end-to-end tests. It never calls a model: its reply to a prompt is `echo: <text>` where `<text>` is
+//! the `Content:` line of the prompt's `[Buzz event]` section (or the prompt's last line), followed by
+//! the model it was configured with through its environment.
+//!
+//! Words in the prompt script its behaviour:
+//! - `!tool`: sends a `tool_call` and a `tool_call_update` before replying;
+//! - `!permission`: asks the client for permission and reports the outcome in its reply;
+//! - `!slow`: waits `APIARY_AGENT_SLOW_MS` (default 3000) milliseconds before replying, honouring
+//!   `session/cancel`;
+//! - `!crash`: exits with status 101 without answering;
+//! - `!silent`: ends the turn without any message text.
+//!
+//! `APIARY_AGENT_CAPTURE=<file>` appends, one JSON object per line, `{"persona", "env"}` at start and
+//! `{"persona", "recv": <message>}` for every JSON-RPC message received, so tests can assert what the
+//! client sent and which environment the process got.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A line longer than this is dropped (the client is trusted, but bounded all the same).
+const MAX_LINE: usize = 16 * 1024 * 1024;
+
+struct Agent {
+    out: Mutex<std::io::Stdout>,
+    capture: Option<Mutex<std::fs::File>>,
+    persona: String,
+    next_id: Mutex<u64>,
+    /// Replies to requests this agent sent (permission requests), by id.
+    answers: Mutex<BTreeMap<u64, Value>>,
+    answered: std::sync::Condvar,
+    cancelled: Mutex<HashSet<String>>,
+    sessions: Mutex<BTreeMap<String, String>>,
+}
+
+impl Agent {
+    fn send(&self, msg: &Value) {
+        let mut line = msg.to_string();
+        line.push('\n');
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = out.write_all(line.as_bytes());
+        let _ = out.flush();
+    }
+
+    fn capture(&self, entry: Value) {
+        if let Some(file) = &self.capture {
+            let mut line = entry.to_string();
+            line.push('\n');
+            let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+
+    fn respond(&self, id: &Value, result: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    fn error(&self, id: &Value, code: i64, message: &str) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        );
+    }
+
+    fn update(&self, session: &str, update: Value) {
+        self.send(&json!({
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": session, "update": update}
+        }));
+    }
+
+    fn text_chunk(&self, session: &str, text: &str) {
+        self.update(
+            session,
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}),
+        );
+    }
+
+    /// Sends a request to the client and waits (bounded) for its answer.
+    fn request(&self, method: &str, params: Value, wait: Duration) -> Option<Value> {
+        let id = {
+            let mut n = self.next_id.lock().unwrap_or_else(|e| e.into_inner());
+            *n += 1;
+            *n
+        };
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = Instant::now() + wait;
+        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(v) = answers.remove(&id) {
+                return Some(v);
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            answers = self
+                .answered
+                .wait_timeout(answers, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn is_cancelled(&self, session: &str) -> bool {
+        self.cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(session)
+    }
+}
+
+fn main() {
+    let persona = std::env::var("APIARY_PERSONA").unwrap_or_default();
+    let capture = std::env::var_os("APIARY_AGENT_CAPTURE").and_then(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .ok()
+            .map(Mutex::new)
+    });
+    let agent = Arc::new(Agent {
+        out: Mutex::new(std::io::stdout()),
+        capture,
+        persona: persona.clone(),
+        next_id: Mutex::new(1000),
+        answers: Mutex::new(BTreeMap::new()),
+        answered: std::sync::Condvar::new(),
+        cancelled: Mutex::new(HashSet::new()),
+        sessions: Mutex::new(BTreeMap::new()),
+    });
+    agent.capture(json!({"persona": persona, "pid": std::process::id(), "env": interesting_env()}));
+
+    let stdin = std::io::stdin();
+    let mut reader = stdin.lock();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if buf.len() > MAX_LINE {
+            continue;
+        }
+        let Ok(msg) = serde_json::from_slice::<Value>(&buf) else {
+            continue;
+        };
+        agent.capture(json!({"persona": agent.persona, "recv": msg}));
+        handle(&agent, msg);
+    }
+}
+
+/// The variables a test may want to see: the runtime mappings, the workspace and the test's own.
+fn interesting_env() -> BTreeMap<String, String> {
+    let extra: Vec<String> = std::env::var("APIARY_AGENT_CAPTURE_ENV")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    std::env::vars()
+        .filter(|(k, _)| {
+            k.starts_with("APIARY_")
+                || k.starts_with("GOOSE_")
+                || k.starts_with("BUZZ_AGENT_")
+                || k == "AGENT_CWD"
+                || k == "ANTHROPIC_MODEL"
+                || extra.contains(k)
+        })
+        .collect()
+}
+
+fn handle(agent: &Arc<Agent>, msg: Value) {
+    let id = msg.get("id").cloned();
+    let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    match (method.as_deref(), id) {
+        // An answer to one of our own requests.
+        (None, Some(id)) => {
+            if let Some(n) = id.as_u64() {
+                let value = msg
+                    .get("result")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"error": msg.get("error")}));
+                agent
+                    .answers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(n, value);
+                agent.answered.notify_all();
+            }
+        }
+        (Some("initialize"), Some(id)) => agent.respond(
+            &id,
+            json!({
+                "protocolVersion": 1,
+                "agentCapabilities": {
+                    "loadSession": false,
+                    "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false},
+                    "mcpCapabilities": {"http": true, "sse": false},
+                    "sessionCapabilities": {"systemPrompt": {}}
+                },
+                "agentInfo": {"name": "apiary-agent", "version": env!("CARGO_PKG_VERSION")},
+                "authMethods": []
+            }),
+        ),
+        (Some("session/new"), Some(id)) => {
+            let mut sessions = agent.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            let sid = format!("sess-{}", sessions.len() + 1);
+            let cwd = params
+                .get("cwd")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            sessions.insert(sid.clone(), cwd);
+            drop(sessions);
+            agent.respond(&id, json!({"sessionId": sid}));
+        }
+        (Some("session/prompt"), Some(id)) => {
+            let agent = Arc::clone(agent);
+            std::thread::spawn(move || prompt(&agent, id, &params));
+        }
+        (Some("session/cancel"), None) => {
+            if let Some(s) = params.get("sessionId").and_then(Value::as_str) {
+                agent
+                    .cancelled
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(s.to_string());
+            }
+        }
+        (Some(_), Some(id)) => agent.error(&id, -32601, "Method not found"),
+        _ => {}
+    }
+}
+
+fn prompt(agent: &Agent, id: Value, params: &Value) {
+    let session = params
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    agent
+        .cancelled
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&session);
+    let text: String = params
+        .get("prompt")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let content = event_content(&text);
+
+    if content.contains("!crash") {
+        std::process::exit(101);
+    }
+    let mut notes = Vec::new();
+    if content.contains("!tool") {
+        agent.update(
+            &session,
+            json!({"sessionUpdate": "tool_call", "toolCallId": "call-1", "title": "Looking around",
+                   "kind": "read", "status": "pending"}),
+        );
+        agent.update(
+            &session,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "completed"}),
+        );
+        notes.push("tool=completed".to_string());
+    }
+    if content.contains("!permission") {
+        let answer = agent.request(
+            "session/request_permission",
+            json!({
+                "sessionId": session,
+                "toolCall": {"toolCallId": "call-2", "title": "Write a file", "kind": "edit"},
+                "options": [
+                    {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
+                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"}
+                ]
+            }),
+            Duration::from_secs(30),
+        );
+        let outcome = answer
+            .as_ref()
+            .and_then(|a| a.get("outcome"))
+            .map(|o| match o.get("outcome").and_then(Value::as_str) {
+                Some("selected") => o
+                    .get("optionId")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string(),
+                Some(other) => other.to_string(),
+                None => "?".to_string(),
+            })
+            .unwrap_or_else(|| "no-answer".to_string());
+        notes.push(format!("permission={outcome}"));
+    }
+    if content.contains("!slow") {
+        let ms = std::env::var("APIARY_AGENT_SLOW_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(3000);
+        let until = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < until {
+            if agent.is_cancelled(&session) {
+                agent.respond(&id, json!({"stopReason": "cancelled"}));
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    if !content.contains("!silent") {
+        let model = std::env::var("APIARY_AGENT_MODEL")
+            .or_else(|_| std::env::var("GOOSE_MODEL"))
+            .unwrap_or_else(|_| "default".to_string());
+        let mut reply = format!("echo: {content}");
+        // Streamed in two chunks, as real agents do.
+        let split = reply.len() / 2;
+        let split = (0..=split)
+            .rev()
+            .find(|i| reply.is_char_boundary(*i))
+            .unwrap_or(0);
+        let tail = reply.split_off(split);
+        agent.text_chunk(&session, &reply);
+        let mut tail = tail;
+        tail.push_str(&format!(" [model={model}"));
+        for n in &notes {
+            tail.push_str(&format!(" {n}"));
+        }
+        tail.push(']');
+        agent.text_chunk(&session, &tail);
+    }
+    agent.respond(&id, json!({"stopReason": "end_turn"}));
+}
+
+/// The triggering message: the `Content:` line of the `[Buzz event]` section when present.
+fn event_content(prompt: &str) -> String {
+    let event = prompt
+        .rfind("[Buzz event")
+        .map(|i| &prompt[i..])
+        .unwrap_or(prompt);
+    if let Some(line) = event.lines().find_map(|l| l.strip_prefix("Content: ")) {
+        return line.to_string();
+    }
+    prompt
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .to_string()
+}

@@ -1,0 +1,586 @@
+//! `apiary up | post | tail`: the live harness and its terminal companions.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use nostr_sdk::prelude::*;
+
+use super::{exit, stderr_is_terminal};
+use crate::acp::{AgentCommand, PermissionPolicy};
+use crate::diag::Report;
+use crate::dispatch::{self, NativeTriggers, NoHooks, PackRun};
+use crate::relay::{self, keys::KeyStore};
+use crate::resolve::{self, Overrides};
+
+/// The default address of the embedded relay, so `post` and `tail` find it without flags.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:4869";
+
+const UP_EXAMPLES: &str = "\
+Examples:
+  apiary up                                   # the bundled Hello Hive pack, embedded relay, bundled agent
+  apiary up ./my-pack --relay wss://relay.example.com
+  apiary up ./my-pack --agent 'goose acp'     # any ACP v1 agent
+  apiary up ./my-pack --listen 127.0.0.1:0    # a free port; the first stdout line names it
+
+Output (stdout), one line per thing that happened:
+  relay ws://127.0.0.1:4869
+  persona bee ready pubkey=<hex> channels=#general system_prompt=session
+  ready personas=2 channels=1
+  event <id> #general from <author>: woke bee (mention)
+  reply bee <reply-id> to <id>
+
+Environment:
+  AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
+  APIARY_DATA_DIR            data dir: key store, workspaces, example pack (default: ~/.local/share/apiary)
+  BUZZ_ACP_NO_BASE_PROMPT    leave the [Base] prompt layer out
+  BUZZ_ACP_BASE_PROMPT_FILE  replace the [Base] layer with this file's text";
+
+#[derive(Debug, Args)]
+#[command(after_help = UP_EXAMPLES)]
+pub struct UpArgs {
+    /// Pack directories to run (default: the bundled example pack).
+    pub packs: Vec<PathBuf>,
+    /// Use this relay instead of starting the embedded one.
+    #[arg(long, value_name = "URL")]
+    pub relay: Option<String>,
+    /// Where the embedded relay listens (port 0: any free port).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, conflicts_with = "relay")]
+    pub listen: SocketAddr,
+    /// The agent runtime command line (default: the bundled `apiary-agent`).
+    #[arg(long, value_name = "CMD")]
+    pub agent: Option<String>,
+    /// Do not publish agents' replies (for agents that publish themselves).
+    #[arg(long)]
+    pub no_publish: bool,
+    /// How agents' permission requests are answered.
+    #[arg(long, value_enum, default_value_t = PermissionPolicy::Deny)]
+    pub permission: PermissionPolicy,
+    /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/).
+    #[arg(long, value_name = "DIR", env = "AGENT_CWD")]
+    pub workspace: Option<PathBuf>,
+    /// Operator overrides file (precedence level 2).
+    #[arg(long, value_name = "FILE")]
+    pub overrides: Option<PathBuf>,
+    /// Cancel a turn when the agent is silent this long (seconds).
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub idle_timeout: u64,
+    /// Cancel a turn that runs longer than this (seconds).
+    #[arg(long, value_name = "SECS", default_value_t = 1800)]
+    pub turn_timeout: u64,
+    /// On SIGINT/SIGTERM, wait this long for queued messages (seconds).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub drain_timeout: u64,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  apiary post --channel general 'hello @bee'\n  apiary post --channel general --reply-to <event-id> 'and honey?'\n\nPrints the new event's id. Signs with the operator key (<data dir>/keys/operator.key)."
+)]
+pub struct PostArgs {
+    /// Relay URL (default: the last `apiary up` embedded relay, else ws://127.0.0.1:4869).
+    #[arg(long, value_name = "URL")]
+    pub relay: Option<String>,
+    /// Channel name (a leading # is ignored).
+    #[arg(long, value_name = "NAME")]
+    pub channel: String,
+    /// Reply in the thread of this event (hex id).
+    #[arg(long, value_name = "EVENT")]
+    pub reply_to: Option<String>,
+    /// Mention this public key (hex or npub) with a `p` tag; repeatable.
+    #[arg(long, value_name = "PUBKEY")]
+    pub mention: Vec<String>,
+    /// The message text.
+    pub text: String,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  apiary tail --channel general\n  apiary tail --channel general --json --count 2 --timeout 30\n\nPrints the last --history messages, then new ones as they arrive."
+)]
+pub struct TailArgs {
+    /// Relay URL (default: the last `apiary up` embedded relay, else ws://127.0.0.1:4869).
+    #[arg(long, value_name = "URL")]
+    pub relay: Option<String>,
+    /// Channel name (a leading # is ignored).
+    #[arg(long, value_name = "NAME")]
+    pub channel: String,
+    /// One JSON event per line.
+    #[arg(long)]
+    pub json: bool,
+    /// How many stored messages to show first.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub history: usize,
+    /// Exit after printing this many messages.
+    #[arg(long, value_name = "N")]
+    pub count: Option<usize>,
+    /// Exit after this many seconds (status 1 if --count was not reached).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+}
+
+/// The operator's data dir: `$APIARY_DATA_DIR`, else `<XDG data>/apiary`.
+pub fn data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("APIARY_DATA_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    dirs::data_dir()
+        .unwrap_or_else(|| std::env::temp_dir().join("apiary-data"))
+        .join("apiary")
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            None
+        }
+    }
+}
+
+fn say(line: String) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// The bundled example pack, written under the data dir on first use.
+mod example {
+    pub const FILES: &[(&str, &str)] = &[
+        (
+            ".plugin/plugin.json",
+            include_str!("../../packs/hello/.plugin/plugin.json"),
+        ),
+        (
+            "agents/bee.persona.md",
+            include_str!("../../packs/hello/agents/bee.persona.md"),
+        ),
+        (
+            "agents/sage.persona.md",
+            include_str!("../../packs/hello/agents/sage.persona.md"),
+        ),
+        (
+            "skills/greeting/SKILL.md",
+            include_str!("../../packs/hello/skills/greeting/SKILL.md"),
+        ),
+        (
+            "instructions.md",
+            include_str!("../../packs/hello/instructions.md"),
+        ),
+    ];
+}
+
+fn write_example(dir: &Path) -> std::io::Result<()> {
+    if dir.join(".plugin/plugin.json").is_file() {
+        return Ok(());
+    }
+    let tmp = dir.with_extension(format!("partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    for (rel, text) in example::FILES {
+        let path = tmp.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)?;
+    }
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::rename(&tmp, dir) {
+        Ok(()) => Ok(()),
+        Err(_) if dir.join(".plugin/plugin.json").is_file() => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn default_agent() -> AgentCommand {
+    let name = format!("apiary-agent{}", std::env::consts::EXE_SUFFIX);
+    let sibling = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|p| p.join(&name)))
+        .filter(|p| p.is_file());
+    AgentCommand {
+        program: sibling.unwrap_or_else(|| PathBuf::from(name)),
+        args: vec![],
+    }
+}
+
+fn load_packs(dirs: &[PathBuf], overrides: Option<&Path>) -> Result<Vec<PackRun>, ()> {
+    let overrides = match Overrides::locate(overrides) {
+        Some(path) => {
+            let mut report = Report::default();
+            let o = Overrides::load(&path, &mut report);
+            if report.has_errors() {
+                eprint!("{}", report.render(stderr_is_terminal()));
+                return Err(());
+            }
+            o
+        }
+        None => Overrides::default(),
+    };
+    let mut runs = Vec::new();
+    for dir in dirs {
+        let loaded = crate::pack::load(dir);
+        let Some(pack) = loaded.pack else {
+            eprint!("{}", loaded.report.render(stderr_is_terminal()));
+            eprintln!("error: {} is not a valid pack; not starting", dir.display());
+            return Err(());
+        };
+        if loaded.report.warnings() > 0 {
+            eprint!("{}", loaded.report.render(stderr_is_terminal()));
+        }
+        let resolved = resolve::resolve(&pack, &overrides, &resolve::process_env);
+        runs.push(PackRun { pack, resolved });
+    }
+    Ok(runs)
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+pub fn up(args: UpArgs) -> u8 {
+    let data = data_dir();
+    let mut pack_dirs = args.packs.clone();
+    if pack_dirs.is_empty() {
+        let dir = data.join("examples").join("hello");
+        if let Err(e) = write_example(&dir) {
+            eprintln!(
+                "error: cannot write the example pack to {}: {e}",
+                dir.display()
+            );
+            return exit::FAILURE;
+        }
+        pack_dirs.push(dir);
+    }
+    let Ok(packs) = load_packs(&pack_dirs, args.overrides.as_deref()) else {
+        return exit::FAILURE;
+    };
+    let base_prompt = match dispatch::prompt::base_from_env(&resolve::process_env) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::USAGE;
+        }
+    };
+    let agent = match &args.agent {
+        Some(line) => match AgentCommand::parse(line) {
+            Some(c) => c,
+            None => {
+                eprintln!("error: --agent is empty");
+                return exit::USAGE;
+            }
+        },
+        None => default_agent(),
+    };
+    let Some(rt) = runtime() else {
+        return exit::FAILURE;
+    };
+    let workspace_root = args
+        .workspace
+        .clone()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| data.join("workspaces"));
+    let code = rt.block_on(async {
+        let embedded = match &args.relay {
+            Some(_) => None,
+            None => match relay::embedded::Embedded::start(args.listen).await {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return exit::FAILURE;
+                }
+            },
+        };
+        let relay_url = match (&args.relay, &embedded) {
+            (Some(url), _) => url.clone(),
+            (None, Some(e)) => e.url.clone(),
+            (None, None) => unreachable!("an embedded relay was started"),
+        };
+        say(format!("relay {relay_url}"));
+        if embedded.is_some() {
+            let _ = std::fs::create_dir_all(&data);
+            let _ = std::fs::write(data.join("relay.url"), format!("{relay_url}\n"));
+            tracing::info!(url = %relay_url, "embedded relay listening (events kept in memory)");
+        }
+        let config = dispatch::Config {
+            relay_url,
+            agent,
+            publish: !args.no_publish,
+            policy: args.permission,
+            idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
+            turn_timeout: Duration::from_secs(args.turn_timeout.max(1)),
+            drain_timeout: Duration::from_secs(args.drain_timeout),
+            workspace_root,
+            keys: KeyStore::new(data.join("keys")),
+            base_prompt,
+        };
+        // TODO(issue 3): route triggers and hooks through the sandbox components once its API is
+        // committed; the native matcher implements the same semantics.
+        let result = dispatch::run(
+            config,
+            packs,
+            Arc::new(NativeTriggers),
+            Arc::new(NoHooks),
+            Arc::new(say),
+            shutdown_signal(),
+        )
+        .await;
+        if let Some(e) = &embedded {
+            e.shutdown();
+        }
+        match result {
+            Ok(_) => exit::OK,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                exit::FAILURE
+            }
+        }
+    });
+    // Agents and sockets are closed; do not wait for stray blocking tasks.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    code
+}
+
+fn relay_url(arg: &Option<String>) -> String {
+    if let Some(url) = arg {
+        return url.clone();
+    }
+    if let Ok(text) = std::fs::read_to_string(data_dir().join("relay.url")) {
+        let t = text.trim();
+        if !t.is_empty() {
+            return t.to_string();
+        }
+    }
+    format!("ws://{DEFAULT_LISTEN}")
+}
+
+pub fn post(args: PostArgs) -> u8 {
+    let url = relay_url(&args.relay);
+    let channel = args.channel.trim_start_matches('#').to_string();
+    let Some(rt) = runtime() else {
+        return exit::FAILURE;
+    };
+    let code = rt.block_on(async {
+        let keys = match KeyStore::new(data_dir().join("keys")).operator() {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("error: key store: {e:#}");
+                return exit::FAILURE;
+            }
+        };
+        let client = match relay::connect(&url, Duration::from_secs(10)).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return exit::FAILURE;
+            }
+        };
+        let ids = relay::resolve_channels(
+            &client,
+            std::slice::from_ref(&channel),
+            Duration::from_secs(3),
+        )
+        .await;
+        let channel_id = ids.get(&channel).cloned().unwrap_or(channel.clone());
+        let mut tags = vec![relay::channel_tag(&channel_id)];
+        if let Some(parent) = &args.reply_to {
+            let Ok(parent) = EventId::parse(parent) else {
+                eprintln!("error: --reply-to `{parent}` is not an event id");
+                return exit::USAGE;
+            };
+            // The thread root is the parent's own root when it is itself a reply.
+            let root = client
+                .fetch_events(Filter::new().id(parent), Duration::from_secs(3))
+                .await
+                .ok()
+                .and_then(|evs| evs.first().and_then(relay::Message::parse))
+                .and_then(|m| m.root);
+            tags.extend(relay::thread_tags(parent, root));
+        }
+        for m in &args.mention {
+            match PublicKey::parse(m) {
+                Ok(pk) => tags.push(Tag::public_key(pk)),
+                Err(_) => {
+                    eprintln!("error: --mention `{m}` is not a public key");
+                    return exit::USAGE;
+                }
+            }
+        }
+        let event = match relay::message(&keys, &channel_id, &args.text, tags) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::FAILURE;
+            }
+        };
+        let code = match client.send_event(&event).await {
+            Ok(o) if !o.success.is_empty() => {
+                say(event.id.to_hex());
+                exit::OK
+            }
+            Ok(o) => {
+                let why: Vec<String> = o.failed.values().cloned().collect();
+                eprintln!("error: the relay refused the message: {}", why.join("; "));
+                exit::FAILURE
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit::FAILURE
+            }
+        };
+        client.shutdown().await;
+        code
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    code
+}
+
+fn print_event(ev: &Event, json: bool) {
+    if json {
+        say(ev.as_json());
+        return;
+    }
+    let m = relay::Message::parse(ev);
+    let thread = m
+        .as_ref()
+        .and_then(|m| m.root)
+        .map(|r| format!(" ↳{}", relay::short(&r.to_hex())))
+        .unwrap_or_default();
+    say(format!(
+        "{} {}{}: {}",
+        relay::short(&ev.id.to_hex()),
+        relay::short(&ev.pubkey.to_hex()),
+        thread,
+        ev.content.replace('\n', "\n    ")
+    ));
+}
+
+pub fn tail(args: TailArgs) -> u8 {
+    let url = relay_url(&args.relay);
+    let channel = args.channel.trim_start_matches('#').to_string();
+    let Some(rt) = runtime() else {
+        return exit::FAILURE;
+    };
+    let code = rt.block_on(async {
+        let client = match relay::connect(&url, Duration::from_secs(10)).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return exit::FAILURE;
+            }
+        };
+        let ids = relay::resolve_channels(
+            &client,
+            std::slice::from_ref(&channel),
+            Duration::from_secs(3),
+        )
+        .await;
+        let channel_id = ids.get(&channel).cloned().unwrap_or(channel.clone());
+        let mut printed = 0usize;
+        let mut seen = std::collections::HashSet::new();
+        let deadline = args
+            .timeout
+            .map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
+        let work = async {
+            let mut notifications = client.notifications();
+            let live = Filter::new()
+                .kind(Kind::Custom(relay::KIND_MESSAGE))
+                .custom_tag(SingleLetterTag::lowercase(Alphabet::H), channel_id.clone())
+                .since(Timestamp::now());
+            let sub = match client.subscribe(live, None).await {
+                Ok(o) => o.val,
+                Err(e) => {
+                    eprintln!("error: subscribing: {e}");
+                    return false;
+                }
+            };
+            if args.history > 0 {
+                let stored = Filter::new()
+                    .kind(Kind::Custom(relay::KIND_MESSAGE))
+                    .custom_tag(SingleLetterTag::lowercase(Alphabet::H), channel_id.clone())
+                    .limit(args.history);
+                if let Ok(events) = client.fetch_events(stored, Duration::from_secs(5)).await {
+                    let mut events: Vec<Event> = events.into_iter().collect();
+                    events.sort_by_key(|e| (e.created_at, e.id));
+                    for ev in events {
+                        if seen.insert(ev.id) {
+                            print_event(&ev, args.json);
+                            printed += 1;
+                            if args.count.is_some_and(|c| printed >= c) {
+                                return true;
+                            }
+                        }
+                    }
+                }
+            }
+            loop {
+                match notifications.recv().await {
+                    Ok(RelayPoolNotification::Event {
+                        subscription_id,
+                        event,
+                        ..
+                    }) if subscription_id == sub
+                        && seen.insert(event.id)
+                        && event.verify().is_ok() =>
+                    {
+                        print_event(&event, args.json);
+                        printed += 1;
+                        if args.count.is_some_and(|c| printed >= c) {
+                            return true;
+                        }
+                    }
+                    Ok(RelayPoolNotification::Shutdown)
+                    | Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+                    _ => {}
+                }
+            }
+        };
+        let finished = match deadline {
+            Some(d) => tokio::time::timeout_at(d, work).await.ok(),
+            None => Some(work.await),
+        };
+        client.shutdown().await;
+        match (finished, args.count) {
+            (Some(true), _) | (None, None) => exit::OK,
+            (None, Some(c)) => {
+                eprintln!("error: timed out after {printed} of {c} messages");
+                exit::FAILURE
+            }
+            (Some(false), _) => exit::FAILURE,
+        }
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    code
+}

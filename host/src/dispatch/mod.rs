@@ -1,0 +1,549 @@
+//! The live harness: relay events in, agent turns out, replies published back.
+//!
+//! Start-up, per persona: workspace `$AGENT_CWD` → MCP `${VAR}` check (an unresolved variable refuses
+//! that persona, naming it) → skills copied → `on_start` → agent spawned with the projected env →
+//! `initialize` → one `session/new` per subscribed channel (cwd, MCP servers, `systemPrompt` when the
+//! agent advertises it). A persona that fails any step is refused; the others run.
+//!
+//! Each message: one relay subscription for every subscribed channel → parse (hostile input, capped)
+//! → drop duplicates and the harness's own personas' messages (no loops) → the trigger matcher per
+//! persona subscribed to that channel → the (persona, channel) FIFO, one prompt in flight each →
+//! `on_message` (5 s; failure drops the message) → prompt assembly → `session/prompt` → the final
+//! text published as that persona's kind-9 reply (unless publishing is off).
+//!
+//! Shutdown: stop taking events, let queues drain (bounded), `on_stop`, stop agents, disconnect.
+
+pub mod hooks;
+pub mod prompt;
+pub mod trigger;
+pub mod workspace;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_client_protocol_schema::v1 as acp;
+use nostr_sdk::prelude::*;
+use tokio::sync::mpsc;
+
+use crate::acp::{AcpClient, AgentCommand, PermissionPolicy, SpawnSpec};
+use crate::pack::Pack;
+use crate::relay::{self, KIND_MESSAGE, Message, ReplyMode, keys::KeyStore};
+use crate::resolve::{ResolvedPack, ResolvedPersona};
+pub use hooks::{HookPoint, HookRunner, NoHooks};
+pub use trigger::{NativeTriggers, Reason, TriggerMatcher, TriggerPersona};
+
+/// Messages waiting per (persona, channel) beyond this are dropped, oldest kept.
+const QUEUE_CAP: usize = 500;
+/// Event ids remembered for de-duplication.
+const SEEN_CAP: usize = 65_536;
+/// The `on_message` deadline (spec §9).
+const ON_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
+const RELAY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Operator settings for one `apiary up`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub relay_url: String,
+    pub agent: AgentCommand,
+    /// Publish the agent's final text as its reply (off for agents that publish themselves).
+    pub publish: bool,
+    pub policy: PermissionPolicy,
+    pub idle_timeout: Duration,
+    pub turn_timeout: Duration,
+    pub drain_timeout: Duration,
+    /// Each persona works in `<workspace_root>/<pack-id>/<persona>/`.
+    pub workspace_root: PathBuf,
+    pub keys: KeyStore,
+    /// The `[Base]` layer (`None`: off).
+    pub base_prompt: Option<String>,
+}
+
+/// Where the harness reports what it does, one line per event (stdout for `apiary up`).
+pub type Out = Arc<dyn Fn(String) + Send + Sync>;
+
+/// One pack to run.
+pub struct PackRun {
+    pub pack: Pack,
+    pub resolved: ResolvedPack,
+}
+
+/// A persona that started.
+struct Live {
+    pack_id: String,
+    resolved: ResolvedPersona,
+    keys: Keys,
+    trigger: TriggerPersona,
+    cwd: PathBuf,
+    client: AcpClient,
+    /// channel id → (channel name, session id)
+    sessions: BTreeMap<String, (String, String)>,
+    /// `Some((base, system))` when the agent lacks `systemPrompt`: the prefix goes in every prompt.
+    prefix: Option<(Option<String>, String)>,
+}
+
+/// Counts for the caller.
+#[derive(Debug, Default, Clone)]
+pub struct Summary {
+    pub started: usize,
+    pub refused: usize,
+    pub events: u64,
+    pub replies: u64,
+}
+
+/// Runs until `shutdown` completes. Errors only when nothing can run (no relay, no persona).
+pub async fn run(
+    config: Config,
+    packs: Vec<PackRun>,
+    matcher: Arc<dyn TriggerMatcher>,
+    hooks: Arc<dyn HookRunner>,
+    out: Out,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<Summary> {
+    let client = relay::connect(&config.relay_url, RELAY_TIMEOUT).await?;
+    let mut summary = Summary::default();
+
+    // Start every persona; refusals are reported and skipped.
+    let mut lives: Vec<Arc<Live>> = Vec::new();
+    for run in &packs {
+        for (index, persona) in run.resolved.personas.iter().enumerate() {
+            let name = persona.identity.name.clone();
+            match start_persona(&config, &client, run, index, persona, hooks.as_ref()).await {
+                Ok(live) => {
+                    let channels: Vec<String> = live
+                        .sessions
+                        .values()
+                        .map(|(n, _)| format!("#{n}"))
+                        .collect();
+                    out(format!(
+                        "persona {name} ready pubkey={} channels={} system_prompt={}",
+                        live.keys.public_key().to_hex(),
+                        if channels.is_empty() {
+                            "-".into()
+                        } else {
+                            channels.join(",")
+                        },
+                        if live.prefix.is_none() {
+                            "session"
+                        } else {
+                            "prefix"
+                        },
+                    ));
+                    tracing::info!(persona = %name, pack = %live.pack_id, cwd = %live.cwd.display(), "persona started");
+                    lives.push(Arc::new(live));
+                    summary.started += 1;
+                }
+                Err(why) => {
+                    tracing::error!(persona = %name, "persona refused: {why}");
+                    out(format!("persona {name} refused: {why}"));
+                    summary.refused += 1;
+                }
+            }
+        }
+    }
+    if lives.is_empty() {
+        client.shutdown().await;
+        anyhow::bail!("no persona could start");
+    }
+
+    // Routing: channel id → personas subscribed to it.
+    let mut routes: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, live) in lives.iter().enumerate() {
+        for channel in live.sessions.keys() {
+            routes.entry(channel.clone()).or_default().push(i);
+        }
+    }
+    let own: HashSet<PublicKey> = lives.iter().map(|l| l.keys.public_key()).collect();
+
+    // Workers: one per (persona, channel), each with its FIFO.
+    let mut queues: HashMap<(usize, String), mpsc::Sender<(Message, Reason)>> = HashMap::new();
+    let mut workers = tokio::task::JoinSet::new();
+    let replies = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    for (i, live) in lives.iter().enumerate() {
+        for channel in live.sessions.keys() {
+            let (tx, rx) = mpsc::channel(QUEUE_CAP);
+            queues.insert((i, channel.clone()), tx);
+            workers.spawn(worker(
+                Arc::clone(live),
+                channel.clone(),
+                rx,
+                config.clone(),
+                client.clone(),
+                Arc::clone(&hooks),
+                Arc::clone(&out),
+                Arc::clone(&replies),
+            ));
+        }
+    }
+
+    let channels: Vec<String> = routes.keys().cloned().collect();
+    let mut notifications = client.notifications();
+    let since = Timestamp::now();
+    let sub = client
+        .subscribe(relay::channel_filter(&channels, since), None)
+        .await
+        .map_err(|e| anyhow::anyhow!("subscribing to the relay: {e}"))?
+        .val;
+    out(format!(
+        "ready personas={} channels={}",
+        lives.len(),
+        channels.len()
+    ));
+
+    let mut seen = Seen::default();
+    tokio::pin!(shutdown);
+    loop {
+        let event = tokio::select! {
+            _ = &mut shutdown => break,
+            n = notifications.recv() => match n {
+                Ok(RelayPoolNotification::Event { subscription_id, event, .. }) if subscription_id == sub => event,
+                Ok(RelayPoolNotification::Shutdown) => {
+                    tracing::warn!("relay pool shut down");
+                    break;
+                }
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!("{n} relay notifications lagged; missed events are not replayed");
+                    continue;
+                }
+                Err(_) => break,
+            },
+        };
+        if event.kind != Kind::Custom(KIND_MESSAGE) || !seen.insert(event.id) {
+            continue;
+        }
+        if event.verify().is_err() {
+            tracing::warn!(id = %event.id, "event with a bad id or signature dropped");
+            continue;
+        }
+        let Some(message) = Message::parse(&event) else {
+            continue;
+        };
+        if own.contains(&message.author) {
+            continue;
+        }
+        summary.events += 1;
+        let Some(targets) = routes.get(&message.channel) else {
+            continue;
+        };
+        let mut woke = Vec::new();
+        for &i in targets {
+            let live = &lives[i];
+            let Some(reason) = matcher.decide(&message, &live.trigger) else {
+                continue;
+            };
+            let Some(tx) = queues.get(&(i, message.channel.clone())) else {
+                continue;
+            };
+            match tx.try_send((message.clone(), reason.clone())) {
+                Ok(()) => woke.push(format!("{} ({reason})", live.trigger.name)),
+                Err(_) => {
+                    tracing::warn!(persona = %live.trigger.name, channel = %message.channel, "queue full; message dropped");
+                    woke.push(format!("{} (queue full: dropped)", live.trigger.name));
+                }
+            }
+        }
+        let channel_name = lives[targets[0]]
+            .sessions
+            .get(&message.channel)
+            .map(|(n, _)| n.as_str())
+            .unwrap_or(&message.channel);
+        out(format!(
+            "event {} #{} from {}: {}",
+            message.id.to_hex(),
+            channel_name,
+            relay::short(&message.author.to_hex()),
+            if woke.is_empty() {
+                "no persona woke".to_string()
+            } else {
+                format!("woke {}", woke.join(", "))
+            }
+        ));
+    }
+
+    // Drain: no new events; let the queues empty within the drain timeout.
+    out("stopping: draining queues".to_string());
+    client.unsubscribe(&sub).await;
+    drop(queues);
+    let drained = tokio::time::timeout(config.drain_timeout, async {
+        while workers.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("drain timeout reached; abandoning turns in flight");
+        workers.abort_all();
+    }
+    for live in &lives {
+        let hooks = Arc::clone(&hooks);
+        let l = Arc::clone(live);
+        let r = tokio::task::spawn_blocking(move || {
+            hooks.run(HookPoint::OnStop, &l.pack_id, &l.resolved, &l.cwd, None)
+        })
+        .await;
+        if let Ok(Err(e)) = r {
+            tracing::warn!(persona = %live.trigger.name, "on_stop failed: {e}");
+        }
+        live.client.shutdown().await;
+    }
+    client.shutdown().await;
+    summary.replies = replies.load(std::sync::atomic::Ordering::SeqCst);
+    out(format!("stopped replies={}", summary.replies));
+    Ok(summary)
+}
+
+async fn start_persona(
+    config: &Config,
+    client: &Client,
+    run: &PackRun,
+    index: usize,
+    persona: &ResolvedPersona,
+    hooks: &dyn HookRunner,
+) -> Result<Live, String> {
+    let pack_id = run.resolved.pack.id.clone();
+    let name = persona.identity.name.clone();
+    let env = crate::resolve::process_env;
+
+    // MCP servers first: an unresolved ${VAR} refuses the persona before anything runs.
+    crate::acp::mcp::to_acp(&persona.mcp_servers, &env, true).map_err(|e| e.to_string())?;
+
+    let cwd = workspace::persona_dir(&config.workspace_root, &pack_id, &name);
+    std::fs::create_dir_all(&cwd)
+        .map_err(|e| format!("cannot create workspace {}: {e}", cwd.display()))?;
+    let cwd = cwd.canonicalize().unwrap_or(cwd);
+    let skills = run.pack.skills_for(index);
+    let copy = workspace::copy_skills(&cwd, &skills).map_err(|e| e.to_string())?;
+    for warning in &copy.skipped {
+        tracing::warn!(persona = %name, "{warning}");
+    }
+
+    let keys = config
+        .keys
+        .persona(&pack_id, &name)
+        .map_err(|e| format!("key store: {e:#}"))?;
+
+    hooks
+        .run(HookPoint::OnStart, &pack_id, persona, &cwd, None)
+        .map_err(|e| format!("on_start hook failed: {e}"))?;
+
+    let mut child_env: Vec<(String, String)> = persona
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    child_env.push(("APIARY_PERSONA".into(), name.clone()));
+    child_env.push(("APIARY_PACK".into(), pack_id.clone()));
+    child_env.push(("AGENT_CWD".into(), cwd.display().to_string()));
+    let spec = SpawnSpec {
+        persona: name.clone(),
+        command: config.agent.clone(),
+        env: child_env,
+        cwd: cwd.clone(),
+        policy: config.policy,
+    };
+    let agent = AcpClient::spawn(&spec).await.map_err(|e| e.to_string())?;
+    let (servers, warnings) =
+        match crate::acp::mcp::to_acp(&persona.mcp_servers, &env, agent.info.mcp_http) {
+            Ok(v) => v,
+            Err(e) => {
+                agent.shutdown().await;
+                return Err(e.to_string());
+            }
+        };
+    for w in warnings {
+        tracing::warn!(persona = %name, "{w}");
+    }
+
+    let prefix = if agent.info.system_prompt {
+        None
+    } else {
+        Some((config.base_prompt.clone(), persona.system_prompt.clone()))
+    };
+    let system_prompt = agent.info.system_prompt.then(|| {
+        let mut content = Vec::new();
+        if let Some(base) = &config.base_prompt {
+            content.push(acp::ContentBlock::from(base.clone()));
+        }
+        content.push(acp::ContentBlock::from(persona.system_prompt.clone()));
+        acp::SystemPrompt::new(content).mode(acp::SystemPromptMode::Append)
+    });
+
+    let ids = relay::resolve_channels(client, &persona.subscribe, RELAY_TIMEOUT).await;
+    let mut sessions = BTreeMap::new();
+    for channel_name in &persona.subscribe {
+        let id = ids
+            .get(channel_name)
+            .cloned()
+            .unwrap_or_else(|| channel_name.clone());
+        let mut req = acp::NewSessionRequest::new(cwd.clone()).mcp_servers(servers.clone());
+        if let Some(sp) = &system_prompt {
+            req = req.system_prompt(sp.clone());
+        }
+        match agent.new_session(req).await {
+            Ok(session) => {
+                sessions.insert(id, (channel_name.clone(), session));
+            }
+            Err(e) => {
+                agent.shutdown().await;
+                return Err(format!("session/new for #{channel_name}: {e}"));
+            }
+        }
+    }
+    if sessions.is_empty() {
+        tracing::warn!(persona = %name, "subscribes to no channel; it will never wake");
+    }
+    Ok(Live {
+        pack_id,
+        trigger: TriggerPersona {
+            name: name.clone(),
+            display_name: persona.identity.display_name.clone(),
+            pubkey: keys.public_key(),
+            triggers: persona.triggers.clone(),
+        },
+        resolved: persona.clone(),
+        keys,
+        cwd,
+        client: agent,
+        sessions,
+        prefix,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn worker(
+    live: Arc<Live>,
+    channel: String,
+    mut rx: mpsc::Receiver<(Message, Reason)>,
+    config: Config,
+    client: Client,
+    hooks: Arc<dyn HookRunner>,
+    out: Out,
+    replies: Arc<std::sync::atomic::AtomicU64>,
+) {
+    let Some((channel_name, session)) = live.sessions.get(&channel).cloned() else {
+        return;
+    };
+    let name = live.trigger.name.clone();
+    while let Some((message, reason)) = rx.recv().await {
+        let id = message.id.to_hex();
+        if !live.client.is_alive() {
+            out(format!("error {name} {id}: the agent is not running"));
+            continue;
+        }
+        // on_message: read-only, 5 s, failure drops the message.
+        let h = Arc::clone(&hooks);
+        let l = Arc::clone(&live);
+        let m = message.clone();
+        let hook = tokio::time::timeout(
+            ON_MESSAGE_DEADLINE,
+            tokio::task::spawn_blocking(move || {
+                h.run(
+                    HookPoint::OnMessage,
+                    &l.pack_id,
+                    &l.resolved,
+                    &l.cwd,
+                    Some(&m),
+                )
+            }),
+        )
+        .await;
+        let verdict = match hook {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(e)) => Err(format!("hook task failed: {e}")),
+            Err(_) => Err("on_message exceeded its 5 s deadline".to_string()),
+        };
+        if let Err(e) = verdict {
+            tracing::warn!(persona = %name, event = %id, "message dropped by on_message: {e}");
+            out(format!("dropped {name} {id}: on_message: {e}"));
+            continue;
+        }
+
+        let prefix = live
+            .prefix
+            .as_ref()
+            .map(|(base, system)| (base.as_deref(), system.as_str()));
+        let ctx = prompt::Context {
+            channel_name: &channel_name,
+            persona: &name,
+            publish: config.publish,
+        };
+        let text = prompt::assemble(prefix, &ctx, &reason.to_string(), &message);
+        let turn = live
+            .client
+            .prompt(&session, text, config.idle_timeout, config.turn_timeout)
+            .await;
+        let turn = match turn {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(persona = %name, event = %id, "turn failed: {e}");
+                out(format!("error {name} {id}: {e}"));
+                continue;
+            }
+        };
+        let reply = turn.text.trim();
+        if reply.is_empty() {
+            out(format!(
+                "turn {name} {id}: no text ({:?})",
+                turn.stop_reason
+            ));
+            continue;
+        }
+        if !config.publish {
+            out(format!(
+                "turn {name} {id}: {} bytes, not published (--no-publish)",
+                reply.len()
+            ));
+            continue;
+        }
+        let mode = ReplyMode {
+            thread_replies: live.resolved.thread_replies,
+            broadcast_replies: live.resolved.broadcast_replies,
+        };
+        let tags = relay::reply_tags(&message, mode);
+        let event = match relay::message(&live.keys, &message.channel, reply, tags) {
+            Ok(e) => e,
+            Err(e) => {
+                out(format!("error {name} {id}: signing the reply: {e}"));
+                continue;
+            }
+        };
+        match client.send_event(&event).await {
+            Ok(o) if !o.success.is_empty() => {
+                replies.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                out(format!("reply {name} {} to {id}", event.id.to_hex()));
+            }
+            Ok(o) => {
+                let why: Vec<String> = o.failed.values().cloned().collect();
+                out(format!(
+                    "error {name} {id}: the relay refused the reply: {}",
+                    why.join("; ")
+                ));
+            }
+            Err(e) => out(format!("error {name} {id}: publishing the reply: {e}")),
+        }
+    }
+}
+
+/// A bounded set of recently seen event ids.
+#[derive(Default)]
+struct Seen {
+    set: HashSet<EventId>,
+    order: VecDeque<EventId>,
+}
+
+impl Seen {
+    fn insert(&mut self, id: EventId) -> bool {
+        if !self.set.insert(id) {
+            return false;
+        }
+        self.order.push_back(id);
+        if self.order.len() > SEEN_CAP
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        true
+    }
+}

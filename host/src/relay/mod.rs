@@ -1,0 +1,345 @@
+//! The Buzz relay model over Nostr (NIP-01 websocket through `nostr-sdk`):
+//!
+//! - a channel is a NIP-29 group: its id travels in an `h` tag; a channel *name* (what `subscribe`
+//!   lists, `#` stripped) maps to an id through kind 39000 group metadata (`d` = id, `name` tag);
+//!   a relay without metadata for a name (the embedded one) uses the name itself as the id;
+//! - messages are kind 9; NIP-10 `e` tags with `root`/`reply` markers make threads; `p` tags are
+//!   mentions;
+//! - [`embedded`] runs a relay in-process on 127.0.0.1 for the zero-set-up case;
+//! - [`keys`] is the operator's key store: each persona signs with its own key.
+//!
+//! Events from a relay are hostile: [`Message::parse`] caps sizes and never panics.
+
+pub mod embedded;
+pub mod keys;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use nostr_sdk::prelude::*;
+
+/// NIP-29 chat message.
+pub const KIND_MESSAGE: u16 = 9;
+/// NIP-29 group metadata (relay-signed).
+pub const KIND_GROUP_METADATA: u16 = 39000;
+/// Message text beyond this is cut before it reaches a prompt.
+pub const MAX_CONTENT: usize = 32 * 1024;
+/// Events with more tags than this are ignored.
+pub const MAX_TAGS: usize = 256;
+
+/// A chat message as the dispatcher sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub id: EventId,
+    pub author: PublicKey,
+    pub channel: String,
+    pub content: String,
+    pub created_at: Timestamp,
+    /// The thread root, when the message is a reply.
+    pub root: Option<EventId>,
+    /// The message replied to directly (the root for a top-level reply).
+    pub parent: Option<EventId>,
+    /// Hex public keys in `p` tags.
+    pub mentions: Vec<PublicKey>,
+    /// The tags as sent (for the prompt), bounded.
+    pub tags: Vec<Vec<String>>,
+}
+
+impl Message {
+    /// A kind-9 event with an `h` tag; `None` for anything else.
+    pub fn parse(ev: &Event) -> Option<Message> {
+        if ev.kind != Kind::Custom(KIND_MESSAGE) || ev.tags.len() > MAX_TAGS {
+            return None;
+        }
+        let mut channel = None;
+        let mut root = None;
+        let mut reply = None;
+        let mut unmarked = Vec::new();
+        let mut mentions = Vec::new();
+        let mut tags = Vec::new();
+        for tag in ev.tags.iter() {
+            let s = tag.as_slice();
+            tags.push(
+                s.iter()
+                    .take(8)
+                    .map(|v| v.chars().take(256).collect())
+                    .collect(),
+            );
+            match s {
+                [k, v, ..] if k == "h" && channel.is_none() => {
+                    channel = Some(v.chars().take(256).collect::<String>())
+                }
+                [k, v, rest @ ..] if k == "e" => {
+                    let Ok(id) = EventId::from_hex(v) else {
+                        continue;
+                    };
+                    match rest.get(1).map(String::as_str) {
+                        Some("root") => root = Some(id),
+                        Some("reply") => reply = Some(id),
+                        _ => unmarked.push(id),
+                    }
+                }
+                [k, v, ..] if k == "p" => {
+                    if let Ok(pk) = PublicKey::from_hex(v) {
+                        mentions.push(pk);
+                    }
+                }
+                _ => {}
+            }
+        }
+        // NIP-10 positional form (deprecated): first `e` is the root, last the reply.
+        if root.is_none() && reply.is_none() && !unmarked.is_empty() {
+            root = unmarked.first().copied();
+            reply = unmarked.last().copied();
+        }
+        let root = root.or(reply);
+        let parent = reply.or(root);
+        let mut content = ev.content.clone();
+        if content.len() > MAX_CONTENT {
+            let mut end = MAX_CONTENT;
+            while !content.is_char_boundary(end) {
+                end -= 1;
+            }
+            content.truncate(end);
+        }
+        Some(Message {
+            id: ev.id,
+            author: ev.pubkey,
+            channel: channel.filter(|c| !c.is_empty())?,
+            content,
+            created_at: ev.created_at,
+            root,
+            parent,
+            mentions,
+            tags,
+        })
+    }
+
+    pub fn in_thread(&self) -> bool {
+        self.root.is_some()
+    }
+}
+
+/// Where a reply goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyMode {
+    pub thread_replies: bool,
+    pub broadcast_replies: bool,
+}
+
+/// Tags of a reply to `trigger`: always the channel; in the trigger's thread (NIP-10 `root` +
+/// `reply`) when it came from one and `thread_replies` holds; as a thread under the trigger (`root`)
+/// when it was top-level; in the main channel, quoting the trigger, when `thread_replies` is off for
+/// a threaded trigger. `broadcast_replies` adds `["broadcast","1"]` to threaded replies. The author is
+/// tagged with `p` so clients notify them.
+pub fn reply_tags(trigger: &Message, mode: ReplyMode) -> Vec<Tag> {
+    let mut tags = vec![channel_tag(&trigger.channel)];
+    let threaded = match trigger.root {
+        Some(root) if mode.thread_replies => {
+            tags.push(e_tag(root, "root"));
+            tags.push(e_tag(trigger.id, "reply"));
+            true
+        }
+        Some(_) => {
+            tags.push(Tag::custom(TagKind::q(), [trigger.id.to_hex()]));
+            false
+        }
+        None => {
+            tags.push(e_tag(trigger.id, "root"));
+            true
+        }
+    };
+    if threaded && mode.broadcast_replies {
+        tags.push(Tag::custom(TagKind::custom("broadcast"), ["1"]));
+    }
+    tags.push(Tag::public_key(trigger.author));
+    tags
+}
+
+/// Tags a person's message gets when it replies to `parent` (whose own thread root is `root`).
+pub fn thread_tags(parent: EventId, root: Option<EventId>) -> Vec<Tag> {
+    match root {
+        Some(root) if root != parent => vec![e_tag(root, "root"), e_tag(parent, "reply")],
+        _ => vec![e_tag(parent, "root")],
+    }
+}
+
+pub fn channel_tag(channel: &str) -> Tag {
+    Tag::custom(TagKind::single_letter(Alphabet::H, false), [channel])
+}
+
+fn e_tag(id: EventId, marker: &str) -> Tag {
+    Tag::custom(
+        TagKind::single_letter(Alphabet::E, false),
+        [id.to_hex(), String::new(), marker.to_string()],
+    )
+}
+
+/// A kind-9 message for `channel` with `tags`, signed by `keys`.
+pub fn message(keys: &Keys, channel: &str, content: &str, mut tags: Vec<Tag>) -> Result<Event> {
+    if !tags
+        .iter()
+        .any(|t| t.as_slice().first().is_some_and(|k| k == "h"))
+    {
+        tags.insert(0, channel_tag(channel));
+    }
+    Ok(EventBuilder::new(Kind::Custom(KIND_MESSAGE), content)
+        .tags(tags)
+        .sign_with_keys(keys)?)
+}
+
+/// A filter for the messages of `channels` from `since` on.
+pub fn channel_filter(channels: &[String], since: Timestamp) -> Filter {
+    Filter::new()
+        .kind(Kind::Custom(KIND_MESSAGE))
+        .custom_tags(
+            SingleLetterTag::lowercase(Alphabet::H),
+            channels.iter().cloned(),
+        )
+        .since(since)
+}
+
+/// A connected client (no signer: events are signed before sending, each with its persona's key).
+pub async fn connect(url: &str, timeout: Duration) -> anyhow::Result<Client> {
+    let client = Client::default();
+    client
+        .add_relay(url)
+        .await
+        .map_err(|e| anyhow::anyhow!("relay URL `{url}`: {e}"))?;
+    client.connect().await;
+    client.wait_for_connection(timeout).await;
+    let connected = client
+        .relays()
+        .await
+        .values()
+        .any(|r| r.status() == RelayStatus::Connected);
+    if !connected {
+        client.shutdown().await;
+        anyhow::bail!("cannot connect to the relay at {url} within {timeout:?}");
+    }
+    Ok(client)
+}
+
+/// Maps channel names to group ids through kind 39000 metadata; a name without metadata is its own id.
+pub async fn resolve_channels(
+    client: &Client,
+    names: &[String],
+    timeout: Duration,
+) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = names.iter().map(|n| (n.clone(), n.clone())).collect();
+    if names.is_empty() {
+        return out;
+    }
+    let filter = Filter::new()
+        .kind(Kind::Custom(KIND_GROUP_METADATA))
+        .limit(500);
+    if let Ok(events) = client.fetch_events(filter, timeout).await {
+        for ev in events.iter() {
+            let mut id = None;
+            let mut name = None;
+            for t in ev.tags.iter() {
+                match t.as_slice() {
+                    [k, v, ..] if k == "d" => id = Some(v.clone()),
+                    [k, v, ..] if k == "name" => name = Some(v.clone()),
+                    _ => {}
+                }
+            }
+            if let (Some(id), Some(name)) = (id, name)
+                && let Some(slot) = out.get_mut(&name)
+            {
+                *slot = id;
+            }
+        }
+    }
+    out
+}
+
+/// The short form of an id for human output.
+pub fn short(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(keys: &Keys, content: &str, tags: Vec<Tag>) -> Event {
+        message(keys, "general", content, tags).unwrap()
+    }
+
+    #[test]
+    fn parses_threads_and_mentions() {
+        let k = Keys::generate();
+        let other = Keys::generate().public_key();
+        let top = ev(&k, "hi", vec![Tag::public_key(other)]);
+        let m = Message::parse(&top).unwrap();
+        assert_eq!(m.channel, "general");
+        assert_eq!(m.mentions, [other]);
+        assert!(!m.in_thread());
+
+        let reply = ev(&k, "re", thread_tags(top.id, None));
+        let r = Message::parse(&reply).unwrap();
+        assert_eq!((r.root, r.parent), (Some(top.id), Some(top.id)));
+
+        let nested = ev(&k, "re2", thread_tags(reply.id, Some(top.id)));
+        let n = Message::parse(&nested).unwrap();
+        assert_eq!((n.root, n.parent), (Some(top.id), Some(reply.id)));
+    }
+
+    #[test]
+    fn reply_tags_follow_thread_settings() {
+        let k = Keys::generate();
+        let top = Message::parse(&ev(&k, "hi", vec![])).unwrap();
+        let on = ReplyMode {
+            thread_replies: true,
+            broadcast_replies: false,
+        };
+        let tags: Vec<Vec<String>> = reply_tags(&top, on)
+            .into_iter()
+            .map(|t| t.to_vec())
+            .collect();
+        assert!(tags.contains(&vec!["e".into(), top.id.to_hex(), "".into(), "root".into()]));
+
+        let root = EventId::all_zeros();
+        let mut threaded = top.clone();
+        threaded.root = Some(root);
+        let tags: Vec<Vec<String>> = reply_tags(
+            &threaded,
+            ReplyMode {
+                thread_replies: true,
+                broadcast_replies: true,
+            },
+        )
+        .into_iter()
+        .map(|t| t.to_vec())
+        .collect();
+        assert!(tags.contains(&vec!["e".into(), root.to_hex(), "".into(), "root".into()]));
+        assert!(tags.contains(&vec![
+            "e".into(),
+            top.id.to_hex(),
+            "".into(),
+            "reply".into()
+        ]));
+        assert!(tags.contains(&vec!["broadcast".into(), "1".into()]));
+
+        let flat = reply_tags(
+            &threaded,
+            ReplyMode {
+                thread_replies: false,
+                broadcast_replies: true,
+            },
+        );
+        assert!(!flat.iter().any(|t| t.as_slice()[0] == "e"));
+    }
+
+    #[test]
+    fn ignores_other_kinds_and_channel_less_events() {
+        let k = Keys::generate();
+        let note = EventBuilder::text_note("x").sign_with_keys(&k).unwrap();
+        assert!(Message::parse(&note).is_none());
+        let no_h = EventBuilder::new(Kind::Custom(9), "x")
+            .sign_with_keys(&k)
+            .unwrap();
+        assert!(Message::parse(&no_h).is_none());
+    }
+}
