@@ -47,7 +47,13 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
         .canonicalize()
         .map_err(|e| MigrateError::Read(dir.to_path_buf(), e.to_string()))?;
     let manifest_path = root.join(MANIFEST_PATH);
-    let manifest_text = read(&manifest_path)?;
+    // Pre-V6 packs predate the manifest (§14 step 1 creates it): start one with placeholders.
+    let create_manifest = !manifest_path.exists() && !pre_v6_files(&root).is_empty();
+    let manifest_text = if create_manifest {
+        placeholder_manifest(&root)
+    } else {
+        read(&manifest_path)?
+    };
     let mut manifest: Value = serde_json::from_str(&manifest_text)
         .map_err(|e| MigrateError::Json(MANIFEST_PATH.into(), e))?;
     let Value::Object(top) = &mut manifest else {
@@ -57,13 +63,21 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
         ));
     };
     let mut changes = Vec::new();
-    let mut manifest_changed = false;
+    let mut manifest_changed = create_manifest;
     let note = |changes: &mut Vec<Change>, file: &Path, d: String| {
         changes.push(Change {
             file: file.to_path_buf(),
             description: d,
         })
     };
+    if create_manifest {
+        note(
+            &mut changes,
+            MANIFEST_PATH.as_ref(),
+            "created the manifest with a placeholder `id`, `name` and `version` (0.1.0): edit them"
+                .into(),
+        );
+    }
 
     // plugin.json: lift the V6 `buzz` block.
     if let Some(buzz) = top.remove("buzz") {
@@ -152,7 +166,11 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
     if manifest_changed && !dry_run {
         let mut text = serde_json::to_string_pretty(&manifest).expect("a JSON value serialises");
         text.push('\n');
-        write_atomic(&manifest_path, &text)?;
+        if create_manifest {
+            write_new(&root, MANIFEST_PATH.as_ref(), &text)?;
+        } else {
+            write_atomic(&manifest_path, &text)?;
+        }
     }
     Ok(changes)
 }
@@ -162,6 +180,27 @@ fn read(path: &Path) -> Result<String, MigrateError> {
         .map_err(|e| MigrateError::Read(path.to_path_buf(), e))?;
     String::from_utf8(bytes)
         .map_err(|_| MigrateError::Read(path.to_path_buf(), "not valid UTF-8".into()))
+}
+
+/// `{id, name, version}` for a pack that has no manifest yet, named after its directory.
+fn placeholder_manifest(root: &Path) -> String {
+    let dir = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let id: String = dir
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let id = id.trim_start_matches('.');
+    let id = if id.is_empty() { "migrated-pack" } else { id };
+    serde_json::json!({ "id": id, "name": dir, "version": "0.1.0" }).to_string()
 }
 
 fn pre_v6_files(root: &Path) -> Vec<String> {
