@@ -1,0 +1,224 @@
+//! `apiary up` end to end on the embedded relay with the bundled agent: which messages wake which
+//! persona, that each trigger gets exactly one reply in the right thread, that a message no trigger
+//! matches never reaches an agent, and that SIGTERM stops everything cleanly.
+
+mod live_common;
+
+use live_common::{Up, e_tags, persona, prompts, tags, write_pack};
+
+fn team_pack(root: &std::path::Path) {
+    write_pack(
+        root,
+        "com.example.team",
+        &[
+            (
+                "pip",
+                &persona(
+                    "pip",
+                    "model: \"local:pip-model\"\nsubscribe: [\"#general\"]",
+                    "You are Pip.",
+                ),
+            ),
+            (
+                "kee",
+                &persona(
+                    "kee",
+                    "subscribe: [\"#general\"]\ntriggers:\n  mentions: false\n  keywords: [\"Deploy\"]",
+                    "You are Kee.",
+                ),
+            ),
+            (
+                "ally",
+                &persona(
+                    "ally",
+                    "subscribe: [\"ops\"]\ntriggers:\n  mentions: false\n  all_messages: true",
+                    "You are Ally.",
+                ),
+            ),
+        ],
+        &[],
+    );
+}
+
+#[test]
+fn triggers_replies_and_threads() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("team");
+    team_pack(&pack);
+    let mut up = Up::start(home.path(), &[&pack], &[], &[]);
+    assert!(up.url.starts_with("ws://127.0.0.1:"), "{}", up.url);
+    for p in ["pip", "kee", "ally"] {
+        up.wait_for(|l| l.starts_with(&format!("persona {p} ready ")));
+    }
+
+    // Mention by name: exactly one reply, from pip, threaded under the message.
+    let hello = up.post("general", "hello @pip, are you there?", &[]);
+    let line = up.event_line(&hello);
+    assert!(line.contains("woke pip (mention)"), "{line}");
+    assert!(!line.contains("kee"), "{line}");
+    let reply = up.reply_to("pip", &hello);
+
+    // No trigger: seen, nobody woken, no prompt.
+    let quiet = up.post("general", "just chatting about the weather", &[]);
+    let line = up.event_line(&quiet);
+    assert!(line.ends_with("no persona woke"), "{line}");
+
+    // Keyword, case-insensitive.
+    let deploy = up.post("general", "can we deploy today?", &[]);
+    let line = up.event_line(&deploy);
+    assert!(line.contains("woke kee (keyword \"Deploy\")"), "{line}");
+    let kee_reply = up.reply_to("kee", &deploy);
+
+    // A reply inside pip's thread that mentions pip by key: the answer stays in that thread.
+    let pip_key = up
+        .wait_for(|l| l.starts_with("persona pip ready "))
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pubkey="))
+        .unwrap()
+        .to_string();
+    let follow = up.post(
+        "general",
+        "one more thing",
+        &["--reply-to", &hello, "--mention", &pip_key],
+    );
+    let threaded = up.reply_to("pip", &follow);
+
+    // all_messages in another channel.
+    let ops = up.post("ops", "disk is at 91%", &[]);
+    let line = up.event_line(&ops);
+    assert!(line.contains("woke ally (all_messages)"), "{line}");
+    let ally_reply = up.reply_to("ally", &ops);
+
+    // What the relay holds.
+    let general = up.history("general");
+    let by_id = |id: &str| {
+        general
+            .iter()
+            .find(|e| e["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not in #general: {general:#?}"))
+            .clone()
+    };
+    let operator = by_id(&hello)["pubkey"].clone();
+    let r = by_id(&reply);
+    assert_eq!(e_tags(&r), [(hello.clone(), "root".to_string())]);
+    assert_eq!(
+        tags(&r, "h"),
+        [vec!["h".to_string(), "general".to_string()]]
+    );
+    assert!(
+        r["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("echo: hello @pip, are you there?")
+    );
+    assert!(
+        r["content"].as_str().unwrap().contains("model=pip-model"),
+        "{r}"
+    );
+    let t = by_id(&threaded);
+    assert_eq!(
+        e_tags(&t),
+        [
+            (hello.clone(), "root".to_string()),
+            (follow.clone(), "reply".to_string())
+        ]
+    );
+    assert_eq!(
+        e_tags(&by_id(&kee_reply)),
+        [(deploy.clone(), "root".to_string())]
+    );
+    // Exactly one reply per trigger, none to the quiet message, none to the replies themselves.
+    for (trigger, n) in [
+        (&hello, 1),
+        (&quiet, 0),
+        (&deploy, 1),
+        (&follow, 1),
+        (&reply, 0),
+    ] {
+        let replies = general
+            .iter()
+            .filter(|e| e["pubkey"] != operator)
+            .filter(|e| {
+                e_tags(e).iter().any(|(id, m)| {
+                    id == trigger && (m == "reply" || (m == "root" && e_tags(e).len() == 1))
+                })
+            })
+            .count();
+        assert_eq!(replies, n, "replies to {trigger}: {general:#?}");
+    }
+    assert_eq!(general.len(), 7, "4 posts + 3 replies: {general:#?}");
+    let ops_events = up.history("ops");
+    assert_eq!(ops_events.len(), 2, "{ops_events:#?}");
+    assert!(ops_events.iter().any(|e| e["id"] == ally_reply));
+
+    // The quiet message never reached any agent; pip saw exactly its two triggers.
+    let pip_prompts = prompts(&up.capture("pip"));
+    assert_eq!(pip_prompts.len(), 2, "{pip_prompts:#?}");
+    assert!(pip_prompts[0].contains(&format!("Event ID: {hello}")));
+    assert!(pip_prompts[0].contains("[Buzz event: mention]"));
+    assert!(pip_prompts[1].contains(&format!("Thread root: {hello}")));
+    for p in ["pip", "kee", "ally"] {
+        for prompt in prompts(&up.capture(p)) {
+            assert!(
+                !prompt.contains(&quiet),
+                "{p} was prompted with the quiet message"
+            );
+        }
+    }
+    // The agent takes a system prompt, so the per-message prefix is not repeated.
+    assert!(!pip_prompts[0].contains("[System]"));
+
+    assert_eq!(
+        up.stop(),
+        0,
+        "stdout: {:#?}\nstderr: {}",
+        up.seen,
+        up.stderr()
+    );
+    assert!(
+        up.seen.iter().any(|l| l == "stopped replies=4"),
+        "{:#?}",
+        up.seen
+    );
+}
+
+#[test]
+fn permission_requests_follow_the_operator_policy() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("team");
+    team_pack(&pack);
+    let mut up = Up::start(home.path(), &[&pack], &["--permission", "allow-once"], &[]);
+    let id = up.post("general", "@pip please !permission and !tool", &[]);
+    let reply = up.reply_to("pip", &id);
+    let general = up.history("general");
+    let r = general.iter().find(|e| e["id"] == reply).unwrap();
+    let text = r["content"].as_str().unwrap();
+    assert!(text.contains("permission=allow"), "{text}");
+    assert!(text.contains("tool=completed"), "{text}");
+    drop(up);
+
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("team");
+    team_pack(&pack);
+    let mut up = Up::start(home.path(), &[&pack], &[], &[]);
+    let id = up.post("general", "@pip please !permission", &[]);
+    let reply = up.reply_to("pip", &id);
+    let general = up.history("general");
+    let r = general.iter().find(|e| e["id"] == reply).unwrap();
+    assert!(
+        r["content"].as_str().unwrap().contains("permission=reject"),
+        "{r}"
+    );
+}
+
+#[test]
+fn no_publish_runs_the_turn_but_posts_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("team");
+    team_pack(&pack);
+    let mut up = Up::start(home.path(), &[&pack], &["--no-publish"], &[]);
+    let id = up.post("general", "@pip hi", &[]);
+    let line = up.wait_for(|l| l.starts_with(&format!("turn pip {id}")));
+    assert!(line.contains("not published"), "{line}");
+    assert_eq!(up.history("general").len(), 1);
+}
