@@ -171,7 +171,7 @@ pub fn validate_dir(dir: &Path, home: &Path) -> Validation {
 /// Every run must end with one of the documented exit codes, never a panic or a signal.
 pub fn checked(run: Run) -> Run {
     assert!(
-        matches!(run.code, 0 | 1 | 2),
+        matches!(run.code, 0..=2),
         "unexpected exit code {} (panic or signal?)\nstdout:\n{}\nstderr:\n{}",
         run.code,
         run.stdout,
