@@ -96,6 +96,23 @@ fn skill_file_symlinked_out_of_the_pack_is_never_read() {
 }
 
 #[test]
+fn skill_directory_symlinked_out_of_the_pack_is_refused_not_dropped() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("SKILL.md"), skill("outside", "x")).unwrap();
+    let pack = ScratchPack::with_manifest(&manifest(&[A], ""), &[(A, &persona("a", "", "A."))]);
+    std::fs::create_dir_all(pack.file("skills")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), pack.file("skills/ext")).unwrap();
+    let v = pack.validate();
+    v.assert_exit(1);
+    let d = v.one("skill.path");
+    assert_eq!(d["file"], "skills/ext");
+    assert!(
+        d["message"].as_str().unwrap().contains("symbolic link"),
+        "{d:#}"
+    );
+}
+
+#[test]
 fn skill_hook_avatar_and_instruction_paths_cannot_leave_the_pack() {
     let pack = ScratchPack::with_manifest(
         &manifest(&[A], r#""pack_instructions": "/etc/hostname""#),

@@ -124,6 +124,7 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
     let manifest = load_manifest(&root, report);
     check_pre_v6_layout(&root, manifest.as_ref(), report);
     let manifest = manifest?;
+    skill::check_dir_links(&root, report);
 
     let mut personas = Vec::new();
     for entry in manifest.personas.iter().filter(|p| !p.ends_with(".json")) {

@@ -127,6 +127,31 @@ pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
     })
 }
 
+/// Entries of `skills/` that are symbolic links leading out of the pack: refused, never read (they are
+/// left out of [`pack_skill_dirs`], which would otherwise drop the skill without a word).
+pub fn check_dir_links(root: &Path, report: &mut Report) {
+    let Ok(entries) = std::fs::read_dir(root.join(SKILLS_DIR)) else {
+        return;
+    };
+    let mut escaping: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+        .map(|e| format!("{SKILLS_DIR}/{}", e.file_name().to_string_lossy()))
+        .filter(|rel| {
+            matches!(
+                paths::resolve_inside(root, rel),
+                Err(paths::PathError::Escape(..))
+            )
+        })
+        .collect();
+    escaping.sort();
+    for rel in escaping {
+        if let Err(e) = paths::resolve_inside(root, &rel) {
+            report.push(Diagnostic::error("skill.path", e.to_string()).in_file(&rel));
+        }
+    }
+}
+
 /// Directories under the pack's `skills/`, sorted; dot-directories are skipped.
 pub fn pack_skill_dirs(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root.join(SKILLS_DIR)) else {
