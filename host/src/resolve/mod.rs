@@ -237,19 +237,13 @@ fn resolve_persona(
         });
         with_source("model", Level::ProcessEnv);
     }
-    if let Some(t) = runtime
-        .temperature_var
-        .and_then(|v| env(v))
-        .and_then(|t| t.parse::<f64>().ok())
-    {
-        temperature = (Some(t), Level::ProcessEnv);
+    // The operator's value wins even when it is not a number: the agent gets it verbatim (see `env`),
+    // so the resolved value is then unknown (`None`), never the pack's value it replaced.
+    if let Some(t) = runtime.temperature_var.and_then(|v| env(v)) {
+        temperature = (t.trim().parse::<f64>().ok(), Level::ProcessEnv);
     }
-    if let Some(c) = runtime
-        .context_var
-        .and_then(|v| env(v))
-        .and_then(|c| c.parse::<u64>().ok())
-    {
-        context = (Some(c), Level::ProcessEnv);
+    if let Some(c) = runtime.context_var.and_then(|v| env(v)) {
+        context = (c.trim().parse::<u64>().ok(), Level::ProcessEnv);
     }
     with_source("temperature", temperature.1);
     with_source("max_context_tokens", context.1);
