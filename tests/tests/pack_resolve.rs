@@ -569,6 +569,24 @@ fn operator_env_is_checked_variable_by_variable() {
     assert_eq!(lep["sources"]["temperature"], "pack_defaults");
 }
 
+#[test]
+fn operator_env_that_is_not_a_number_still_wins_and_is_reported_as_such() {
+    let pack = meadow();
+    let mut cmd = pack.cmd();
+    cmd.env("GOOSE_TEMPERATURE", "warm")
+        .env("GOOSE_CONTEXT_LIMIT", "lots");
+    let run = pack.inspect_run(cmd, &["--persona", "lep"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lep = persona_in(&run.json(), "lep");
+    assert_eq!(lep["env"]["GOOSE_TEMPERATURE"], "warm", "never overridden");
+    assert_eq!(lep["env"]["GOOSE_CONTEXT_LIMIT"], "lots");
+    // The agent gets the operator's value, so the pack default is not what it runs with.
+    assert_eq!(lep["sources"]["temperature"], "process_env");
+    assert_eq!(lep["temperature"], Value::Null);
+    assert_eq!(lep["sources"]["max_context_tokens"], "process_env");
+    assert_eq!(lep["max_context_tokens"], Value::Null);
+}
+
 const OVERRIDES: &str = r##"["com.example.meadow-security-team".pip]
 model = "openai:gpt-5"
 temperature = 0.2
@@ -657,6 +675,39 @@ fn overrides_file_is_found_through_env_var_and_config_dir() {
     std::fs::write(&cfg, OVERRIDES).unwrap();
     let all = pack.inspect(&["--persona", "pip"]);
     assert_eq!(persona_in(&all, "pip")["model"]["model"], "gpt-5");
+}
+
+#[test]
+fn overrides_runtime_selects_the_env_mapping_and_unknown_personas_are_warned() {
+    let pack = meadow();
+    pack.write(
+        "ops/overrides.toml",
+        "[\"com.example.meadow-security-team\".pip]\nruntime = \"claude-agent-acp\"\n\n\
+         [\"com.example.meadow-security-team\".bramble]\nmodel = \"x:y\"\n",
+    );
+    let file = pack.file("ops/overrides.toml");
+    let all = pack.inspect(&["--overrides", file.to_str().unwrap()]);
+    let pip = persona_in(&all, "pip");
+    assert_eq!(pip["identity"]["runtime"], "claude-agent-acp");
+    assert_eq!(pip["sources"]["runtime"], "operator");
+    assert_eq!(
+        pip["env"],
+        json!({"ANTHROPIC_MODEL": "claude-4-opus-20250514"})
+    );
+    assert_eq!(persona_in(&all, "lep")["identity"]["runtime"], "goose");
+
+    let mut c = pack.cmd();
+    c.args(["pack", "inspect"])
+        .arg(pack.path())
+        .arg("--overrides")
+        .arg(&file);
+    let human = checked(apiary_e2e::Run::of(c));
+    assert_eq!(human.code, 0);
+    assert!(
+        human.stderr.contains("bramble"),
+        "overrides for a persona the pack lacks are pointed out:\n{}",
+        human.stderr
+    );
 }
 
 #[test]
