@@ -32,6 +32,10 @@ fn main() {
     watch(&wit);
     watch_guests(&guests);
     println!("cargo:rerun-if-env-changed=APIARY_SKIP_GUEST_BUILD");
+    // Two checkouts sharing one target dir share this build script's fingerprint (cargo leaves
+    // the path out of a workspace member's metadata hash); the paths above differ per checkout,
+    // so rerun when the checkout changes.
+    println!("cargo:rerun-if-env-changed=CARGO_MANIFEST_DIR");
 
     let target_dir = repo.join("target").join("guests");
     let out = target_dir.join("wasm32-wasip2").join("release");

@@ -81,12 +81,12 @@ impl Guest for Hostile {
             // Stack: unbounded recursion.
             "recurse" => Err(format!("returned {}", recurse(0))),
             "panic" => panic!("hostile hook panicked on purpose"),
-            // Output: 10 MB on stdout, 10 MB on stderr, then success.
+            // Output: about 2 MB on stdout and 2 MB on stderr, then success.
             "flood" => {
                 let line = "flood ".repeat(16) + "\n";
                 let mut out = std::io::stdout().lock();
                 let mut err = std::io::stderr().lock();
-                for _ in 0..100_000 {
+                for _ in 0..20_000 {
                     let _ = out.write_all(line.as_bytes());
                     let _ = err.write_all(line.as_bytes());
                 }
