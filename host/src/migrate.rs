@@ -54,7 +54,9 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
     } else {
         read(&manifest_path)?
     };
-    let mut manifest: Value = serde_json::from_str(&manifest_text)
+    // A byte-order mark is accepted by validate (with a warning); the rewrite drops it.
+    let manifest_text = manifest_text.trim_start_matches('\u{feff}');
+    let mut manifest: Value = serde_json::from_str(manifest_text)
         .map_err(|e| MigrateError::Json(MANIFEST_PATH.into(), e))?;
     let Value::Object(top) = &mut manifest else {
         return Err(MigrateError::Shape(
