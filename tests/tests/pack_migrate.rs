@@ -217,6 +217,31 @@ fn v6_pack_after_migrate_validates_and_resolves_the_same_meaning() {
 }
 
 #[test]
+fn v6_files_saved_with_a_bom_and_crlf_migrate_too() {
+    let pack = ScratchPack::new(&[]);
+    pack.write(
+        ".plugin/plugin.json",
+        &format!("\u{feff}{}", V6_MANIFEST.replace('\n', "\r\n")),
+    );
+    pack.write(
+        "agents/pip.persona.md",
+        &format!("\u{feff}{}", V6_PIP.replace('\n', "\r\n")),
+    );
+    pack.write("agents/lep.persona.md", &persona("lep", "", "You are Lep."));
+    pack.write("instructions.md", "Be precise.\n");
+    pack.validate().assert_exit(1).one("manifest.v6");
+    let run = migrate(&pack, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    pack.validate().assert_clean();
+    let pip = pack.persona("pip");
+    assert_eq!(pip["model"]["model"], "claude-4-opus-20250514");
+    assert_eq!(
+        pip["system_prompt"],
+        "You are Pip.\n\n---\n\nEscalation rules follow.\n\n---\n# Team Instructions\nBe precise."
+    );
+}
+
+#[test]
 fn persona_respond_to_alias_is_renamed_by_migrate() {
     let pack = one_persona_pack("respond_to:\n  keywords: [deploy]\n");
     pack.validate().assert_clean();
