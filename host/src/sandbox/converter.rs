@@ -1,15 +1,25 @@
-//! Converter front end. Converter components arrive in a later issue; for now the host loads
-//! them (refusing other worlds and versions) and can ask one what it converts.
+//! Converter front end: `info` with no filesystem; `detect` with the input tree read-only at
+//! `/input`; `convert` with the input read-only and an output directory read-write at `/output`.
+//! Real converters arrive in a later issue; `guests/converter-sample` exercises the contract.
 
+use std::path::Path;
 use std::sync::Arc;
 
-use wasmtime::component::ComponentExportIndex;
+use wasmtime::component::{ComponentExportIndex, WasmStr};
 
 pub use super::bindings::latest::converter::exports::apiary::plugin::format_converter::{
     Conversion, ConverterInfo, Detection, Finding, Report, Request,
 };
-use super::hook::export_indexes;
-use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, World};
+use super::hook::{export_indexes, guest_error};
+use super::{CallOutput, Grants, Limits, Loaded, Preopen, Sandbox, SandboxError, World};
+
+fn preopen(host: &Path, guest: &str, writable: bool) -> Preopen {
+    Preopen {
+        host: host.to_path_buf(),
+        guest: guest.to_string(),
+        writable,
+    }
+}
 
 /// A loaded `converter` component.
 pub struct ConverterRunner {
@@ -46,6 +56,82 @@ impl ConverterRunner {
                 }));
             }
             Ok(Ok(info))
+        })
+    }
+
+    /// How likely the tree at `input` is in each format the converter reads.
+    pub fn detect(
+        &self,
+        sandbox: &Sandbox,
+        input: &Path,
+    ) -> Result<CallOutput<Vec<Detection>>, SandboxError> {
+        let name = self.loaded.name.clone();
+        let limits = self.limits.clone();
+        let grants = Grants {
+            preopens: vec![preopen(input, "/input", false)],
+        };
+        sandbox.call(&self.loaded, &self.limits, &grants, |store, pre| {
+            let instance = pre.instantiate(&mut *store)?;
+            let f =
+                instance.get_typed_func::<(), (Vec<Detection>,)>(&mut *store, &self.exports[1])?;
+            let (found,) = f.call(&mut *store, ())?;
+            if found.len() > limits.max_list {
+                return Ok(Err(SandboxError::Oversized {
+                    name: name.to_string(),
+                    what: "a list of detections",
+                    size: found.len(),
+                    limit: limits.max_list,
+                }));
+            }
+            Ok(Ok(found))
+        })
+    }
+
+    /// Converts `input` (read-only) into `output` (an existing, empty directory).
+    pub fn convert(
+        &self,
+        sandbox: &Sandbox,
+        request: &Request,
+        input: &Path,
+        output: &Path,
+    ) -> Result<CallOutput<Report>, SandboxError> {
+        let name = self.loaded.name.clone();
+        let limits = self.limits.clone();
+        let grants = Grants {
+            preopens: vec![
+                preopen(input, "/input", false),
+                preopen(output, "/output", true),
+            ],
+        };
+        sandbox.call(&self.loaded, &self.limits, &grants, |store, pre| {
+            let instance = pre.instantiate(&mut *store)?;
+            let f = instance.get_typed_func::<(&Request,), (Result<Report, WasmStr>,)>(
+                &mut *store,
+                &self.exports[2],
+            )?;
+            Ok(match f.call(&mut *store, (request,))?.0 {
+                Ok(report) => {
+                    let n = report.lost.len()
+                        + report.synthesised.len()
+                        + report.normalised.len()
+                        + report.reinterpreted.len();
+                    if n > limits.max_list {
+                        Err(SandboxError::Oversized {
+                            name: name.to_string(),
+                            what: "a report (findings)",
+                            size: n,
+                            limit: limits.max_list,
+                        })
+                    } else {
+                        Ok(report)
+                    }
+                }
+                Err(message) => Err(guest_error(
+                    &name,
+                    &message.to_str(&*store)?,
+                    limits.max_string,
+                )),
+            })
         })
     }
 }
