@@ -42,9 +42,17 @@ fn main() {
         std::hint::black_box(l.report.diagnostics.len());
     });
     let v_us = per_persona_us(validate, PERSONAS);
+    let baseline = median(30, || {
+        std::hint::black_box(minimal_load(dir.path()));
+    });
+    let b_us = per_persona_us(baseline, PERSONAS);
     println!(
         "  validate (load + all checks)      {v_us:>8.2} µs   {UPSTREAM_VALIDATE_US:>6.1} µs    {:>5.1}×",
         UPSTREAM_VALIDATE_US / v_us
+    );
+    println!(
+        "  same-run baseline: read + typed    {b_us:>8.2} µs   (upstream-style minimal loader; baseline / apiary = {:.2}×)",
+        b_us / v_us
     );
     let overrides = Overrides::default();
     let env = |_: &str| None;
@@ -139,6 +147,56 @@ fn main() {
     println!("\nratio > 1 means apiary is faster than the upstream reference figure.");
 }
 
+/// The same-run baseline: what the upstream loader does per persona and nothing more — read the file,
+/// split the frontmatter, deserialize it into a typed struct that denies unknown keys. No locations,
+/// no diagnostics, no path containment, no skills, MCP or hooks checks.
+fn minimal_load(root: &Path) -> usize {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Triggers {
+        mentions: Option<bool>,
+        keywords: Option<Vec<String>>,
+        all_messages: Option<bool>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Frontmatter {
+        name: String,
+        display_name: String,
+        description: String,
+        avatar: Option<String>,
+        version: Option<String>,
+        author: Option<String>,
+        runtime: Option<String>,
+        #[serde(default)]
+        skills: Vec<String>,
+        #[serde(default)]
+        mcp_servers: Vec<serde_yaml_ng::Value>,
+        subscribe: Option<Vec<String>>,
+        #[serde(alias = "respond_to")]
+        triggers: Option<Triggers>,
+        model: Option<String>,
+        temperature: Option<f64>,
+        max_context_tokens: Option<u64>,
+        thread_replies: Option<bool>,
+        broadcast_replies: Option<bool>,
+        hooks: Option<serde_yaml_ng::Value>,
+    }
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".plugin/plugin.json")).unwrap())
+            .unwrap();
+    let mut n = 0;
+    for p in manifest["personas"].as_array().unwrap() {
+        let text = std::fs::read_to_string(root.join(p.as_str().unwrap())).unwrap();
+        let split = apiary::pack::frontmatter::split(&text).unwrap();
+        let fm: Frontmatter = serde_yaml_ng::from_str(split.yaml).unwrap();
+        n += fm.name.len() + split.body.to_string().len();
+    }
+    n
+}
+
 fn run(mut c: Command) {
     let out = c.output().expect("spawn");
     std::hint::black_box(out.status);
@@ -218,9 +276,9 @@ fn generate_pack(root: &Path, n: usize) {
     write(
         ".plugin/plugin.json",
         &format!(
-            r#"{{"id":"com.example.bench","name":"Bench","version":"1.0.0","engines":{{"buzz":">=0.9.0"}},
+            r##"{{"id":"com.example.bench","name":"Bench","version":"1.0.0","engines":{{"buzz":">=0.9.0"}},
 "personas":[{}],"defaults":{{"model":"anthropic:claude-sonnet-4","temperature":0.5,"max_context_tokens":100000,
-"triggers":{{"mentions":true,"keywords":["deploy"],"all_messages":false}},"subscribe":["#general"],"thread_replies":true}}}}"#,
+"triggers":{{"mentions":true,"keywords":["deploy"],"all_messages":false}},"subscribe":["#general"],"thread_replies":true}}}}"##,
             personas.join(",")
         ),
     );

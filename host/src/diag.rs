@@ -3,7 +3,7 @@
 //! Every finding names its file (relative to the pack root) and, when it can, the line, column and a
 //! byte span so the human renderer can print a source snippet. The JSON form is a stable contract.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -117,7 +117,7 @@ fn line_start(text: &str, line: usize) -> Option<usize> {
 #[derive(Debug, Default)]
 pub struct Report {
     pub diagnostics: Vec<Diagnostic>,
-    sources: BTreeMap<PathBuf, Arc<str>>,
+    sources: HashMap<PathBuf, Arc<str>>,
 }
 
 impl Report {
@@ -127,6 +127,14 @@ impl Report {
     /// Remember a file's text so its diagnostics can show a snippet.
     pub fn add_source(&mut self, file: &Path, text: &str) {
         self.sources.insert(file.to_path_buf(), Arc::from(text));
+    }
+    /// Like [`Report::add_source`], without copying text the caller already shares.
+    pub fn add_shared_source(&mut self, file: &Path, text: Arc<str>) {
+        self.sources.insert(file.to_path_buf(), text);
+    }
+    /// The registered text of `file`, shared.
+    pub fn shared_source(&self, file: &Path) -> Option<Arc<str>> {
+        self.sources.get(file).cloned()
     }
     /// The registered text of `file`, if any.
     pub fn source(&self, file: &Path) -> Option<&str> {

@@ -17,6 +17,7 @@ pub mod source;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use behaviour::{BehaviourLayer, TriggerLayer};
 pub use hooks::HookSet;
@@ -52,6 +53,8 @@ pub struct Pack {
     pub pack_skill_dirs: Vec<PathBuf>,
     /// For each persona (same order as `personas`), the skill directories its `skills:` claims.
     pub claimed_skill_dirs: Vec<Vec<PathBuf>>,
+    /// Directories under `skills/` that no persona claims: every persona receives them.
+    pub shared_skill_dirs: Vec<PathBuf>,
 }
 
 impl Pack {
@@ -62,18 +65,13 @@ impl Pack {
     /// Load keys of the skills `persona_index` receives under §6 scoping: the skills it claims, plus
     /// every skill under `skills/` that no persona claims. Sorted, without duplicates.
     pub fn skills_for(&self, persona_index: usize) -> Vec<&Skill> {
-        let claimed_by_anyone: Vec<&PathBuf> = self.claimed_skill_dirs.iter().flatten().collect();
         let own = self
             .claimed_skill_dirs
             .get(persona_index)
             .into_iter()
             .flatten();
-        let shared = self
-            .pack_skill_dirs
-            .iter()
-            .filter(|d| !claimed_by_anyone.contains(d));
         let mut out: Vec<&Skill> = own
-            .chain(shared)
+            .chain(&self.shared_skill_dirs)
             .filter_map(|d| self.skills.get(d))
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -126,12 +124,13 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
     let manifest = manifest?;
     skill::check_dir_links(&root, report);
 
-    let mut personas = Vec::new();
-    for entry in manifest.personas.iter().filter(|p| !p.ends_with(".json")) {
-        if let Some(p) = load_persona(&root, entry, report) {
-            personas.push(p);
-        }
-    }
+    let entries: Vec<&str> = manifest
+        .personas
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !p.ends_with(".json"))
+        .collect();
+    let personas = load_personas(&root, &entries, report);
     check_persona_set(&manifest, &personas, report);
 
     let instructions = load_optional_text(
@@ -181,7 +180,7 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
     }
     let mut claimed_skill_dirs = Vec::new();
     for p in &personas {
-        let src = persona_source(&root, p);
+        let src = persona_source(report, p);
         let mut dirs = Vec::new();
         for entry in &p.skills {
             match skill::resolve_reference(&root, entry) {
@@ -213,7 +212,15 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
     }
     note_env_refs(&mcp_servers, &personas, report);
 
+    let claimed: std::collections::HashSet<&PathBuf> =
+        claimed_skill_dirs.iter().flatten().collect();
+    let shared_skill_dirs = pack_skill_dirs
+        .iter()
+        .filter(|d| !claimed.contains(d))
+        .cloned()
+        .collect();
     Some(Pack {
+        shared_skill_dirs,
         root,
         manifest,
         personas,
@@ -287,7 +294,50 @@ fn read_text(path: &Path, rel: &Path, limit: u64, report: &mut Report) -> Option
     }
 }
 
-fn load_persona(root: &Path, entry: &str, report: &mut Report) -> Option<Persona> {
+/// Persona files are independent, so a large pack parses them on every core; results are merged in
+/// manifest order, so the output does not depend on scheduling.
+fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Persona> {
+    const MIN_PER_THREAD: usize = 16;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = cores.min(entries.len() / MIN_PER_THREAD).max(1);
+    let lookup: &Report = report;
+    let parse_all = |chunk: &[&str]| -> Vec<(Option<Persona>, Report)> {
+        chunk
+            .iter()
+            .map(|entry| {
+                let mut out = Report::default();
+                let persona = load_persona(root, entry, lookup, &mut out);
+                (persona, out)
+            })
+            .collect()
+    };
+    let results: Vec<(Option<Persona>, Report)> = if threads == 1 {
+        parse_all(entries)
+    } else {
+        std::thread::scope(|s| {
+            let workers: Vec<_> = entries
+                .chunks(entries.len().div_ceil(threads))
+                .map(|chunk| s.spawn(move || parse_all(chunk)))
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| {
+                    w.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        })
+    };
+    let mut personas = Vec::with_capacity(results.len());
+    for (persona, found) in results {
+        report.extend(found);
+        personas.extend(persona);
+    }
+    personas
+}
+
+/// Reads and parses one persona; `lookup` holds the manifest text for locating the entry.
+fn load_persona(root: &Path, entry: &str, lookup: &Report, report: &mut Report) -> Option<Persona> {
     let path = match paths::resolve_inside(root, entry) {
         Ok(p) if p.is_file() => p,
         Ok(_) => {
@@ -296,13 +346,13 @@ fn load_persona(root: &Path, entry: &str, report: &mut Report) -> Option<Persona
                 format!("persona `{entry}` is not a file"),
             )
             .in_file(manifest::MANIFEST_PATH);
-            report.push(locate_in_manifest(report, d, entry));
+            report.push(locate_in_manifest(lookup, d, entry));
             return None;
         }
         Err(e) => {
             let d = Diagnostic::error("manifest.persona-path", format!("persona `{entry}`: {e}"))
                 .in_file(manifest::MANIFEST_PATH);
-            report.push(locate_in_manifest(report, d, entry));
+            report.push(locate_in_manifest(lookup, d, entry));
             return None;
         }
     };
@@ -335,12 +385,15 @@ fn report_source(report: &Report, file: &Path) -> Option<String> {
     report.source(file).map(|s| s.to_string())
 }
 
-fn persona_source(root: &Path, p: &Persona) -> SourceFile {
-    let text = std::fs::read_to_string(root.join(&p.file)).unwrap_or_default();
+/// The persona's file as parsed: its text was registered with the report, so it is not read twice.
+fn persona_source(report: &Report, p: &Persona) -> SourceFile {
+    let text = report
+        .shared_source(&p.file)
+        .unwrap_or_else(|| Arc::from(""));
     let offset = frontmatter::split(&text)
         .map(|s| s.yaml_offset)
         .unwrap_or(0);
-    SourceFile::new(p.file.clone(), text, Syntax::Yaml { offset })
+    SourceFile::shared(p.file.clone(), text, Syntax::Yaml { offset })
 }
 
 fn check_persona_set(manifest: &Manifest, personas: &[Persona], report: &mut Report) {

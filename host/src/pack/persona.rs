@@ -396,5 +396,10 @@ fn check_name(fields: &Fields<'_>, report: &mut Report, name: &str) {
 
 /// `\r\n` to `\n` and outer blank lines trimmed, so a pack saved on Windows resolves identically.
 pub fn normalise_text(text: &str) -> String {
-    text.replace("\r\n", "\n").trim().to_string()
+    let text = text.trim();
+    if text.contains('\r') {
+        text.replace("\r\n", "\n")
+    } else {
+        text.to_string()
+    }
 }

@@ -3,6 +3,7 @@
 //! serde error). YAML frontmatter is converted to `serde_json::Value` so both formats share one code path.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -24,12 +25,18 @@ pub enum Syntax {
 pub struct SourceFile {
     /// Path relative to the pack root, as shown in diagnostics.
     pub rel: PathBuf,
-    pub text: String,
+    /// Shared with the report, which cuts snippets from it.
+    pub text: Arc<str>,
     pub syntax: Syntax,
 }
 
 impl SourceFile {
     pub fn new(rel: impl Into<PathBuf>, text: String, syntax: Syntax) -> Self {
+        Self::shared(rel, Arc::from(text), syntax)
+    }
+
+    /// A source whose text is already shared (e.g. registered with a report).
+    pub fn shared(rel: impl Into<PathBuf>, text: Arc<str>, syntax: Syntax) -> Self {
         SourceFile {
             rel: rel.into(),
             text,
@@ -45,18 +52,28 @@ impl SourceFile {
         };
         let mut found = None;
         for (depth, key) in path.iter().enumerate() {
-            let (off, len) = match self.syntax {
+            let hit = match self.syntax {
                 Syntax::Yaml { offset } if depth == 0 => {
                     let end = self.yaml_end(offset);
-                    let (o, l) = frontmatter::locate_key(&self.text[offset..end], key)?;
-                    (o + offset, l)
+                    frontmatter::locate_key(&self.text[offset..end], key)
+                        .map(|(o, l)| (o + offset, l))
                 }
-                Syntax::Yaml { .. } => find_yaml_nested_key(&self.text, from, key)?,
-                Syntax::Json => find_json_key(&self.text, from, key)?,
-                Syntax::Toml if depth + 1 < path.len() => {
-                    (from + self.text.get(from..)?.find(key)?, key.len())
+                // Only inside the frontmatter: the same word in the prompt body is not the key.
+                Syntax::Yaml { offset } => {
+                    find_yaml_nested_key(&self.text[..self.yaml_end(offset)], from, key)
                 }
-                Syntax::Toml => find_toml_key(&self.text, from, key)?,
+                Syntax::Json => find_json_key(&self.text, from, key),
+                Syntax::Toml if depth + 1 < path.len() => self
+                    .text
+                    .get(from..)
+                    .and_then(|t| t.find(key))
+                    .map(|i| (from + i, key.len())),
+                Syntax::Toml => find_toml_key(&self.text, from, key),
+            };
+            // A nested key written in flow style (`triggers: {mentoins: true}`) is not on a line of
+            // its own: point at the enclosing key rather than nowhere.
+            let Some((off, len)) = hit else {
+                return found;
             };
             from = off + len;
             found = Some((off, len));
@@ -83,7 +100,7 @@ impl SourceFile {
     }
 
     pub fn register(&self, report: &mut Report) {
-        report.add_source(&self.rel, &self.text);
+        report.add_shared_source(&self.rel, Arc::clone(&self.text));
     }
 }
 
