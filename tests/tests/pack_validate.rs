@@ -312,6 +312,36 @@ fn unknown_trigger_key_is_an_error_in_frontmatter_and_a_warning_in_defaults() {
 }
 
 #[test]
+fn flow_style_mistakes_point_at_the_enclosing_key() {
+    let pack = one_persona_pack(
+        "triggers: {mentoins: true}\nmcp_servers: [{name: s, type: sse, url: \"http://x\"}]\n",
+    );
+    let v = pack.validate();
+    v.assert_exit(1);
+    assert_at(
+        v.one("behaviour.unknown-trigger-key"),
+        "agents/a.persona.md",
+        5,
+    );
+    assert_at(v.one("mcp.sse"), "agents/a.persona.md", 6);
+}
+
+#[test]
+fn a_key_name_in_the_prompt_body_is_never_the_location() {
+    // `keywords` is not on a line of its own in the frontmatter; the body has a line starting with it.
+    let pack = ScratchPack::with_manifest(
+        &manifest(&["agents/a.persona.md"], ""),
+        &[(
+            "agents/a.persona.md",
+            "---\nname: a\ndisplay_name: A\ndescription: d\ntriggers: {keywords: deploy}\n---\n\nkeywords: are listed below.\n",
+        )],
+    );
+    let v = pack.validate();
+    v.assert_exit(1);
+    assert_at(v.one("persona.type"), "agents/a.persona.md", 5);
+}
+
+#[test]
 fn triggers_and_respond_to_together_is_an_error() {
     let v = one_persona_pack("triggers:\n  mentions: true\nrespond_to:\n  mentions: false\n")
         .validate();
