@@ -91,12 +91,11 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
             ));
         };
         for (key, mut value) in buzz {
-            if key == "defaults" {
-                if let Some(d) = value.as_object_mut() {
-                    if let Some(t) = d.remove("respond_to") {
-                        d.entry("triggers").or_insert(t);
-                    }
-                }
+            if key == "defaults"
+                && let Some(d) = value.as_object_mut()
+                && let Some(t) = d.remove("respond_to")
+            {
+                d.entry("triggers").or_insert(t);
             }
             if top.contains_key(&key) {
                 note(
@@ -148,10 +147,10 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
             manifest_changed = true;
         } else {
             let rel = PathBuf::from(entry);
-            if let Some(text) = migrate_v6_persona(&rel, &read(&path)?, &mut changes)? {
-                if !dry_run {
-                    write_atomic(&path, &text)?;
-                }
+            if let Some(text) = migrate_v6_persona(&rel, &read(&path)?, &mut changes)?
+                && !dry_run
+            {
+                write_atomic(&path, &text)?;
             }
             new_entries.push(entry.clone());
         }

@@ -117,21 +117,20 @@ fn read_triggers(
         );
     }
     let keywords = t.string_list(report, "keywords");
-    if let Some(Value::Array(items)) = map.get("keywords") {
-        if items
+    if let Some(Value::Array(items)) = map.get("keywords")
+        && items
             .iter()
             .any(|v| v.as_str().is_some_and(|s| s.trim().is_empty()))
-        {
-            let d = Diagnostic::warning(
-                "behaviour.empty-keyword",
-                "an empty keyword in `triggers.keywords` matches no message; remove it",
-            );
-            report.push(
-                fields
-                    .src
-                    .diag(d, &[path(fields, key), vec!["keywords"]].concat()),
-            );
-        }
+    {
+        let d = Diagnostic::warning(
+            "behaviour.empty-keyword",
+            "an empty keyword in `triggers.keywords` matches no message; remove it",
+        );
+        report.push(
+            fields
+                .src
+                .diag(d, &[path(fields, key), vec!["keywords"]].concat()),
+        );
     }
     Some(TriggerLayer {
         mentions: t.bool(report, "mentions"),

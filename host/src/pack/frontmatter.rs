@@ -118,10 +118,8 @@ pub fn top_level_keys(yaml: &str) -> Vec<KeyLocation> {
     for line in yaml.split_inclusive('\n') {
         let first = line.chars().next();
         let starts_key = matches!(first, Some(c) if !c.is_whitespace() && !matches!(c, '#' | '-' | '{' | '[' | '}' | ']'));
-        if starts_key {
-            if let Some(key) = key_of_line(line) {
-                keys.push(KeyLocation { key, offset });
-            }
+        if starts_key && let Some(key) = key_of_line(line) {
+            keys.push(KeyLocation { key, offset });
         }
         offset += line.len();
     }

@@ -122,15 +122,15 @@ pub fn parse(src: &SourceFile, report: &mut Report) -> Option<Manifest> {
     }
     let name = required(&fields, report, "name");
     let version = required(&fields, report, "version");
-    if let Some(v) = &version {
-        if semver::Version::parse(v).is_err() {
-            let d = Diagnostic::warning(
-                "manifest.version",
-                format!("`version` \"{v}\" is not a semantic version"),
-            )
-            .help("use MAJOR.MINOR.PATCH, e.g. 1.2.0");
-            report.push(src.diag(d, &["version"]));
-        }
+    if let Some(v) = &version
+        && semver::Version::parse(v).is_err()
+    {
+        let d = Diagnostic::warning(
+            "manifest.version",
+            format!("`version` \"{v}\" is not a semantic version"),
+        )
+        .help("use MAJOR.MINOR.PATCH, e.g. 1.2.0");
+        report.push(src.diag(d, &["version"]));
     }
 
     let engines_buzz = read_engines(&fields, report);

@@ -185,10 +185,10 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
         for entry in &p.skills {
             match skill::resolve_reference(&root, entry) {
                 Ok(d) if d.is_dir() => {
-                    if !skills.contains_key(&d) {
-                        if let Some(s) = skill::load(&root, &d, report) {
-                            skills.insert(d.clone(), s);
-                        }
+                    if !skills.contains_key(&d)
+                        && let Some(s) = skill::load(&root, &d, report)
+                    {
+                        skills.insert(d.clone(), s);
                     }
                     dirs.push(d);
                 }
@@ -491,27 +491,27 @@ fn check_persona_extras(root: &Path, p: &Persona, src: &SourceFile, report: &mut
             )),
         }
     }
-    if let Some(v) = &p.version {
-        if semver::Version::parse(v).is_err() {
-            report.push(src.diag(
-                Diagnostic::warning(
-                    "persona.version",
-                    format!("`version` \"{v}\" is not a semantic version"),
-                ),
-                &["version"],
-            ));
-        }
+    if let Some(v) = &p.version
+        && semver::Version::parse(v).is_err()
+    {
+        report.push(src.diag(
+            Diagnostic::warning(
+                "persona.version",
+                format!("`version` \"{v}\" is not a semantic version"),
+            ),
+            &["version"],
+        ));
     }
-    if let Some(rt) = &p.runtime {
-        if crate::resolve::runtime::Runtime::find(rt).is_none() {
-            let known = crate::resolve::runtime::Runtime::names().join(", ");
-            let d = Diagnostic::warning(
-                "persona.runtime",
-                format!("unknown runtime `{rt}`; its model settings will use goose's variables"),
-            )
-            .help(format!("known runtimes: {known}"));
-            report.push(src.diag(d, &["runtime"]));
-        }
+    if let Some(rt) = &p.runtime
+        && crate::resolve::runtime::Runtime::find(rt).is_none()
+    {
+        let known = crate::resolve::runtime::Runtime::names().join(", ");
+        let d = Diagnostic::warning(
+            "persona.runtime",
+            format!("unknown runtime `{rt}`; its model settings will use goose's variables"),
+        )
+        .help(format!("known runtimes: {known}"));
+        report.push(src.diag(d, &["runtime"]));
     }
 }
 

@@ -77,10 +77,7 @@ pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
         },
     );
     src.register(report);
-    let map = match super::persona::yaml_mapping(&src, &yaml, report, "skill") {
-        Some(m) => m,
-        None => return None,
-    };
+    let map = super::persona::yaml_mapping(&src, &yaml, report, "skill")?;
     let fields = Fields {
         src: &src,
         map: &map,

@@ -122,10 +122,10 @@ fn find_toml_key(text: &str, from: usize, key: &str) -> Option<(usize, usize)> {
     let mut offset = from;
     for line in text.get(from..)?.split_inclusive('\n') {
         let trimmed = line.trim_start();
-        if let Some(rest) = trimmed.strip_prefix(key) {
-            if rest.trim_start().starts_with('=') {
-                return Some((offset + line.len() - trimmed.len(), key.len()));
-            }
+        if let Some(rest) = trimmed.strip_prefix(key)
+            && rest.trim_start().starts_with('=')
+        {
+            return Some((offset + line.len() - trimmed.len(), key.len()));
         }
         offset += line.len();
     }

@@ -224,8 +224,8 @@ fn resolve_persona(
     let mut context = (context.map(|c| c.0), context.map_or(Level::Unset, |c| c.1));
 
     // Level 1: the operator's own environment is what the agent will see; report that.
-    let env_model = runtime.model_var.and_then(|v| env(v));
-    let env_provider = runtime.provider_var.and_then(|v| env(v));
+    let env_model = runtime.model_var.and_then(env);
+    let env_provider = runtime.provider_var.and_then(env);
     if env_model.is_some() || env_provider.is_some() {
         let base = model_ref.clone().unwrap_or(ModelRef {
             provider: None,
@@ -239,10 +239,10 @@ fn resolve_persona(
     }
     // The operator's value wins even when it is not a number: the agent gets it verbatim (see `env`),
     // so the resolved value is then unknown (`None`), never the pack's value it replaced.
-    if let Some(t) = runtime.temperature_var.and_then(|v| env(v)) {
+    if let Some(t) = runtime.temperature_var.and_then(env) {
         temperature = (t.trim().parse::<f64>().ok(), Level::ProcessEnv);
     }
-    if let Some(c) = runtime.context_var.and_then(|v| env(v)) {
+    if let Some(c) = runtime.context_var.and_then(env) {
         context = (c.trim().parse::<u64>().ok(), Level::ProcessEnv);
     }
     with_source("temperature", temperature.1);
