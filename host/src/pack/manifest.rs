@@ -218,7 +218,7 @@ fn read_engines(fields: &Fields<'_>, report: &mut Report) -> Option<String> {
     let engines = fields.object(report, "engines")?;
     let f = fields.nested("engines", engines);
     let req_text = f.string(report, "buzz")?;
-    match semver::VersionReq::parse(&req_text) {
+    match semver::VersionReq::parse(&minimum_for_bare_version(&req_text)) {
         Ok(req) => {
             let ours =
                 semver::Version::parse(crate::ENGINE_VERSION).expect("engine version is semver");
@@ -241,6 +241,19 @@ fn read_engines(fields: &Fields<'_>, report: &mut Report) -> Option<String> {
         }
     }
     Some(req_text)
+}
+
+/// `engines.buzz` is the *minimum* engine a pack needs (spec §2). A bare version such as `0.9.0` means
+/// exactly that, not semver's default caret (`^0.9.0`, which would refuse every later engine).
+fn minimum_for_bare_version(req: &str) -> String {
+    let t = req.trim();
+    let bare = t.starts_with(|c: char| c.is_ascii_digit())
+        && t.chars().all(|c| c.is_ascii_digit() || c == '.');
+    if bare {
+        format!(">={t}")
+    } else {
+        t.to_string()
+    }
 }
 
 pub(super) fn read_author(fields: &Fields<'_>, report: &mut Report) -> Option<Author> {
