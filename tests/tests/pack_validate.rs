@@ -188,6 +188,25 @@ fn engines_buzz_is_checked_against_the_engine_version() {
         &[("agents/a.persona.md", &persona("a", "", "A."))],
     );
     older.validate().assert_clean();
+
+    // A bare version is the minimum the pack needs (spec §2), not semver's caret range: a pack made
+    // for engine 0.5 still runs on this newer engine; one made for a future engine does not.
+    let bare_old = ScratchPack::with_manifest(
+        &manifest(
+            &["agents/a.persona.md"],
+            r#""engines": { "buzz": "0.5.0" }"#,
+        ),
+        &[("agents/a.persona.md", &persona("a", "", "A."))],
+    );
+    bare_old.validate().assert_clean();
+    let bare_new = ScratchPack::with_manifest(
+        &manifest(
+            &["agents/a.persona.md"],
+            r#""engines": { "buzz": "99.0.0" }"#,
+        ),
+        &[("agents/a.persona.md", &persona("a", "", "A."))],
+    );
+    bare_new.validate().assert_exit(1).one("manifest.engine");
 }
 
 #[test]
