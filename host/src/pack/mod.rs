@@ -211,6 +211,7 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
         claimed_skill_dirs.push(dirs);
     }
     note_env_refs(&mcp_servers, &personas, report);
+    skill::check_duplicate_names(&skills, report);
 
     let claimed: std::collections::HashSet<&PathBuf> =
         claimed_skill_dirs.iter().flatten().collect();

@@ -149,6 +149,31 @@ pub fn check_dir_links(root: &Path, report: &mut Report) {
     }
 }
 
+/// Two skill directories with the same `name:` share one load key: an agent can only ever have one
+/// of them (the copy into `.agents/skills/<name>/` keeps whichever lands first).
+pub fn check_duplicate_names(
+    skills: &std::collections::BTreeMap<PathBuf, Skill>,
+    report: &mut Report,
+) {
+    let mut by_name: std::collections::BTreeMap<&str, Vec<&Skill>> = Default::default();
+    for s in skills.values() {
+        by_name.entry(&s.name).or_default().push(s);
+    }
+    for (name, same) in by_name.into_iter().filter(|(_, v)| v.len() > 1) {
+        let dirs: Vec<String> = same.iter().map(|s| s.rel.display().to_string()).collect();
+        let d = Diagnostic::warning(
+            "skill.duplicate-name",
+            format!(
+                "skills {} all have the name \"{name}\"; an agent can load only one of them",
+                dirs.join(", ")
+            ),
+        )
+        .in_file(same[1].rel.join("SKILL.md"))
+        .help("give each skill its own `name:` (the directory name is the usual choice)");
+        report.push(d);
+    }
+}
+
 /// Directories under the pack's `skills/`, sorted; dot-directories are skipped.
 pub fn pack_skill_dirs(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root.join(SKILLS_DIR)) else {
