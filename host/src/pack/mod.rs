@@ -359,13 +359,12 @@ fn load_persona(root: &Path, entry: &str, lookup: &Report, report: &mut Report) 
     };
     let rel = paths::relative_to(root, &path);
     if !entry.ends_with(".persona.md") {
-        report.push(
-            Diagnostic::warning(
-                "manifest.persona-ext",
-                format!("persona `{entry}` does not end in .persona.md"),
-            )
-            .in_file(manifest::MANIFEST_PATH),
-        );
+        let d = Diagnostic::warning(
+            "manifest.persona-ext",
+            format!("persona `{entry}` does not end in .persona.md"),
+        )
+        .in_file(manifest::MANIFEST_PATH);
+        report.push(locate_in_manifest(lookup, d, entry));
     }
     let text = read_text(&path, &rel, MAX_PERSONA_FILE, report)?;
     persona::parse(rel, text, report)
