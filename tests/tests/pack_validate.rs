@@ -570,6 +570,37 @@ fn skill_without_name_or_description_is_an_error() {
 }
 
 #[test]
+fn two_skills_with_one_load_key_are_warned() {
+    let pack = ScratchPack::with_manifest(
+        &manifest(&["agents/a.persona.md"], ""),
+        &[
+            ("agents/a.persona.md", &persona("a", "", "A.")),
+            ("skills/review/SKILL.md", &skill("review", "x")),
+            ("skills/review-v2/SKILL.md", &skill("review", "y")),
+        ],
+    );
+    let v = pack.validate();
+    v.assert_exit(2);
+    let d = v.one("skill.duplicate-name");
+    let msg = d["message"].as_str().unwrap();
+    assert!(
+        msg.contains("skills/review,") && msg.contains("skills/review-v2"),
+        "{msg}"
+    );
+    assert_eq!(d["file"], "skills/review-v2/SKILL.md");
+}
+
+#[test]
+fn persona_file_without_the_persona_extension_is_a_located_warning() {
+    let text = "{\n  \"id\": \"com.example.x\",\n  \"name\": \"X\",\n  \"version\": \"1.0.0\",\n  \
+                \"personas\": [\n    \"agents/a.md\"\n  ]\n}\n";
+    let pack = ScratchPack::with_manifest(text, &[("agents/a.md", &persona("a", "", "A."))]);
+    let v = pack.validate();
+    v.assert_exit(2);
+    assert_at(v.one("manifest.persona-ext"), ".plugin/plugin.json", 6);
+}
+
+#[test]
 fn skill_without_frontmatter_or_file_is_an_error() {
     let pack = ScratchPack::with_manifest(
         &manifest(&["agents/a.persona.md"], ""),
