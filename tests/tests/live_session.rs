@@ -164,7 +164,7 @@ fn session_env_skills_and_refusals() {
     );
     // No .mcp.json is written into a workspace (spec §7).
     assert!(!pip_ws.join(".mcp.json").exists());
-    assert_eq!(up.stop(), 0);
+    up.stop_ok();
 }
 
 #[test]

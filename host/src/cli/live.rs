@@ -11,7 +11,8 @@ use nostr_sdk::prelude::*;
 use super::{exit, stderr_is_terminal};
 use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
-use crate::dispatch::{self, NativeTriggers, NoHooks, PackRun};
+use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers};
+use crate::dispatch::{self, NativeTriggers, PackRun, TriggerMatcher};
 use crate::relay::{self, keys::KeyStore};
 use crate::resolve::{self, Overrides};
 
@@ -70,6 +71,9 @@ pub struct UpArgs {
     /// Cancel a turn that runs longer than this (seconds).
     #[arg(long, value_name = "SECS", default_value_t = 1800)]
     pub turn_timeout: u64,
+    /// Decide wakes with the native matcher instead of the sandboxed `trigger-default` component.
+    #[arg(long)]
+    pub native_triggers: bool,
     /// On SIGINT/SIGTERM, wait this long for queued messages (seconds).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub drain_timeout: u64,
@@ -113,6 +117,9 @@ pub struct TailArgs {
     /// How many stored messages to show first.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub history: usize,
+    /// Print the stored messages and exit, without waiting for new ones.
+    #[arg(long)]
+    pub no_follow: bool,
     /// Exit after printing this many messages.
     #[arg(long, value_name = "N")]
     pub count: Option<usize>,
@@ -246,26 +253,30 @@ fn load_packs(dirs: &[PathBuf], overrides: Option<&Path>) -> Result<Vec<PackRun>
     Ok(runs)
 }
 
-async fn shutdown_signal() {
+/// Registers SIGINT/SIGTERM handlers now (so a signal during start-up is not lost) and returns a
+/// future that completes on the first of them. Must be called inside the runtime.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let term = signal(SignalKind::terminate());
         let int = signal(SignalKind::interrupt());
-        match (term, int) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
                 }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
-    {
+    async {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
@@ -313,6 +324,7 @@ pub fn up(args: UpArgs) -> u8 {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| data.join("workspaces"));
     let code = rt.block_on(async {
+        let shutdown = shutdown_signal();
         let embedded = match &args.relay {
             Some(_) => None,
             None => match relay::embedded::Embedded::start(args.listen).await {
@@ -346,15 +358,31 @@ pub fn up(args: UpArgs) -> u8 {
             keys: KeyStore::new(data.join("keys")),
             base_prompt,
         };
-        // TODO(issue 3): route triggers and hooks through the sandbox components once its API is
-        // committed; the native matcher implements the same semantics.
+        // Triggers: the sandbox's built-in component (the native matcher implements the same
+        // semantics and stays as the fallback and the benchmark baseline).
+        let matcher: Arc<dyn TriggerMatcher> = if args.native_triggers {
+            Arc::new(NativeTriggers)
+        } else {
+            match SandboxTriggers::builtin() {
+                Ok(t) => Arc::new(t),
+                Err(e) => {
+                    tracing::warn!("trigger component unavailable, using the native matcher: {e}");
+                    Arc::new(NativeTriggers)
+                }
+            }
+        };
+        tracing::info!(matcher = matcher.name(), "trigger matcher");
+        let roots = packs
+            .iter()
+            .map(|p| (p.resolved.pack.id.clone(), p.pack.root.clone()))
+            .collect();
         let result = dispatch::run(
             config,
             packs,
-            Arc::new(NativeTriggers),
-            Arc::new(NoHooks),
+            matcher,
+            Arc::new(SandboxHooks::new(roots)),
             Arc::new(say),
-            shutdown_signal(),
+            shutdown,
         )
         .await;
         if let Some(e) = &embedded {
@@ -544,6 +572,9 @@ pub fn tail(args: TailArgs) -> u8 {
                         }
                     }
                 }
+            }
+            if args.no_follow {
+                return true;
             }
             loop {
                 match notifications.recv().await {

@@ -115,7 +115,8 @@ pub fn main() -> ExitCode {
             });
         }
     };
-    init_logging(cli.verbose);
+    // The live harness logs its lifecycle at info by default; everything else stays quiet.
+    init_logging(cli.verbose, matches!(cli.command, Command::Up(_)));
     let code = match cli.command {
         Command::Pack(cmd) => pack::run(cmd),
         Command::Component(cmd) => sandbox::run_component(cmd),
@@ -133,9 +134,10 @@ pub fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, live: bool) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
+        0 if live => "warn,apiary=info",
         0 => "warn",
         1 => "debug",
         _ => "trace",

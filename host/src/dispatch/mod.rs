@@ -15,6 +15,7 @@
 
 pub mod hooks;
 pub mod prompt;
+pub mod sandboxed;
 pub mod trigger;
 pub mod workspace;
 

@@ -1,8 +1,8 @@
 //! Which messages wake which persona (spec §10 `triggers`), behind a small trait so the decision can
 //! come from the sandbox's `trigger` component or from the native matcher here.
 //!
-//! Native semantics: a *mention* is the persona's public key in a `p` tag, or `@name` (or
-//! `@display_name`) in the text, case-insensitively, ending at a word boundary; a *keyword* is a
+//! Native semantics (the same as the sandbox's `trigger-default`): a *mention* is the persona's
+//! public key in a `p` tag, or `@name` in the text, case-insensitively, ending at a word boundary; a *keyword* is a
 //! case-insensitive substring; `all_messages` wakes on everything in a subscribed channel.
 
 use nostr_sdk::prelude::PublicKey;
@@ -51,11 +51,7 @@ pub struct NativeTriggers;
 impl TriggerMatcher for NativeTriggers {
     fn decide(&self, m: &Message, p: &TriggerPersona) -> Option<Reason> {
         let t = &p.triggers;
-        if t.mentions
-            && (m.mentions.contains(&p.pubkey)
-                || mentions_name(&m.content, &p.name)
-                || mentions_name(&m.content, &p.display_name))
-        {
+        if t.mentions && (m.mentions.contains(&p.pubkey) || mentions_name(&m.content, &p.name)) {
             return Some(Reason::Mention);
         }
         if !t.keywords.is_empty() {

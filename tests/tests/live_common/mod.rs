@@ -128,10 +128,12 @@ impl Up {
             "--json",
             "--history",
             "500",
+            "--no-follow",
             "--timeout",
-            "5",
+            "30",
         ]);
         let run = Run::of(cmd);
+        assert_eq!(run.code, 0, "tail failed: {}", run.stderr);
         run.stdout
             .lines()
             .filter(|l| !l.trim().is_empty())
@@ -156,6 +158,18 @@ impl Up {
     /// The agent capture entries of one persona.
     pub fn capture(&self, persona: &str) -> Vec<Value> {
         capture(&self.home, persona)
+    }
+
+    /// SIGTERM and assert a clean exit (status 0), with the output on failure.
+    pub fn stop_ok(&mut self) {
+        let code = self.stop();
+        assert_eq!(
+            code,
+            0,
+            "apiary up exited with {code}\nstdout: {:#?}\nstderr: {}",
+            self.seen,
+            self.stderr()
+        );
     }
 
     /// SIGTERM, then wait (bounded) for a clean exit; returns the exit code.
