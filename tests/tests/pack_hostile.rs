@@ -147,6 +147,39 @@ fn persona_that_is_a_directory_is_an_error_at_its_entry() {
     assert!(d["message"].as_str().unwrap().contains("not a file"));
 }
 
+#[test]
+fn named_pipes_in_place_of_pack_files_are_refused_without_blocking() {
+    let pack = ScratchPack::with_manifest(
+        &manifest(&[A, "agents/b.persona.md"], ""),
+        &[(A, &persona("a", "", "A."))],
+    );
+    std::fs::create_dir_all(pack.file("skills/s")).unwrap();
+    for rel in [
+        "agents/b.persona.md",
+        "instructions.md",
+        ".mcp.json",
+        "skills/s/SKILL.md",
+    ] {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(pack.file(rel))
+            .status()
+            .expect("mkfifo")
+            .success();
+        assert!(ok, "mkfifo {rel}");
+    }
+    // Opening a FIFO for reading blocks until a writer appears: the run must not open any.
+    let v = pack.validate();
+    v.assert_exit(1);
+    assert_eq!(v.with_code("manifest.path").len(), 2, "{:#}", v.json);
+    assert!(
+        v.one("manifest.persona-path")["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a file")
+    );
+    assert_eq!(v.one("skill.missing")["file"], "skills/s");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Size and resource limits.
 
