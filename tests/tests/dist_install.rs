@@ -359,3 +359,31 @@ fn a_directory_not_installed_by_apiary_is_not_replaced() {
     );
     assert!(!root.join("pack.lock").exists());
 }
+
+#[cfg(unix)]
+#[test]
+fn uninstall_does_not_delete_through_a_symlinked_directory() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    let (a1, _, _) = built(home.path(), "1.0.0");
+    assert_eq!(
+        run_root(home.path(), &root, &["install", a1.to_str().unwrap()]).code,
+        0
+    );
+    // Someone swaps the pack's skills/ for a link to a directory outside the root.
+    let outside = home.path().join("precious");
+    std::fs::create_dir_all(outside.join("notes")).unwrap();
+    std::fs::write(outside.join("notes/SKILL.md"), "not the pack's").unwrap();
+    let skills = root.join(ID).join("skills");
+    std::fs::remove_dir_all(&skills).unwrap();
+    std::os::unix::fs::symlink(&outside, &skills).unwrap();
+
+    let run = run_root(home.path(), &root, &["verify"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let run = run_root(home.path(), &root, &["uninstall", ID]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(outside.join("notes/SKILL.md")).unwrap(),
+        "not the pack's"
+    );
+}

@@ -592,12 +592,19 @@ pub fn uninstall(root: &Path, pack_id: &str) -> Result<Removed> {
                 continue;
             }
             let p = target.join(rel);
+            // Never delete through a directory someone replaced with a symlink.
+            if through_symlink(&target, rel) {
+                kept.push(rel.clone());
+                continue;
+            }
             if fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
                 fs::remove_file(&p).map_err(|e| DistError::io("cannot remove", &p, e))?;
                 removed_files += 1;
             }
         }
-        kept = foreign_files(&target, record)?;
+        kept.extend(foreign_files(&target, record)?);
+        kept.sort();
+        kept.dedup();
         let rec = InstallRecord::path(&target);
         fs::remove_file(&rec).map_err(|e| DistError::io("cannot remove", &rec, e))?;
         prune_empty_dirs(&target);
@@ -614,6 +621,19 @@ pub fn uninstall(root: &Path, pack_id: &str) -> Result<Removed> {
         kept,
         lock_entry_removed,
     })
+}
+
+/// Whether any directory between `base` and `base/rel` is a symbolic link.
+pub(crate) fn through_symlink(base: &Path, rel: &str) -> bool {
+    let mut here = base.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        here.push(part);
+        if fs::symlink_metadata(&here).is_ok_and(|m| m.file_type().is_symlink()) {
+            return true;
+        }
+    }
+    false
 }
 
 fn not_installed(root: &Path, pack_id: &str) -> DistError {

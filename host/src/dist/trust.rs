@@ -136,7 +136,10 @@ pub fn status(root: &Path, pack_id: &str) -> Result<(String, Vec<HookStatus>)> {
         .hooks
         .iter()
         .map(|h| {
-            let on_disk = super::sha256_file(&dir.join(&h.path)).ok();
+            let safe = super::archive::check_entry_name(&h.path, &Default::default()).is_ok();
+            let on_disk = safe
+                .then(|| super::sha256_file(&dir.join(&h.path)).ok())
+                .flatten();
             HookStatus {
                 path: h.path.clone(),
                 kind: h.kind,

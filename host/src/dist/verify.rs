@@ -133,6 +133,14 @@ fn check_pack(root: &Path, id: &str, entry: &super::lock::LockEntry) -> PackChec
                 }
                 for (rel, want) in &record.files {
                     let p = dir.join(rel);
+                    if super::install::through_symlink(&dir, rel) {
+                        problems.push(problem(
+                            "modified",
+                            Some(rel),
+                            format!("{rel} is now reached through a symbolic link"),
+                        ));
+                        continue;
+                    }
                     match std::fs::symlink_metadata(&p) {
                         Ok(m) if m.is_file() => {
                             #[cfg(unix)]
