@@ -157,6 +157,14 @@ fn triggers_replies_and_threads() {
     assert!(pip_prompts[0].contains(&format!("Event ID: {hello}")));
     assert!(pip_prompts[0].contains("[Buzz event: mention]"));
     assert!(pip_prompts[1].contains(&format!("Thread root: {hello}")));
+    // The thread so far (the root and pip's first answer) is in the prompt, oldest first.
+    let thread = &pip_prompts[1];
+    let ctx = thread
+        .find("[Thread Context (2 messages)]")
+        .unwrap_or_else(|| panic!("{thread}"));
+    let root_at = thread[ctx..].find("hello @pip, are you there?").unwrap();
+    let answer_at = thread[ctx..].find("echo: hello @pip").unwrap();
+    assert!(root_at < answer_at, "{thread}");
     for p in ["pip", "kee", "ally"] {
         for prompt in prompts(&up.capture(p)) {
             assert!(

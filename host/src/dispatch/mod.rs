@@ -43,6 +43,13 @@ const SEEN_CAP: usize = 65_536;
 /// The `on_message` deadline (spec §9).
 const ON_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 const RELAY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the subscription's `since` cursor is moved forward, and how far behind the newest
+/// event it stays (relays' clocks and ordering are not exact).
+const CURSOR_EVERY: Duration = Duration::from_secs(30);
+const CURSOR_SLACK_SECS: u64 = 60;
+/// Thread context: at most this many earlier messages, fetched within this time.
+const THREAD_CONTEXT: usize = 12;
+const THREAD_FETCH: Duration = Duration::from_secs(3);
 
 /// Operator settings for one `apiary up`.
 #[derive(Debug, Clone)]
@@ -194,10 +201,32 @@ pub async fn run(
     ));
 
     let mut seen = Seen::default();
+    // The subscription's `since` cursor: advanced periodically so that when the client reconnects
+    // (nostr-sdk re-sends the stored REQ) the relay replays only a short window, which the seen-set
+    // de-duplicates: nothing is lost, nothing answered twice.
+    let mut cursor = since;
+    let mut cursor_sent = since;
+    let mut tick = tokio::time::interval(CURSOR_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
     loop {
         let event = tokio::select! {
             _ = &mut shutdown => break,
+            _ = tick.tick() => {
+                if cursor > cursor_sent {
+                    let from = Timestamp::from(cursor.as_secs().saturating_sub(CURSOR_SLACK_SECS));
+                    if let Err(e) = client
+                        .subscribe_with_id(sub.clone(), relay::channel_filter(&channels, from), None)
+                        .await
+                    {
+                        tracing::warn!("advancing the subscription cursor: {e}");
+                    } else {
+                        cursor_sent = cursor;
+                        tracing::debug!(since = from.as_secs(), "subscription cursor advanced");
+                    }
+                }
+                continue;
+            }
             n = notifications.recv() => match n {
                 Ok(RelayPoolNotification::Event { subscription_id, event, .. }) if subscription_id == sub => event,
                 Ok(RelayPoolNotification::Shutdown) => {
@@ -222,6 +251,9 @@ pub async fn run(
         let Some(message) = Message::parse(&event) else {
             continue;
         };
+        if message.created_at > cursor && message.created_at <= Timestamp::now() {
+            cursor = message.created_at;
+        }
         if own.contains(&message.author) {
             continue;
         }
@@ -470,7 +502,11 @@ async fn worker(
             persona: &name,
             publish: config.publish,
         };
-        let text = prompt::assemble(prefix, &ctx, &reason.to_string(), &message);
+        let thread = match message.root {
+            Some(root) => thread_context(&client, &message, root).await,
+            None => Vec::new(),
+        };
+        let text = prompt::assemble(prefix, &ctx, &reason.to_string(), &thread, &message);
         let turn = live
             .client
             .prompt(&session, text, config.idle_timeout, config.turn_timeout)
@@ -525,6 +561,35 @@ async fn worker(
             Err(e) => out(format!("error {name} {id}: publishing the reply: {e}")),
         }
     }
+}
+
+/// The thread a message belongs to, oldest first: the root and the latest replies before it (at most
+/// [`THREAD_CONTEXT`] messages). A relay that does not answer in time gives no context.
+async fn thread_context(client: &Client, m: &Message, root: EventId) -> Vec<Message> {
+    let by_id = Filter::new().id(root);
+    let replies = Filter::new()
+        .kind(Kind::Custom(KIND_MESSAGE))
+        .event(root)
+        .custom_tag(SingleLetterTag::lowercase(Alphabet::H), m.channel.clone())
+        .until(m.created_at)
+        .limit(THREAD_CONTEXT);
+    let mut out: Vec<Message> = Vec::new();
+    for filter in [by_id, replies] {
+        if let Ok(events) = client.fetch_events(filter, THREAD_FETCH).await {
+            out.extend(
+                events
+                    .iter()
+                    .filter(|e| e.id != m.id && e.verify().is_ok())
+                    .filter_map(Message::parse)
+                    .filter(|x| x.channel == m.channel),
+            );
+        }
+    }
+    out.sort_by_key(|x| (x.created_at, x.id));
+    out.dedup_by_key(|x| x.id);
+    let skip = out.len().saturating_sub(THREAD_CONTEXT);
+    out.drain(..skip);
+    out
 }
 
 /// A bounded set of recently seen event ids.

@@ -9,6 +9,8 @@ use crate::relay::Message;
 pub const DEFAULT_BASE: &str = include_str!("base_prompt.md");
 /// The largest base prompt file accepted.
 const MAX_BASE_FILE: u64 = 1024 * 1024;
+/// Each thread-context message is cut to this many characters.
+const THREAD_LINE: usize = 2000;
 
 /// The `[Base]` layer: compiled in, replaced by `BUZZ_ACP_BASE_PROMPT_FILE`, or off with
 /// `BUZZ_ACP_NO_BASE_PROMPT` (setting both is refused).
@@ -43,6 +45,7 @@ pub fn assemble(
     prefix: Option<(Option<&str>, &str)>,
     ctx: &Context<'_>,
     reason: &str,
+    thread: &[Message],
     m: &Message,
 ) -> String {
     let mut sections = Vec::new();
@@ -79,6 +82,20 @@ pub fn assemble(
         context.push_str("The harness does not publish replies: post your answer yourself.");
     }
     sections.push(context);
+    if !thread.is_empty() {
+        let mut t = format!("[Thread Context ({} messages)]", thread.len());
+        for (i, x) in thread.iter().enumerate() {
+            let text: String = x.content.chars().take(THREAD_LINE).collect();
+            t.push_str(&format!(
+                "\n[{}] {} ({}): {}",
+                i + 1,
+                x.author.to_hex(),
+                x.created_at.as_secs(),
+                text.replace('\n', " ")
+            ));
+        }
+        sections.push(t);
+    }
     let tags = serde_json::to_string(&m.tags).unwrap_or_default();
     sections.push(format!(
         "[Buzz event: {reason}]\nEvent ID: {}\nChannel: {} (#{})\nKind: 9\nFrom: {}\nTime: {}\nTags: {tags}\nContent: {}",
@@ -116,14 +133,15 @@ mod tests {
             persona: "pip",
             publish: true,
         };
-        let p = assemble(Some((Some("BASE"), "SYS")), &ctx, "mention", &m);
+        let p = assemble(Some((Some("BASE"), "SYS")), &ctx, "mention", &[], &m);
         let b = p.find("[Base]\nBASE").unwrap();
         let s = p.find("[System]\nSYS").unwrap();
         let c = p.find("[Context]\nScope: channel").unwrap();
         let e = p.find("[Buzz event: mention]").unwrap();
         assert!(b < s && s < c && c < e);
         assert!(p.ends_with("Content: hello @pip"));
-        let bare = assemble(None, &ctx, "mention", &m);
+        let bare = assemble(None, &ctx, "mention", &[m.clone()], &m);
         assert!(!bare.contains("[System]") && !bare.contains("[Base]"));
+        assert!(bare.contains("[Thread Context (1 messages)]\n[1] "));
     }
 }
