@@ -140,7 +140,7 @@ mod tests {
         let e = p.find("[Buzz event: mention]").unwrap();
         assert!(b < s && s < c && c < e);
         assert!(p.ends_with("Content: hello @pip"));
-        let bare = assemble(None, &ctx, "mention", &[m.clone()], &m);
+        let bare = assemble(None, &ctx, "mention", std::slice::from_ref(&m), &m);
         assert!(!bare.contains("[System]") && !bare.contains("[Base]"));
         assert!(bare.contains("[Thread Context (1 messages)]\n[1] "));
     }
