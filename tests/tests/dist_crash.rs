@@ -42,8 +42,19 @@ fn killing_an_upgrade_at_any_point_leaves_one_complete_version() {
         &["install", archives[0].to_str().unwrap()],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
+    // Time one whole slowed-down upgrade (1 -> 2) on this machine, so the kills sweep all of it
+    // however loaded the machine is.
+    let start = std::time::Instant::now();
+    let mut cmd = apiary(home.path());
+    cmd.env("APIARY_TEST_STEP_DELAY_MS", STEP_MS.to_string())
+        .args(["install", "--json", "--root"])
+        .arg(&root)
+        .arg(&archives[1]);
+    let run = apiary_e2e::Run::of(cmd);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let whole = start.elapsed().as_millis() as u64;
 
-    let mut current = 0usize;
+    let mut current = 1usize;
     let (mut rolled_back, mut completed) = (0, 0);
     // A time-seeded jitter so repeated runs probe different instants.
     let mut seed = std::time::SystemTime::now()
@@ -64,9 +75,8 @@ fn killing_an_upgrade_at_any_point_leaves_one_complete_version() {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        // Sweep from 0 to past the end of an install (8 steps × STEP_MS plus the work itself),
-        // plus up to 15 ms of jitter.
-        let delay = i * (12 * STEP_MS + 100) / KILLS + seed % 15;
+        // Sweep from 0 to a little past the end of a whole install, plus up to 15 ms of jitter.
+        let delay = i * (whole + whole / 5) / KILLS + seed % 15;
         std::thread::sleep(Duration::from_millis(delay));
         let _ = child.kill();
         let _ = child.wait();
@@ -109,7 +119,41 @@ fn killing_an_upgrade_at_any_point_leaves_one_complete_version() {
         }
         current = now;
     }
-    eprintln!("{KILLS} kills: {rolled_back} left the previous version, {completed} the new one");
+    eprintln!(
+        "{KILLS} kills over {whole} ms: {rolled_back} left the previous version, {completed} the new one"
+    );
     assert!(rolled_back > 0, "no kill landed before the commit");
     assert!(completed > 0, "no kill landed after the commit");
+}
+
+#[test]
+fn concurrent_installs_are_serialised() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    let mut archives = Vec::new();
+    for version in ["1.0.0", "2.0.0"] {
+        let src = home.path().join(format!("src-{version}"));
+        write_pack(&src, ID, version);
+        let out = home.path().join(format!("out-{version}"));
+        std::fs::create_dir(&out).unwrap();
+        archives.push(build(home.path(), &src, &out).0);
+    }
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            let mut cmd = apiary(home.path());
+            cmd.env("APIARY_TEST_STEP_DELAY_MS", "5")
+                .args(["install", "--json", "--root"])
+                .arg(&root)
+                .arg(&archives[i % 2])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let run = run_root(home.path(), &root, &["verify"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert_root_clean(&root, &[".apiary", "pack.lock", ID]);
 }
