@@ -53,7 +53,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Work with a persona pack directory: validate, inspect, migrate.
+    /// Work with a persona pack directory: validate, inspect, migrate, build.
     #[command(subcommand)]
     Pack(pack::PackCommand),
 
