@@ -11,6 +11,8 @@
 //! - `!slow`: waits `APIARY_AGENT_SLOW_MS` (default 3000) milliseconds before replying, honouring
 //!   `session/cancel`;
 //! - `!crash`: exits with status 101 without answering;
+//! - `!crash-once`: the same, mid-turn, but only the first time (a marker file in its working
+//!   directory remembers), so a restarted agent answers;
 //! - `!silent`: ends the turn without any message text.
 //!
 //! `APIARY_AGENT_CAPTURE=<file>` appends, one JSON object per line, `{"persona", "env"}` at start and
@@ -260,7 +262,16 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
         .join("\n");
     let content = event_content(&text);
 
-    if content.contains("!crash") {
+    if content.contains("!crash-once") {
+        // Dies mid-turn (after a first chunk) the first time only: a marker in the working
+        // directory remembers it, so the harness's retry on a restarted agent succeeds.
+        let marker = std::path::Path::new(".apiary-agent-crashed");
+        if !marker.exists() {
+            let _ = std::fs::write(marker, b"crashed once\n");
+            agent.text_chunk(&session, "partial text that must never be published");
+            std::process::exit(101);
+        }
+    } else if content.contains("!crash") {
         std::process::exit(101);
     }
     let mut notes = Vec::new();

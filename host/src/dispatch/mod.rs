@@ -29,7 +29,7 @@ use agent_client_protocol_schema::v1 as acp;
 use nostr_sdk::prelude::*;
 use tokio::sync::mpsc;
 
-use crate::acp::{AcpClient, AgentCommand, PermissionPolicy, SpawnSpec};
+use crate::acp::{AcpClient, AcpError, AgentCommand, PermissionPolicy, SpawnSpec};
 use crate::pack::Pack;
 use crate::relay::{self, KIND_MESSAGE, Message, ReplyMode, keys::KeyStore};
 use crate::resolve::{ResolvedPack, ResolvedPersona};
@@ -43,6 +43,13 @@ const SEEN_CAP: usize = 65_536;
 /// The `on_message` deadline (spec §9).
 const ON_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 const RELAY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Supervision: a turn is tried at most this many times when the agent dies under it; restarts
+/// back off from [`RESTART_BACKOFF`], doubling; [`BREAKER_RESTARTS`] restarts within
+/// [`BREAKER_WINDOW`] open the circuit (the persona stops taking turns).
+const MAX_ATTEMPTS: u32 = 3;
+const RESTART_BACKOFF: Duration = Duration::from_millis(250);
+const BREAKER_RESTARTS: usize = 5;
+const BREAKER_WINDOW: Duration = Duration::from_secs(300);
 /// How often the subscription's `since` cursor is moved forward, and how far behind the newest
 /// event it stays (relays' clocks and ordering are not exact).
 const CURSOR_EVERY: Duration = Duration::from_secs(30);
@@ -85,11 +92,78 @@ struct Live {
     keys: Keys,
     trigger: TriggerPersona,
     cwd: PathBuf,
+    /// Subscribed channels: id → name.
+    channels: BTreeMap<String, String>,
+    spec: SpawnSpec,
+    base_prompt: Option<String>,
+    /// The running agent; replaced when it is restarted.
+    agent: tokio::sync::Mutex<Arc<Agent>>,
+    /// Recent restarts, for the backoff and the circuit breaker.
+    restarts: std::sync::Mutex<VecDeque<std::time::Instant>>,
+    /// Triggers this persona already answered: a retried turn never publishes twice.
+    answered: std::sync::Mutex<Seen>,
+}
+
+/// One run of a persona's agent process.
+struct Agent {
     client: AcpClient,
-    /// channel id → (channel name, session id)
-    sessions: BTreeMap<String, (String, String)>,
+    /// channel id → session id
+    sessions: BTreeMap<String, String>,
     /// `Some((base, system))` when the agent lacks `systemPrompt`: the prefix goes in every prompt.
     prefix: Option<(Option<String>, String)>,
+    generation: u64,
+}
+
+impl Live {
+    async fn current(&self) -> Arc<Agent> {
+        Arc::clone(&*self.agent.lock().await)
+    }
+
+    /// Replaces the agent of `generation` (if nobody did already) after a backoff; refuses when
+    /// it crashed [`BREAKER_RESTARTS`] times within [`BREAKER_WINDOW`] (circuit open).
+    async fn restart(&self, generation: u64, out: &Out) -> Result<Arc<Agent>, String> {
+        let mut slot = self.agent.lock().await;
+        if slot.generation != generation {
+            return Ok(Arc::clone(&*slot));
+        }
+        let recent = {
+            let mut r = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
+            let now = std::time::Instant::now();
+            while r
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > BREAKER_WINDOW)
+            {
+                r.pop_front();
+            }
+            if r.len() >= BREAKER_RESTARTS {
+                return Err(format!(
+                    "circuit open: the agent crashed {} times within {:?}",
+                    r.len(),
+                    BREAKER_WINDOW
+                ));
+            }
+            r.push_back(now);
+            r.len()
+        };
+        slot.client.shutdown().await;
+        let backoff = RESTART_BACKOFF * 2u32.pow(recent.saturating_sub(1).min(6) as u32);
+        tokio::time::sleep(backoff.min(Duration::from_secs(10))).await;
+        let agent = connect_agent(
+            &self.spec,
+            &self.resolved,
+            self.base_prompt.clone(),
+            &self.cwd,
+            &self.channels,
+            generation + 1,
+        )
+        .await?;
+        out(format!(
+            "restarted {} agent (restart {recent} within {:?})",
+            self.trigger.name, BREAKER_WINDOW
+        ));
+        *slot = Arc::new(agent);
+        Ok(Arc::clone(&*slot))
+    }
 }
 
 /// Counts for the caller.
@@ -120,11 +194,9 @@ pub async fn run(
             let name = persona.identity.name.clone();
             match start_persona(&config, &client, run, index, persona, hooks.as_ref()).await {
                 Ok(live) => {
-                    let channels: Vec<String> = live
-                        .sessions
-                        .values()
-                        .map(|(n, _)| format!("#{n}"))
-                        .collect();
+                    let channels: Vec<String> =
+                        live.channels.values().map(|n| format!("#{n}")).collect();
+                    let with_prefix = live.current().await.prefix.is_some();
                     out(format!(
                         "persona {name} ready pubkey={} channels={} system_prompt={}",
                         live.keys.public_key().to_hex(),
@@ -133,11 +205,7 @@ pub async fn run(
                         } else {
                             channels.join(",")
                         },
-                        if live.prefix.is_none() {
-                            "session"
-                        } else {
-                            "prefix"
-                        },
+                        if with_prefix { "prefix" } else { "session" },
                     ));
                     tracing::info!(persona = %name, pack = %live.pack_id, cwd = %live.cwd.display(), "persona started");
                     lives.push(Arc::new(live));
@@ -159,7 +227,7 @@ pub async fn run(
     // Routing: channel id → personas subscribed to it.
     let mut routes: HashMap<String, Vec<usize>> = HashMap::new();
     for (i, live) in lives.iter().enumerate() {
-        for channel in live.sessions.keys() {
+        for channel in live.channels.keys() {
             routes.entry(channel.clone()).or_default().push(i);
         }
     }
@@ -170,7 +238,7 @@ pub async fn run(
     let mut workers = tokio::task::JoinSet::new();
     let replies = Arc::new(std::sync::atomic::AtomicU64::new(0));
     for (i, live) in lives.iter().enumerate() {
-        for channel in live.sessions.keys() {
+        for channel in live.channels.keys() {
             let (tx, rx) = mpsc::channel(QUEUE_CAP);
             queues.insert((i, channel.clone()), tx);
             workers.spawn(worker(
@@ -279,9 +347,9 @@ pub async fn run(
             }
         }
         let channel_name = lives[targets[0]]
-            .sessions
+            .channels
             .get(&message.channel)
-            .map(|(n, _)| n.as_str())
+            .map(String::as_str)
             .unwrap_or(&message.channel);
         out(format!(
             "event {} #{} from {}: {}",
@@ -318,7 +386,7 @@ pub async fn run(
         if let Ok(Err(e)) = r {
             tracing::warn!(persona = %live.trigger.name, "on_stop failed: {e}");
         }
-        live.client.shutdown().await;
+        live.current().await.client.shutdown().await;
     }
     client.shutdown().await;
     summary.replies = replies.load(std::sync::atomic::Ordering::SeqCst);
@@ -375,57 +443,24 @@ async fn start_persona(
         cwd: cwd.clone(),
         policy: config.policy,
     };
-    let agent = AcpClient::spawn(&spec).await.map_err(|e| e.to_string())?;
-    let (servers, warnings) =
-        match crate::acp::mcp::to_acp(&persona.mcp_servers, &env, agent.info.mcp_http) {
-            Ok(v) => v,
-            Err(e) => {
-                agent.shutdown().await;
-                return Err(e.to_string());
-            }
-        };
-    for w in warnings {
-        tracing::warn!(persona = %name, "{w}");
-    }
-
-    let prefix = if agent.info.system_prompt {
-        None
-    } else {
-        Some((config.base_prompt.clone(), persona.system_prompt.clone()))
-    };
-    let system_prompt = agent.info.system_prompt.then(|| {
-        let mut content = Vec::new();
-        if let Some(base) = &config.base_prompt {
-            content.push(acp::ContentBlock::from(base.clone()));
-        }
-        content.push(acp::ContentBlock::from(persona.system_prompt.clone()));
-        acp::SystemPrompt::new(content).mode(acp::SystemPromptMode::Append)
-    });
-
     let ids = relay::resolve_channels(client, &persona.subscribe, RELAY_TIMEOUT).await;
-    let mut sessions = BTreeMap::new();
-    for channel_name in &persona.subscribe {
-        let id = ids
-            .get(channel_name)
-            .cloned()
-            .unwrap_or_else(|| channel_name.clone());
-        let mut req = acp::NewSessionRequest::new(cwd.clone()).mcp_servers(servers.clone());
-        if let Some(sp) = &system_prompt {
-            req = req.system_prompt(sp.clone());
-        }
-        match agent.new_session(req).await {
-            Ok(session) => {
-                sessions.insert(id, (channel_name.clone(), session));
-            }
-            Err(e) => {
-                agent.shutdown().await;
-                return Err(format!("session/new for #{channel_name}: {e}"));
-            }
-        }
-    }
-    if sessions.is_empty() {
+    let channels: BTreeMap<String, String> = persona
+        .subscribe
+        .iter()
+        .map(|n| (ids.get(n).cloned().unwrap_or_else(|| n.clone()), n.clone()))
+        .collect();
+    if channels.is_empty() {
         tracing::warn!(persona = %name, "subscribes to no channel; it will never wake");
     }
+    let agent = connect_agent(
+        &spec,
+        persona,
+        config.base_prompt.clone(),
+        &cwd,
+        &channels,
+        0,
+    )
+    .await?;
     Ok(Live {
         pack_id,
         trigger: TriggerPersona {
@@ -437,9 +472,72 @@ async fn start_persona(
         resolved: persona.clone(),
         keys,
         cwd,
+        channels,
+        spec,
+        base_prompt: config.base_prompt.clone(),
+        agent: tokio::sync::Mutex::new(Arc::new(agent)),
+        restarts: Default::default(),
+        answered: Default::default(),
+    })
+}
+
+/// Starts the agent: spawn, `initialize`, one `session/new` per channel.
+async fn connect_agent(
+    spec: &SpawnSpec,
+    persona: &ResolvedPersona,
+    base_prompt: Option<String>,
+    cwd: &std::path::Path,
+    channels: &BTreeMap<String, String>,
+    generation: u64,
+) -> Result<Agent, String> {
+    let name = &persona.identity.name;
+    let env = crate::resolve::process_env;
+    let agent = AcpClient::spawn(spec).await.map_err(|e| e.to_string())?;
+    let (servers, warnings) =
+        match crate::acp::mcp::to_acp(&persona.mcp_servers, &env, agent.info.mcp_http) {
+            Ok(v) => v,
+            Err(e) => {
+                agent.shutdown().await;
+                return Err(e.to_string());
+            }
+        };
+    for w in warnings {
+        tracing::warn!(persona = %name, "{w}");
+    }
+    let prefix = if agent.info.system_prompt {
+        None
+    } else {
+        Some((base_prompt.clone(), persona.system_prompt.clone()))
+    };
+    let system_prompt = agent.info.system_prompt.then(|| {
+        let mut content = Vec::new();
+        if let Some(base) = &base_prompt {
+            content.push(acp::ContentBlock::from(base.clone()));
+        }
+        content.push(acp::ContentBlock::from(persona.system_prompt.clone()));
+        acp::SystemPrompt::new(content).mode(acp::SystemPromptMode::Append)
+    });
+    let mut sessions = BTreeMap::new();
+    for (id, channel_name) in channels {
+        let mut req = acp::NewSessionRequest::new(cwd.to_path_buf()).mcp_servers(servers.clone());
+        if let Some(sp) = &system_prompt {
+            req = req.system_prompt(sp.clone());
+        }
+        match agent.new_session(req).await {
+            Ok(session) => {
+                sessions.insert(id.clone(), session);
+            }
+            Err(e) => {
+                agent.shutdown().await;
+                return Err(format!("session/new for #{channel_name}: {e}"));
+            }
+        }
+    }
+    Ok(Agent {
         client: agent,
         sessions,
         prefix,
+        generation,
     })
 }
 
@@ -454,14 +552,18 @@ async fn worker(
     out: Out,
     replies: Arc<std::sync::atomic::AtomicU64>,
 ) {
-    let Some((channel_name, session)) = live.sessions.get(&channel).cloned() else {
+    let Some(channel_name) = live.channels.get(&channel).cloned() else {
         return;
     };
     let name = live.trigger.name.clone();
     while let Some((message, reason)) = rx.recv().await {
         let id = message.id.to_hex();
-        if !live.client.is_alive() {
-            out(format!("error {name} {id}: the agent is not running"));
+        if live
+            .answered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&message.id)
+        {
             continue;
         }
         // on_message: read-only, 5 s, failure drops the message.
@@ -493,10 +595,6 @@ async fn worker(
             continue;
         }
 
-        let prefix = live
-            .prefix
-            .as_ref()
-            .map(|(base, system)| (base.as_deref(), system.as_str()));
         let ctx = prompt::Context {
             channel_name: &channel_name,
             persona: &name,
@@ -506,11 +604,43 @@ async fn worker(
             Some(root) => thread_context(&client, &message, root).await,
             None => Vec::new(),
         };
-        let text = prompt::assemble(prefix, &ctx, &reason.to_string(), &thread, &message);
-        let turn = live
-            .client
-            .prompt(&session, text, config.idle_timeout, config.turn_timeout)
-            .await;
+        // The turn, retried on a fresh agent when the agent dies under it (supervision).
+        let mut attempts = 0;
+        let turn = loop {
+            let mut agent = live.current().await;
+            if !agent.client.is_alive() {
+                match live.restart(agent.generation, &out).await {
+                    Ok(a) => agent = a,
+                    Err(e) => break Err(e),
+                }
+            }
+            let Some(session) = agent.sessions.get(&channel).cloned() else {
+                break Err("no session for this channel".to_string());
+            };
+            let prefix = agent
+                .prefix
+                .as_ref()
+                .map(|(base, system)| (base.as_deref(), system.as_str()));
+            let text = prompt::assemble(prefix, &ctx, &reason.to_string(), &thread, &message);
+            attempts += 1;
+            match agent
+                .client
+                .prompt(&session, text, config.idle_timeout, config.turn_timeout)
+                .await
+            {
+                Ok(t) => break Ok(t),
+                Err(AcpError::Exited) if attempts < MAX_ATTEMPTS => {
+                    tracing::warn!(persona = %name, event = %id, "agent exited during the turn; restarting and retrying");
+                    out(format!(
+                        "crashed {name} {id}: agent exited during the turn; retrying"
+                    ));
+                    if let Err(e) = live.restart(agent.generation, &out).await {
+                        break Err(e);
+                    }
+                }
+                Err(e) => break Err(e.to_string()),
+            }
+        };
         let turn = match turn {
             Ok(t) => t,
             Err(e) => {
@@ -519,6 +649,15 @@ async fn worker(
                 continue;
             }
         };
+        // Never two replies to one trigger, whatever happened above.
+        if !live
+            .answered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(message.id)
+        {
+            continue;
+        }
         let reply = turn.text.trim();
         if reply.is_empty() {
             out(format!(
@@ -585,7 +724,8 @@ async fn thread_context(client: &Client, m: &Message, root: EventId) -> Vec<Mess
             );
         }
     }
-    out.sort_by_key(|x| (x.created_at, x.id));
+    // The root first (replies in the same second cannot precede it), then by time.
+    out.sort_by_key(|x| (x.id != root, x.created_at, x.id));
     out.dedup_by_key(|x| x.id);
     let skip = out.len().saturating_sub(THREAD_CONTEXT);
     out.drain(..skip);
@@ -600,6 +740,10 @@ struct Seen {
 }
 
 impl Seen {
+    fn contains(&self, id: &EventId) -> bool {
+        self.set.contains(id)
+    }
+
     fn insert(&mut self, id: EventId) -> bool {
         if !self.set.insert(id) {
             return false;
