@@ -148,6 +148,21 @@ fn install_over_http_fetches_the_checksum_from_the_same_base_url() {
     // The lock still names the good install.
     assert_eq!(lock(&root)[ID]["sha256"], sha.as_str());
     assert_eq!(run_root(home.path(), &root, &["verify"]).code, 0);
+
+    // --locked: the same archive again is fine; a different one at the same URL is refused.
+    let run = run_root(home.path(), &root, &["install", "--locked", &url]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let (other, other_sha, _) = built(home.path(), "1.0.1");
+    std::fs::copy(&other, site.join("releases/dist-test-1.0.0.buzzpack")).unwrap();
+    std::fs::write(
+        site.join("releases/dist-test-1.0.0.buzzpack.sha256"),
+        format!("{other_sha}  dist-test-1.0.0.buzzpack\n"),
+    )
+    .unwrap();
+    let run = run_root(home.path(), &root, &["install", "--locked", &url]);
+    assert_eq!(run.code, 1);
+    assert_eq!(run.json()["error"]["code"], "lock.mismatch");
+    assert_eq!(lock(&root)[ID]["sha256"], sha.as_str());
 }
 
 #[test]
@@ -222,6 +237,23 @@ fn install_from_git_records_the_resolved_commit() {
     assert_eq!(run.code, 1);
     assert_eq!(lock(&root)[ID]["version"], "2.0.0");
     assert_eq!(run_root(home.path(), &root, &["verify"]).code, 0);
+
+    // --locked reinstalls the pinned commit even when the branch has moved on.
+    write_pack(&repo, ID, "3.0.0");
+    git(&repo, &["commit", "-q", "-am", "v3"]);
+    let run = run_root(home.path(), &root, &["install", "--locked", &src]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(lock(&root)[ID]["version"], "2.0.0");
+    assert_eq!(lock(&root)[ID]["resolved"], format!("{src}#{c2}").as_str());
+    let run = run_root(home.path(), &root, &["install", &src]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(lock(&root)[ID]["version"], "3.0.0");
+    let run = run_root(
+        home.path(),
+        &root,
+        &["install", "--locked", "git+file:///nowhere/else"],
+    );
+    assert_eq!(run.json()["error"]["code"], "lock.no-entry");
 }
 
 #[test]

@@ -42,12 +42,16 @@ The checksum is verified before anything is unpacked; the archive is fenced (no 
 pack, no symlinks or devices, capped entry count, sizes and compression ratio); the pack is validated. \
 The install is atomic: an interrupted install leaves the previous version and pack.lock intact. \
 Script hooks arrive quarantined: review and enable them with `apiary trust <pack-id>`.\n\n\
-Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install github:example/meadow-team@v1.2.0 --json\n  \
+Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install github:example/meadow-team@v1.2.0 --json\n  apiary install --locked github:example/meadow-team   (the commit pack.lock pins)\n  \
 BUZZ_PACKS_DIR=/srv/packs apiary install https://example.com/meadow-team-1.2.0.buzzpack"
 )]
 pub struct InstallArgs {
     /// What to install (see below).
     pub source: String,
+    /// Install exactly what pack.lock pins for this source (the recorded commit of a git source;
+    /// for an archive, refuse unless its digest is the recorded sha256).
+    #[arg(long)]
+    pub locked: bool,
     #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the result as JSON on stdout.
@@ -177,6 +181,7 @@ pub fn install(args: &InstallArgs) -> u8 {
     };
     let opts = install::Options {
         progress: !args.json && stderr_is_terminal(),
+        locked: args.locked,
         ..Default::default()
     };
     match install::install(&root, &args.source, &opts) {

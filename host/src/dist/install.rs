@@ -239,6 +239,9 @@ impl Drop for Scratch {
 pub struct Options {
     pub progress: bool,
     pub limits: Limits,
+    /// Install exactly what `pack.lock` pins for this source: the recorded commit of a git source,
+    /// or an archive whose digest equals the recorded `sha256`.
+    pub locked: bool,
 }
 
 /// What `install` did.
@@ -268,7 +271,25 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
     }
     let limits = opts.limits;
 
+    let mut source = source;
+    let pinned = if opts.locked {
+        Some(pin_from_lock(&guard.root, &mut source)?)
+    } else {
+        None
+    };
     let fetched = fetch::fetch(&source, &work.0, &limits, opts.progress)?;
+    if let (Some(Pin::Sha256(want)), Fetched::Archive { sha256, .. }) = (&pinned, &fetched)
+        && want != sha256
+    {
+        return Err(DistError::new(
+            "lock.mismatch",
+            format!(
+                "pack.lock pins sha256 {want} for {}, but the source now serves {sha256}; refusing (--locked)",
+                source.lock_source()
+            ),
+        )
+        .help("install without --locked to accept the new archive"));
+    }
     step("fetched");
     let (files, sha256, resolved) = match fetched {
         Fetched::Archive { path, sha256 } => {
@@ -404,6 +425,53 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
         hooks,
         report,
     })
+}
+
+enum Pin {
+    Sha256(String),
+    Commit,
+}
+
+/// For `--locked`: the lock entry whose `source` is this source, and what it pins. A git source is
+/// rewritten to check out the pinned commit.
+fn pin_from_lock(root: &Path, source: &mut Source) -> Result<Pin> {
+    let lock = Lock::load(root)?;
+    let wanted = source.lock_source();
+    let entry = lock
+        .packs
+        .values()
+        .find(|e| e.source == wanted)
+        .ok_or_else(|| {
+            DistError::new(
+                "lock.no-entry",
+                format!("--locked: pack.lock has no entry with source {wanted}"),
+            )
+            .help("install it once without --locked to record it")
+        })?;
+    match source {
+        Source::Git { reference, .. } => {
+            let commit = entry
+                .resolved
+                .as_deref()
+                .and_then(|r| r.rsplit_once('#'))
+                .map(|(_, c)| c.to_string())
+                .filter(|c| c.len() >= 7 && c.bytes().all(|b| b.is_ascii_hexdigit()))
+                .ok_or_else(|| {
+                    DistError::new(
+                        "lock.no-pin",
+                        format!("--locked: the pack.lock entry for {wanted} records no commit"),
+                    )
+                })?;
+            *reference = Some(commit);
+            Ok(Pin::Commit)
+        }
+        _ => entry.sha256.clone().map(Pin::Sha256).ok_or_else(|| {
+            DistError::new(
+                "lock.no-pin",
+                format!("--locked: the pack.lock entry for {wanted} records no sha256"),
+            )
+        }),
+    }
 }
 
 /// Copies the shippable files of a git checkout into the stage (what a build would package).
