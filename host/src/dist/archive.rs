@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -216,6 +216,22 @@ pub fn extract(
             ),
         ));
     }
+    // Refuse a huge entry count from the end-of-central-directory record alone, before the zip
+    // reader builds its index of every entry.
+    let mut file = file;
+    if let Some(n) = declared_entries(&mut file, len)
+        && n > limits.max_entries as u64
+    {
+        return Err(DistError::new(
+            "archive.entries",
+            format!(
+                "{label} has {n} entries; the limit is {}",
+                limits.max_entries
+            ),
+        ));
+    }
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| DistError::io("cannot read", archive, e))?;
     let mut zip = ZipArchive::new(BufReader::new(file)).map_err(|e| damaged(label, e))?;
     if zip.has_duplicate_names() {
         return Err(DistError::new(
@@ -420,6 +436,42 @@ pub fn extract(
     Ok(out)
 }
 
+/// The entry count the end-of-central-directory record declares (the Zip64 one when the classic
+/// record says 0xFFFF); `None` when it cannot be found (the zip reader then reports the damage).
+fn declared_entries(file: &mut File, len: u64) -> Option<u64> {
+    const EOCD: [u8; 4] = [0x50, 0x4b, 0x05, 0x06];
+    const LOCATOR: [u8; 4] = [0x50, 0x4b, 0x06, 0x07];
+    const EOCD64: [u8; 4] = [0x50, 0x4b, 0x06, 0x06];
+    let tail_len = len.min(22 + 65_535);
+    let start = len - tail_len;
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut tail = vec![0u8; tail_len as usize];
+    file.read_exact(&mut tail).ok()?;
+    let pos = (0..tail.len().saturating_sub(21))
+        .rev()
+        .find(|&i| tail[i..i + 4] == EOCD)?;
+    let count = u64::from(u16::from_le_bytes([tail[pos + 10], tail[pos + 11]]));
+    if count != 0xFFFF {
+        return Some(count);
+    }
+    // Zip64: a locator sits just before the classic record and points at the Zip64 record.
+    let loc = (start + pos as u64).checked_sub(20)?;
+    let mut buf = [0u8; 20];
+    file.seek(SeekFrom::Start(loc)).ok()?;
+    file.read_exact(&mut buf).ok()?;
+    if buf[..4] != LOCATOR {
+        return Some(count);
+    }
+    let at = u64::from_le_bytes(buf[8..16].try_into().ok()?);
+    let mut rec = [0u8; 40];
+    file.seek(SeekFrom::Start(at)).ok()?;
+    file.read_exact(&mut rec).ok()?;
+    if rec[..4] != EOCD64 {
+        return None;
+    }
+    Some(u64::from_le_bytes(rec[32..40].try_into().ok()?))
+}
+
 fn create_dir(path: &Path) -> Result<()> {
     match fs::create_dir(path) {
         Ok(()) => set_mode(path, 0o755),
@@ -445,6 +497,24 @@ pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_count_comes_from_the_end_record() {
+        let dir = tempfile::tempdir().unwrap();
+        // (the Zip64 path is covered by the 100,000-entry end-to-end test)
+        for n in [0usize, 3] {
+            let path = dir.path().join(format!("{n}.zip"));
+            let mut z = ZipWriter::new(File::create(&path).unwrap());
+            for i in 0..n {
+                z.start_file(format!("f{i}"), SimpleFileOptions::default())
+                    .unwrap();
+            }
+            z.finish().unwrap();
+            let mut f = File::open(&path).unwrap();
+            let len = f.metadata().unwrap().len();
+            assert_eq!(declared_entries(&mut f, len), Some(n as u64));
+        }
+    }
 
     #[test]
     fn names_are_fenced() {
