@@ -128,6 +128,16 @@ pub struct TailArgs {
     pub timeout: Option<u64>,
 }
 
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  apiary relay\n  apiary relay --listen 127.0.0.1:0\n\nRuns only the embedded relay (in memory) until SIGINT/SIGTERM; the first stdout line names its URL. Use it for `apiary up --relay URL` set-ups where the harness restarts independently."
+)]
+pub struct RelayArgs {
+    /// Where the relay listens (port 0: any free port).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+}
+
 /// The operator's data dir: `$APIARY_DATA_DIR`, else `<XDG data>/apiary`.
 pub fn data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("APIARY_DATA_DIR").filter(|d| !d.is_empty()) {
@@ -397,6 +407,29 @@ pub fn up(args: UpArgs) -> u8 {
         }
     });
     // Agents and sockets are closed; do not wait for stray blocking tasks.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    code
+}
+
+pub fn relay(args: RelayArgs) -> u8 {
+    let Some(rt) = runtime() else {
+        return exit::FAILURE;
+    };
+    let code = rt.block_on(async {
+        let shutdown = shutdown_signal();
+        let relay = match relay::embedded::Embedded::start(args.listen).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return exit::FAILURE;
+            }
+        };
+        say(format!("relay {}", relay.url));
+        shutdown.await;
+        relay.shutdown();
+        say("stopped".to_string());
+        exit::OK
+    });
     rt.shutdown_timeout(Duration::from_secs(1));
     code
 }

@@ -92,6 +92,9 @@ enum Command {
 
     /// Print a relay channel's messages as they arrive.
     Tail(live::TailArgs),
+
+    /// Run only the embedded Nostr relay (for `apiary up --relay URL` set-ups).
+    Relay(live::RelayArgs),
 }
 
 fn version_line() -> &'static str {
@@ -130,6 +133,7 @@ pub fn main() -> ExitCode {
         Command::Up(a) => live::up(a),
         Command::Post(a) => live::post(a),
         Command::Tail(a) => live::tail(a),
+        Command::Relay(a) => live::relay(a),
     };
     ExitCode::from(code)
 }

@@ -24,6 +24,8 @@ pub const KIND_MESSAGE: u16 = 9;
 pub const KIND_GROUP_METADATA: u16 = 39000;
 /// Message text beyond this is cut before it reaches a prompt.
 pub const MAX_CONTENT: usize = 32 * 1024;
+/// The first retry after losing the relay.
+pub const RECONNECT_INTERVAL: Duration = Duration::from_secs(2);
 /// Events with more tags than this are ignored.
 pub const MAX_TAGS: usize = 256;
 
@@ -202,8 +204,15 @@ pub fn channel_filter(channels: &[String], since: Timestamp) -> Filter {
 /// A connected client (no signer: events are signed before sending, each with its persona's key).
 pub async fn connect(url: &str, timeout: Duration) -> anyhow::Result<Client> {
     let client = Client::default();
+    // Reconnect quickly after a relay restart (backing off while it stays down); the REQs are
+    // re-sent on reconnection.
+    let opts = RelayOptions::new()
+        .flags(RelayServiceFlags::default())
+        .retry_interval(RECONNECT_INTERVAL)
+        .adjust_retry_interval(true);
     client
-        .add_relay(url)
+        .pool()
+        .add_relay(url, opts)
         .await
         .map_err(|e| anyhow::anyhow!("relay URL `{url}`: {e}"))?;
     client.connect().await;

@@ -39,9 +39,11 @@ impl Up {
     pub fn spawn(home: &Path, packs: &[&Path], args: &[&str], env: &[(&str, &str)]) -> Up {
         let stderr = home.join("up.stderr");
         let mut cmd = apiary(home);
-        cmd.arg("up")
-            .args(["--listen", "127.0.0.1:0", "--drain-timeout", "10"])
-            .args(packs)
+        cmd.arg("up").args(["--drain-timeout", "10"]);
+        if !args.contains(&"--relay") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        cmd.args(packs)
             .args(args)
             .env("APIARY_AGENT_CAPTURE", home.join("capture.jsonl"))
             .env("RUST_LOG", "warn,apiary=info")
