@@ -153,18 +153,40 @@ impl Source {
         Ok(Source::File(PathBuf::from(s)))
     }
 
-    /// The `source` recorded in `pack.lock`.
+    /// The `source` recorded in `pack.lock` (credentials in a URL are left out).
     pub fn lock_source(&self) -> String {
         match self {
             Source::File(p) => std::path::absolute(p)
                 .unwrap_or_else(|_| p.clone())
                 .display()
                 .to_string(),
-            Source::Http(u) => u.clone(),
-            Source::Git { display, .. } => display.clone(),
+            Source::Http(u) => redact(u),
+            Source::Git { display, .. } => redact(display),
         }
     }
 }
+
+/// `scheme://user:secret@host/...` -> `scheme://host/...`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
+/// `<url>.sha256`, keeping a query string (e.g. a signed download link) after the new suffix.
+pub fn checksum_url(url: &str) -> String {
+    match url.find(['?', '#']) {
+        Some(i) => format!("{}.sha256{}", &url[..i], &url[i..]),
+        None => format!("{url}.sha256"),
+    }
+}
+
+impl Source {}
 
 /// What a source turned into, inside the caller's work directory.
 #[derive(Debug)]
@@ -339,15 +361,15 @@ fn http_error(url: &str, e: ureq::Error) -> DistError {
     match e {
         ureq::Error::StatusCode(code) => DistError::new(
             "fetch.http-status",
-            format!("GET {url} answered HTTP {code}"),
+            format!("GET {} answered HTTP {code}", redact(url)),
         ),
-        other => DistError::new("fetch.http", format!("GET {url} failed: {other}")),
+        other => DistError::new("fetch.http", format!("GET {} failed: {other}", redact(url))),
     }
 }
 
 fn fetch_http(url: &str, work: &Path, limits: &Limits, progress: bool) -> Result<Fetched> {
     let agent = agent();
-    let sum_url = format!("{url}.sha256");
+    let sum_url = checksum_url(url);
     let sum_text = match agent.get(&sum_url).call() {
         Ok(mut resp) => resp
             .body_mut()
@@ -439,7 +461,7 @@ fn fetch_git(url: &str, reference: Option<&str>, protocol: &str, work: &Path) ->
         return Err(bad_source(url, "a repository URL cannot start with `-`"));
     }
     let dir = work.join("checkout");
-    let what = format!("git clone {url}");
+    let what = format!("git clone {}", redact(url));
     let shallow = {
         let mut cmd = git(protocol);
         cmd.args(["clone", "--quiet", "--no-tags", "--depth", "1"]);
@@ -465,7 +487,7 @@ fn fetch_git(url: &str, reference: Option<&str>, protocol: &str, work: &Path) ->
         run_git(cmd, &format!("git checkout {r}")).map_err(|e2| {
             DistError::new(
                 "git.ref",
-                format!("cannot find ref `{r}` in {url}: {}", e2.message),
+                format!("cannot find ref `{r}` in {}: {}", redact(url), e2.message),
             )
         })?;
     }
@@ -521,6 +543,25 @@ mod tests {
         ] {
             assert!(Source::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            redact("https://user:tok@host.example/a.git"),
+            "https://host.example/a.git"
+        );
+        assert_eq!(redact("git+https://h/a@b"), "git+https://h/a@b");
+        assert_eq!(
+            checksum_url("https://h/x.buzzpack"),
+            "https://h/x.buzzpack.sha256"
+        );
+        assert_eq!(
+            checksum_url("https://h/x.buzzpack?sig=1"),
+            "https://h/x.buzzpack.sha256?sig=1"
+        );
+        let s = Source::parse("git+https://me:secret@h.example/r.git").unwrap();
+        assert_eq!(s.lock_source(), "git+https://h.example/r.git");
     }
 
     #[test]
