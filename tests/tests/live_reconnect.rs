@@ -1,6 +1,6 @@
 //! The harness against a relay it does not own (`apiary relay`, a separate process): when that relay
-//! restarts, the harness reconnects by itself, and a message posted while it was away is answered
-//! exactly once.
+//! restarts, the harness reconnects by itself, a message posted while it was away is answered
+//! exactly once, nothing earlier is answered again, and the relay's journal keeps the history.
 
 mod live_common;
 
@@ -95,6 +95,9 @@ fn relay_restart_reconnects_and_answers_the_gap_once() {
         .collect();
     assert_eq!(replies.len(), 1, "{events:#?}");
     assert_eq!(replies[0]["id"], reply);
+    // The relay journals to its data dir: what was posted before the restart is still there.
+    assert!(events.iter().any(|e| e["id"] == before), "{events:#?}");
+    assert_eq!(events.len(), 4, "{events:#?}");
     up.stop_ok();
     let answered_gap = up
         .seen

@@ -50,6 +50,9 @@ pub struct UpArgs {
     /// Where the embedded relay listens (port 0: any free port).
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, conflicts_with = "relay")]
     pub listen: SocketAddr,
+    /// The embedded relay keeps events in memory only (default: journaled under <data dir>/relay/).
+    #[arg(long, conflicts_with = "relay")]
+    pub ephemeral: bool,
     /// The agent runtime command line (default: the bundled `apiary-agent`).
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
@@ -130,12 +133,15 @@ pub struct TailArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  apiary relay\n  apiary relay --listen 127.0.0.1:0\n\nRuns only the embedded relay (in memory) until SIGINT/SIGTERM; the first stdout line names its URL. Use it for `apiary up --relay URL` set-ups where the harness restarts independently."
+    after_help = "Examples:\n  apiary relay\n  apiary relay --listen 127.0.0.1:0\n\nRuns only the embedded relay (events journaled under <data dir>/relay/) until SIGINT/SIGTERM; the first stdout line names its URL. Use it for `apiary up --relay URL` set-ups where the harness restarts independently."
 )]
 pub struct RelayArgs {
     /// Where the relay listens (port 0: any free port).
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
+    /// Keep events in memory only (default: journaled under <data dir>/relay/).
+    #[arg(long)]
+    pub ephemeral: bool,
 }
 
 /// The operator's data dir: `$APIARY_DATA_DIR`, else `<XDG data>/apiary`.
@@ -333,11 +339,12 @@ pub fn up(args: UpArgs) -> u8 {
         .clone()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| data.join("workspaces"));
+    let journal = (!args.ephemeral).then(|| data.join("relay").join("events.jsonl"));
     let code = rt.block_on(async {
         let shutdown = shutdown_signal();
         let embedded = match &args.relay {
             Some(_) => None,
-            None => match relay::embedded::Embedded::start(args.listen).await {
+            None => match relay::embedded::Embedded::start(args.listen, journal.as_deref()).await {
                 Ok(r) => Some(r),
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -354,7 +361,11 @@ pub fn up(args: UpArgs) -> u8 {
         if embedded.is_some() {
             let _ = std::fs::create_dir_all(&data);
             let _ = std::fs::write(data.join("relay.url"), format!("{relay_url}\n"));
-            tracing::info!(url = %relay_url, "embedded relay listening (events kept in memory)");
+            let restored = embedded.as_ref().map_or(0, |e| e.restored);
+            match &journal {
+                Some(j) => tracing::info!(url = %relay_url, journal = %j.display(), restored, "embedded relay listening"),
+                None => tracing::info!(url = %relay_url, "embedded relay listening (in memory only)"),
+            }
         }
         let config = dispatch::Config {
             relay_url,
@@ -417,7 +428,8 @@ pub fn relay(args: RelayArgs) -> u8 {
     };
     let code = rt.block_on(async {
         let shutdown = shutdown_signal();
-        let relay = match relay::embedded::Embedded::start(args.listen).await {
+        let journal = (!args.ephemeral).then(|| data_dir().join("relay").join("events.jsonl"));
+        let relay = match relay::embedded::Embedded::start(args.listen, journal.as_deref()).await {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("error: {e:#}");

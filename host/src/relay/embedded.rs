@@ -1,22 +1,45 @@
 //! The embedded relay: `nostr-relay-builder`'s `LocalRelay` on 127.0.0.1, for `apiary up` without
-//! `--relay`. Events are kept in memory for the life of the process (the library's default store).
-//! TODO(issue 5): persist under the data dir (the 0.44 line's on-disk stores pull in LMDB).
+//! `--relay` and for `apiary relay`.
+//!
+//! Persistence: the 0.44 line's on-disk stores pull in LMDB, so events live in the library's memory
+//! store and every stored event is also appended, as one JSON line, to a journal under the data dir
+//! (`<data>/relay/events.jsonl`, owner-only). On start the journal is replayed (each event verified
+//! again) into memory. Deletion requests (kind 5) are journaled like any event and re-applied on
+//! replay.
 
+use std::io::{BufRead, Write};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use nostr_relay_builder::prelude::*;
+
+/// Events kept in memory (oldest evicted first).
+const MAX_EVENTS: usize = 200_000;
+/// A journal larger than this is not replayed (the relay starts empty, with a warning).
+const MAX_JOURNAL: u64 = 512 * 1024 * 1024;
+/// Journal lines longer than this are skipped.
+const MAX_LINE: usize = 1024 * 1024;
 
 pub struct Embedded {
     relay: LocalRelay,
     pub url: String,
+    /// Events replayed from the journal at start.
+    pub restored: usize,
 }
 
 impl Embedded {
-    /// Starts listening on `addr` (port 0 picks a free port).
-    pub async fn start(addr: SocketAddr) -> anyhow::Result<Embedded> {
+    /// Starts listening on `addr` (port 0 picks a free port); `journal` persists events.
+    pub async fn start(addr: SocketAddr, journal: Option<&Path>) -> anyhow::Result<Embedded> {
         let mut builder = RelayBuilder::default().addr(addr.ip());
         if addr.port() != 0 {
             builder = builder.port(addr.port());
+        }
+        let mut restored = 0;
+        if let Some(path) = journal {
+            let db = Journal::open(path).await?;
+            restored = db.restored;
+            builder = builder.database(db);
         }
         let relay = LocalRelay::new(builder);
         relay
@@ -25,10 +48,187 @@ impl Embedded {
             .map_err(|e| anyhow::anyhow!("cannot start the embedded relay on {addr}: {e}"))?;
         let url = relay.url().await.to_string();
         let url = url.trim_end_matches('/').to_string();
-        Ok(Embedded { relay, url })
+        Ok(Embedded {
+            relay,
+            url,
+            restored,
+        })
     }
 
     pub fn shutdown(&self) {
         self.relay.shutdown();
+    }
+}
+
+/// The memory store plus an append-only journal of what it accepted.
+#[derive(Debug)]
+pub struct Journal {
+    inner: MemoryDatabase,
+    file: Mutex<std::fs::File>,
+    path: PathBuf,
+    restored: usize,
+}
+
+impl Journal {
+    pub async fn open(path: &Path) -> anyhow::Result<Journal> {
+        use anyhow::Context;
+        if let Some(dir) = path.parent() {
+            create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let inner = MemoryDatabase::with_opts(MemoryDatabaseOptions {
+            events: true,
+            max_events: Some(MAX_EVENTS),
+        });
+        let mut restored = 0;
+        match std::fs::metadata(path) {
+            Ok(m) if m.len() > MAX_JOURNAL => tracing::warn!(
+                "relay journal {} is over {MAX_JOURNAL} bytes; not replayed",
+                path.display()
+            ),
+            Ok(_) => {
+                let f = std::fs::File::open(path)
+                    .with_context(|| format!("opening {}", path.display()))?;
+                let mut reader = std::io::BufReader::new(f);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    match reader.read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    if line.len() > MAX_LINE {
+                        continue;
+                    }
+                    let Ok(text) = std::str::from_utf8(&line) else {
+                        continue;
+                    };
+                    let Ok(ev) = Event::from_json(text.trim()) else {
+                        continue;
+                    };
+                    if ev.verify().is_err() {
+                        continue;
+                    }
+                    if let Ok(status) = inner.save_event(&ev).await
+                        && status.is_success()
+                    {
+                        restored += 1;
+                    }
+                }
+            }
+            Err(_) => {}
+        }
+        let mut opts = std::fs::OpenOptions::new();
+        opts.create(true).append(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let file = opts
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        Ok(Journal {
+            inner,
+            file: Mutex::new(file),
+            path: path.to_path_buf(),
+            restored,
+        })
+    }
+
+    fn append(&self, event: &Event) {
+        let mut line = event.as_json();
+        line.push('\n');
+        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = f.write_all(line.as_bytes()) {
+            tracing::warn!("relay journal {}: {e}", self.path.display());
+        }
+    }
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir)
+}
+
+impl NostrDatabase for Journal {
+    fn backend(&self) -> Backend {
+        Backend::Custom("apiary-journal".to_string())
+    }
+
+    fn save_event<'a>(
+        &'a self,
+        event: &'a Event,
+    ) -> BoxedFuture<'a, Result<SaveEventStatus, DatabaseError>> {
+        Box::pin(async move {
+            let status = self.inner.save_event(event).await?;
+            if status.is_success() && !event.kind.is_ephemeral() {
+                self.append(event);
+            }
+            Ok(status)
+        })
+    }
+
+    fn check_id<'a>(
+        &'a self,
+        event_id: &'a EventId,
+    ) -> BoxedFuture<'a, Result<DatabaseEventStatus, DatabaseError>> {
+        self.inner.check_id(event_id)
+    }
+
+    fn event_by_id<'a>(
+        &'a self,
+        event_id: &'a EventId,
+    ) -> BoxedFuture<'a, Result<Option<Event>, DatabaseError>> {
+        self.inner.event_by_id(event_id)
+    }
+
+    fn count(&self, filter: Filter) -> BoxedFuture<'_, Result<usize, DatabaseError>> {
+        self.inner.count(filter)
+    }
+
+    fn query(&self, filter: Filter) -> BoxedFuture<'_, Result<Events, DatabaseError>> {
+        self.inner.query(filter)
+    }
+
+    fn delete(&self, filter: Filter) -> BoxedFuture<'_, Result<(), DatabaseError>> {
+        self.inner.delete(filter)
+    }
+
+    fn wipe(&self) -> BoxedFuture<'_, Result<(), DatabaseError>> {
+        self.inner.wipe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn journal_survives_a_restart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("relay/events.jsonl");
+        let keys = Keys::generate();
+        let ev = crate::relay::message(&keys, "general", "kept", vec![]).unwrap();
+        {
+            let j = Journal::open(&path).await.unwrap();
+            assert!(j.save_event(&ev).await.unwrap().is_success());
+        }
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"not json\n")
+            .unwrap();
+        let j = Journal::open(&path).await.unwrap();
+        assert_eq!(j.restored, 1);
+        assert_eq!(j.event_by_id(&ev.id).await.unwrap(), Some(ev));
     }
 }
