@@ -230,3 +230,33 @@ fn no_publish_runs_the_turn_but_posts_nothing() {
     assert!(line.contains("not published"), "{line}");
     assert_eq!(up.history("general").len(), 1);
 }
+
+#[test]
+fn a_silent_agent_is_cancelled_after_the_idle_timeout() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("team");
+    team_pack(&pack);
+    let mut up = Up::start(
+        home.path(),
+        &[&pack],
+        &["--idle-timeout", "1"],
+        &[("APIARY_AGENT_SLOW_MS", "20000")],
+    );
+    let id = up.post("general", "@pip take your time !slow", &[]);
+    let line = up.wait_for(|l| l.starts_with(&format!("error pip {id}")));
+    assert!(line.contains("went quiet"), "{line}");
+    // The agent was told to stop, and nothing was published.
+    let deadline = std::time::Instant::now() + live_common::WAIT;
+    while live_common::received(&up.capture("pip"), "session/cancel").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never received session/cancel"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(up.history("general").len(), 1);
+    // The persona keeps serving.
+    let next = up.post("general", "@pip quick one", &[]);
+    up.reply_to("pip", &next);
+    up.stop_ok();
+}
