@@ -145,8 +145,14 @@ fn run(
                     persona: &p.name,
                     publish: true,
                 };
-                let text =
-                    prompt::assemble(Some((None, system)), &ctx, &reason.to_string(), &[], &m);
+                let text = prompt::assemble(
+                    Some((None, system)),
+                    &ctx,
+                    &reason.to_string(),
+                    &[],
+                    &[],
+                    &m,
+                );
                 let req = acp::PromptRequest::new(
                     acp::SessionId::new("sess-1"),
                     vec![acp::ContentBlock::from(text)],

@@ -260,3 +260,41 @@ fn a_silent_agent_is_cancelled_after_the_idle_timeout() {
     up.reply_to("pip", &next);
     up.stop_ok();
 }
+
+#[test]
+fn a_burst_in_one_thread_is_answered_in_one_turn() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("team");
+    team_pack(&pack);
+    let mut up = Up::start(
+        home.path(),
+        &[&pack],
+        &[],
+        &[("APIARY_AGENT_SLOW_MS", "5000")],
+    );
+    // The first turn is slow; two more mentions arrive meanwhile and wait in pip's queue.
+    let first = up.post("general", "@pip first !slow", &[]);
+    up.event_line(&first);
+    let second = up.post("general", "@pip second", &[]);
+    up.event_line(&second);
+    let third = up.post("general", "@pip third", &[]);
+    up.event_line(&third);
+    up.reply_to("pip", &first);
+    let batch = up.wait_for(|l| l.starts_with(&format!("batch pip {third}")));
+    assert!(batch.contains(&second), "{batch}");
+    up.reply_to("pip", &third);
+
+    let prompts = prompts(&up.capture("pip"));
+    assert_eq!(prompts.len(), 2, "{prompts:#?}");
+    assert!(
+        prompts[1].contains("[Buzz events — 1 earlier in this burst"),
+        "{}",
+        prompts[1]
+    );
+    assert!(prompts[1].contains("Text: @pip second"), "{}", prompts[1]);
+    assert!(prompts[1].contains("Content: @pip third"), "{}", prompts[1]);
+    // Two replies in all: to the first message and to the burst's newest.
+    let events = up.history("general");
+    assert_eq!(events.len(), 5, "{events:#?}");
+    up.stop_ok();
+}

@@ -36,6 +36,8 @@ use crate::resolve::{ResolvedPack, ResolvedPersona};
 pub use hooks::{HookPoint, HookRunner, NoHooks};
 pub use trigger::{NativeTriggers, Reason, TriggerMatcher, TriggerPersona};
 
+/// At most this many queued messages of one thread go into one turn.
+const MAX_BATCH: usize = 20;
 /// Messages waiting per (persona, channel) beyond this are dropped, oldest kept.
 const QUEUE_CAP: usize = 500;
 /// Event ids remembered for de-duplication.
@@ -556,43 +558,57 @@ async fn worker(
         return;
     };
     let name = live.trigger.name.clone();
-    while let Some((message, reason)) = rx.recv().await {
-        let id = message.id.to_hex();
-        if live
-            .answered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&message.id)
-        {
-            continue;
-        }
-        // on_message: read-only, 5 s, failure drops the message.
-        let h = Arc::clone(&hooks);
-        let l = Arc::clone(&live);
-        let m = message.clone();
-        let hook = tokio::time::timeout(
-            ON_MESSAGE_DEADLINE,
-            tokio::task::spawn_blocking(move || {
-                h.run(
-                    HookPoint::OnMessage,
-                    &l.pack_id,
-                    &l.resolved,
-                    &l.cwd,
-                    Some(&m),
-                )
-            }),
-        )
-        .await;
-        let verdict = match hook {
-            Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(e)) => Err(format!("hook task failed: {e}")),
-            Err(_) => Err("on_message exceeded its 5 s deadline".to_string()),
+    // A message taken from the queue that belongs to another thread than the batch being built.
+    let mut carry: Option<(Message, Reason)> = None;
+    loop {
+        let first = match carry.take() {
+            Some(x) => x,
+            None => match rx.recv().await {
+                Some(x) => x,
+                None => break,
+            },
         };
-        if let Err(e) = verdict {
-            tracing::warn!(persona = %name, event = %id, "message dropped by on_message: {e}");
-            out(format!("dropped {name} {id}: on_message: {e}"));
+        // Bursts: messages already waiting in the same thread go into one turn.
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(x) if x.0.root == batch[0].0.root => batch.push(x),
+                Ok(x) => {
+                    carry = Some(x);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let mut kept = Vec::with_capacity(batch.len());
+        for (message, reason) in batch {
+            if live
+                .answered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&message.id)
+            {
+                continue;
+            }
+            match on_message(&hooks, &live, &message).await {
+                Ok(()) => kept.push((message, reason)),
+                Err(e) => {
+                    let id = message.id.to_hex();
+                    tracing::warn!(persona = %name, event = %id, "message dropped by on_message: {e}");
+                    out(format!("dropped {name} {id}: on_message: {e}"));
+                }
+            }
+        }
+        // The turn answers the newest message; the earlier ones of the burst come with it.
+        let Some((message, reason)) = kept.pop() else {
             continue;
+        };
+        let earlier: Vec<(Message, String)> =
+            kept.into_iter().map(|(m, r)| (m, r.to_string())).collect();
+        let id = message.id.to_hex();
+        if !earlier.is_empty() {
+            let ids: Vec<String> = earlier.iter().map(|(m, _)| m.id.to_hex()).collect();
+            out(format!("batch {name} {id}: with {}", ids.join(",")));
         }
 
         let ctx = prompt::Context {
@@ -621,7 +637,14 @@ async fn worker(
                 .prefix
                 .as_ref()
                 .map(|(base, system)| (base.as_deref(), system.as_str()));
-            let text = prompt::assemble(prefix, &ctx, &reason.to_string(), &thread, &message);
+            let text = prompt::assemble(
+                prefix,
+                &ctx,
+                &reason.to_string(),
+                &thread,
+                &earlier,
+                &message,
+            );
             attempts += 1;
             match agent
                 .client
@@ -650,13 +673,14 @@ async fn worker(
             }
         };
         // Never two replies to one trigger, whatever happened above.
-        if !live
-            .answered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(message.id)
         {
-            continue;
+            let mut answered = live.answered.lock().unwrap_or_else(|e| e.into_inner());
+            if !answered.insert(message.id) {
+                continue;
+            }
+            for (m, _) in &earlier {
+                answered.insert(m.id);
+            }
         }
         let reply = turn.text.trim();
         if reply.is_empty() {
@@ -699,6 +723,35 @@ async fn worker(
             }
             Err(e) => out(format!("error {name} {id}: publishing the reply: {e}")),
         }
+    }
+}
+
+/// Runs the persona's `on_message` hook (read-only, [`ON_MESSAGE_DEADLINE`]); `Err` drops the message.
+async fn on_message(
+    hooks: &Arc<dyn HookRunner>,
+    live: &Arc<Live>,
+    message: &Message,
+) -> Result<(), String> {
+    let h = Arc::clone(hooks);
+    let l = Arc::clone(live);
+    let m = message.clone();
+    let hook = tokio::time::timeout(
+        ON_MESSAGE_DEADLINE,
+        tokio::task::spawn_blocking(move || {
+            h.run(
+                HookPoint::OnMessage,
+                &l.pack_id,
+                &l.resolved,
+                &l.cwd,
+                Some(&m),
+            )
+        }),
+    )
+    .await;
+    match hook {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(format!("hook task failed: {e}")),
+        Err(_) => Err("on_message exceeded its 5 s deadline".to_string()),
     }
 }
 

@@ -46,6 +46,7 @@ pub fn assemble(
     ctx: &Context<'_>,
     reason: &str,
     thread: &[Message],
+    earlier: &[(Message, String)],
     m: &Message,
 ) -> String {
     let mut sections = Vec::new();
@@ -96,6 +97,23 @@ pub fn assemble(
         }
         sections.push(t);
     }
+    if !earlier.is_empty() {
+        let mut b = format!(
+            "[Buzz events — {} earlier in this burst, answered together with the event below]",
+            earlier.len()
+        );
+        for (i, (x, why)) in earlier.iter().enumerate() {
+            b.push_str(&format!(
+                "\n--- Event {} ({why}) ---\nEvent ID: {}\nFrom: {}\nTime: {}\nText: {}",
+                i + 1,
+                x.id.to_hex(),
+                x.author.to_hex(),
+                x.created_at.as_secs(),
+                x.content
+            ));
+        }
+        sections.push(b);
+    }
     let tags = serde_json::to_string(&m.tags).unwrap_or_default();
     sections.push(format!(
         "[Buzz event: {reason}]\nEvent ID: {}\nChannel: {} (#{})\nKind: 9\nFrom: {}\nTime: {}\nTags: {tags}\nContent: {}",
@@ -133,14 +151,14 @@ mod tests {
             persona: "pip",
             publish: true,
         };
-        let p = assemble(Some((Some("BASE"), "SYS")), &ctx, "mention", &[], &m);
+        let p = assemble(Some((Some("BASE"), "SYS")), &ctx, "mention", &[], &[], &m);
         let b = p.find("[Base]\nBASE").unwrap();
         let s = p.find("[System]\nSYS").unwrap();
         let c = p.find("[Context]\nScope: channel").unwrap();
         let e = p.find("[Buzz event: mention]").unwrap();
         assert!(b < s && s < c && c < e);
         assert!(p.ends_with("Content: hello @pip"));
-        let bare = assemble(None, &ctx, "mention", std::slice::from_ref(&m), &m);
+        let bare = assemble(None, &ctx, "mention", std::slice::from_ref(&m), &[], &m);
         assert!(!bare.contains("[System]") && !bare.contains("[Base]"));
         assert!(bare.contains("[Thread Context (1 messages)]\n[1] "));
     }
