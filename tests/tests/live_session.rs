@@ -281,3 +281,48 @@ fn bundled_example_runs_with_no_arguments() {
         "the example pack is written to the data dir"
     );
 }
+
+#[test]
+fn the_agents_model_switch_is_used_when_it_offers_the_personas_model() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("pack");
+    write_pack(
+        &pack,
+        "com.example.model",
+        &[(
+            "pip",
+            &persona(
+                "pip",
+                "model: \"acme:echo-large\"\nsubscribe: [\"general\"]",
+                "You are Pip.",
+            ),
+        )],
+        &[],
+    );
+    // The agent offers the model under its full `provider:model` name.
+    let mut up = Up::start(
+        home.path(),
+        &[&pack],
+        &[],
+        &[("APIARY_AGENT_MODELS", "acme:echo-large,other")],
+    );
+    let id = up.post("general", "@pip which model?", &[]);
+    let reply = up.reply_to("pip", &id);
+    let sets = received(&up.capture("pip"), "session/set_config_option")
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(sets.len(), 1, "{sets:#?}");
+    assert_eq!(sets[0]["params"]["configId"], "model");
+    assert_eq!(sets[0]["params"]["value"], "acme:echo-large");
+    let events = up.history("general");
+    let r = events.iter().find(|e| e["id"] == reply).unwrap();
+    assert!(
+        r["content"]
+            .as_str()
+            .unwrap()
+            .contains("model=acme:echo-large"),
+        "{r}"
+    );
+    up.stop_ok();
+}

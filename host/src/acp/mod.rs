@@ -307,17 +307,37 @@ impl AcpClient {
         self.shared.alive.load(Ordering::SeqCst)
     }
 
-    /// `session/new`; returns the session id.
-    pub async fn new_session(&self, req: acp::NewSessionRequest) -> Result<String, AcpError> {
+    /// `session/new`; returns the session id and the raw answer (for its `configOptions`).
+    pub async fn new_session(
+        &self,
+        req: acp::NewSessionRequest,
+    ) -> Result<(String, Value), AcpError> {
         let value = self
             .request("session/new", to_value(&req), REQUEST_TIMEOUT)
             .await?;
         let resp: acp::NewSessionResponse =
-            serde_json::from_value(value).map_err(|e| AcpError::Invalid {
+            serde_json::from_value(value.clone()).map_err(|e| AcpError::Invalid {
                 method: "session/new",
                 detail: e.to_string(),
             })?;
-        Ok(resp.session_id.0.to_string())
+        Ok((resp.session_id.0.to_string(), value))
+    }
+
+    /// `session/set_config_option` with a value id (e.g. the model).
+    pub async fn set_config_option(
+        &self,
+        session: &str,
+        config_id: &str,
+        value: &str,
+    ) -> Result<(), AcpError> {
+        let req = acp::SetSessionConfigOptionRequest::new(
+            acp::SessionId::new(session.to_string()),
+            acp::SessionConfigId::new(config_id.to_string()),
+            value,
+        );
+        self.request("session/set_config_option", to_value(&req), REQUEST_TIMEOUT)
+            .await
+            .map(|_| ())
     }
 
     /// `session/prompt` with one text block; streamed message chunks become the turn's text. `idle`
@@ -453,6 +473,39 @@ impl AcpClient {
             Ok(Ok(Ok(v))) => Ok(v),
         }
     }
+}
+
+/// The model switch an agent offers in a `session/new` answer: its `configOptions` entry of category
+/// `model` (or id `model`), and the option value matching `provider:model` or `model` when it is not
+/// already the current one. `None` when the agent offers no such switch or not this model.
+pub fn model_switch(
+    new_session: &Value,
+    provider: Option<&str>,
+    model: &str,
+) -> Option<(String, String)> {
+    let wanted: Vec<String> = provider
+        .map(|p| format!("{p}:{model}"))
+        .into_iter()
+        .chain([model.to_string()])
+        .collect();
+    let options = new_session.get("configOptions")?.as_array()?;
+    let opt = options.iter().find(|o| {
+        o.get("category").and_then(Value::as_str) == Some("model")
+            || o.get("id").and_then(Value::as_str) == Some("model")
+    })?;
+    let id = opt.get("id")?.as_str()?;
+    let mut values = Vec::new();
+    for v in opt.get("options")?.as_array()?.iter().take(1000) {
+        match v.get("options").and_then(Value::as_array) {
+            Some(group) => values.extend(group.iter().filter_map(|g| g.get("value")?.as_str())),
+            None => values.extend(v.get("value").and_then(Value::as_str)),
+        }
+    }
+    let pick = wanted.iter().find(|w| values.contains(&w.as_str()))?;
+    if opt.get("currentValue").and_then(Value::as_str) == Some(pick.as_str()) {
+        return None;
+    }
+    Some((id.to_string(), pick.clone()))
 }
 
 fn to_value(v: &impl serde::Serialize) -> Value {
@@ -614,6 +667,21 @@ fn choose_permission(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_switch_finds_the_offered_model() {
+        let resp = json!({"sessionId": "s", "configOptions": [
+            {"id": "mdl", "name": "Model", "category": "model", "type": "select", "currentValue": "a",
+             "options": [{"value": "a", "name": "A"}, {"group": "g", "name": "G",
+                          "options": [{"value": "acme:big", "name": "Big"}]}]}]});
+        assert_eq!(
+            model_switch(&resp, Some("acme"), "big"),
+            Some(("mdl".into(), "acme:big".into()))
+        );
+        assert_eq!(model_switch(&resp, None, "a"), None, "already current");
+        assert_eq!(model_switch(&resp, None, "zzz"), None, "not offered");
+        assert_eq!(model_switch(&json!({"sessionId": "s"}), None, "a"), None);
+    }
 
     #[test]
     fn command_lines_split_with_quotes() {

@@ -15,6 +15,9 @@
 //!   directory remembers), so a restarted agent answers;
 //! - `!silent`: ends the turn without any message text.
 //!
+//! Its sessions offer a `model` config option (`default` plus `APIARY_AGENT_MODELS`, comma-separated,
+//! default `echo-large,echo-small`); the reply names the session's model.
+//!
 //! `APIARY_AGENT_CAPTURE=<file>` appends, one JSON object per line, `{"persona", "env"}` at start and
 //! `{"persona", "recv": <message>}` for every JSON-RPC message received, so tests can assert what the
 //! client sent and which environment the process got.
@@ -39,6 +42,45 @@ struct Agent {
     answered: std::sync::Condvar,
     cancelled: Mutex<HashSet<String>>,
     sessions: Mutex<BTreeMap<String, String>>,
+    /// Models chosen with `session/set_config_option`, by session.
+    models: Mutex<BTreeMap<String, String>>,
+}
+
+/// The models the agent offers (`APIARY_AGENT_MODELS`, comma-separated), always with `default`.
+fn offered_models() -> Vec<String> {
+    let mut out = vec!["default".to_string()];
+    let list =
+        std::env::var("APIARY_AGENT_MODELS").unwrap_or_else(|_| "echo-large,echo-small".into());
+    out.extend(
+        list.split(',')
+            .map(|m| m.trim().to_string())
+            .filter(|m| !m.is_empty() && m != "default"),
+    );
+    out
+}
+
+fn model_option(current: &str) -> Value {
+    let options: Vec<Value> = offered_models()
+        .into_iter()
+        .map(|m| json!({"value": m, "name": m}))
+        .collect();
+    json!({"id": "model", "name": "Model", "category": "model", "type": "select",
+           "currentValue": current, "options": options})
+}
+
+/// The session's model: chosen through the config option, else the environment, else `default`.
+fn current_model(agent: &Agent, session: &str) -> String {
+    if let Some(m) = agent
+        .models
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(session)
+    {
+        return m.clone();
+    }
+    std::env::var("APIARY_AGENT_MODEL")
+        .or_else(|_| std::env::var("GOOSE_MODEL"))
+        .unwrap_or_else(|_| "default".to_string())
 }
 
 impl Agent {
@@ -134,6 +176,7 @@ fn main() {
         answered: std::sync::Condvar::new(),
         cancelled: Mutex::new(HashSet::new()),
         sessions: Mutex::new(BTreeMap::new()),
+        models: Mutex::new(BTreeMap::new()),
     });
     agent.capture(json!({"persona": persona, "pid": std::process::id(), "env": interesting_env()}));
 
@@ -221,7 +264,26 @@ fn handle(agent: &Arc<Agent>, msg: Value) {
                 .to_string();
             sessions.insert(sid.clone(), cwd);
             drop(sessions);
-            agent.respond(&id, json!({"sessionId": sid}));
+            agent.respond(
+                &id,
+                json!({"sessionId": sid, "configOptions": [model_option(&current_model(agent, &sid))]}),
+            );
+        }
+        (Some("session/set_config_option"), Some(id)) => {
+            let sid = params.get("sessionId").and_then(Value::as_str).unwrap_or("");
+            let value = params.get("value").and_then(Value::as_str).unwrap_or("");
+            if params.get("configId").and_then(Value::as_str) == Some("model")
+                && offered_models().iter().any(|m| m == value)
+            {
+                agent
+                    .models
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(sid.to_string(), value.to_string());
+                agent.respond(&id, json!({"configOptions": [model_option(value)]}));
+            } else {
+                agent.error(&id, -32602, "unknown config option or value");
+            }
         }
         (Some("session/prompt"), Some(id)) => {
             let agent = Arc::clone(agent);
@@ -330,9 +392,7 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
         }
     }
     if !content.contains("!silent") {
-        let model = std::env::var("APIARY_AGENT_MODEL")
-            .or_else(|_| std::env::var("GOOSE_MODEL"))
-            .unwrap_or_else(|_| "default".to_string());
+        let model = current_model(agent, &session);
         let mut reply = format!("echo: {content}");
         // Streamed in two chunks, as real agents do.
         let split = reply.len() / 2;

@@ -526,7 +526,19 @@ async fn connect_agent(
             req = req.system_prompt(sp.clone());
         }
         match agent.new_session(req).await {
-            Ok(session) => {
+            Ok((session, answer)) => {
+                // The agent's own model switch, when it offers the persona's model.
+                if let Some(m) = &persona.model
+                    && let Some((config_id, value)) =
+                        crate::acp::model_switch(&answer, m.provider.as_deref(), &m.model)
+                {
+                    match agent.set_config_option(&session, &config_id, &value).await {
+                        Ok(()) => {
+                            tracing::info!(persona = %name, model = %value, "model selected through session/set_config_option")
+                        }
+                        Err(e) => tracing::warn!(persona = %name, "selecting model {value}: {e}"),
+                    }
+                }
                 sessions.insert(id.clone(), session);
             }
             Err(e) => {
