@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use wasmtime::component::{ComponentExportIndex, WasmStr};
+use wasmtime::component::ComponentExportIndex;
 
 pub use super::bindings::latest::converter::exports::apiary::plugin::format_converter::{
     Conversion, ConverterInfo, Detection, Finding, Report, Request,
@@ -105,7 +105,7 @@ impl ConverterRunner {
         };
         sandbox.call(&self.loaded, &self.limits, &grants, |store, pre| {
             let instance = pre.instantiate(&mut *store)?;
-            let f = instance.get_typed_func::<(&Request,), (Result<Report, WasmStr>,)>(
+            let f = instance.get_typed_func::<(&Request,), (Result<Report, String>,)>(
                 &mut *store,
                 &self.exports[2],
             )?;
@@ -126,11 +126,7 @@ impl ConverterRunner {
                         Ok(report)
                     }
                 }
-                Err(message) => Err(guest_error(
-                    &name,
-                    &message.to_str(&*store)?,
-                    limits.max_string,
-                )),
+                Err(message) => Err(guest_error(&name, &message, limits.max_string)),
             })
         })
     }

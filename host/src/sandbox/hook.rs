@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use wasmtime::component::{ComponentExportIndex, WasmStr};
+use wasmtime::component::ComponentExportIndex;
 
 use super::bindings::latest::hook::exports::apiary::plugin::lifecycle;
 use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, World, truncate};
@@ -112,7 +112,7 @@ impl HookRunner {
                         &self.exports[1]
                     };
                     let f = instance
-                        .get_typed_func::<(&lifecycle::Persona,), (Result<(), WasmStr>,)>(
+                        .get_typed_func::<(&lifecycle::Persona,), (Result<(), String>,)>(
                             &mut *store,
                             index,
                         )?;
@@ -131,7 +131,7 @@ impl HookRunner {
                         },
                     };
                     let f = instance
-                        .get_typed_func::<(&lifecycle::MessageContext,), (Result<(), WasmStr>,)>(
+                        .get_typed_func::<(&lifecycle::MessageContext,), (Result<(), String>,)>(
                             &mut *store,
                             &self.exports[2],
                         )?;
@@ -140,13 +140,16 @@ impl HookRunner {
             };
             Ok(match answer {
                 Ok(()) => Ok(()),
-                Err(message) => Err(guest_error(&name, &message.to_str(&*store)?, max_string)),
+                Err(message) => Err(guest_error(&name, &message, max_string)),
             })
         })
     }
 }
 
-/// The guest's error string, refused (not copied) when it is over the cap.
+/// The guest's error string, refused when it is over the cap. (It has been copied out of the guest
+/// by then: wasmtime runs the guest's post-return, which frees its answer, before `call` returns,
+/// so lazily-lifted `WasmStr`/`WasmList` results would dangle. The copy is bounded by the guest's
+/// memory cap.)
 pub(crate) fn guest_error(name: &str, message: &str, max: usize) -> SandboxError {
     if message.len() > max {
         return SandboxError::Oversized {

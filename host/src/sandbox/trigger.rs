@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use wasmtime::component::{ComponentExportIndex, WasmList};
+use wasmtime::component::ComponentExportIndex;
 
 pub use super::bindings::latest::trigger::exports::apiary::plugin::matcher::{
     Decision, Message, Persona, Reason, Wake,
@@ -115,9 +115,10 @@ impl TriggerRunner {
         sandbox.call(&self.loaded, &self.limits, &Grants::none(), |store, pre| {
             let instance = pre.instantiate(&mut *store)?;
             let f = instance
-                .get_typed_func::<(&[Persona], &[Message]), (WasmList<Wake>,)>(&mut *store, &self.exports[1])?;
+                .get_typed_func::<(&[Persona], &[Message]), (Vec<Wake>,)>(&mut *store, &self.exports[1])?;
             let (list,) = f.call(&mut *store, (personas, messages))?;
-            // The length is checked before a single element is copied out of the guest.
+            // Checked after the copy out of the guest (see `hook::guest_error`), which the guest's
+            // memory cap bounds.
             let most = (personas.len() * messages.len()).min(limits.max_list);
             if list.len() > most {
                 return Ok(Err(SandboxError::Oversized {
@@ -128,8 +129,7 @@ impl TriggerRunner {
                 }));
             }
             let mut wakes_out = Vec::with_capacity(list.len());
-            for wake in list.iter(&mut *store)? {
-                let wake = wake?;
+            for wake in list {
                 if wake.message as usize >= messages.len() || wake.persona as usize >= personas.len() {
                     return Ok(Err(SandboxError::Invalid {
                         name: name.to_string(),
