@@ -82,6 +82,14 @@ fn main() {
     if let Some(s) = &sandbox {
         print_row("trigger-default component", s, Some(&native));
     }
+    match memory_per_persona() {
+        Some(kib) => println!(
+            "harness memory per idle persona (agents excluded): {:.0} KiB (goal <= 2048 KiB: {})",
+            kib,
+            if kib <= 2048.0 { "met" } else { "NOT met" }
+        ),
+        None => println!("harness memory per idle persona: not measured (set-up failed)"),
+    }
     let budget = Duration::from_millis(2);
     let p99 = sandbox.as_ref().unwrap_or(&native).p99;
     println!(
@@ -89,6 +97,118 @@ fn main() {
         if p99 <= budget { "met" } else { "NOT met" },
         sandbox.as_ref().unwrap_or(&native).mean.as_secs_f64() * 1000.0 * 100.0
     );
+}
+
+/// Harness memory per idle persona: RSS of this process with the embedded relay up, then with 50
+/// personas started (their agents are separate processes and not counted), divided by 50.
+fn memory_per_persona() -> Option<f64> {
+    use apiary::acp::{AgentCommand, PermissionPolicy};
+    use apiary::dispatch::{self, NativeTriggers, NoHooks, PackRun};
+    use std::sync::{Arc, mpsc};
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .ok()?;
+    let tmp = tempfile::tempdir().ok()?;
+    let pack = tmp.path().join("pack");
+    let mut personas = Vec::new();
+    for i in 0..PERSONAS {
+        let rel = format!("agents/p{i}.persona.md");
+        let path = pack.join(&rel);
+        std::fs::create_dir_all(path.parent()?).ok()?;
+        std::fs::write(
+            &path,
+            format!(
+                "---\nname: p{i}\ndisplay_name: P{i}\ndescription: bench\nruntime: apiary-agent\nsubscribe: [\"ch{}\", \"ch{}\"]\n---\nYou are P{i}.\n",
+                (2 * i) % CHANNELS,
+                (2 * i + 1) % CHANNELS
+            ),
+        )
+        .ok()?;
+        personas.push(format!("\"{rel}\""));
+    }
+    std::fs::create_dir_all(pack.join(".plugin")).ok()?;
+    std::fs::write(
+        pack.join(".plugin/plugin.json"),
+        format!(
+            "{{\"id\": \"bench.pack\", \"name\": \"Bench\", \"version\": \"1.0.0\", \"personas\": [{}]}}",
+            personas.join(",")
+        ),
+    )
+    .ok()?;
+    let loaded = apiary::pack::load(&pack);
+    let pack = loaded.pack?;
+    let resolved = apiary::resolve::resolve(
+        &pack,
+        &apiary::resolve::Overrides::default(),
+        &apiary::resolve::process_env,
+    );
+    let (tx, rx) = mpsc::channel::<String>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let result = rt.block_on(async move {
+        let relay = apiary::relay::embedded::Embedded::start("127.0.0.1:0".parse().ok()?, None)
+            .await
+            .ok()?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let before = rss_kib()?;
+        let config = dispatch::Config {
+            relay_url: relay.url.clone(),
+            agent: AgentCommand {
+                program: env!("CARGO_BIN_EXE_apiary-agent").into(),
+                args: vec![],
+            },
+            publish: true,
+            policy: PermissionPolicy::Deny,
+            idle_timeout: Duration::from_secs(60),
+            turn_timeout: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(5),
+            workspace_root: tmp.path().join("ws"),
+            keys: apiary::relay::keys::KeyStore::new(tmp.path().join("keys")),
+            base_prompt: None,
+        };
+        let out: dispatch::Out = Arc::new(move |l: String| {
+            let _ = tx.send(l);
+        });
+        let harness = tokio::spawn(dispatch::run(
+            config,
+            vec![PackRun { pack, resolved }],
+            Arc::new(NativeTriggers),
+            Arc::new(NoHooks),
+            out,
+            async move {
+                let _ = stop_rx.await;
+            },
+        ));
+        let ready = tokio::task::spawn_blocking(move || {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while let Ok(l) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                if l.starts_with("ready ") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .ok()?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = rss_kib()?;
+        let _ = stop_tx.send(());
+        let _ = harness.await;
+        relay.shutdown();
+        ready.then(|| (after.saturating_sub(before)) as f64 / PERSONAS as f64)
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 struct Stats {
