@@ -26,6 +26,8 @@ fn sandbox() -> &'static Sandbox {
                 threshold: u32::MAX,
                 ..BreakerPolicy::default()
             },
+            // Leave the operator's compile cache alone (the e2e tests cover the cache).
+            cache_dir: None,
             ..SandboxConfig::default()
         })
         .expect("sandbox")

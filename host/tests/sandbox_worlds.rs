@@ -6,14 +6,23 @@ use std::path::Path;
 use apiary::sandbox::converter::{ConverterRunner, Request};
 use apiary::sandbox::hook::{HookPoint, HookRunner};
 use apiary::sandbox::trigger::{Message, Persona, Reason, TriggerRunner};
-use apiary::sandbox::{BUILT_GUESTS_DIR, Sandbox, SandboxError, World};
+use apiary::sandbox::{BUILT_GUESTS_DIR, Sandbox, SandboxConfig, SandboxError, World};
 
 fn guest(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(BUILT_GUESTS_DIR).join(format!("{name}.wasm"))).unwrap()
 }
 
+/// One sandbox for these tests, without a compile cache (the operator's cache dir stays
+/// untouched; the e2e tests cover the cache).
 fn sb() -> &'static Sandbox {
-    Sandbox::shared().unwrap()
+    static SB: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
+    SB.get_or_init(|| {
+        Sandbox::new(SandboxConfig {
+            cache_dir: None,
+            ..SandboxConfig::default()
+        })
+        .unwrap()
+    })
 }
 
 fn persona(
