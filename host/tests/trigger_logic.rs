@@ -1,0 +1,58 @@
+//! The trigger-default logic compiled natively: its keyword prefilter must never hide a match that a
+//! plain substring search finds (it is an optimisation, not a rule).
+
+#[path = "../../guests/trigger-default/src/logic.rs"]
+#[allow(dead_code)]
+mod logic;
+
+use logic::{Matcher, Prepared, Reason};
+
+/// Deterministic xorshift, so failures reproduce.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[(self.next() % items.len() as u64) as usize]
+    }
+}
+
+#[test]
+fn keyword_decisions_equal_a_plain_substring_search() {
+    let alphabet = [
+        "a", "b", "e", "x", "é", "ß", "CVE", " ", "-", "Ü", "ab", "ba", "z",
+    ];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for round in 0..3000 {
+        let keyword: String = (0..1 + rng.next() % 4)
+            .map(|_| rng.pick(&alphabet))
+            .collect();
+        let text: String = (0..rng.next() % 40).map(|_| rng.pick(&alphabet)).collect();
+        let matcher = Matcher::new("p", false, &[keyword.as_str()], false, &["general"]);
+        let decided = matcher.decide(&Prepared::new("general", &text, &[] as &[&str]));
+        let expected = if text.to_lowercase().contains(&keyword.to_lowercase()) {
+            Reason::Keyword(0)
+        } else {
+            Reason::NoMatch
+        };
+        assert_eq!(
+            decided, expected,
+            "round {round}: keyword {keyword:?} in {text:?}"
+        );
+    }
+}
+
+#[test]
+fn one_byte_keywords_and_keywords_at_the_edges_match() {
+    let m = Matcher::new("p", false, &["x", "deploy", "ß"], false, &["#ops"]);
+    let decide = |text: &str| m.decide(&Prepared::new("ops", text, &[] as &[&str]));
+    assert_eq!(decide("x"), Reason::Keyword(0));
+    assert_eq!(decide("DEPLOY"), Reason::Keyword(1));
+    assert_eq!(decide("time to deploy"), Reason::Keyword(1));
+    assert_eq!(decide("straße"), Reason::Keyword(2));
+    assert_eq!(decide("nothing here"), Reason::NoMatch);
+}
