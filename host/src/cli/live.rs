@@ -473,20 +473,13 @@ pub fn post(args: PostArgs) -> u8 {
                 return exit::FAILURE;
             }
         };
-        let client = match relay::connect(&url, Duration::from_secs(10)).await {
+        let (client, channel_id) = match connect_to_channel(&url, &channel).await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e:#}");
                 return exit::FAILURE;
             }
         };
-        let ids = relay::resolve_channels(
-            &client,
-            std::slice::from_ref(&channel),
-            Duration::from_secs(3),
-        )
-        .await;
-        let channel_id = ids.get(&channel).cloned().unwrap_or(channel.clone());
         let mut tags = vec![relay::channel_tag(&channel_id)];
         if let Some(parent) = &args.reply_to {
             let Ok(parent) = EventId::parse(parent) else {
@@ -540,6 +533,17 @@ pub fn post(args: PostArgs) -> u8 {
     code
 }
 
+/// A client connected to `url`, and the relay's id for the channel named `channel` (the name itself
+/// when the relay publishes no metadata for it).
+async fn connect_to_channel(url: &str, channel: &str) -> anyhow::Result<(Client, String)> {
+    let client = relay::connect(url, Duration::from_secs(10)).await?;
+    let name = channel.to_string();
+    let ids =
+        relay::resolve_channels(&client, std::slice::from_ref(&name), Duration::from_secs(3)).await;
+    let id = ids.get(&name).cloned().unwrap_or(name);
+    Ok((client, id))
+}
+
 fn print_event(ev: &Event, json: bool) {
     if json {
         say(ev.as_json());
@@ -567,20 +571,13 @@ pub fn tail(args: TailArgs) -> u8 {
         return exit::FAILURE;
     };
     let code = rt.block_on(async {
-        let client = match relay::connect(&url, Duration::from_secs(10)).await {
+        let (client, channel_id) = match connect_to_channel(&url, &channel).await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e:#}");
                 return exit::FAILURE;
             }
         };
-        let ids = relay::resolve_channels(
-            &client,
-            std::slice::from_ref(&channel),
-            Duration::from_secs(3),
-        )
-        .await;
-        let channel_id = ids.get(&channel).cloned().unwrap_or(channel.clone());
         let mut printed = 0usize;
         let mut seen = std::collections::HashSet::new();
         let deadline = args
