@@ -150,6 +150,8 @@ fn init_logging(verbose: u8, live: bool) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never into log files or pipes.
+        .with_ansi(stderr_is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_target(false)
         .try_init();
 }
