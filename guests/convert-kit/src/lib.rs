@@ -1,0 +1,24 @@
+//! Shared pieces of apiary's converter components.
+//!
+//! Every built-in converter translates between one foreign format and the persona pack (the pivot
+//! format); this crate holds what all of them need, so each converter is only its mapping:
+//! - [`pack`]: read a persona pack from a tree into an ordered model, and write one back;
+//! - [`frontmatter`]: split markdown frontmatter, parse it strictly or (for real-world files that
+//!   are not YAML) leniently, and render it;
+//! - [`slug`]: one name normaliser with per-format rules;
+//! - [`report`]: the conversion report (lost, synthesised, normalised, reinterpreted findings);
+//! - [`tree`]: small filesystem helpers over the `/input` and `/output` preopens.
+//!
+//! It is plain Rust with no WIT bindings, so it is unit-tested natively:
+//! `cargo test -p convert-kit --target x86_64-unknown-linux-gnu` in `guests/`.
+
+pub mod frontmatter;
+pub mod pack;
+pub mod report;
+pub mod slug;
+pub mod tree;
+
+pub use frontmatter::{Frontmatter, ParseMode};
+pub use pack::{McpServer, Pack, Persona, Skill};
+pub use report::{Finding, Report};
+pub use serde_json::{Map, Value, json};

@@ -1,0 +1,401 @@
+//! The persona pack (the pivot format) as an ordered, in-memory model: read from a tree, write to
+//! one. Reading keeps every field as written (unknown keys included) so a converter decides what
+//! to carry and what to report; writing lays the pack out as spec §3 does.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::frontmatter::{self, ParseMode};
+use crate::report::Report;
+use crate::tree;
+
+/// Where the manifest lives in a persona pack.
+pub const MANIFEST: &str = ".plugin/plugin.json";
+/// The `$schema` apiary writes into persona pack manifests.
+pub const SCHEMA: &str = "https://open-plugin-spec.org/schema/v1/plugin.json";
+/// Most bytes of skill files a pack model holds in memory.
+pub const MAX_SKILL_BYTES: usize = 32 * 1024 * 1024;
+
+/// A persona pack.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pack {
+    /// `.plugin/plugin.json`, every key in file order. `personas`, `mcp_config`,
+    /// `pack_instructions` and `hooks_config` are rewritten by [`Pack::write`] to match the files.
+    pub manifest: Map<String, Value>,
+    pub personas: Vec<Persona>,
+    pub skills: Vec<Skill>,
+    /// Pack-level MCP servers (`mcpServers` of `.mcp.json`), in file order.
+    pub mcp_servers: Vec<McpServer>,
+    /// `hooks/hooks.json` (`{on_start, on_stop, on_message}`), when the pack has hooks.
+    pub hooks: Option<Value>,
+    /// Files a hook entry points at (scripts, `.wasm`), pack-relative, carried as opaque bytes.
+    pub hook_files: Vec<(String, Vec<u8>)>,
+    /// The text of the pack instructions file.
+    pub instructions: Option<String>,
+}
+
+/// One persona: its file, frontmatter fields in file order, and body (the system prompt).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Persona {
+    /// Pack-relative path, e.g. `agents/pip.persona.md`.
+    pub file: String,
+    pub fields: Map<String, Value>,
+    pub body: String,
+    pub mode: ParseMode,
+}
+
+/// One skill directory with all its files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skill {
+    /// The directory name (the skill's load key), e.g. `code-review`.
+    pub name: String,
+    /// `description` from its `SKILL.md` frontmatter (empty when missing).
+    pub description: String,
+    /// Files relative to the skill directory (`SKILL.md` first), with their bytes.
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+/// One MCP server as written in `.mcp.json` (`name` is its key there).
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServer {
+    pub name: String,
+    pub config: Map<String, Value>,
+}
+
+impl Persona {
+    /// The persona's `name` field (empty when missing).
+    pub fn name(&self) -> &str {
+        self.str_field("name")
+    }
+
+    /// A string field, empty when missing or not a string.
+    pub fn str_field(&self, key: &str) -> &str {
+        self.fields
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+}
+
+impl Skill {
+    /// Reads a skill directory (`dir` relative to `root`).
+    pub fn read(root: &Path, dir: &str) -> Result<Skill, String> {
+        let dir = dir.trim_end_matches('/');
+        let name = dir.rsplit('/').next().unwrap_or(dir).to_string();
+        let mut files = Vec::new();
+        let mut total = 0usize;
+        for file in tree::walk(root, dir)? {
+            let bytes = tree::read_bytes(root, &file)?;
+            total += bytes.len();
+            if total > MAX_SKILL_BYTES {
+                return Err(format!(
+                    "skill {dir} is larger than {MAX_SKILL_BYTES} bytes"
+                ));
+            }
+            files.push((file[dir.len()..].trim_start_matches('/').to_string(), bytes));
+        }
+        files.sort_by_key(|(path, _)| path != "SKILL.md");
+        let description = files
+            .iter()
+            .find(|(path, _)| path == "SKILL.md")
+            .and_then(|(_, bytes)| std::str::from_utf8(bytes).ok())
+            .map(frontmatter::parse)
+            .and_then(|fm| {
+                fm.fields
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        Ok(Skill {
+            name,
+            description,
+            files,
+        })
+    }
+
+    /// The text of its `SKILL.md`, when it has one.
+    pub fn skill_md(&self) -> Option<&str> {
+        self.files
+            .iter()
+            .find(|(path, _)| path == "SKILL.md")
+            .and_then(|(_, bytes)| std::str::from_utf8(bytes).ok())
+    }
+
+    /// Writes the skill under `dir` (relative to `root`).
+    pub fn write(&self, root: &Path, dir: &str) -> Result<(), String> {
+        for (path, bytes) in &self.files {
+            tree::write(root, &format!("{dir}/{path}"), bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads the `mcpServers` map of an MCP config file into a list, in file order.
+pub fn read_mcp(root: &Path, file: &str) -> Result<Vec<McpServer>, String> {
+    let value = tree::read_json(root, file)?;
+    let servers = value
+        .get("mcpServers")
+        .and_then(Value::as_object)
+        .ok_or_else(|| format!("{file}: no `mcpServers` object"))?;
+    Ok(servers
+        .iter()
+        .filter_map(|(name, config)| {
+            config.as_object().map(|config| McpServer {
+                name: name.clone(),
+                config: config.clone(),
+            })
+        })
+        .collect())
+}
+
+fn manifest_path(manifest: &Map<String, Value>, key: &str, default: &str) -> String {
+    manifest
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or(default)
+        .to_string()
+}
+
+impl Pack {
+    /// A new, empty pack with the three required manifest fields.
+    pub fn new(id: &str, name: &str, version: &str) -> Pack {
+        let mut manifest = Map::new();
+        manifest.insert("$schema".into(), SCHEMA.into());
+        manifest.insert("id".into(), id.into());
+        manifest.insert("name".into(), name.into());
+        manifest.insert("version".into(), version.into());
+        Pack {
+            manifest,
+            ..Pack::default()
+        }
+    }
+
+    /// Whether `root` looks like a persona pack (a manifest with `personas`).
+    pub fn detect(root: &Path) -> bool {
+        tree::read_json(root, MANIFEST)
+            .ok()
+            .is_some_and(|m| m.get("personas").is_some())
+    }
+
+    /// Reads the pack at `root`. Problems that leave a usable pack become findings; a pack that
+    /// cannot be read at all is an error.
+    pub fn read(root: &Path) -> Result<(Pack, Report), String> {
+        let mut report = Report::default();
+        let manifest = match tree::read_json(root, MANIFEST)? {
+            Value::Object(map) => map,
+            _ => return Err(format!("{MANIFEST} is not a JSON object")),
+        };
+        let mut pack = Pack {
+            manifest,
+            ..Pack::default()
+        };
+
+        let files: Vec<String> = match pack.manifest.get("personas") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => return Err(format!("{MANIFEST} has no `personas` list")),
+        };
+        for file in files {
+            let text = tree::read(root, &file)?;
+            let fm = frontmatter::parse(&text);
+            if fm.mode == ParseMode::Lenient {
+                report.reinterpreted(
+                    "lenient-frontmatter",
+                    &file,
+                    "",
+                    format!(
+                        "frontmatter is not strict YAML ({}); read with the lenient key-line scanner",
+                        fm.strict_error.as_deref().unwrap_or("parse error")
+                    ),
+                );
+            }
+            pack.personas.push(Persona {
+                file: file.trim_start_matches("./").to_string(),
+                fields: fm.fields,
+                body: fm.body,
+                mode: fm.mode,
+            });
+        }
+
+        for name in tree::list(root, "skills") {
+            let dir = format!("skills/{name}");
+            if tree::is_dir(root, &dir) {
+                pack.skills.push(Skill::read(root, &dir)?);
+            }
+        }
+        // Skills a persona lists outside `skills/` are read too, once.
+        let listed: Vec<String> = pack
+            .personas
+            .iter()
+            .flat_map(|p| {
+                p.fields
+                    .get("skills")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter_map(|v| {
+                v.as_str()
+                    .map(|s| s.trim_start_matches("./").trim_end_matches('/').to_string())
+            })
+            .collect();
+        for dir in listed {
+            let name = dir.rsplit('/').next().unwrap_or(&dir).to_string();
+            if !pack.skills.iter().any(|s| s.name == name) && tree::is_dir(root, &dir) {
+                pack.skills.push(Skill::read(root, &dir)?);
+            }
+        }
+
+        let mcp = manifest_path(&pack.manifest, "mcp_config", ".mcp.json");
+        if tree::is_file(root, &mcp) {
+            pack.mcp_servers = read_mcp(root, &mcp)?;
+        }
+
+        let hooks = manifest_path(&pack.manifest, "hooks_config", "hooks/hooks.json");
+        if tree::is_file(root, &hooks) {
+            let value = tree::read_json(root, &hooks)?;
+            for command in hook_commands(&value) {
+                let path = command.trim_start_matches("./");
+                if tree::is_file(root, path) {
+                    pack.hook_files
+                        .push((path.to_string(), tree::read_bytes(root, path)?));
+                }
+            }
+            pack.hooks = Some(value);
+        }
+
+        if let Some(file) = pack
+            .manifest
+            .get("pack_instructions")
+            .and_then(Value::as_str)
+        {
+            match tree::read(root, file) {
+                Ok(text) => pack.instructions = Some(text),
+                Err(e) => report.lost("missing-file", file, "", e),
+            }
+        }
+        Ok((pack, report))
+    }
+
+    /// Writes the pack under `root` in the spec §3 layout: `.plugin/plugin.json`,
+    /// `agents/<file>`, `skills/<name>/`, `.mcp.json`, `hooks/hooks.json` and `instructions.md`.
+    pub fn write(&self, root: &Path) -> Result<(), String> {
+        let mut manifest = self.manifest.clone();
+        let files: Vec<Value> = self
+            .personas
+            .iter()
+            .map(|p| Value::from(p.file.clone()))
+            .collect();
+        manifest.insert("personas".into(), Value::Array(files));
+        for persona in &self.personas {
+            tree::write(
+                root,
+                &persona.file,
+                frontmatter::render(&persona.fields, &persona.body),
+            )?;
+        }
+        for skill in &self.skills {
+            skill.write(root, &format!("skills/{}", skill.name))?;
+        }
+        if self.mcp_servers.is_empty() {
+            manifest.remove("mcp_config");
+        } else {
+            let servers: Map<String, Value> = self
+                .mcp_servers
+                .iter()
+                .map(|s| (s.name.clone(), Value::Object(s.config.clone())))
+                .collect();
+            tree::write_json(
+                root,
+                ".mcp.json",
+                &serde_json::json!({ "mcpServers": servers }),
+            )?;
+            manifest.insert("mcp_config".into(), ".mcp.json".into());
+        }
+        match &self.hooks {
+            Some(hooks) => {
+                tree::write_json(root, "hooks/hooks.json", hooks)?;
+                manifest.insert("hooks_config".into(), "hooks/hooks.json".into());
+                for (path, bytes) in &self.hook_files {
+                    tree::write(root, path, bytes)?;
+                }
+            }
+            None => {
+                manifest.remove("hooks_config");
+            }
+        }
+        match &self.instructions {
+            Some(text) => {
+                tree::write(root, "instructions.md", text)?;
+                manifest.insert("pack_instructions".into(), "instructions.md".into());
+            }
+            None => {
+                manifest.remove("pack_instructions");
+            }
+        }
+        tree::write_json(root, MANIFEST, &Value::Object(manifest))
+    }
+}
+
+/// The command strings of a lifecycle hooks file, whatever its exact shape (a string or an object
+/// with `command` per event, or a list of those).
+pub fn hook_commands(hooks: &Value) -> Vec<String> {
+    fn collect(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            Value::Object(map) => {
+                if let Some(Value::String(command)) = map.get("command") {
+                    out.push(command.clone());
+                } else {
+                    map.values().for_each(|v| collect(v, out));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    collect(hooks, &mut out);
+    // Only the program part of a command line names a file.
+    out.into_iter()
+        .filter_map(|c| c.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meadow() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/meadow")
+    }
+
+    #[test]
+    fn reads_and_rewrites_the_example_pack() {
+        let (pack, report) = Pack::read(&meadow()).unwrap();
+        assert!(report.is_empty(), "{report:?}");
+        assert_eq!(pack.personas.len(), 4);
+        assert_eq!(pack.personas[0].name(), "pip");
+        assert_eq!(pack.skills.len(), 3);
+        assert_eq!(pack.mcp_servers[0].name, "github");
+        assert!(pack.instructions.is_some());
+
+        let out = std::env::temp_dir().join(format!("convert-kit-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        pack.write(&out).unwrap();
+        let (again, _) = Pack::read(&out).unwrap();
+        assert_eq!(again, pack);
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn refuses_paths_that_leave_the_tree() {
+        assert!(tree::join(Path::new("/input"), "../etc/passwd").is_err());
+        assert!(tree::join(Path::new("/input"), "/etc/passwd").is_err());
+        assert!(tree::join(Path::new("/input"), "./agents/a.md").is_ok());
+    }
+}
