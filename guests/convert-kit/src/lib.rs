@@ -9,8 +9,8 @@
 //! - [`report`]: the conversion report (lost, synthesised, normalised, reinterpreted findings);
 //! - [`tree`]: small filesystem helpers over the `/input` and `/output` preopens.
 //!
-//! It is plain Rust with no WIT bindings, so it is unit-tested natively:
-//! `cargo test -p convert-kit --target x86_64-unknown-linux-gnu` in `guests/`.
+//! It is plain Rust with no WIT bindings: a member of the root workspace, so `cargo test
+//! --workspace` tests it natively, and a path dependency of the converters in `guests/`.
 
 pub mod frontmatter;
 pub mod pack;
