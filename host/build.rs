@@ -57,6 +57,43 @@ fn main() {
         "cargo:rustc-env=APIARY_TRIGGER_DEFAULT_WASM={}",
         trigger.display()
     );
+    embed_converters(&out);
+}
+
+/// The guest crates embedded as built-in converters (`apiary convert`). `converter-sample` is
+/// deliberately not one: it only serves tests.
+const BUILTIN_CONVERTERS: &[&str] = &[
+    "converter-agent-plugins",
+    "converter-claude",
+    "converter-duduclaw",
+    "converter-agent-compose",
+];
+
+/// Writes `$OUT_DIR/builtin_converters.rs`: a `&[(&str, &[u8])]` of the built-in converter
+/// components that were built. A missing one is a warning, not an error, so the host builds while
+/// a converter crate is still being written; `apiary convert --list` shows what is embedded.
+fn embed_converters(out: &Path) {
+    let mut rows = String::from("&[\n");
+    for crate_name in BUILTIN_CONVERTERS {
+        let file = out.join(format!("{}.wasm", crate_name.replace('-', "_")));
+        if file.is_file() {
+            rows.push_str(&format!(
+                "    ({crate_name:?}, include_bytes!({:?}) as &[u8]),\n",
+                file.display().to_string()
+            ));
+        } else {
+            println!(
+                "cargo:warning=built-in converter {crate_name} is not built ({} missing); apiary will run without it",
+                file.display()
+            );
+        }
+    }
+    rows.push_str("]\n");
+    let dest =
+        PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("builtin_converters.rs");
+    if let Err(e) = std::fs::write(&dest, rows) {
+        fail(&format!("cannot write {}: {e}", dest.display()));
+    }
 }
 
 /// Prints one clear line and stops the build.

@@ -6,6 +6,7 @@
 
 pub mod acp;
 pub mod cli;
+pub mod convert;
 pub mod diag;
 pub mod dispatch;
 pub mod dist;

@@ -38,6 +38,16 @@ impl ConverterRunner {
         })
     }
 
+    /// The same converter with another per-call deadline (`apiary convert --timeout`).
+    pub fn with_deadline(mut self, deadline: std::time::Duration) -> ConverterRunner {
+        self.limits.deadline = deadline;
+        self
+    }
+
+    pub fn loaded(&self) -> &Arc<Loaded> {
+        &self.loaded
+    }
+
     /// What the converter supports (`info` runs with no filesystem).
     pub fn info(&self, sandbox: &Sandbox) -> Result<CallOutput<ConverterInfo>, SandboxError> {
         let name = self.loaded.name.clone();

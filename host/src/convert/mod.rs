@@ -1,0 +1,404 @@
+//! Format conversion between persona packs and neighbouring agent-pack formats, through sandboxed
+//! converter components (`apiary convert`).
+//!
+//! The host owns everything around the component: [`stage`] copies the input into a private
+//! directory, [`detect`] decides the input format (ordered, fail-closed rules; then added
+//! converters' `detect`), [`plan`] picks a converter or a chain through the persona pack,
+//! [`registry`] holds the built-in and added ([`store`]) converters, the component writes into an
+//! empty private output directory, and [`validate`] checks that output before [`stage::place`]
+//! moves it to the destination. Nothing reaches the destination unless every step succeeded.
+
+pub mod detect;
+pub mod plan;
+pub mod registry;
+pub mod report;
+pub mod stage;
+pub mod store;
+pub mod validate;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::sandbox::Sandbox;
+use crate::sandbox::converter::Request;
+use plan::Step;
+use registry::{Origin, Registry};
+use report::Report;
+use stage::Caps;
+use validate::Validation;
+
+/// Every format id the host knows, with a description (`apiary convert --list`, `--help`).
+pub const FORMATS: &[(&str, &str)] = &[
+    (
+        "buzz-pack",
+        "persona pack: .plugin/plugin.json with `personas` (the pivot format)",
+    ),
+    (
+        "agent-plugins",
+        "Agent Plugins 1.0 (Open Plugin Spec): root plugin.json with $schema",
+    ),
+    (
+        "agent-plugins-draft",
+        "April 2026 Open Plugin draft: .plugin/plugin.json without personas (input only)",
+    ),
+    (
+        "claude-plugin",
+        "Claude Code plugin: .claude-plugin/plugin.json, agents/*.md, skills/",
+    ),
+    (
+        "claude-marketplace",
+        "Claude Code marketplace: .claude-plugin/marketplace.json (input only)",
+    ),
+    (
+        "duduclaw-expert",
+        "DuDuClaw expert pack: expert.toml, agents/<n>/soul.md",
+    ),
+    (
+        "agent-compose-package",
+        "agent-compose person package: person.kdl or a roster .kdl, SKILL.md tree",
+    ),
+    (
+        "agent-compose-snapshot",
+        "agent-compose person.json snapshot (input only)",
+    ),
+    (
+        "codex-plugin",
+        "Codex plugin: .codex-plugin/plugin.json (detected; needs a converter that reads it)",
+    ),
+    (
+        "cursor-plugin",
+        "Cursor plugin: .cursor-plugin/plugin.json (detected; needs a converter that reads it)",
+    ),
+    (
+        "gemini-extension",
+        "Gemini CLI extension: gemini-extension.json (detected; needs a converter that reads it)",
+    ),
+];
+
+/// Lowest confidence at which an added converter's `detect` may claim an input.
+pub const MIN_CONFIDENCE: f32 = 0.5;
+
+/// One `apiary convert` request.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub src: PathBuf,
+    pub to: String,
+    pub from: Option<String>,
+    pub out: PathBuf,
+    pub force: bool,
+    pub options: Vec<(String, String)>,
+}
+
+/// How the input format was decided.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "by", rename_all = "kebab-case")]
+pub enum DetectedBy {
+    /// `--from`.
+    Flag,
+    /// A host rule (formats.md §9.1).
+    HostRule {
+        rule: &'static str,
+        evidence: String,
+        /// The wrapper directory descended into, or `""`.
+        root: PathBuf,
+    },
+    /// An added converter's `detect`.
+    Converter {
+        converter: String,
+        confidence: f32,
+        evidence: String,
+    },
+}
+
+/// One converter used, for the record.
+#[derive(Debug, Clone, Serialize)]
+pub struct Used {
+    pub name: String,
+    pub version: String,
+    pub origin: Origin,
+    pub digest: String,
+}
+
+/// Why a conversion stopped.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    /// Stable: input, destination, detection, no-converter, same-format, converter, output,
+    /// validation, write.
+    pub kind: &'static str,
+    pub message: String,
+    /// The converter at fault, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub converter: Option<String>,
+    /// For the sandbox's verdict on a converter (deadline, trap, memory-cap, oversized, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox_kind: Option<&'static str>,
+    /// What detection found, when it refused.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub found: Vec<String>,
+}
+
+/// Everything about one conversion, successful or not (the `--json` shape).
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub ok: bool,
+    pub source: PathBuf,
+    /// The input format, once known.
+    pub source_format: Option<String>,
+    pub target: String,
+    pub detected_by: Option<DetectedBy>,
+    pub converters: Vec<Used>,
+    pub steps: Vec<Step>,
+    pub report: Report,
+    /// The destination; written only when `ok`.
+    pub output: PathBuf,
+    pub validation: Option<Validation>,
+    /// Notes for the operator (an added converter's `detect` failed, a converter flooded stdout, …).
+    pub notes: Vec<String>,
+    pub error: Option<Failure>,
+}
+
+fn fail(kind: &'static str, message: impl Into<String>) -> Failure {
+    Failure {
+        kind,
+        message: message.into(),
+        converter: None,
+        sandbox_kind: None,
+        found: Vec::new(),
+    }
+}
+
+/// Runs a conversion. Never panics on bad input; the destination is written only on success.
+pub fn convert(sandbox: &Sandbox, reg: &Registry, job: &Job) -> Outcome {
+    let mut outcome = Outcome {
+        ok: false,
+        source: job.src.clone(),
+        source_format: None,
+        target: job.to.clone(),
+        detected_by: None,
+        converters: Vec::new(),
+        steps: Vec::new(),
+        report: Report::default(),
+        output: job.out.clone(),
+        validation: None,
+        notes: Vec::new(),
+        error: None,
+    };
+    if let Err(e) = run(sandbox, reg, job, &mut outcome) {
+        outcome.error = Some(e);
+    } else {
+        outcome.ok = true;
+    }
+    outcome
+}
+
+fn run(sandbox: &Sandbox, reg: &Registry, job: &Job, o: &mut Outcome) -> Result<(), Failure> {
+    if !registry::valid_format(&job.to) {
+        return Err(fail(
+            "no-converter",
+            format!("{:?} is not a format id", job.to),
+        ));
+    }
+    stage::check_destination(&job.out, job.force).map_err(|m| fail("destination", m))?;
+    let work = tempfile::Builder::new()
+        .prefix("apiary-convert-")
+        .tempdir()
+        .map_err(|e| {
+            fail(
+                "input",
+                format!("cannot create a private work directory: {e}"),
+            )
+        })?;
+    let input = work.path().join("input");
+    stage::copy_in(&job.src, &input, Caps::TREE).map_err(|m| fail("input", m))?;
+
+    let (source, root) = decide_format(sandbox, reg, job, &input, o)?;
+    o.source_format = Some(source.clone());
+    if source == job.to {
+        return Err(fail(
+            "same-format",
+            format!("the input is already {source}; nothing to convert"),
+        ));
+    }
+    let steps = plan::plan(reg, &source, &job.to).map_err(|m| {
+        let named = detect::NAMED_ONLY.iter().find(|(id, _)| *id == source);
+        match named {
+            Some((_, what)) => fail(
+                "no-converter",
+                format!("the input is {what}, which apiary detects but cannot convert: {m}"),
+            ),
+            None => fail("no-converter", m),
+        }
+    })?;
+    o.steps = steps.clone();
+
+    let mut step_input = input.join(&root);
+    for (i, step) in steps.iter().enumerate() {
+        let Some(conv) = reg.get(&step.converter) else {
+            return Err(fail("no-converter", format!("{} vanished", step.converter)));
+        };
+        o.converters.push(Used {
+            name: conv.name.clone(),
+            version: conv.version.clone(),
+            origin: conv.origin.clone(),
+            digest: conv.digest.clone(),
+        });
+        let out = work.path().join(format!("step-{}", i + 1));
+        std::fs::create_dir(&out)
+            .map_err(|e| fail("output", format!("cannot create {}: {e}", out.display())))?;
+        let request = Request {
+            source: step.source.clone(),
+            target: step.target.clone(),
+            options: job.options.clone(),
+        };
+        let blame = |kind, message: String| Failure {
+            converter: Some(conv.name.clone()),
+            ..fail(kind, message)
+        };
+        let call = conv
+            .runner
+            .convert(sandbox, &request, &step_input, &out)
+            .map_err(|e| Failure {
+                sandbox_kind: Some(e.kind()),
+                ..blame("converter", report::clean(&e.to_string(), 4096))
+            })?;
+        for (stream, c) in [("stdout", &call.stdout), ("stderr", &call.stderr)] {
+            if c.dropped > 0 {
+                // A converter talks through its report and the log import; a flood is misbehaviour.
+                return Err(blame(
+                    "converter",
+                    format!(
+                        "{} wrote more than {} bytes to {stream} ({} bytes dropped); its output is not trusted",
+                        conv.name,
+                        c.text.len(),
+                        c.dropped
+                    ),
+                ));
+            }
+        }
+        o.report.add(i + 1, &conv.name, call.value);
+        stage::scan_output(&out, Caps::TREE)
+            .map_err(|m| blame("output", format!("{}: {m}", conv.name)))?;
+        let v = validate::validate(&step.target, &out);
+        if !v.ok() {
+            let first = &v.errors[0];
+            let where_ = if first.path.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", first.path)
+            };
+            let message = format!(
+                "{} wrote an invalid {} ({} error{}; first: {where_}{})",
+                conv.name,
+                step.target,
+                v.errors.len(),
+                if v.errors.len() == 1 { "" } else { "s" },
+                first.message
+            );
+            o.validation = Some(v);
+            return Err(blame("validation", message));
+        }
+        o.validation = Some(v);
+        step_input = out;
+    }
+    stage::check_destination(&job.out, job.force).map_err(|m| fail("destination", m))?;
+    stage::place(&step_input, &job.out).map_err(|m| fail("write", m))?;
+    Ok(())
+}
+
+/// The input format and the directory (relative to the input root) it was found in.
+fn decide_format(
+    sandbox: &Sandbox,
+    reg: &Registry,
+    job: &Job,
+    input: &Path,
+    o: &mut Outcome,
+) -> Result<(String, PathBuf), Failure> {
+    if let Some(from) = &job.from {
+        if !registry::valid_format(from) {
+            return Err(fail("detection", format!("{from:?} is not a format id")));
+        }
+        o.detected_by = Some(DetectedBy::Flag);
+        return Ok((from.clone(), PathBuf::new()));
+    }
+    let refusal = match detect::detect(input) {
+        Ok(d) => {
+            o.detected_by = Some(DetectedBy::HostRule {
+                rule: d.rule,
+                evidence: d.evidence,
+                root: d.root.clone(),
+            });
+            return Ok((d.format, d.root));
+        }
+        Err(r) => r,
+    };
+    let refuse = |r: detect::Refusal| Failure {
+        found: r.found,
+        ..fail(
+            "detection",
+            format!(
+                "cannot tell the input format: {}; pass --from FORMAT if you know it",
+                r.reason
+            ),
+        )
+    };
+    if refusal.fatal {
+        return Err(refuse(refusal));
+    }
+    // Added converters may claim what the host rules do not recognise.
+    let mut best: Option<(f32, String, String, String)> = None;
+    let mut tie = false;
+    for conv in reg
+        .converters
+        .iter()
+        .filter(|c| matches!(c.origin, Origin::Added { .. }))
+    {
+        let found = match conv.runner.detect(sandbox, input) {
+            Ok(out) => out.value,
+            Err(e) => {
+                o.notes.push(format!(
+                    "{}: detect failed: {}",
+                    conv.name,
+                    report::clean(&e.to_string(), 512)
+                ));
+                continue;
+            }
+        };
+        for d in found {
+            let c = d.confidence;
+            if !(c.is_finite() && (MIN_CONFIDENCE..=1.0).contains(&c)) || !conv.reads(&d.format) {
+                continue;
+            }
+            match &best {
+                Some((b, _, f, _)) if c < *b || (c == *b && *f == d.format) => {}
+                Some((b, _, _, _)) if c == *b => tie = true,
+                _ => {
+                    tie = false;
+                    best = Some((
+                        c,
+                        conv.name.clone(),
+                        d.format,
+                        report::clean(&d.evidence, 300),
+                    ));
+                }
+            }
+        }
+    }
+    match best {
+        Some((_, _, format, _)) if tie => Err(fail(
+            "detection",
+            format!(
+                "added converters disagree about the input format ({format} and another, with equal confidence); pass --from FORMAT"
+            ),
+        )),
+        Some((confidence, converter, format, evidence)) => {
+            o.detected_by = Some(DetectedBy::Converter {
+                converter,
+                confidence,
+                evidence,
+            });
+            Ok((format, PathBuf::new()))
+        }
+        None => Err(refuse(refusal)),
+    }
+}

@@ -1,0 +1,372 @@
+//! Moving trees in and out of a conversion. The input is copied into a private directory first, so
+//! a converter's `/input` never aliases the operator's files and the host's detection reads the
+//! same bytes the converter will; the output a converter wrote is checked before the host
+//! validates it and moves it into place.
+//!
+//! Only regular files and directories cross: a symlink that leaves the input, a directory
+//! symlink, a device or a socket refuses the input; any symlink in an output refuses it.
+
+use std::path::{Path, PathBuf};
+
+/// Caps on one tree (input or output).
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    pub max_entries: usize,
+    pub max_bytes: u64,
+    pub max_depth: usize,
+}
+
+impl Caps {
+    /// Persona and plugin trees are a few MB at most; DuDuClaw caps an unpacked pack at 50 MB.
+    pub const TREE: Caps = Caps {
+        max_entries: 20_000,
+        max_bytes: 64 << 20,
+        max_depth: 32,
+    };
+}
+
+/// What a copy or a scan saw.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Counts {
+    pub files: usize,
+    pub dirs: usize,
+    pub bytes: u64,
+}
+
+/// Directories never copied in: version-control metadata, not content.
+const SKIPPED: &[&str] = &[".git", ".hg", ".svn"];
+
+/// Copies `src` (a directory) into `dest` (created), refusing anything but regular files,
+/// directories and in-tree file symlinks (copied as the file they name).
+pub fn copy_in(src: &Path, dest: &Path, caps: Caps) -> Result<Counts, String> {
+    let meta = std::fs::metadata(src).map_err(|e| format!("cannot read {}: {e}", src.display()))?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "{} is not a directory; apiary convert reads a directory tree",
+            src.display()
+        ));
+    }
+    let root = src
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve {}: {e}", src.display()))?;
+    std::fs::create_dir_all(dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
+    let mut counts = Counts::default();
+    copy_dir(&root, &root, dest, Path::new(""), 0, caps, &mut counts)?;
+    Ok(counts)
+}
+
+fn copy_dir(
+    root: &Path,
+    dir: &Path,
+    dest: &Path,
+    rel: &Path,
+    depth: usize,
+    caps: Caps,
+    counts: &mut Counts,
+) -> Result<(), String> {
+    if depth > caps.max_depth {
+        return Err(format!(
+            "{} is nested deeper than {} directories",
+            rel.display(),
+            caps.max_depth
+        ));
+    }
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", rel_or_root(rel)))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot list {}: {e}", rel_or_root(rel)))?;
+        let name = entry.file_name();
+        let rel_child = rel.join(&name);
+        if name.to_str().is_none() {
+            return Err(format!(
+                "{} has a name that is not UTF-8",
+                rel_child.display()
+            ));
+        }
+        if depth == 0 && SKIPPED.iter().any(|s| name == *s) {
+            continue;
+        }
+        counts_entry(counts, caps, &rel_child)?;
+        let path = entry.path();
+        let target = dest.join(&name);
+        let ty = entry
+            .file_type()
+            .map_err(|e| format!("cannot read {}: {e}", rel_child.display()))?;
+        if ty.is_dir() {
+            std::fs::create_dir(&target)
+                .map_err(|e| format!("cannot create {}: {e}", target.display()))?;
+            counts.dirs += 1;
+            copy_dir(root, &path, &target, &rel_child, depth + 1, caps, counts)?;
+        } else if ty.is_file() {
+            copy_file(&path, &target, &rel_child, caps, counts)?;
+        } else if ty.is_symlink() {
+            let resolved = path.canonicalize().map_err(|e| {
+                format!(
+                    "{} is a symlink that cannot be resolved: {e}",
+                    rel_child.display()
+                )
+            })?;
+            if !resolved.starts_with(root) {
+                return Err(format!(
+                    "{} is a symlink pointing outside the input (to {}); refused",
+                    rel_child.display(),
+                    resolved.display()
+                ));
+            }
+            if !resolved.is_file() {
+                return Err(format!(
+                    "{} is a symlink to a directory; directory symlinks are not followed",
+                    rel_child.display()
+                ));
+            }
+            copy_file(&resolved, &target, &rel_child, caps, counts)?;
+        } else {
+            return Err(format!(
+                "{} is not a regular file or directory (a device, socket or pipe); refused",
+                rel_child.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn rel_or_root(rel: &Path) -> String {
+    if rel.as_os_str().is_empty() {
+        "the input root".to_string()
+    } else {
+        rel.display().to_string()
+    }
+}
+
+fn counts_entry(counts: &Counts, caps: Caps, rel: &Path) -> Result<(), String> {
+    if counts.files + counts.dirs >= caps.max_entries {
+        return Err(format!(
+            "more than {} files and directories (at {}); refused",
+            caps.max_entries,
+            rel.display()
+        ));
+    }
+    Ok(())
+}
+
+fn copy_file(
+    from: &Path,
+    to: &Path,
+    rel: &Path,
+    caps: Caps,
+    counts: &mut Counts,
+) -> Result<(), String> {
+    let len = std::fs::metadata(from)
+        .map_err(|e| format!("cannot read {}: {e}", rel.display()))?
+        .len();
+    if counts.bytes + len > caps.max_bytes {
+        return Err(format!(
+            "the tree is over {} MiB (at {}); refused",
+            caps.max_bytes >> 20,
+            rel.display()
+        ));
+    }
+    std::fs::copy(from, to).map_err(|e| format!("cannot copy {}: {e}", rel.display()))?;
+    counts.bytes += len;
+    counts.files += 1;
+    Ok(())
+}
+
+/// Checks a tree a converter wrote: regular files and directories only, UTF-8 names, within caps.
+/// Returns the relative paths of its files, sorted.
+pub fn scan_output(dir: &Path, caps: Caps) -> Result<(Vec<PathBuf>, Counts), String> {
+    let mut files = Vec::new();
+    let mut counts = Counts::default();
+    scan(dir, Path::new(""), 0, caps, &mut counts, &mut files)?;
+    files.sort();
+    Ok((files, counts))
+}
+
+fn scan(
+    dir: &Path,
+    rel: &Path,
+    depth: usize,
+    caps: Caps,
+    counts: &mut Counts,
+    files: &mut Vec<PathBuf>,
+) -> Result<(), String> {
+    if depth > caps.max_depth {
+        return Err(format!(
+            "the output nests deeper than {} directories",
+            caps.max_depth
+        ));
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot list the output: {e}"))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot list the output: {e}"))?;
+        let rel_child = rel.join(entry.file_name());
+        if entry.file_name().to_str().is_none() {
+            return Err(format!(
+                "the output has a file name that is not UTF-8 ({})",
+                rel_child.display()
+            ));
+        }
+        counts_entry(counts, caps, &rel_child)?;
+        let meta = std::fs::symlink_metadata(entry.path())
+            .map_err(|e| format!("cannot read {}: {e}", rel_child.display()))?;
+        let ty = meta.file_type();
+        if ty.is_symlink() {
+            let to = std::fs::read_link(entry.path())
+                .map(|t| t.display().to_string())
+                .unwrap_or_default();
+            return Err(format!(
+                "the output contains a symlink, {} -> {to}; converters must write regular files only",
+                rel_child.display()
+            ));
+        } else if ty.is_dir() {
+            counts.dirs += 1;
+            scan(&entry.path(), &rel_child, depth + 1, caps, counts, files)?;
+        } else if ty.is_file() {
+            counts.files += 1;
+            counts.bytes += meta.len();
+            if counts.bytes > caps.max_bytes {
+                return Err(format!("the output is over {} MiB", caps.max_bytes >> 20));
+            }
+            files.push(rel_child);
+        } else {
+            return Err(format!(
+                "the output contains {}, which is not a regular file or directory",
+                rel_child.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The default destination: `<cwd>/<src-name>.<format>`.
+pub fn default_out(src: &Path, format: &str) -> PathBuf {
+    let name = src
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "converted".to_string());
+    PathBuf::from(format!("{name}.{format}"))
+}
+
+/// Whether `out` may be written: absent, an empty directory, or anything with `force`.
+pub fn check_destination(out: &Path, force: bool) -> Result<(), String> {
+    let Ok(meta) = std::fs::symlink_metadata(out) else {
+        return Ok(());
+    };
+    if !meta.is_dir() {
+        return Err(format!(
+            "{} exists and is not a directory; choose another --out",
+            out.display()
+        ));
+    }
+    let empty = std::fs::read_dir(out)
+        .map(|mut d| d.next().is_none())
+        .unwrap_or(false);
+    if !empty && !force {
+        return Err(format!(
+            "{} exists and is not empty; pass --force to replace it, or choose another --out",
+            out.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Moves a validated tree to `out`: copied beside it first, then renamed into place, so `out` is
+/// either the old tree or the complete new one. An existing `out` (checked by
+/// [`check_destination`]) is replaced.
+pub fn place(tree: &Path, out: &Path) -> Result<(), String> {
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".apiary-convert-")
+        .tempdir_in(&parent)
+        .map_err(|e| {
+            format!(
+                "cannot create a temporary directory in {}: {e}",
+                parent.display()
+            )
+        })?;
+    let new = staging.path().join("new");
+    copy_tree(tree, &new)
+        .map_err(|e| format!("cannot copy the output beside {}: {e}", out.display()))?;
+    if std::fs::symlink_metadata(out).is_ok() {
+        let old = staging.path().join("old");
+        std::fs::rename(out, &old)
+            .map_err(|e| format!("cannot move the existing {} aside: {e}", out.display()))?;
+    }
+    std::fs::rename(&new, out)
+        .map_err(|e| format!("cannot move the output to {}: {e}", out.display()))?;
+    // `staging` (with the old tree, if any) is removed on drop.
+    Ok(())
+}
+
+/// Copies a tree already checked by [`scan_output`] (regular files and directories only).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let ty = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if ty.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if ty.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_symlink_is_refused_and_in_tree_file_symlink_copied() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("a.txt"), "a").unwrap();
+        std::os::unix::fs::symlink("a.txt", src.path().join("b.txt")).unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        let c = copy_in(src.path(), &dest.path().join("in"), Caps::TREE).unwrap();
+        assert_eq!(c.files, 2);
+        assert!(!dest.path().join("in/b.txt").is_symlink());
+
+        std::os::unix::fs::symlink(outside.path().join("secret"), src.path().join("leak")).unwrap();
+        let e = copy_in(src.path(), &dest.path().join("in2"), Caps::TREE).unwrap_err();
+        assert!(e.contains("outside the input"), "{e}");
+    }
+
+    #[test]
+    fn caps_hold() {
+        let src = tempfile::tempdir().unwrap();
+        for i in 0..5 {
+            std::fs::write(src.path().join(format!("{i}")), "0123456789").unwrap();
+        }
+        let dest = tempfile::tempdir().unwrap();
+        let small = Caps {
+            max_entries: 3,
+            max_bytes: 1 << 20,
+            max_depth: 4,
+        };
+        assert!(copy_in(src.path(), &dest.path().join("a"), small).is_err());
+        let tiny = Caps {
+            max_entries: 100,
+            max_bytes: 25,
+            max_depth: 4,
+        };
+        assert!(copy_in(src.path(), &dest.path().join("b"), tiny).is_err());
+    }
+
+    #[test]
+    fn output_symlink_is_refused() {
+        let out = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", out.path().join("x")).unwrap();
+        let e = scan_output(out.path(), Caps::TREE).unwrap_err();
+        assert!(e.contains("symlink"), "{e}");
+    }
+}
