@@ -53,6 +53,10 @@ pub struct UpArgs {
     /// The embedded relay keeps events in memory only (default: journaled under <data dir>/relay/).
     #[arg(long, conflicts_with = "relay")]
     pub ephemeral: bool,
+    /// The embedded relay requires NIP-42 authentication to read or publish (every persona
+    /// authenticates with its own key; `post` and `tail` with the operator key).
+    #[arg(long, conflicts_with = "relay")]
+    pub relay_auth: bool,
     /// The agent runtime command line (default: the bundled `apiary-agent`).
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
@@ -105,7 +109,7 @@ pub struct PostArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  apiary tail --channel general\n  apiary tail --channel general --json --count 2 --timeout 30\n\nPrints the last --history messages, then new ones as they arrive."
+    after_help = "Examples:\n  apiary tail --channel general\n  apiary tail --channel general --json --count 2 --timeout 30\n\nPrints the last --history messages, then new ones as they arrive. Authenticates (NIP-42), when the relay asks, with the operator key."
 )]
 pub struct TailArgs {
     /// Relay URL (default: the last `apiary up` embedded relay, else ws://127.0.0.1:4869).
@@ -133,7 +137,7 @@ pub struct TailArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  apiary relay\n  apiary relay --listen 127.0.0.1:0\n\nRuns only the embedded relay (events journaled under <data dir>/relay/) until SIGINT/SIGTERM; the first stdout line names its URL. Use it for `apiary up --relay URL` set-ups where the harness restarts independently."
+    after_help = "Examples:\n  apiary relay\n  apiary relay --listen 127.0.0.1:0\n\nRuns only the embedded relay (events journaled under <data dir>/relay/) until SIGINT/SIGTERM; the first stdout line names its URL. With --require-auth, clients must authenticate (NIP-42) to read or publish. Use it for `apiary up --relay URL` set-ups where the harness restarts independently."
 )]
 pub struct RelayArgs {
     /// Where the relay listens (port 0: any free port).
@@ -142,6 +146,9 @@ pub struct RelayArgs {
     /// Keep events in memory only (default: journaled under <data dir>/relay/).
     #[arg(long)]
     pub ephemeral: bool,
+    /// Require NIP-42 authentication before a connection may read or publish.
+    #[arg(long)]
+    pub require_auth: bool,
 }
 
 /// The operator's data dir: `$APIARY_DATA_DIR`, else `<XDG data>/apiary`.
@@ -344,7 +351,13 @@ pub fn up(args: UpArgs) -> u8 {
         let shutdown = shutdown_signal();
         let embedded = match &args.relay {
             Some(_) => None,
-            None => match relay::embedded::Embedded::start(args.listen, journal.as_deref()).await {
+            None => match relay::embedded::Embedded::start_with(
+                args.listen,
+                journal.as_deref(),
+                args.relay_auth,
+            )
+            .await
+            {
                 Ok(r) => Some(r),
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -429,7 +442,13 @@ pub fn relay(args: RelayArgs) -> u8 {
     let code = rt.block_on(async {
         let shutdown = shutdown_signal();
         let journal = (!args.ephemeral).then(|| data_dir().join("relay").join("events.jsonl"));
-        let relay = match relay::embedded::Embedded::start(args.listen, journal.as_deref()).await {
+        let relay = match relay::embedded::Embedded::start_with(
+            args.listen,
+            journal.as_deref(),
+            args.require_auth,
+        )
+        .await
+        {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -473,7 +492,7 @@ pub fn post(args: PostArgs) -> u8 {
                 return exit::FAILURE;
             }
         };
-        let (client, channel_id) = match connect_to_channel(&url, &channel).await {
+        let (client, channel_id) = match connect_to_channel(&url, &channel, &keys).await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -533,10 +552,14 @@ pub fn post(args: PostArgs) -> u8 {
     code
 }
 
-/// A client connected to `url`, and the relay's id for the channel named `channel` (the name itself
-/// when the relay publishes no metadata for it).
-async fn connect_to_channel(url: &str, channel: &str) -> anyhow::Result<(Client, String)> {
-    let client = relay::connect(url, Duration::from_secs(10)).await?;
+/// A client connected to `url` (answering NIP-42 challenges with `keys`), and the relay's id for the
+/// channel named `channel` (the name itself when the relay publishes no metadata for it).
+async fn connect_to_channel(
+    url: &str,
+    channel: &str,
+    keys: &Keys,
+) -> anyhow::Result<(Client, String)> {
+    let client = relay::connect_as(url, Duration::from_secs(10), Some(keys.clone())).await?;
     let name = channel.to_string();
     let ids =
         relay::resolve_channels(&client, std::slice::from_ref(&name), Duration::from_secs(3)).await;
@@ -571,7 +594,14 @@ pub fn tail(args: TailArgs) -> u8 {
         return exit::FAILURE;
     };
     let code = rt.block_on(async {
-        let (client, channel_id) = match connect_to_channel(&url, &channel).await {
+        let keys = match KeyStore::new(data_dir().join("keys")).operator() {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("error: key store: {e:#}");
+                return exit::FAILURE;
+            }
+        };
+        let (client, channel_id) = match connect_to_channel(&url, &channel, &keys).await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("error: {e:#}");

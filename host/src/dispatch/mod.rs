@@ -92,6 +92,8 @@ struct Live {
     pack_id: String,
     resolved: ResolvedPersona,
     keys: Keys,
+    /// This persona's own relay connection (replies, thread context), authenticated with `keys`.
+    relay: Client,
     trigger: TriggerPersona,
     cwd: PathBuf,
     /// Subscribed channels: id → name.
@@ -186,7 +188,16 @@ pub async fn run(
     out: Out,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Summary> {
-    let client = relay::connect(&config.relay_url, RELAY_TIMEOUT).await?;
+    // The shared subscription authenticates (NIP-42) as the operator; each persona publishes and
+    // fetches context on a connection of its own, authenticated with its own key.
+    let operator = match config.keys.operator() {
+        Ok(k) => Some(k),
+        Err(e) => {
+            tracing::warn!("no operator key, the subscription cannot authenticate: {e:#}");
+            None
+        }
+    };
+    let client = relay::connect_as(&config.relay_url, RELAY_TIMEOUT, operator).await?;
     let mut summary = Summary::default();
 
     // Start every persona; refusals are reported and skipped.
@@ -248,7 +259,7 @@ pub async fn run(
                 channel.clone(),
                 rx,
                 config.clone(),
-                client.clone(),
+                live.relay.clone(),
                 Arc::clone(&hooks),
                 Arc::clone(&out),
                 Arc::clone(&replies),
@@ -389,6 +400,7 @@ pub async fn run(
             tracing::warn!(persona = %live.trigger.name, "on_stop failed: {e}");
         }
         live.current().await.client.shutdown().await;
+        live.relay.shutdown().await;
     }
     client.shutdown().await;
     summary.replies = replies.load(std::sync::atomic::Ordering::SeqCst);
@@ -463,7 +475,16 @@ async fn start_persona(
         0,
     )
     .await?;
+    let own_relay =
+        match relay::connect_as(&config.relay_url, RELAY_TIMEOUT, Some(keys.clone())).await {
+            Ok(c) => c,
+            Err(e) => {
+                agent.client.shutdown().await;
+                return Err(format!("{e:#}"));
+            }
+        };
     Ok(Live {
+        relay: own_relay,
         pack_id,
         trigger: TriggerPersona {
             name: name.clone(),

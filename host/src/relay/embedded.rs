@@ -31,7 +31,23 @@ pub struct Embedded {
 impl Embedded {
     /// Starts listening on `addr` (port 0 picks a free port); `journal` persists events.
     pub async fn start(addr: SocketAddr, journal: Option<&Path>) -> anyhow::Result<Embedded> {
+        Embedded::start_with(addr, journal, false).await
+    }
+
+    /// Like [`Embedded::start`]; with `require_auth`, a connection must authenticate (NIP-42)
+    /// before it may read or publish (the library's `Both` mode: a `REQ` is closed with
+    /// `auth-required` and an `AUTH` challenge, an `EVENT` refused the same way).
+    pub async fn start_with(
+        addr: SocketAddr,
+        journal: Option<&Path>,
+        require_auth: bool,
+    ) -> anyhow::Result<Embedded> {
         let mut builder = RelayBuilder::default().addr(addr.ip());
+        if require_auth {
+            builder = builder.nip42(RelayBuilderNip42 {
+                mode: RelayBuilderNip42Mode::Both,
+            });
+        }
         if addr.port() != 0 {
             builder = builder.port(addr.port());
         }
@@ -230,5 +246,34 @@ mod tests {
         let j = Journal::open(&path).await.unwrap();
         assert_eq!(j.restored, 1);
         assert_eq!(j.event_by_id(&ev.id).await.unwrap(), Some(ev));
+    }
+
+    #[tokio::test]
+    async fn required_auth_keeps_unauthenticated_clients_out() {
+        use std::time::Duration;
+        let relay = Embedded::start_with("127.0.0.1:0".parse().unwrap(), None, true)
+            .await
+            .unwrap();
+        let t = Duration::from_secs(5);
+        let keys = Keys::generate();
+        let authed = crate::relay::connect_as(&relay.url, t, Some(keys.clone()))
+            .await
+            .unwrap();
+        let anon = crate::relay::connect(&relay.url, t).await.unwrap();
+        let ev = crate::relay::message(&keys, "general", "members only", vec![]).unwrap();
+
+        // Without a key the relay refuses both directions.
+        assert!(anon.send_event(&ev).await.unwrap().success.is_empty());
+        let filter = crate::relay::channel_filter(&["general".into()], Timestamp::from(0));
+        let seen = anon.fetch_events(filter.clone(), t).await;
+        assert!(seen.map(|e| e.is_empty()).unwrap_or(true));
+
+        // With one, the client answers the challenge and retries by itself.
+        assert!(!authed.send_event(&ev).await.unwrap().success.is_empty());
+        let seen = authed.fetch_events(filter.clone(), t).await.unwrap();
+        assert_eq!(seen.first().map(|e| e.id), Some(ev.id));
+        let seen = anon.fetch_events(filter, t).await;
+        assert!(seen.map(|e| e.is_empty()).unwrap_or(true));
+        relay.shutdown();
     }
 }

@@ -6,7 +6,8 @@
 //! - messages are kind 9; NIP-10 `e` tags with `root`/`reply` markers make threads; `p` tags are
 //!   mentions;
 //! - [`embedded`] runs a relay in-process on 127.0.0.1 for the zero-set-up case;
-//! - [`keys`] is the operator's key store: each persona signs with its own key.
+//! - [`keys`] is the operator's key store: each persona signs with its own key, and authenticates
+//!   with it (NIP-42) on its own connection, since relays bind one authenticated key to a connection.
 //!
 //! Events from a relay are hostile: [`Message::parse`] caps sizes and never panics.
 
@@ -201,9 +202,23 @@ pub fn channel_filter(channels: &[String], since: Timestamp) -> Filter {
         .since(since)
 }
 
-/// A connected client (no signer: events are signed before sending, each with its persona's key).
+/// A connected client without a key: it cannot answer a NIP-42 challenge.
 pub async fn connect(url: &str, timeout: Duration) -> anyhow::Result<Client> {
-    let client = Client::default();
+    connect_as(url, timeout, None).await
+}
+
+/// A connected client that answers NIP-42 `AUTH` challenges with `keys` (nostr-sdk authenticates
+/// automatically, then re-sends the subscriptions and events the relay refused with
+/// `auth-required`). Events are still signed before sending, each with its persona's key.
+pub async fn connect_as(
+    url: &str,
+    timeout: Duration,
+    keys: Option<Keys>,
+) -> anyhow::Result<Client> {
+    let client = match keys {
+        Some(keys) => Client::builder().signer(keys).build(),
+        None => Client::default(),
+    };
     // Reconnect quickly after a relay restart (backing off while it stays down); the REQs are
     // re-sent on reconnection.
     let opts = RelayOptions::new()
