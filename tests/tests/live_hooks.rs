@@ -6,6 +6,7 @@ mod live_common;
 
 use std::path::{Path, PathBuf};
 
+use live_common::relays::{Kind, Options, TestRelay};
 use live_common::{Up, persona, prompts, write_pack};
 
 fn guest(name: &str) -> PathBuf {
@@ -23,7 +24,19 @@ fn guest(name: &str) -> PathBuf {
 
 #[test]
 fn on_message_hook_failure_drops_the_message() {
+    on_message_hook_failure_drops_the_message_on(Kind::Embedded);
+}
+
+#[test]
+fn interop_nostr_rs_relay_on_message_hook_failure_drops_the_message() {
+    on_message_hook_failure_drops_the_message_on(Kind::NostrRs);
+}
+
+fn on_message_hook_failure_drops_the_message_on(kind: Kind) {
     let home = tempfile::tempdir().unwrap();
+    let Some(relay) = TestRelay::start(kind, home.path(), Options::default()) else {
+        return;
+    };
     let pack = home.path().join("pack");
     let workspaces = home.path().join("ws");
     write_pack(
@@ -53,7 +66,8 @@ fn on_message_hook_failure_drops_the_message() {
     std::fs::copy(guest("hostile_hook"), pack.join("hooks/hostile.wasm")).unwrap();
     std::fs::copy(guest("hook_audit"), pack.join("hooks/audit.wasm")).unwrap();
 
-    let mut up = Up::start(
+    let mut up = Up::start_on(
+        &relay,
         home.path(),
         &[&pack],
         &["--workspace", workspaces.to_str().unwrap()],

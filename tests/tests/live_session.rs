@@ -4,12 +4,25 @@
 
 mod live_common;
 
+use live_common::relays::{Kind, Options, TestRelay};
 use live_common::{Up, capture, persona, received, write_pack};
 use serde_json::json;
 
 #[test]
 fn session_env_skills_and_refusals() {
+    session_env_skills_and_refusals_on(Kind::Embedded);
+}
+
+#[test]
+fn interop_nostr_rs_relay_session_env_skills_and_refusals() {
+    session_env_skills_and_refusals_on(Kind::NostrRs);
+}
+
+fn session_env_skills_and_refusals_on(kind: Kind) {
     let home = tempfile::tempdir().unwrap();
+    let Some(relay) = TestRelay::start(kind, home.path(), Options::default()) else {
+        return;
+    };
     let pack = home.path().join("pack");
     let workspaces = home.path().join("ws");
     write_pack(
@@ -61,7 +74,8 @@ fn session_env_skills_and_refusals() {
         &[(".agents/skills/shared/SKILL.md", "pinned by the operator")],
     );
 
-    let mut up = Up::start(
+    let mut up = Up::start_on(
+        &relay,
         home.path(),
         &[&pack],
         &["--workspace", workspaces.to_str().unwrap()],

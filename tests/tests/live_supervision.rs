@@ -4,11 +4,24 @@
 
 mod live_common;
 
+use live_common::relays::{Kind, Options, TestRelay};
 use live_common::{Up, e_tags, persona, write_pack};
 
 #[test]
 fn crash_mid_turn_restarts_and_answers_once() {
+    crash_mid_turn_restarts_and_answers_once_on(Kind::Embedded);
+}
+
+#[test]
+fn interop_nostr_rs_relay_crash_mid_turn_restarts_and_answers_once() {
+    crash_mid_turn_restarts_and_answers_once_on(Kind::NostrRs);
+}
+
+fn crash_mid_turn_restarts_and_answers_once_on(kind: Kind) {
     let home = tempfile::tempdir().unwrap();
+    let Some(relay) = TestRelay::start(kind, home.path(), Options::default()) else {
+        return;
+    };
     let pack = home.path().join("pack");
     write_pack(
         &pack,
@@ -19,7 +32,7 @@ fn crash_mid_turn_restarts_and_answers_once() {
         )],
         &[],
     );
-    let mut up = Up::start(home.path(), &[&pack], &[], &[]);
+    let mut up = Up::start_on(&relay, home.path(), &[&pack], &[], &[]);
     let id = up.post("general", "@pip please !crash-once now", &[]);
     let crashed = up.wait_for(|l| l.starts_with(&format!("crashed pip {id}")));
     assert!(crashed.contains("retrying"), "{crashed}");

@@ -1,9 +1,11 @@
-//! `apiary up` end to end on the embedded relay with the bundled agent: which messages wake which
+//! `apiary up` end to end with the bundled agent, on the embedded relay and (the `interop_` tests) on
+//! nostr-rs-relay, an independent implementation without NIP-29: which messages wake which
 //! persona, that each trigger gets exactly one reply in the right thread, that a message no trigger
 //! matches never reaches an agent, and that SIGTERM stops everything cleanly.
 
 mod live_common;
 
+use live_common::relays::{Kind, Options, TestRelay};
 use live_common::{Up, e_tags, persona, prompts, tags, write_pack};
 
 fn team_pack(root: &std::path::Path) {
@@ -42,10 +44,22 @@ fn team_pack(root: &std::path::Path) {
 
 #[test]
 fn triggers_replies_and_threads() {
+    triggers_replies_and_threads_on(Kind::Embedded);
+}
+
+#[test]
+fn interop_nostr_rs_relay_triggers_replies_and_threads() {
+    triggers_replies_and_threads_on(Kind::NostrRs);
+}
+
+fn triggers_replies_and_threads_on(kind: Kind) {
     let home = tempfile::tempdir().unwrap();
+    let Some(relay) = TestRelay::start(kind, home.path(), Options::default()) else {
+        return;
+    };
     let pack = home.path().join("team");
     team_pack(&pack);
-    let mut up = Up::start(home.path(), &[&pack], &[], &[]);
+    let mut up = Up::start_on(&relay, home.path(), &[&pack], &[], &[]);
     assert!(up.url.starts_with("ws://127.0.0.1:"), "{}", up.url);
     for p in ["pip", "kee", "ally"] {
         up.wait_for(|l| l.starts_with(&format!("persona {p} ready ")));

@@ -1,9 +1,12 @@
-//! Helpers for the live-harness tests: an `apiary up` on the embedded relay (free port), its stdout
-//! lines, `apiary post`/`tail` against it, and the bundled agent's capture file.
+//! Helpers for the live-harness tests: an `apiary up` on the embedded relay (free port) or on a relay
+//! the test started ([`relays`]), its stdout lines, `apiary post`/`tail` against it, and the bundled
+//! agent's capture file.
 //!
 //! Every wait is bounded; nothing sleeps to assert.
 
 #![allow(dead_code)]
+
+pub mod relays;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -33,6 +36,20 @@ impl Up {
         let mut up = Up::spawn(home, packs, args, env);
         up.wait_for(|l| l.starts_with("ready "));
         up
+    }
+
+    /// Like [`Up::start`], on `relay` (`--relay URL` for a relay the test started).
+    pub fn start_on(
+        relay: &relays::TestRelay,
+        home: &Path,
+        packs: &[&Path],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Up {
+        let relay_args = relay.up_args();
+        let mut all: Vec<&str> = relay_args.iter().map(String::as_str).collect();
+        all.extend_from_slice(args);
+        Up::start(home, packs, &all, env)
     }
 
     /// Like [`Up::start`] without waiting for readiness (for start-up failures).

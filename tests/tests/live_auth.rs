@@ -1,0 +1,153 @@
+//! NIP-42 authentication: with the embedded relay requiring it (`apiary up --relay-auth`), every
+//! persona authenticates with its own key and the harness still receives and replies, `post` and
+//! `tail` authenticate with the operator key, and a client that does not authenticate reads nothing.
+//! Against nostr-rs-relay with `nip42_auth` on (it challenges every connection but cannot refuse
+//! unauthenticated reads), the relay's log shows each persona and the operator authenticated.
+
+mod live_common;
+
+use std::time::{Duration, Instant};
+
+use live_common::relays::{Kind, Options, TestRelay};
+use live_common::{Up, e_tags, persona, write_pack};
+use serde_json::{Value, json};
+
+fn pack(root: &std::path::Path) {
+    write_pack(
+        root,
+        "com.example.auth",
+        &[
+            (
+                "pip",
+                &persona("pip", "subscribe: [\"general\"]", "You are Pip."),
+            ),
+            (
+                "kee",
+                &persona(
+                    "kee",
+                    "subscribe: [\"general\"]\ntriggers:\n  mentions: false\n  keywords: [\"deploy\"]",
+                    "You are Kee.",
+                ),
+            ),
+        ],
+        &[],
+    );
+}
+
+fn pubkey_of(up: &mut Up, persona: &str) -> String {
+    up.wait_for(|l| l.starts_with(&format!("persona {persona} ready ")))
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pubkey="))
+        .unwrap()
+        .to_string()
+}
+
+/// What a client that never answers the challenge gets for a REQ: every relay message until the
+/// subscription is closed (or 10 s pass).
+fn unauthenticated_req(url: &str, channel: &str) -> Vec<Value> {
+    let (mut ws, _) = tungstenite::connect(url).expect("websocket to the relay");
+    if let tungstenite::stream::MaybeTlsStream::Plain(tcp) = ws.get_ref() {
+        tcp.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    }
+    let req = json!(["REQ", "anon", {"kinds": [9], "#h": [channel]}]);
+    ws.send(tungstenite::Message::text(req.to_string()))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = Vec::new();
+    while Instant::now() < deadline {
+        match ws.read() {
+            Ok(tungstenite::Message::Text(t)) => {
+                let v: Value = serde_json::from_str(t.as_str()).expect("relay sent JSON");
+                let closed = v[0] == "CLOSED";
+                got.push(v);
+                if closed {
+                    break;
+                }
+            }
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("reading from the relay: {e}"),
+        }
+    }
+    let _ = ws.close(None);
+    got
+}
+
+#[test]
+fn required_auth_harness_replies_and_anonymous_reads_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let p = home.path().join("pack");
+    pack(&p);
+    let mut up = Up::start(home.path(), &[&p], &["--relay-auth"], &[]);
+    pubkey_of(&mut up, "pip");
+
+    // `post` authenticates as the operator; the harness reads, prompts, and each persona publishes
+    // on its own authenticated connection.
+    let hello = up.post("general", "hello @pip", &[]);
+    let reply = up.reply_to("pip", &hello);
+    let deploy = up.post("general", "time to deploy", &[]);
+    let kee_reply = up.reply_to("kee", &deploy);
+
+    // `tail` authenticates too and sees everything.
+    let events = up.history("general");
+    assert_eq!(events.len(), 4, "{events:#?}");
+    let r = events
+        .iter()
+        .find(|e| e["id"] == reply)
+        .expect("pip's reply");
+    assert_eq!(e_tags(r), [(hello.clone(), "root".to_string())]);
+    assert!(events.iter().any(|e| e["id"] == kee_reply));
+
+    // Without authenticating: a challenge, the subscription closed as auth-required, no event.
+    let got = unauthenticated_req(&up.url, "general");
+    assert!(got.iter().any(|m| m[0] == "AUTH"), "{got:#?}");
+    let closed = got
+        .iter()
+        .find(|m| m[0] == "CLOSED")
+        .unwrap_or_else(|| panic!("subscription not closed: {got:#?}"));
+    assert!(
+        closed[2].as_str().unwrap().starts_with("auth-required:"),
+        "{closed}"
+    );
+    assert!(!got.iter().any(|m| m[0] == "EVENT"), "{got:#?}");
+    up.stop_ok();
+}
+
+#[test]
+fn interop_nostr_rs_relay_personas_authenticate_with_their_own_keys() {
+    let home = tempfile::tempdir().unwrap();
+    let Some(relay) = TestRelay::start(Kind::NostrRs, home.path(), Options { auth: true }) else {
+        return;
+    };
+    let p = home.path().join("pack");
+    pack(&p);
+    let mut up = Up::start_on(&relay, home.path(), &[&p], &[], &[]);
+    let pip = pubkey_of(&mut up, "pip");
+    let kee = pubkey_of(&mut up, "kee");
+    let hello = up.post("general", "hello @pip", &[]);
+    up.reply_to("pip", &hello);
+    let deploy = up.post("general", "time to deploy", &[]);
+    up.reply_to("kee", &deploy);
+    let events = up.history("general");
+    assert_eq!(events.len(), 4, "{events:#?}");
+    let operator = events.iter().find(|e| e["id"] == hello).unwrap()["pubkey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    up.stop_ok();
+
+    // nostr-rs-relay logs `client is authenticated: (cid: .., pubkey: "<8 hex>")`.
+    let log = relay.external.as_ref().unwrap().log_text();
+    for (who, key) in [("pip", &pip), ("kee", &kee), ("operator", &operator)] {
+        let line = format!("pubkey: \"{}\"", &key[..8]);
+        assert!(
+            log.lines()
+                .any(|l| l.contains("client is authenticated") && l.contains(&line)),
+            "{who} ({key}) never authenticated; relay log:\n{log}"
+        );
+    }
+}
