@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod components;
+mod convert;
 mod dist;
 mod live;
 mod pack;
@@ -26,7 +28,7 @@ const AFTER_HELP: &str = "\
 Exit codes:
   0   success (for `pack validate`: no findings)
   1   errors: the pack is invalid, or the command failed
-  2   `pack validate` found warnings only
+  2   `pack validate` found warnings only; `convert` converted with losses
   64  the command line was wrong
 
 Logs go to stderr; raise detail with -v (debug) or -vv (trace), or set RUST_LOG.";
@@ -57,9 +59,12 @@ enum Command {
     #[command(subcommand)]
     Pack(pack::PackCommand),
 
-    /// Inspect a WebAssembly plugin component: world, WIT version, imports, compile and cache times.
+    /// Inspect WebAssembly plugin components; add, list and remove third-party converters.
     #[command(subcommand)]
-    Component(sandbox::ComponentCommand),
+    Component(components::ComponentCommand),
+
+    /// Convert a pack between formats (persona pack, Agent Plugins, Claude, DuDuClaw, agent-compose).
+    Convert(convert::ConvertArgs),
 
     /// Run a persona's lifecycle hook once (components sandboxed; scripts only with --trust-hooks).
     #[command(subcommand)]
@@ -122,7 +127,8 @@ pub fn main() -> ExitCode {
     init_logging(cli.verbose, matches!(cli.command, Command::Up(_)));
     let code = match cli.command {
         Command::Pack(cmd) => pack::run(cmd),
-        Command::Component(cmd) => sandbox::run_component(cmd),
+        Command::Component(cmd) => components::run(cmd),
+        Command::Convert(a) => convert::run(a),
         Command::Hook(cmd) => sandbox::run_hook(cmd),
         Command::Trigger(cmd) => sandbox::run_trigger(cmd),
         Command::Install(a) => dist::install(&a),
