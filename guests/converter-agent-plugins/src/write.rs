@@ -1,0 +1,470 @@
+//! Persona pack -> Agent Plugins 1.0: root `plugin.json` (closed schema, slug name, author object),
+//! `mcp.json` (explicit transports), `skills/` as they are, and everything OPS has no component
+//! for (personas, defaults, instructions, hooks, pack id) under apiary's namespace, in the
+//! manifest's `extensions` block and the namespace directory. See `model.rs` for the layout.
+
+use std::path::Path;
+
+use convert_kit::pack::MANIFEST;
+use convert_kit::slug::{self, Rules};
+use convert_kit::{Map, Pack, Report, Value, frontmatter, tree};
+
+use crate::mcp::{self, List};
+use crate::model::{
+    self, MCP_SCHEMA, NAMESPACE, OPS_KEYS, PACK_FILE_KEYS, PACK_KEY, PLUGIN_SCHEMA, STRING_FIELDS,
+};
+
+fn strip(path: &str) -> String {
+    path.trim_start_matches("./").trim_end_matches('/').to_string()
+}
+
+/// Converts the persona pack at `input` into an Agent Plugins 1.0 plugin at `output`.
+pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
+    let (pack, mut report) = Pack::read(input)?;
+    let mut manifest = pack.manifest.clone();
+    // OPS-only data a pack made from a plain plugin kept for the way back.
+    let back = match manifest.remove(PACK_KEY) {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    let mut ops = Map::new();
+    let mut ext = Map::new();
+    ops.insert("$schema".into(), PLUGIN_SCHEMA.into());
+
+    // name: the OPS slug; the title stays in the extension.
+    let title = manifest
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|t| !t.trim().is_empty())
+        .map(str::to_string);
+    let id = manifest.get("id").and_then(Value::as_str).unwrap_or_default();
+    let kept_slug = back
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| model::valid_plugin_name(n));
+    let slug = match kept_slug {
+        Some(s) => s.to_string(),
+        None => {
+            let derived = title
+                .as_deref()
+                .and_then(model::plugin_slug)
+                .or_else(|| model::plugin_slug(id.rsplit('.').next().unwrap_or_default()))
+                .or_else(|| model::plugin_slug(id));
+            match derived {
+                Some(s) => {
+                    if title.as_deref() != Some(s.as_str()) {
+                        report.normalised(
+                            "name-normalised",
+                            MANIFEST,
+                            "name",
+                            format!(
+                                "{} -> {s} (OPS names are lowercase [a-z0-9.-]; the title is kept in extensions.{NAMESPACE}.name)",
+                                title.as_deref().unwrap_or(id)
+                            ),
+                        );
+                    }
+                    s
+                }
+                None => {
+                    report.synthesised(
+                        "name-synthesised",
+                        MANIFEST,
+                        "name",
+                        "neither the name nor the id gives an OPS name: `persona-pack`",
+                    );
+                    "persona-pack".to_string()
+                }
+            }
+        }
+    };
+    ops.insert("name".into(), slug.clone().into());
+    if let Some(t) = &title
+        && *t != slug
+    {
+        ext.insert("name".into(), t.clone().into());
+    }
+    if let Some(name) = manifest.get("name")
+        && title.is_none()
+    {
+        ext.insert("name".into(), name.clone());
+    }
+
+    for key in STRING_FIELDS {
+        match manifest.get(*key) {
+            Some(Value::String(s)) => {
+                ops.insert((*key).into(), s.clone().into());
+            }
+            Some(other) => {
+                ext.insert((*key).into(), other.clone());
+                report.normalised(
+                    "carried-in-extension",
+                    MANIFEST,
+                    key,
+                    format!("`{key}` is not a string, which OPS requires; kept in extensions.{NAMESPACE}"),
+                );
+            }
+            None => {}
+        }
+    }
+
+    // author: OPS allows only an object with string name/email/url.
+    if let Some(author) = manifest.get("author") {
+        let previous = back.get("author").and_then(Value::as_object);
+        let restored = previous.filter(|p| model::pack_author(p).as_ref() == Some(author));
+        if let Some(object) = restored {
+            ops.insert("author".into(), Value::Object(object.clone()));
+        } else {
+            let object = model::ops_author(author);
+            if object.as_ref().and_then(model::pack_author).as_ref() != Some(author) {
+                ext.insert("author".into(), author.clone());
+            }
+            match &object {
+                Some(o) if author.is_string() => report.normalised(
+                    "author-to-object",
+                    MANIFEST,
+                    "author",
+                    format!("author string -> {}", Value::Object(o.clone())),
+                ),
+                Some(_) if ext.contains_key("author") => report.normalised(
+                    "carried-in-extension",
+                    MANIFEST,
+                    "author",
+                    format!("author keys OPS does not allow are kept in extensions.{NAMESPACE}.author"),
+                ),
+                Some(_) => {}
+                None => report.normalised(
+                    "carried-in-extension",
+                    MANIFEST,
+                    "author",
+                    format!("author has no OPS form; kept in extensions.{NAMESPACE}.author"),
+                ),
+            }
+            if let Some(o) = object {
+                ops.insert("author".into(), Value::Object(o));
+            }
+        }
+    }
+
+    for key in ["keywords"] {
+        if let Some(value) = manifest.get(key) {
+            if model::string_list(value).is_some() {
+                ops.insert(key.into(), value.clone());
+            } else {
+                ext.insert(key.into(), value.clone());
+                report.normalised(
+                    "carried-in-extension",
+                    MANIFEST,
+                    key,
+                    format!("`{key}` is not a list of strings; kept in extensions.{NAMESPACE}"),
+                );
+            }
+        }
+    }
+
+    // Everything else of the manifest goes into the extension, as written.
+    for (key, value) in &manifest {
+        let handled = OPS_KEYS.contains(&key.as_str()) && key != "$schema" && key != "extensions";
+        if handled || PACK_FILE_KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        if key == "$schema" {
+            report.normalised(
+                "schema-rewritten",
+                MANIFEST,
+                "$schema",
+                format!("{value} -> {PLUGIN_SCHEMA} (the pack's own is kept in extensions.{NAMESPACE})"),
+            );
+        } else {
+            report.normalised(
+                "carried-in-extension",
+                MANIFEST,
+                key,
+                format!("`{key}` has no OPS field; kept in extensions.{NAMESPACE}.{key}"),
+            );
+        }
+        ext.insert(key.clone(), value.clone());
+    }
+
+    // Files OPS has no component for, under the namespace directory, byte for byte.
+    let mut carried: Vec<String> = Vec::new();
+    let mut persona_files = Vec::new();
+    for persona in &pack.personas {
+        let file = strip(&persona.file);
+        tree::write(output, &format!("{NAMESPACE}/{file}"), tree::read_bytes(input, &file)?)?;
+        report.normalised(
+            "carried-in-extension",
+            &file,
+            "",
+            format!("persona `{}` kept as {NAMESPACE}/{file}: OPS has no personas, only apiary runs it", persona.name()),
+        );
+        if persona.fields.contains_key("mcp_servers") {
+            report.reinterpreted(
+                "per-persona-mcp-extension-only",
+                &file,
+                "mcp_servers",
+                "OPS has no per-agent MCP scope: these servers stay in the persona file, invisible to other OPS hosts",
+            );
+        }
+        persona_files.push(Value::from(file.clone()));
+        carried.push(file);
+    }
+    ext.insert("personas".into(), Value::Array(persona_files));
+    if let Some(file) = manifest.get("pack_instructions").and_then(Value::as_str)
+        && pack.instructions.is_some()
+    {
+        let file = strip(file);
+        tree::write(output, &format!("{NAMESPACE}/{file}"), tree::read_bytes(input, &file)?)?;
+        ext.insert("pack_instructions".into(), file.clone().into());
+        report.normalised(
+            "carried-in-extension",
+            &file,
+            "",
+            format!("pack instructions kept as {NAMESPACE}/{file}"),
+        );
+        carried.push(file);
+    }
+    if pack.hooks.is_some() {
+        let file = strip(
+            manifest
+                .get("hooks_config")
+                .and_then(Value::as_str)
+                .unwrap_or("hooks/hooks.json"),
+        );
+        tree::write(output, &format!("{NAMESPACE}/{file}"), tree::read_bytes(input, &file)?)?;
+        ext.insert("hooks_config".into(), file.clone().into());
+        report.normalised(
+            "carried-in-extension",
+            &file,
+            "",
+            format!("lifecycle hooks kept as {NAMESPACE}/{file}: OPS has no hooks, only apiary runs them"),
+        );
+        carried.push(file);
+        for (path, bytes) in &pack.hook_files {
+            tree::write(output, &format!("{NAMESPACE}/{path}"), bytes)?;
+            carried.push(path.clone());
+        }
+    }
+
+    // Skills: `skills/<name>/` as they are; a skill a persona lists from elsewhere stays at its
+    // path under the namespace (moving it would break the persona's reference).
+    let mut skill_dirs = Vec::new();
+    for skill in &pack.skills {
+        let standard = format!("skills/{}", skill.name);
+        let dir = if tree::is_dir(input, &standard) {
+            standard
+        } else {
+            let listed = pack
+                .personas
+                .iter()
+                .flat_map(|p| p.fields.get("skills").and_then(Value::as_array).cloned().unwrap_or_default())
+                .filter_map(|v| v.as_str().map(strip))
+                .find(|d| d.rsplit('/').next() == Some(skill.name.as_str()))
+                .unwrap_or(standard);
+            report.reinterpreted(
+                "skill-extension-only",
+                &listed,
+                "",
+                format!("skill `{}` lives outside skills/; kept as {NAMESPACE}/{listed}, invisible to other OPS hosts", skill.name),
+            );
+            skill.write(output, &format!("{NAMESPACE}/{listed}"))?;
+            skill_dirs.push(listed);
+            continue;
+        };
+        skill.write(output, &dir)?;
+        if let Some(why) = skill_problem(skill) {
+            report.reinterpreted(
+                "skill-not-conformant",
+                &format!("{dir}/SKILL.md"),
+                "",
+                format!("OPS hosts skip skills that break the Agent Skills spec: {why}"),
+            );
+        }
+        skill_dirs.push(dir);
+    }
+
+    // MCP servers: `.mcp.json` -> `mcp.json` with explicit transports.
+    let mcp_file = strip(
+        manifest
+            .get("mcp_config")
+            .and_then(Value::as_str)
+            .unwrap_or(".mcp.json"),
+    );
+    let previous = back
+        .get("mcp_servers")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let servers: Vec<(String, Map<String, Value>)> = pack
+        .mcp_servers
+        .iter()
+        .map(|s| (s.name.clone(), s.config.clone()))
+        .collect();
+    let mut kept = Map::new();
+    let mut ops_servers = Map::new();
+    for mapped in mcp::to_ops_list(&servers, &previous, &mut kept) {
+        for n in &mapped.notes {
+            let field = format!("mcpServers.{}.{}", mapped.name, n.field);
+            let field = field.trim_end_matches('.');
+            match n.list {
+                List::Synthesised => report.synthesised(n.code, &mcp_file, field, n.message.clone()),
+                List::Normalised => report.normalised(n.code, &mcp_file, field, n.message.clone()),
+                List::Reinterpreted => {
+                    report.reinterpreted(n.code, &mcp_file, field, n.message.clone())
+                }
+            }
+        }
+        match mapped.config {
+            Some(config) => {
+                ops_servers.insert(mapped.name, Value::Object(config));
+            }
+            None => report.reinterpreted(
+                "mcp-server-extension-only",
+                &mcp_file,
+                &format!("mcpServers.{}", mapped.name),
+                format!(
+                    "server `{}` is not a portable OPS server ({}); kept in extensions.{NAMESPACE}.mcp_servers only, OPS hosts will not start it",
+                    mapped.name,
+                    mapped.refused.unwrap_or_default()
+                ),
+            ),
+        }
+    }
+    let had_mcp = tree::is_file(input, &mcp_file);
+    if had_mcp || !ops_servers.is_empty() {
+        tree::write_json(
+            output,
+            "mcp.json",
+            &convert_kit::json!({ "$schema": MCP_SCHEMA, "mcpServers": ops_servers }),
+        )?;
+        report.normalised(
+            "mcp-config-renamed",
+            &mcp_file,
+            "",
+            format!("{mcp_file} -> mcp.json (with $schema and an explicit type per server)"),
+        );
+    }
+    if !kept.is_empty() {
+        ext.insert("mcp_servers".into(), Value::Object(kept));
+    }
+
+    // extensions: other clients' blocks a pack made from a plain plugin kept, then ours.
+    let mut extensions = match back.get("extensions") {
+        Some(Value::Object(map)) => map.clone(),
+        _ => Map::new(),
+    };
+    extensions.remove(NAMESPACE);
+    extensions.insert(NAMESPACE.into(), Value::Object(ext));
+    ops.insert("extensions".into(), Value::Object(extensions));
+    let ops = order(ops);
+    if let Err(problems) = check_manifest(&ops) {
+        return Err(format!("internal error: the plugin.json written breaks OPS 1.0: {problems}"));
+    }
+    tree::write_json(output, "plugin.json", &Value::Object(ops))?;
+
+    // Every other file of the pack (README, LICENSE, assets) comes along where it was.
+    let mcp_dir_file = mcp_file.clone();
+    let skip = |path: &str| {
+        path == MANIFEST
+            || path == mcp_dir_file
+            || carried.iter().any(|c| c == path)
+            || skill_dirs.iter().any(|d| path.starts_with(&format!("{d}/")))
+    };
+    for path in tree::walk(input, "")? {
+        if skip(&path) {
+            continue;
+        }
+        let reserved = path == "plugin.json"
+            || path == "mcp.json"
+            || path.starts_with(&format!("{NAMESPACE}/"))
+            || path.starts_with("skills/") && path.matches('/').count() > 1;
+        if reserved {
+            report.lost(
+                "file-collides",
+                &path,
+                "",
+                "the path is reserved in an OPS plugin; the file is not carried",
+            );
+            continue;
+        }
+        tree::write(output, &path, tree::read_bytes(input, &path)?)?;
+    }
+    Ok(report)
+}
+
+/// Why a skill breaks the Agent Skills rules OPS hosts apply, if it does.
+pub fn skill_problem(skill: &convert_kit::Skill) -> Option<String> {
+    let Some(text) = skill.skill_md() else {
+        return Some("SKILL.md is missing or not UTF-8".into());
+    };
+    let fm = frontmatter::parse(text);
+    if fm.mode != convert_kit::ParseMode::Strict {
+        return Some("its frontmatter is missing or not YAML".into());
+    }
+    let name = fm.fields.get("name").and_then(Value::as_str).unwrap_or_default();
+    if name != skill.name {
+        return Some(format!("name `{name}` differs from its directory `{}`", skill.name));
+    }
+    if !slug::is_valid(name, Rules::Skill) || name.contains("--") {
+        return Some(format!("name `{name}` is not [a-z0-9-], at most 64"));
+    }
+    let description = fm.fields.get("description").and_then(Value::as_str).unwrap_or_default();
+    if description.trim().is_empty() || description.chars().count() > 1024 {
+        return Some("description is empty or longer than 1024 characters".into());
+    }
+    None
+}
+
+/// The manifest keys in the order the spec lists them.
+fn order(mut map: Map<String, Value>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for key in OPS_KEYS {
+        if let Some(v) = map.remove(*key) {
+            out.insert((*key).into(), v);
+        }
+    }
+    out.extend(map);
+    out
+}
+
+/// The OPS 1.0 manifest schema, checked by hand: closed top level, `$schema` const, name rule,
+/// field types, the author object, extensions of objects.
+pub fn check_manifest(m: &Map<String, Value>) -> Result<(), String> {
+    let mut problems = Vec::new();
+    for key in m.keys().filter(|k| !OPS_KEYS.contains(&k.as_str())) {
+        problems.push(format!("unknown top-level field `{key}`"));
+    }
+    if m.get("$schema").and_then(Value::as_str) != Some(PLUGIN_SCHEMA) {
+        problems.push("`$schema` is not the Agent Plugins 1.0.0 identifier".into());
+    }
+    match m.get("name").and_then(Value::as_str) {
+        Some(n) if model::valid_plugin_name(n) => {}
+        _ => problems.push("`name` is missing or breaks the OPS name rule".into()),
+    }
+    for key in STRING_FIELDS {
+        if m.get(*key).is_some_and(|v| !v.is_string()) {
+            problems.push(format!("`{key}` is not a string"));
+        }
+    }
+    if let Some(author) = m.get("author") {
+        let ok = author.as_object().is_some_and(|a| {
+            a.iter()
+                .all(|(k, v)| ["name", "email", "url"].contains(&k.as_str()) && v.is_string())
+        });
+        if !ok {
+            problems.push("`author` is not an object of string name/email/url".into());
+        }
+    }
+    if m.get("keywords").is_some_and(|v| model::string_list(v).is_none()) {
+        problems.push("`keywords` is not a list of strings".into());
+    }
+    if let Some(ext) = m.get("extensions")
+        && !ext.as_object().is_some_and(|e| e.values().all(Value::is_object))
+    {
+        problems.push("`extensions` is not an object of objects".into());
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
