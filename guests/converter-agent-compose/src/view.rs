@@ -1,0 +1,103 @@
+//! Contract views of KDL role and personality nodes, and the small facts both directions read
+//! from them (meld, identity, seats, skill ids).
+
+use crate::contract::{Identity, PersonalityView, RoleView};
+use crate::node::Node;
+
+/// The role's personality meld, in order.
+pub fn meld(role: &Node) -> Vec<String> {
+    role.children_named("personality")
+        .flat_map(|n| n.str_args())
+        .map(str::to_string)
+        .collect()
+}
+
+fn identity_of(node: &Node) -> Identity {
+    Identity {
+        name: node.str_prop("name").map(str::to_string),
+        pronouns: node.str_prop("pronouns").map(str::to_string),
+    }
+}
+
+/// The role-level identity, if declared.
+pub fn identity(role: &Node) -> Option<Identity> {
+    role.first_child("identity").map(identity_of)
+}
+
+/// Every seat (`agent "<harness>"` or `seat "<key>"`) with the identity written on it.
+pub fn seats(role: &Node) -> Vec<(String, Identity)> {
+    role.children
+        .iter()
+        .filter(|c| c.name == "agent" || c.name == "seat")
+        .map(|c| (c.arg0().unwrap_or_default().to_string(), identity_of(c)))
+        .collect()
+}
+
+/// The name an identity-first reader would show: role identity, else the first seat's.
+pub fn identity_name(role: &Node) -> Option<String> {
+    identity(role)
+        .and_then(|i| i.name)
+        .or_else(|| seats(role).into_iter().find_map(|(_, i)| i.name))
+}
+
+pub fn role_view(role: &Node, path: &str, favorite: Option<String>) -> RoleView {
+    RoleView {
+        slug: role.arg0().unwrap_or_default().to_string(),
+        path: path.to_string(),
+        personalities: meld(role),
+        identity: identity(role),
+        seats: seats(role),
+        favorite,
+    }
+}
+
+pub fn personality_view(node: &Node, path: &str) -> PersonalityView {
+    PersonalityView {
+        name: node.arg0().unwrap_or_default().to_string(),
+        path: path.to_string(),
+        color: node.str_prop("color").map(str::to_string),
+    }
+}
+
+/// The skill id a personality or boundary node binds (`skill=`), defaulting to `<kind>-<name>`.
+pub fn bound_skill(node: &Node) -> String {
+    node.str_prop("skill")
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}-{}", node.name, node.arg0().unwrap_or_default()))
+}
+
+/// Boundaries a role names (`boundary`, `boundary-scoped`).
+pub fn role_boundaries(role: &Node) -> Vec<String> {
+    role.children
+        .iter()
+        .filter(|c| c.name == "boundary" || c.name == "boundary-scoped")
+        .filter_map(|c| c.arg0().map(str::to_string))
+        .collect()
+}
+
+/// Method skill ids a role names.
+pub fn methods(role: &Node) -> Vec<String> {
+    role.children_named("method")
+        .flat_map(|n| n.str_args())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Formats violations as one refusal message.
+pub fn refusal(what: &str, violations: &[crate::contract::Violation]) -> String {
+    let items: Vec<String> = violations
+        .iter()
+        .map(|v| {
+            if v.field.is_empty() {
+                format!("[{}] {}", v.path, v.message)
+            } else {
+                format!("[{} {}] {}", v.path, v.field, v.message)
+            }
+        })
+        .collect();
+    format!(
+        "{what} breaks the person contract ({} violation(s)): {}",
+        violations.len(),
+        items.join("; ")
+    )
+}
