@@ -1,0 +1,156 @@
+//! A Claude marketplace (`.claude-plugin/marketplace.json`) -> one persona pack per local plugin.
+//!
+//! Output layout: `<plugin-name>/` in the output holds that plugin's pack (the name slugged per
+//! Claude rules, made unique). With the option `plugin=<name>` only that plugin is converted, into
+//! the output root, so the output is a single pack. Remote sources (github, url, git-subdir, npm)
+//! cannot be read from a sandbox with only the input tree: each is reported and skipped, as is a
+//! local source whose directory is missing or that cannot be read.
+
+use std::path::Path;
+
+use convert_kit::slug::{self, Rules};
+use convert_kit::{Report, Value, tree};
+
+use crate::read::{self, Context, Host};
+use crate::util::{clean_path, unique};
+
+pub const FILE: &str = ".claude-plugin/marketplace.json";
+
+pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, String> {
+    let market = match tree::read_json(input, FILE)? {
+        Value::Object(m) => m,
+        _ => return Err(format!("{FILE} is not a JSON object")),
+    };
+    let Some(Value::Array(entries)) = market.get("plugins") else {
+        return Err(format!("{FILE} has no `plugins` list"));
+    };
+    let market_name = market.get("name").and_then(Value::as_str).map(str::to_string);
+    let plugin_root = market
+        .get("metadata")
+        .and_then(|m| m.get("pluginRoot"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let mut report = Report::default();
+    let others: Vec<&str> = market
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !matches!(*k, "plugins" | "name"))
+        .collect();
+    if !others.is_empty() {
+        report.lost(
+            "marketplace-field-unsupported",
+            FILE,
+            "",
+            format!(
+                "marketplace fields {} describe the catalogue, not a plugin; persona packs have no place for them",
+                others.join(", ")
+            ),
+        );
+    }
+    let mut taken = Vec::new();
+    let mut converted = 0usize;
+    for (i, entry) in entries.iter().enumerate() {
+        let field = format!("plugins[{i}]");
+        let Some(entry) = entry.as_object() else {
+            report.lost("entry-invalid", FILE, &field, "a plugin entry that is not an object; skipped");
+            continue;
+        };
+        let Some(name) = entry.get("name").and_then(Value::as_str).filter(|n| !n.trim().is_empty()) else {
+            report.lost("entry-invalid", FILE, &field, "a plugin entry without a `name`; skipped");
+            continue;
+        };
+        if only.is_some_and(|o| o != name) {
+            continue;
+        }
+        let field = format!("plugins.{name}");
+        let dir = match local_dir(entry.get("source"), plugin_root.as_deref()) {
+            Ok(dir) => dir,
+            Err(why) => {
+                report.lost("remote-plugin-skipped", FILE, &field, format!("plugin `{name}`: {why}; skipped"));
+                continue;
+            }
+        };
+        if !tree::is_dir(input, &dir) && !dir.is_empty() {
+            report.lost(
+                "plugin-missing",
+                FILE,
+                &field,
+                format!("plugin `{name}`: its directory `{dir}` is not in the input; skipped"),
+            );
+            continue;
+        }
+        let root = if dir.is_empty() { input.to_path_buf() } else { tree::join(input, &dir)? };
+        let ctx = Context {
+            prefix: dir.clone(),
+            entry: Some(entry.clone()),
+            marketplace: market_name.clone(),
+            fallback_name: Some(name.to_string()),
+        };
+        let converted_plugin = match read::read(&root, Host::Claude, &ctx) {
+            Ok(c) => c,
+            Err(e) => {
+                report.lost("plugin-refused", FILE, &field, format!("plugin `{name}` cannot be read: {e}; skipped"));
+                continue;
+            }
+        };
+        let target = if only.is_some() {
+            out.to_path_buf()
+        } else {
+            let base = slug::normalise(name, Rules::Claude).unwrap_or_else(|| "plugin".into());
+            let sub = unique(&base, &mut taken);
+            if sub != name {
+                report.normalised("name-normalised", FILE, &field, format!("{name} -> {sub}/ (output directory)"));
+            }
+            tree::join(out, &sub)?
+        };
+        converted_plugin.write(&target)?;
+        report.extend(converted_plugin.report);
+        converted += 1;
+    }
+    match (only, converted) {
+        (Some(o), 0) => Err(format!("the marketplace lists no local plugin named `{o}` that can be converted")),
+        (None, 0) => Err(format!("no plugin of {FILE} could be converted (remote or missing sources only)")),
+        _ => Ok(report),
+    }
+}
+
+/// The plugin directory of a local source, or why the source is not local.
+fn local_dir(source: Option<&Value>, plugin_root: Option<&str>) -> Result<String, String> {
+    let path = match source {
+        Some(Value::String(s)) => {
+            let s = s.trim();
+            match plugin_root {
+                Some(root) if !s.starts_with("./") && !s.starts_with("../") => format!("{root}/{s}"),
+                _ => s.to_string(),
+            }
+        }
+        Some(Value::Object(o)) => match o.get("source").and_then(Value::as_str) {
+            Some("local") => o.get("path").and_then(Value::as_str).unwrap_or_default().to_string(),
+            Some(kind) => {
+                let at = ["repo", "url", "package"]
+                    .iter()
+                    .find_map(|k| o.get(*k).and_then(Value::as_str))
+                    .unwrap_or_default();
+                return Err(format!("a remote `{kind}` source {at}"));
+            }
+            None => return Err("a source object without `source`".into()),
+        },
+        _ => return Err("no usable `source`".into()),
+    };
+    clean_path(&path)
+}
+
+/// Detection helper: how many local and remote plugins the marketplace lists.
+pub fn count(input: &Path) -> Option<(usize, usize)> {
+    let market = tree::read_json(input, FILE).ok()?;
+    let entries = market.get("plugins")?.as_array()?;
+    let root = market
+        .get("metadata")
+        .and_then(|m| m.get("pluginRoot"))
+        .and_then(Value::as_str);
+    let local = entries
+        .iter()
+        .filter(|e| local_dir(e.get("source"), root).is_ok())
+        .count();
+    Some((local, entries.len() - local))
+}

@@ -1,0 +1,1157 @@
+//! A Claude Code plugin (or a Codex, Cursor or Gemini plugin, its close cousins) -> a persona pack.
+//!
+//! What the pack has a slot for is mapped (agents -> personas, skills, MCP servers, metadata);
+//! everything else is carried: per-agent Claude keys and the original `plugin.json` in the manifest
+//! block `x-claude` (`x-codex`, … for the cousins), other files (commands, hooks, LSP, settings…)
+//! verbatim under `x-claude/files/`. Claude hooks are an event map, not persona lifecycle hooks:
+//! they are carried there, disabled. The writer (`write.rs`) reads all of it back.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use convert_kit::frontmatter::{self, ParseMode};
+use convert_kit::pack::{self, McpServer, Pack, Persona, Skill};
+use convert_kit::slug::{self, Rules};
+use convert_kit::{Map, Report, Value, tree};
+
+use crate::mcp;
+use crate::model::{self, ToPersona};
+use crate::util::{clean_path, first_line, object, strings, text, title_case, unique};
+
+/// Where carried files go inside the persona pack.
+pub const FILES_DIR: &str = "x-claude/files";
+/// The manifest key a persona pack written by `write.rs` keeps persona-only data under, inside a
+/// Claude `plugin.json`.
+pub const PERSONA_KEY: &str = "x-persona";
+
+/// The plugin dialect being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    Claude,
+    Codex,
+    Cursor,
+    Gemini,
+}
+
+impl Host {
+    pub fn from_format(format: &str) -> Option<Host> {
+        match format {
+            "claude-plugin" => Some(Host::Claude),
+            "codex-plugin" => Some(Host::Codex),
+            "cursor-plugin" => Some(Host::Cursor),
+            "gemini-extension" => Some(Host::Gemini),
+            _ => None,
+        }
+    }
+
+    pub fn manifest(self) -> &'static str {
+        match self {
+            Host::Claude => ".claude-plugin/plugin.json",
+            Host::Codex => ".codex-plugin/plugin.json",
+            Host::Cursor => ".cursor-plugin/plugin.json",
+            Host::Gemini => "gemini-extension.json",
+        }
+    }
+
+    /// The manifest block of the persona pack holding what has no pack slot.
+    pub fn ext_key(self) -> &'static str {
+        match self {
+            Host::Claude => "x-claude",
+            Host::Codex => "x-codex",
+            Host::Cursor => "x-cursor",
+            Host::Gemini => "x-gemini",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Host::Claude => "Claude Code",
+            Host::Codex => "Codex",
+            Host::Cursor => "Cursor",
+            Host::Gemini => "Gemini CLI",
+        }
+    }
+}
+
+/// What the caller knows about the plugin beyond its tree.
+#[derive(Debug, Default, Clone)]
+pub struct Context {
+    /// Prefix for report paths (the plugin's directory inside the input), `""` at the root.
+    pub prefix: String,
+    /// The marketplace entry listing this plugin, when read through a marketplace.
+    pub entry: Option<Map<String, Value>>,
+    /// The marketplace's name.
+    pub marketplace: Option<String>,
+    /// A name to use when neither a manifest nor a marketplace entry gives one.
+    pub fallback_name: Option<String>,
+}
+
+/// A converted plugin, ready to be written.
+pub struct Converted {
+    pub pack: Pack,
+    /// Files kept verbatim at the pack root (README, LICENSE…).
+    pub docs: Vec<(String, Vec<u8>)>,
+    /// Files carried under [`FILES_DIR`], by their path in the plugin.
+    pub carried: Vec<(String, Vec<u8>)>,
+    pub report: Report,
+}
+
+impl Converted {
+    pub fn write(&self, out: &Path) -> Result<(), String> {
+        self.pack.write(out)?;
+        for (rel, bytes) in &self.docs {
+            tree::write(out, rel, bytes)?;
+        }
+        for (rel, bytes) in &self.carried {
+            tree::write(out, &format!("{FILES_DIR}/{rel}"), bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// Manifest fields the persona pack has the same slot for.
+const MAPPED_KEYS: &[&str] = &[
+    "name",
+    "version",
+    "description",
+    "author",
+    "license",
+    "homepage",
+    "repository",
+    "keywords",
+];
+
+/// Claude agent keys with a persona slot; every other key is carried in the extension.
+const AGENT_MAPPED: &[&str] = &["name", "description", "model"];
+
+/// Persona fields a Claude agent has no slot for (kept in `x-persona` by the writer).
+pub const PERSONA_ONLY: &[&str] = &[
+    "display_name",
+    "avatar",
+    "version",
+    "author",
+    "skills",
+    "mcp_servers",
+    "subscribe",
+    "triggers",
+    "respond_to",
+    "runtime",
+    "temperature",
+    "max_context_tokens",
+    "thread_replies",
+    "broadcast_replies",
+    "hooks",
+];
+
+struct Reader<'a> {
+    root: &'a Path,
+    host: Host,
+    ctx: &'a Context,
+    report: Report,
+    /// Plugin-relative files mapped into the pack (not carried again).
+    consumed: BTreeSet<String>,
+    ext: Map<String, Value>,
+    /// `x-persona` of a plugin the writer produced.
+    xp: Map<String, Value>,
+    pack: Pack,
+}
+
+/// Reads the plugin at `root` into a persona pack.
+pub fn read(root: &Path, host: Host, ctx: &Context) -> Result<Converted, String> {
+    let mut r = Reader {
+        root,
+        host,
+        ctx,
+        report: Report::default(),
+        consumed: BTreeSet::new(),
+        ext: Map::new(),
+        xp: Map::new(),
+        pack: Pack::default(),
+    };
+    let plugin = r.manifest()?;
+    r.metadata(&plugin);
+    r.skills(&plugin)?;
+    r.agents(&plugin)?;
+    r.mcp(&plugin)?;
+    r.hooks(&plugin);
+    r.instructions(&plugin);
+    r.persona_fallback(&plugin);
+    let (docs, carried) = r.rest()?;
+    let key = host.ext_key();
+    if !r.ext.is_empty() {
+        r.pack.manifest.insert(key.into(), Value::Object(r.ext));
+    }
+    Ok(Converted {
+        pack: r.pack,
+        docs,
+        carried,
+        report: r.report,
+    })
+}
+
+impl Reader<'_> {
+    fn at(&self, rel: &str) -> String {
+        match (self.ctx.prefix.is_empty(), rel.is_empty()) {
+            (true, _) => rel.to_string(),
+            (false, true) => self.ctx.prefix.clone(),
+            (false, false) => format!("{}/{rel}", self.ctx.prefix),
+        }
+    }
+
+    /// The plugin manifest: the host's manifest file, else the marketplace entry, else nothing.
+    fn manifest(&mut self) -> Result<Map<String, Value>, String> {
+        let file = self.host.manifest();
+        let mut plugin = if tree::is_file(self.root, file) {
+            self.consumed.insert(file.to_string());
+            match tree::read_json(self.root, file)? {
+                Value::Object(map) => {
+                    self.ext.insert("manifest".into(), "file".into());
+                    map
+                }
+                _ => return Err(format!("{} is not a JSON object", self.at(file))),
+            }
+        } else if let Some(entry) = &self.ctx.entry {
+            self.ext.insert("manifest".into(), "marketplace-entry".into());
+            self.report.synthesised(
+                "manifest-from-marketplace",
+                &self.at(""),
+                "",
+                format!(
+                    "no {file}: the plugin's metadata comes from its marketplace entry, as {} does",
+                    self.host.label()
+                ),
+            );
+            entry
+                .iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "source" | "strict" | "category" | "tags"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        } else {
+            self.ext.insert("manifest".into(), "none".into());
+            Map::new()
+        };
+        if let Some(entry) = &self.ctx.entry {
+            let mut m = Map::new();
+            if let Some(name) = &self.ctx.marketplace {
+                m.insert("name".into(), name.clone().into());
+            }
+            m.insert("entry".into(), Value::Object(entry.clone()));
+            self.ext.insert("marketplace".into(), Value::Object(m));
+            self.report.reinterpreted(
+                "carried-in-extension",
+                &self.at(""),
+                "",
+                format!(
+                    "the marketplace entry (source, category, tags…) is kept in `{}.marketplace`",
+                    self.host.ext_key()
+                ),
+            );
+        }
+        if let Some(Value::Object(xp)) = plugin.remove(PERSONA_KEY) {
+            self.xp = xp;
+        }
+        Ok(plugin)
+    }
+
+    fn metadata(&mut self, plugin: &Map<String, Value>) {
+        let file = self.at(self.host.manifest());
+        let xp_manifest = self
+            .xp
+            .get("manifest")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let name = match text(plugin, "name") {
+            Some(n) => n.to_string(),
+            None => {
+                let n = self
+                    .ctx
+                    .fallback_name
+                    .clone()
+                    .unwrap_or_else(|| "claude-plugin".to_string());
+                self.report.synthesised(
+                    "name-synthesised",
+                    &file,
+                    "name",
+                    format!("the plugin has no name; named it `{n}`"),
+                );
+                n
+            }
+        };
+        let mut synthesised = Vec::new();
+        let m = &mut self.pack.manifest;
+        m.insert("$schema".into(), pack::SCHEMA.into());
+        let id = match xp_manifest.get("id").and_then(Value::as_str) {
+            Some(id) => id.to_string(),
+            None => {
+                let id = slug::normalise(&name, Rules::AgentPlugins)
+                    .unwrap_or_else(|| "claude-plugin".to_string());
+                synthesised.push("id");
+                self.report.synthesised(
+                    "id-derived",
+                    &file,
+                    "id",
+                    format!("persona packs need an `id`: derived `{id}` from the plugin name"),
+                );
+                id
+            }
+        };
+        m.insert("id".into(), id.into());
+        let title = xp_manifest
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or(name.clone());
+        m.insert("name".into(), title.into());
+        match text(plugin, "version") {
+            Some(v) => {
+                m.insert("version".into(), v.into());
+            }
+            None => {
+                m.insert("version".into(), "0.1.0".into());
+                synthesised.push("version");
+                self.report.synthesised(
+                    "default-applied",
+                    &file,
+                    "version",
+                    "persona packs need a `version`; the plugin has none, so 0.1.0",
+                );
+            }
+        }
+        for key in &MAPPED_KEYS[2..] {
+            let Some(value) = plugin.get(*key) else {
+                continue;
+            };
+            let fits = match *key {
+                "author" => {
+                    value.is_string()
+                        || value
+                            .as_object()
+                            .is_some_and(|a| a.get("name").is_some_and(Value::is_string))
+                }
+                "keywords" => value
+                    .as_array()
+                    .is_some_and(|a| a.iter().all(Value::is_string)),
+                _ => value.is_string(),
+            };
+            if fits {
+                m.insert(key.to_string(), value.clone());
+            } else {
+                self.report.reinterpreted(
+                    "carried-in-extension",
+                    &file,
+                    key,
+                    format!("`{key}` has a shape persona packs do not accept; kept in `{}.plugin`", self.host.ext_key()),
+                );
+            }
+        }
+        // Persona-pack-only manifest keys a Claude plugin written by this converter carried.
+        for (k, v) in &xp_manifest {
+            if !matches!(k.as_str(), "id" | "name") {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+        for key in plugin.keys().filter(|k| !MAPPED_KEYS.contains(&k.as_str())) {
+            let why = match key.as_str() {
+                "agents" | "skills" | "commands" | "hooks" | "mcpServers" | "outputStyles"
+                | "lspServers" | "themes" | "monitors" => {
+                    "a component path or inline definition; read where the pack has a slot"
+                }
+                "$schema" => "the persona pack writes its own `$schema`",
+                _ => "persona packs have no such field",
+            };
+            self.report.reinterpreted(
+                "carried-in-extension",
+                &file,
+                key,
+                format!(
+                    "`{key}`: {why}; the value is kept in `{}.plugin` for the way back",
+                    self.host.ext_key()
+                ),
+            );
+        }
+        if !plugin.is_empty() {
+            self.ext
+                .insert("plugin".into(), Value::Object(plugin.clone()));
+        }
+        if !synthesised.is_empty() {
+            self.ext.insert(
+                "synthesised".into(),
+                Value::Array(synthesised.into_iter().map(Value::from).collect()),
+            );
+        }
+    }
+
+    /// Skill directories: every child of `skills/` plus the manifest's `skills` paths.
+    fn skills(&mut self, plugin: &Map<String, Value>) -> Result<(), String> {
+        let mut dirs: Vec<String> = Vec::new();
+        let mut roots = vec!["skills".to_string()];
+        for p in strings(plugin.get("skills")) {
+            match clean_path(&p) {
+                Ok(rel) => roots.push(rel),
+                Err(e) => self.report.lost(
+                    "path-refused",
+                    &self.at(self.host.manifest()),
+                    "skills",
+                    e,
+                ),
+            }
+        }
+        for rel in roots {
+            if has_skill_md(self.root, &rel) {
+                dirs.push(rel);
+            } else if tree::is_dir(self.root, &rel) {
+                for child in tree::list(self.root, &rel) {
+                    let dir = if rel.is_empty() {
+                        child
+                    } else {
+                        format!("{rel}/{child}")
+                    };
+                    if has_skill_md(self.root, &dir) {
+                        dirs.push(dir);
+                    }
+                }
+            }
+        }
+        let mut seen = BTreeSet::new();
+        dirs.retain(|d| seen.insert(d.clone()));
+        let mut taken: Vec<String> = Vec::new();
+        for dir in dirs {
+            let mut skill = match Skill::read(self.root, &dir) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.report.lost("skill-unreadable", &self.at(&dir), "", e);
+                    continue;
+                }
+            };
+            for (file, _) in &skill.files {
+                self.consumed.insert(format!("{dir}/{file}"));
+            }
+            let name = unique(&skill.name, &mut taken);
+            if name != skill.name {
+                self.report.normalised(
+                    "name-normalised",
+                    &self.at(&dir),
+                    "",
+                    format!("skill directory {} -> skills/{name} (name taken)", skill.name),
+                );
+                skill.name = name;
+            }
+            self.fix_skill_md(&dir, &mut skill);
+            self.pack.skills.push(skill);
+        }
+        Ok(())
+    }
+
+    /// A SKILL.md the persona pack validator would refuse (not strict YAML, no name or
+    /// description) gets its frontmatter rewritten, and the report says so.
+    fn fix_skill_md(&mut self, dir: &str, skill: &mut Skill) {
+        let Some(index) = skill
+            .files
+            .iter()
+            .position(|(p, _)| p.eq_ignore_ascii_case("SKILL.md"))
+        else {
+            return;
+        };
+        let path = self.at(&format!("{dir}/{}", skill.files[index].0));
+        let Ok(text) = std::str::from_utf8(&skill.files[index].1) else {
+            self.report.lost(
+                "skill-unreadable",
+                &path,
+                "",
+                "SKILL.md is not UTF-8; the skill is dropped",
+            );
+            skill.files.clear();
+            return;
+        };
+        let fm = frontmatter::parse(text);
+        let has = |k: &str| text_field(&fm.fields, k);
+        if fm.mode == ParseMode::Strict && has("name") && has("description") {
+            if skill.files[index].0 != "SKILL.md" {
+                skill.files[index].0 = "SKILL.md".into();
+            }
+            return;
+        }
+        let mut fields = fm.fields.clone();
+        let mut changes = Vec::new();
+        if fm.mode == ParseMode::Lenient {
+            changes.push("re-serialised as strict YAML (it was not)".to_string());
+        }
+        if !has("name") {
+            fields.insert("name".into(), skill.name.clone().into());
+            changes.push(format!("`name` set to `{}`", skill.name));
+        }
+        if !has("description") {
+            let d = first_line(&fm.body, 200).unwrap_or_else(|| format!("Skill {}", skill.name));
+            fields.insert("description".into(), d.into());
+            changes.push("`description` taken from the body".to_string());
+        }
+        // Keep `name` and `description` first, as skill files usually do.
+        let mut ordered = Map::new();
+        for k in ["name", "description"] {
+            if let Some(v) = fields.remove(k) {
+                ordered.insert(k.into(), v);
+            }
+        }
+        ordered.extend(fields);
+        skill.files[index] = (
+            "SKILL.md".into(),
+            frontmatter::render(&ordered, &fm.body).into_bytes(),
+        );
+        skill.description = ordered
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        self.report.reinterpreted(
+            "skill-frontmatter-rewritten",
+            &path,
+            "",
+            format!("SKILL.md frontmatter rewritten so persona runtimes load it: {}", changes.join("; ")),
+        );
+    }
+
+    /// Agent files: `agents/**/*.md` plus the manifest's `agents` paths (added to the default,
+    /// as in Claude Code).
+    fn agent_files(&mut self, plugin: &Map<String, Value>) -> Result<Vec<String>, String> {
+        let mut files = Vec::new();
+        if tree::is_dir(self.root, "agents") {
+            files.extend(
+                tree::walk(self.root, "agents")?
+                    .into_iter()
+                    .filter(|f| f.ends_with(".md")),
+            );
+        }
+        for p in strings(plugin.get("agents")) {
+            let rel = match clean_path(&p) {
+                Ok(rel) => rel,
+                Err(e) => {
+                    let at = self.at(self.host.manifest());
+                    self.report.lost("path-refused", &at, "agents", e);
+                    continue;
+                }
+            };
+            if tree::is_file(self.root, &rel) {
+                files.push(rel);
+            } else if tree::is_dir(self.root, &rel) {
+                files.extend(
+                    tree::walk(self.root, &rel)?
+                        .into_iter()
+                        .filter(|f| f.ends_with(".md")),
+                );
+            } else {
+                let at = self.at(self.host.manifest());
+                self.report.lost(
+                    "missing-file",
+                    &at,
+                    "agents",
+                    format!("agent path `{p}` is not in the plugin"),
+                );
+            }
+        }
+        let mut seen = BTreeSet::new();
+        files.retain(|f| seen.insert(f.clone()));
+        Ok(files)
+    }
+
+    fn agents(&mut self, plugin: &Map<String, Value>) -> Result<(), String> {
+        let mut taken: Vec<String> = Vec::new();
+        let xp_personas = self
+            .xp
+            .get("personas")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for file in self.agent_files(plugin)? {
+            let path = self.at(&file);
+            let text = match tree::read(self.root, &file) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.report.lost("agent-unreadable", &path, "", e);
+                    continue;
+                }
+            };
+            let fm = frontmatter::parse(&text);
+            if fm.mode == ParseMode::Absent {
+                // Not an agent (a README, a prompt fragment): carried with the other files.
+                self.report.reinterpreted(
+                    "not-an-agent",
+                    &path,
+                    "",
+                    format!("no frontmatter, so not an agent; kept as a file under {FILES_DIR}/"),
+                );
+                continue;
+            }
+            self.consumed.insert(file.clone());
+            if fm.mode == ParseMode::Lenient {
+                self.report.reinterpreted(
+                    "lenient-frontmatter",
+                    &path,
+                    "",
+                    format!(
+                        "frontmatter is not strict YAML ({}); read with the lenient key-line scanner, as Claude Code reads it",
+                        fm.strict_error.as_deref().unwrap_or("parse error").lines().next().unwrap_or_default()
+                    ),
+                );
+            }
+            let xp = text_field(&fm.fields, "name")
+                .then(|| fm.fields.get("name").and_then(Value::as_str))
+                .flatten()
+                .and_then(|n| xp_personas.get(n))
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            let persona = self.agent(&file, &path, fm, &xp, &mut taken);
+            self.pack.personas.push(persona);
+        }
+        Ok(())
+    }
+
+    /// One agent file -> one persona, and its `x-claude.agents.<persona>` entry.
+    fn agent(
+        &mut self,
+        file: &str,
+        path: &str,
+        fm: frontmatter::Frontmatter,
+        xp: &Map<String, Value>,
+        taken: &mut Vec<String>,
+    ) -> Persona {
+        let key = self.host.ext_key();
+        let stem = file
+            .rsplit('/')
+            .next()
+            .unwrap_or(file)
+            .trim_end_matches(".md")
+            .to_string();
+        let original = fm.fields.get("name").and_then(Value::as_str).map(str::to_string);
+        let base = original
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| stem.clone());
+        let wanted = xp
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| slug::normalise(&base, Rules::Persona))
+            .unwrap_or_else(|| "agent".to_string());
+        let name = unique(&wanted, taken);
+        match &original {
+            None => self.report.synthesised(
+                "name-synthesised",
+                path,
+                "name",
+                format!("the agent has no `name`; named it `{name}` after its file"),
+            ),
+            Some(o) if *o != name => self.report.normalised(
+                "name-normalised",
+                path,
+                "name",
+                format!("{o} -> {name}"),
+            ),
+            _ => {}
+        }
+
+        let mut fields = Map::new();
+        let mut agent = Map::new();
+        let mut synthesised: Vec<Value> = Vec::new();
+        agent.insert("file".into(), file.into());
+        if let Some(o) = &original {
+            agent.insert("name".into(), o.clone().into());
+        }
+        agent.insert(
+            "keys".into(),
+            Value::Array(fm.fields.keys().map(|k| Value::from(k.clone())).collect()),
+        );
+        fields.insert("name".into(), name.clone().into());
+
+        let display = match xp.get("fields").and_then(|f| f.get("display_name")) {
+            Some(d) => d.clone(),
+            None => {
+                let d = match &original {
+                    Some(o) if !slug::is_valid(o, Rules::Persona) => o.trim().to_string(),
+                    _ => title_case(&name),
+                };
+                synthesised.push("display_name".into());
+                self.report.synthesised(
+                    "display-name-derived",
+                    path,
+                    "display_name",
+                    format!("personas need a `display_name`: `{d}`"),
+                );
+                d.into()
+            }
+        };
+        fields.insert("display_name".into(), display);
+
+        let description = match fm.fields.get("description") {
+            Some(Value::String(d)) if !d.trim().is_empty() => d.clone(),
+            other => {
+                let d = first_line(&fm.body, 200).unwrap_or_else(|| format!("Claude agent {name}"));
+                synthesised.push("description".into());
+                let what = if other.is_some() { "an empty or non-text" } else { "no" };
+                self.report.synthesised(
+                    "description-synthesised",
+                    path,
+                    "description",
+                    format!("the agent has {what} `description`; used `{}`", d.chars().take(60).collect::<String>()),
+                );
+                d
+            }
+        };
+        fields.insert("description".into(), description.into());
+
+        let mut carried = Map::new();
+        match fm.fields.get("model") {
+            None => {}
+            Some(Value::String(m)) => {
+                agent.insert("model".into(), m.clone().into());
+                match model::to_persona(m) {
+                    ToPersona::Model { id, alias } => {
+                        if alias {
+                            self.report.reinterpreted(
+                                "model-alias-pinned",
+                                path,
+                                "model",
+                                format!("`{m}` -> `{id}`: Claude's alias moves with releases, the persona pins today's model"),
+                            );
+                        } else {
+                            self.report.normalised("model-id-prefixed", path, "model", format!("{m} -> {id}"));
+                        }
+                        fields.insert("model".into(), id.into());
+                    }
+                    ToPersona::Inherit => self.report.reinterpreted(
+                        "model-inherit",
+                        path,
+                        "model",
+                        "`inherit`: the persona has no `model`, so the pack default or the runtime's model applies",
+                    ),
+                    ToPersona::Unknown => self.report.reinterpreted(
+                        "carried-in-extension",
+                        path,
+                        "model",
+                        format!("`{m}` is not a Claude model this converter knows; no persona `model`, the value is kept in `{key}.agents.{name}`"),
+                    ),
+                }
+            }
+            Some(other) => {
+                carried.insert("model".into(), other.clone());
+            }
+        }
+        if let Some(m) = xp.get("fields").and_then(|f| f.get("model"))
+            && !fields.contains_key("model")
+        {
+            fields.insert("model".into(), m.clone());
+        }
+        for (k, v) in fm.fields.iter().filter(|(k, _)| !AGENT_MAPPED.contains(&k.as_str())) {
+            carried.insert(k.clone(), v.clone());
+            let why = match k.as_str() {
+                "tools" | "disallowedTools" | "permissionMode" => "persona packs have no tool policy",
+                "skills" => "Claude preloads these skills; persona packs load skills on demand and give every persona the pack's unclaimed skills",
+                "color" => "persona packs have no colour",
+                "hooks" | "mcpServers" => "Claude ignores it in plugin agents and personas have no Claude equivalent",
+                _ => "persona frontmatter has no such field",
+            };
+            self.report.reinterpreted(
+                "carried-in-extension",
+                path,
+                k,
+                format!("`{k}`: {why}; kept in `{key}.agents.{name}`"),
+            );
+        }
+        if matches!(fm.fields.get("name"), Some(v) if !v.is_string()) {
+            carried.insert("name".into(), fm.fields["name"].clone());
+        }
+        if matches!(fm.fields.get("description"), Some(v) if !v.is_string()) {
+            carried.insert("description".into(), fm.fields["description"].clone());
+        }
+        if !carried.is_empty() {
+            agent.insert("fields".into(), Value::Object(carried));
+        }
+        if !synthesised.is_empty() {
+            agent.insert("synthesised".into(), Value::Array(synthesised));
+        }
+        if fm.mode == ParseMode::Lenient {
+            agent.insert("lenient".into(), true.into());
+        }
+
+        // Persona-only fields a previous pack -> Claude conversion kept, in their original order.
+        if let Some(Value::Object(extra)) = xp.get("fields") {
+            for (k, v) in extra {
+                if k != "display_name" && k != "model" {
+                    fields.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        if let Some(Value::Array(order)) = xp.get("keys") {
+            let mut ordered = Map::new();
+            for k in order.iter().filter_map(Value::as_str) {
+                if let Some(v) = fields.remove(k) {
+                    ordered.insert(k.to_string(), v);
+                }
+            }
+            ordered.extend(std::mem::take(&mut fields));
+            fields = ordered;
+        }
+
+        let mut body = fm.body;
+        if let Some(block) = self.xp.get("instructions").and_then(Value::as_str) {
+            let block = crate::write::instructions_block(block);
+            if let Some(stripped) = body.strip_suffix(&block) {
+                body = stripped.to_string();
+            }
+        }
+        object(&mut self.ext, "agents").insert(name.clone(), Value::Object(agent));
+        let file = xp
+            .get("file")
+            .and_then(Value::as_str)
+            .and_then(|f| clean_path(f).ok())
+            .filter(|f| f.starts_with("agents/") && f.ends_with(".md"))
+            .unwrap_or_else(|| format!("agents/{name}.persona.md"));
+        Persona {
+            file,
+            fields,
+            body,
+            mode: fm.mode,
+        }
+    }
+
+    fn mcp(&mut self, plugin: &Map<String, Value>) -> Result<(), String> {
+        let key = self.host.ext_key();
+        let mut info = Map::new();
+        let mut sources: Vec<(String, Value, bool)> = Vec::new();
+        let default_file = match self.host {
+            Host::Cursor => "mcp.json",
+            _ => ".mcp.json",
+        };
+        let mut files = vec![default_file.to_string()];
+        let mut inline_names = Vec::new();
+        let declared = match plugin.get("mcpServers") {
+            Some(Value::Array(items)) => items.clone(),
+            Some(v) => vec![v.clone()],
+            None => Vec::new(),
+        };
+        for item in declared {
+            match item {
+                Value::String(p) if p.contains("://") || p.ends_with(".mcpb") => {
+                    self.report.lost(
+                        "mcp-bundle-unsupported",
+                        &self.at(self.host.manifest()),
+                        "mcpServers",
+                        format!("`{p}` is an MCP bundle or URL; persona packs cannot install it"),
+                    );
+                }
+                Value::String(p) => match clean_path(&p) {
+                    Ok(rel) if !files.contains(&rel) => files.push(rel),
+                    Ok(_) => {}
+                    Err(e) => self.report.lost(
+                        "path-refused",
+                        &self.at(self.host.manifest()),
+                        "mcpServers",
+                        e,
+                    ),
+                },
+                Value::Object(map) => {
+                    let value = Value::Object(map);
+                    if let Some((servers, _)) = mcp::servers_of(&value) {
+                        inline_names.extend(servers.keys().cloned());
+                    }
+                    sources.push((self.host.manifest().to_string(), value, true));
+                }
+                _ => {}
+            }
+        }
+        for (i, rel) in files.iter().enumerate() {
+            if !tree::is_file(self.root, rel) {
+                if i > 0 {
+                    self.report.lost(
+                        "missing-file",
+                        &self.at(self.host.manifest()),
+                        "mcpServers",
+                        format!("MCP config `{rel}` is not in the plugin"),
+                    );
+                }
+                continue;
+            }
+            match tree::read_json(self.root, rel) {
+                Ok(v) => {
+                    self.consumed.insert(rel.clone());
+                    sources.push((rel.clone(), v, false));
+                }
+                Err(e) => self.report.lost("mcp-invalid", &self.at(rel), "", e),
+            }
+        }
+        let mut inactive = Map::new();
+        for (rel, value, inline) in sources {
+            let path = self.at(&rel);
+            let Some((servers, wrapped)) = mcp::servers_of(&value) else {
+                self.report.lost(
+                    "mcp-invalid",
+                    &path,
+                    "",
+                    "not an MCP server map (`mcpServers` or a flat map of server objects); dropped",
+                );
+                continue;
+            };
+            if !inline && rel == default_file {
+                info.insert("file".into(), rel.clone().into());
+                info.insert("wrapped".into(), wrapped.into());
+                if !wrapped {
+                    self.report.normalised(
+                        "mcp-wrapped",
+                        &path,
+                        "",
+                        "a flat server map, written under `mcpServers` as persona packs expect",
+                    );
+                }
+            }
+            for (name, config) in servers {
+                let Value::Object(config) = config else { continue };
+                if self.pack.mcp_servers.iter().any(|s| s.name == name)
+                    || inactive.contains_key(&name)
+                {
+                    self.report.lost(
+                        "mcp-duplicate",
+                        &path,
+                        &format!("mcpServers.{name}"),
+                        format!("MCP server `{name}` is defined twice; the first definition is kept"),
+                    );
+                    continue;
+                }
+                if let Err(why) = mcp::usable_in_pack(&config) {
+                    self.report.reinterpreted(
+                        "mcp-transport-unsupported",
+                        &path,
+                        &format!("mcpServers.{name}"),
+                        format!("MCP server `{name}` has {why}; kept inactive in `{key}.mcp.inactive`"),
+                    );
+                    inactive.insert(name, Value::Object(config));
+                    continue;
+                }
+                mcp::report_claude_only(&config, &name, &path, &mut self.report);
+                self.pack.mcp_servers.push(McpServer { name, config });
+            }
+        }
+        if !inline_names.is_empty() {
+            info.insert(
+                "inline".into(),
+                Value::Array(inline_names.into_iter().map(Value::from).collect()),
+            );
+        }
+        if !inactive.is_empty() {
+            info.insert("inactive".into(), Value::Object(inactive));
+        }
+        if !info.is_empty() {
+            self.ext.insert("mcp".into(), Value::Object(info));
+        }
+        Ok(())
+    }
+
+    /// Claude hooks are an event map, not persona lifecycle hooks: their files are carried
+    /// (disabled) with the rest; here the report says what they were. Lifecycle hooks a previous
+    /// pack -> Claude conversion lifted come back from `x-persona`.
+    fn hooks(&mut self, plugin: &Map<String, Value>) {
+        if let Some(hooks) = self.xp.get("hooks").cloned() {
+            for command in pack::hook_commands(&hooks) {
+                let rel = command.trim_start_matches("./").to_string();
+                if let Ok(bytes) = tree::read_bytes(self.root, &rel) {
+                    self.consumed.insert(rel.clone());
+                    self.pack.hook_files.push((rel, bytes));
+                }
+            }
+            self.pack.hooks = Some(hooks);
+            if self.xp.get("hooks_json").and_then(Value::as_str) == Some("generated") {
+                self.consumed.insert("hooks/hooks.json".into());
+            }
+        }
+        let mut events: Vec<String> = Vec::new();
+        let mut collect = |v: &Value| {
+            let map = v.get("hooks").and_then(Value::as_object).or(v.as_object());
+            if let Some(map) = map {
+                events.extend(map.keys().filter(|k| *k != "description").cloned());
+            }
+        };
+        if !self.consumed.contains("hooks/hooks.json")
+            && let Ok(v) = tree::read_json(self.root, "hooks/hooks.json")
+        {
+            collect(&v);
+        }
+        if let Some(v) = plugin.get("hooks").filter(|v| v.is_object()) {
+            collect(v);
+        }
+        if !events.is_empty() {
+            events.sort();
+            events.dedup();
+            self.report.reinterpreted(
+                "hooks-quarantined",
+                &self.at("hooks/hooks.json"),
+                "",
+                format!(
+                    "{} hooks ({}) are an event map, not persona lifecycle hooks: carried disabled under {FILES_DIR}/hooks; enable by hand after review",
+                    self.host.label(),
+                    events.join(", ")
+                ),
+            );
+        }
+    }
+
+    /// Pack instructions: from `x-persona` (a pack that went through Claude), or Gemini's
+    /// context file.
+    fn instructions(&mut self, plugin: &Map<String, Value>) {
+        if let Some(text) = self.xp.get("instructions").and_then(Value::as_str) {
+            self.pack.instructions = Some(text.to_string());
+            return;
+        }
+        if self.host != Host::Gemini {
+            return;
+        }
+        let names = match plugin.get("contextFileName") {
+            None => vec!["GEMINI.md".to_string()],
+            v => strings(v),
+        };
+        let mut parts = Vec::new();
+        for name in names {
+            let Ok(rel) = clean_path(&name) else { continue };
+            if let Ok(text) = tree::read(self.root, &rel) {
+                self.consumed.insert(rel.clone());
+                self.report.reinterpreted(
+                    "context-file-as-instructions",
+                    &self.at(&rel),
+                    "",
+                    "Gemini's context file becomes the pack instructions (given to every persona)",
+                );
+                parts.push(text);
+            }
+        }
+        if !parts.is_empty() {
+            self.pack.instructions = Some(parts.join("\n\n"));
+        }
+    }
+
+    /// A plugin without agents (skills, commands or MCP only) still needs one persona: one is
+    /// synthesised from the plugin's description and marked so the way back leaves it out.
+    fn persona_fallback(&mut self, plugin: &Map<String, Value>) {
+        if !self.pack.personas.is_empty() {
+            return;
+        }
+        let plugin_name = self
+            .pack
+            .manifest
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("plugin")
+            .to_string();
+        let name = slug::normalise(&plugin_name, Rules::Persona).unwrap_or_else(|| "assistant".into());
+        let description = text(plugin, "description")
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("Assistant for the {plugin_name} plugin"));
+        let mut body = format!(
+            "You are the assistant of the `{plugin_name}` {} plugin.\n\n{description}\n",
+            self.host.label()
+        );
+        if !self.pack.skills.is_empty() {
+            body.push_str("\nSkills you can load:\n");
+            for s in &self.pack.skills {
+                body.push_str(&format!("- `{}`: {}\n", s.name, s.description));
+            }
+        }
+        let mut fields = Map::new();
+        fields.insert("name".into(), name.clone().into());
+        fields.insert("display_name".into(), title_case(&plugin_name).into());
+        fields.insert("description".into(), description.into());
+        self.report.synthesised(
+            "persona-synthesised",
+            &self.at(""),
+            "",
+            format!("the plugin has no agents; persona `{name}` was synthesised from its description so the pack loads"),
+        );
+        self.ext.insert("synthesised_persona".into(), name.clone().into());
+        self.pack.personas.push(Persona {
+            file: format!("agents/{name}.persona.md"),
+            fields,
+            body,
+            mode: ParseMode::Strict,
+        });
+    }
+
+    /// Every file not mapped: documentation at the root stays there, the rest is carried.
+    #[allow(clippy::type_complexity)]
+    fn rest(&mut self) -> Result<(Vec<(String, Vec<u8>)>, Vec<(String, Vec<u8>)>), String> {
+        let mut docs = Vec::new();
+        let mut carried = Vec::new();
+        let mut groups: Vec<(String, usize)> = Vec::new();
+        for rel in tree::walk(self.root, "")? {
+            if self.consumed.contains(&rel) {
+                continue;
+            }
+            let bytes = match tree::read_bytes(self.root, &rel) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.report.lost("file-unreadable", &self.at(&rel), "", e);
+                    continue;
+                }
+            };
+            if !rel.contains('/') && is_documentation(&rel) {
+                docs.push((rel, bytes));
+                continue;
+            }
+            let top = rel.split('/').next().unwrap_or(&rel).to_string();
+            match groups.iter_mut().find(|(t, _)| *t == top) {
+                Some((_, n)) => *n += 1,
+                None => groups.push((top, 1)),
+            }
+            carried.push((rel, bytes));
+        }
+        let key = self.host.ext_key();
+        for (top, n) in groups {
+            let (code, what) = match top.as_str() {
+                "commands" => (
+                    "commands-carried",
+                    "slash commands: persona packs have none",
+                ),
+                "hooks" => ("hooks-carried", "hook configuration and scripts, disabled"),
+                ".lsp.json" => ("lsp-carried", "LSP servers: persona packs have none"),
+                "output-styles" | "themes" | "monitors" | "settings.json" | "bin" => {
+                    ("component-carried", "a Claude component persona packs have no slot for")
+                }
+                _ => ("file-carried", "no persona pack slot"),
+            };
+            self.report.reinterpreted(
+                code,
+                &self.at(&top),
+                "",
+                format!("{top} ({n} file{}): {what}; kept verbatim under {FILES_DIR}/ for the way back", if n == 1 { "" } else { "s" }),
+            );
+        }
+        if !carried.is_empty() {
+            self.ext.insert("files".into(), FILES_DIR.into());
+            let _ = key;
+        }
+        Ok((docs, carried))
+    }
+}
+
+fn has_skill_md(root: &Path, dir: &str) -> bool {
+    let join = |f: &str| {
+        if dir.is_empty() {
+            f.to_string()
+        } else {
+            format!("{dir}/{f}")
+        }
+    };
+    tree::is_file(root, &join("SKILL.md")) || tree::is_file(root, &join("skill.md"))
+}
+
+fn text_field(fields: &Map<String, Value>, key: &str) -> bool {
+    fields
+        .get(key)
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.trim().is_empty())
+}
+
+/// Names kept at the top of any tree: documentation and licences.
+pub fn is_documentation(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["README", "LICENSE", "LICENCE", "CHANGELOG", "NOTICE", "COPYING"]
+        .iter()
+        .any(|p| upper.starts_with(p))
+}

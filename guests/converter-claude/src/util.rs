@@ -1,0 +1,107 @@
+//! Small helpers shared by the reader and the writer.
+
+use convert_kit::{Map, Value};
+
+/// A manifest path as written (`./agents/x.md`) made tree-relative (`agents/x.md`), or why not:
+/// absolute paths and `..` components are refused, whatever the manifest says.
+pub fn clean_path(path: &str) -> Result<String, String> {
+    let p = path.trim();
+    if p.starts_with('/') || p.starts_with('\\') || p.contains(':') {
+        return Err(format!("`{path}` is not a relative path"));
+    }
+    let mut parts = Vec::new();
+    for part in p.split(['/', '\\']) {
+        match part {
+            "" | "." => {}
+            ".." => return Err(format!("`{path}` leaves the plugin")),
+            other => parts.push(other),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// A field that is a string or a list of strings (Claude component paths, `tools`), as a list;
+/// anything else is empty.
+pub fn strings(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A non-empty string field.
+pub fn text<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    map.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// `code-reviewer` -> `Code Reviewer`.
+pub fn title_case(name: &str) -> String {
+    name.split(['-', '_', ' '])
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut c = w.chars();
+            match c.next() {
+                Some(first) => first.to_uppercase().chain(c).collect(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<String>>()
+        .join(" ")
+}
+
+/// `base`, or `base-2`, `base-3`… whichever is not taken yet; the result is marked taken.
+pub fn unique(base: &str, taken: &mut Vec<String>) -> String {
+    let mut name = base.to_string();
+    let mut n = 2;
+    while taken.iter().any(|t| t.eq_ignore_ascii_case(&name)) {
+        name = format!("{base}-{n}");
+        n += 1;
+    }
+    taken.push(name.clone());
+    name
+}
+
+/// The first non-empty, non-heading line of a prompt, cut to `max` characters: a description of
+/// last resort.
+pub fn first_line(body: &str, max: usize) -> Option<String> {
+    body.lines()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        .find(|l| !l.is_empty())
+        .map(|l| l.chars().take(max).collect())
+}
+
+/// An object field of `map`, created when missing (or replaced when not an object).
+pub fn object<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    if !map.get(key).is_some_and(Value::is_object) {
+        map.insert(key.to_string(), Value::Object(Map::new()));
+    }
+    match map.get_mut(key) {
+        Some(Value::Object(m)) => m,
+        _ => unreachable!("inserted just above"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_names_and_lines() {
+        assert_eq!(clean_path("./agents/a.md").unwrap(), "agents/a.md");
+        assert_eq!(clean_path("./").unwrap(), "");
+        assert!(clean_path("../x").is_err());
+        assert!(clean_path("/etc/passwd").is_err());
+        assert!(clean_path("a/../../b").is_err());
+        assert!(clean_path("C:\\x").is_err());
+        assert_eq!(title_case("code-reviewer"), "Code Reviewer");
+        let mut taken = vec!["a".to_string()];
+        assert_eq!(unique("a", &mut taken), "a-2");
+        assert_eq!(first_line("\n# Title\nrest", 3), Some("Tit".into()));
+    }
+}

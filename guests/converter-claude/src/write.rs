@@ -1,0 +1,655 @@
+//! A persona pack -> a Claude Code plugin.
+//!
+//! Personas become `agents/<name>.md`; persona fields Claude has no slot for (display name,
+//! triggers, subscriptions, temperature…) and pack-only manifest data go into `plugin.json`
+//! `x-persona`, so a return trip restores them. Per-persona MCP servers and lifecycle hooks are
+//! lifted to plugin level (Claude ignores both in plugin agents), which loses their per-persona
+//! scope: reported. What an earlier Claude -> pack conversion carried in `x-claude` (agent keys,
+//! the original `plugin.json`, commands, hooks and other files) is put back.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use convert_kit::frontmatter;
+use convert_kit::pack::{self, Pack};
+use convert_kit::slug::{self, Rules};
+use convert_kit::{Map, Report, Value, json, tree};
+
+use crate::mcp;
+use crate::model::{self, ToClaude, ToPersona};
+use crate::read::{FILES_DIR, PERSONA_KEY, PERSONA_ONLY, is_documentation};
+use crate::util::{clean_path, object, strings, unique};
+
+/// Top-level names a Claude plugin may have (besides documentation).
+const CLAUDE_LAYOUT: &[&str] = &[
+    ".claude-plugin",
+    "agents",
+    "skills",
+    "commands",
+    "hooks",
+    ".mcp.json",
+    ".lsp.json",
+    "output-styles",
+    "themes",
+    "monitors",
+    "settings.json",
+    "bin",
+    "scripts",
+];
+
+/// Pack manifest keys mapped onto `plugin.json` keys of the same name.
+const SAME_KEYS: &[&str] = &[
+    "version",
+    "description",
+    "author",
+    "license",
+    "homepage",
+    "repository",
+    "keywords",
+];
+
+/// Pack manifest keys the writer derives from the files, never carried.
+const FILE_KEYS: &[&str] = &["personas", "mcp_config", "hooks_config", "pack_instructions"];
+
+/// The text appended to every agent body for the pack instructions; the reader strips it.
+pub fn instructions_block(instructions: &str) -> String {
+    format!(
+        "\n\n<!-- persona pack instructions -->\n{}\n",
+        instructions.trim_end()
+    )
+}
+
+/// Lifecycle hook point -> Claude event.
+const HOOK_EVENTS: &[(&str, &str)] = &[
+    ("on_start", "SessionStart"),
+    ("on_stop", "SessionEnd"),
+    ("on_message", "UserPromptSubmit"),
+];
+
+pub fn convert(input: &Path, out: &Path) -> Result<Report, String> {
+    let (pack, mut report) = Pack::read(input)?;
+    let mut w = Writer {
+        input,
+        out,
+        pack: &pack,
+        ext: pack
+            .manifest
+            .get("x-claude")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+        xp: Map::new(),
+        servers: Map::new(),
+        report: Report::default(),
+        written: BTreeSet::new(),
+    };
+    let name = w.plugin_name();
+    w.carried_files()?;
+    w.skills()?;
+    w.pack_mcp();
+    w.agents(&name)?;
+    w.hooks()?;
+    w.mcp_file()?;
+    w.plugin_json(&name)?;
+    w.leftovers();
+    report.extend(w.report);
+    Ok(report)
+}
+
+struct Writer<'a> {
+    input: &'a Path,
+    out: &'a Path,
+    pack: &'a Pack,
+    /// `x-claude` of a pack read from a Claude plugin.
+    ext: Map<String, Value>,
+    /// `x-persona`, written into `plugin.json`.
+    xp: Map<String, Value>,
+    /// The `.mcp.json` servers to write.
+    servers: Map<String, Value>,
+    report: Report,
+    /// Output paths written, so carried files never overwrite mapped ones.
+    written: BTreeSet<String>,
+}
+
+impl Writer<'_> {
+    fn ext_list(&self, key: &str) -> Vec<String> {
+        strings(self.ext.get(key))
+    }
+
+    fn original_plugin(&self) -> Map<String, Value> {
+        self.ext
+            .get("plugin")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn plugin_name(&mut self) -> String {
+        let m = &self.pack.manifest;
+        if let Some(n) = self.original_plugin().get("name").and_then(Value::as_str)
+            && slug::is_valid(n, Rules::Claude)
+            && m.get("name").and_then(Value::as_str) == Some(n)
+        {
+            return n.to_string();
+        }
+        let title = m.get("name").and_then(Value::as_str).unwrap_or_default();
+        let id = m.get("id").and_then(Value::as_str).unwrap_or_default();
+        let name = slug::normalise(title, Rules::Claude)
+            .or_else(|| slug::normalise(id.rsplit('.').next().unwrap_or(id), Rules::Claude))
+            .unwrap_or_else(|| "persona-pack".to_string());
+        if name != title {
+            self.report.normalised(
+                "name-normalised",
+                pack::MANIFEST,
+                "name",
+                format!("{title} -> {name} (Claude plugin names are lowercase-hyphen); the title is kept in `x-persona`"),
+            );
+        }
+        name
+    }
+
+    fn write(&mut self, rel: &str, bytes: impl AsRef<[u8]>) -> Result<(), String> {
+        tree::write(self.out, rel, bytes)?;
+        self.written.insert(rel.to_string());
+        Ok(())
+    }
+
+    /// Files an earlier Claude -> pack conversion carried go back to their place.
+    fn carried_files(&mut self) -> Result<(), String> {
+        if !tree::is_dir(self.input, FILES_DIR) {
+            return Ok(());
+        }
+        for file in tree::walk(self.input, FILES_DIR)? {
+            let rel = file[FILES_DIR.len()..].trim_start_matches('/').to_string();
+            let top = rel.split('/').next().unwrap_or(&rel);
+            if !CLAUDE_LAYOUT.contains(&top) && !is_documentation(top) {
+                self.report.lost(
+                    "file-dropped",
+                    &file,
+                    "",
+                    format!("`{rel}` is not part of the Claude plugin layout; not written"),
+                );
+                continue;
+            }
+            let bytes = tree::read_bytes(self.input, &file)?;
+            self.write(&rel, bytes)?;
+        }
+        Ok(())
+    }
+
+    fn skills(&mut self) -> Result<(), String> {
+        for skill in &self.pack.skills {
+            let dir = format!("skills/{}", skill.name);
+            for (path, bytes) in &skill.files {
+                self.write(&format!("{dir}/{path}"), bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pack-level servers, plus the inactive ones an earlier conversion kept aside.
+    fn pack_mcp(&mut self) {
+        let info = self.ext.get("mcp").and_then(Value::as_object).cloned().unwrap_or_default();
+        let inline = strings(info.get("inline"));
+        for server in &self.pack.mcp_servers {
+            if inline.contains(&server.name) {
+                continue; // still defined inline in the restored plugin.json
+            }
+            let (config, renamed) = mcp::to_claude(&server.config);
+            if renamed {
+                self.report.normalised(
+                    "mcp-transport-renamed",
+                    ".mcp.json",
+                    &format!("mcpServers.{}", server.name),
+                    "streamable HTTP is `type: http` in Claude",
+                );
+            }
+            self.servers.insert(server.name.clone(), Value::Object(config));
+        }
+        if let Some(Value::Object(inactive)) = info.get("inactive") {
+            for (name, config) in inactive {
+                self.servers.entry(name.clone()).or_insert(config.clone());
+            }
+        }
+    }
+
+    fn agents(&mut self, plugin_name: &str) -> Result<(), String> {
+        let agents = self.ext.get("agents").and_then(Value::as_object).cloned().unwrap_or_default();
+        let synthesised = self.ext.get("synthesised_persona").and_then(Value::as_str).map(str::to_string);
+        let defaults = self
+            .pack
+            .manifest
+            .get("defaults")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let mut taken = Vec::new();
+        let mut xp_personas = Map::new();
+        let instructions = self.pack.instructions.clone().filter(|t| !t.trim().is_empty());
+        for persona in &self.pack.personas {
+            let pname = persona.name().to_string();
+            let path = persona.file.clone();
+            if synthesised.as_deref() == Some(pname.as_str()) {
+                self.report.lost(
+                    "persona-dropped",
+                    &path,
+                    "",
+                    format!("persona `{pname}` was synthesised when the Claude plugin was read (it had no agents); not written back"),
+                );
+                continue;
+            }
+            let ext = agents.get(&pname).and_then(Value::as_object).cloned().unwrap_or_default();
+            let ext_fields = ext.get("fields").and_then(Value::as_object).cloned().unwrap_or_default();
+            let ext_synth = strings(ext.get("synthesised"));
+
+            // Name: the Claude original when it still maps to this persona, else a slug.
+            let wanted = match ext.get("name").and_then(Value::as_str) {
+                Some(o) if slug::is_valid(o, Rules::Claude) || o.len() > 50 => o.to_string(),
+                _ => slug::normalise(&pname, Rules::Claude).unwrap_or_else(|| "agent".into()),
+            };
+            let name = unique(&wanted, &mut taken);
+            let original = ext.get("name").and_then(Value::as_str);
+            if original != Some(name.as_str()) && name != pname {
+                self.report.normalised("name-normalised", &path, "name", format!("{pname} -> {name}"));
+            }
+
+            let mut fm = Map::new();
+            fm.insert("name".into(), name.clone().into());
+            let description = persona.str_field("description");
+            fm.insert("description".into(), description.into());
+
+            // Model: the Claude original when the persona still has what it mapped to.
+            let persona_model = persona.fields.get("model").and_then(Value::as_str).map(str::to_string);
+            let from_defaults = persona_model.is_none()
+                && defaults.get("model").and_then(Value::as_str).is_some();
+            let effective = persona_model
+                .clone()
+                .or_else(|| defaults.get("model").and_then(Value::as_str).map(str::to_string));
+            let ext_model = ext.get("model").and_then(Value::as_str);
+            let mut xp_fields = Map::new();
+            match (ext_model, &effective) {
+                (Some(o), m) if !from_defaults && maps_back(o, m.as_deref()) => {
+                    fm.insert("model".into(), o.into());
+                }
+                (_, Some(m)) => match model::to_claude(m) {
+                    ToClaude::Id(id) => {
+                        fm.insert("model".into(), id.clone().into());
+                        if from_defaults {
+                            self.report.synthesised(
+                                "default-applied",
+                                &path,
+                                "model",
+                                format!("the pack default model `{m}` is written into the agent as `{id}`"),
+                            );
+                        } else {
+                            self.report.normalised("model-id-mapped", &path, "model", format!("{m} -> {id}"));
+                        }
+                    }
+                    ToClaude::Inherit => {
+                        fm.insert("model".into(), "inherit".into());
+                        if !from_defaults {
+                            xp_fields.insert("model".into(), m.clone().into());
+                        }
+                        self.report.lost(
+                            "model-provider-unsupported",
+                            &path,
+                            "model",
+                            format!("`{m}` is not a Claude model: the agent inherits the session's model (the value is kept in `x-persona`)"),
+                        );
+                    }
+                },
+                (Some(o), None) => {
+                    fm.insert("model".into(), o.into());
+                }
+                (None, None) => {}
+            }
+
+            // Claude keys an earlier conversion carried, then the original key order.
+            for (k, v) in &ext_fields {
+                if !fm.contains_key(k) {
+                    fm.insert(k.clone(), v.clone());
+                }
+            }
+            if let Some(Value::Array(order)) = ext.get("keys") {
+                let mut ordered = Map::new();
+                for k in order.iter().filter_map(Value::as_str) {
+                    if let Some(v) = fm.remove(k) {
+                        ordered.insert(k.to_string(), v);
+                    }
+                }
+                ordered.extend(std::mem::take(&mut fm));
+                fm = ordered;
+            }
+            // Persona skills (claims) become preloaded agent skills.
+            if let Some(Value::Array(skills)) = persona.fields.get("skills")
+                && !fm.contains_key("skills")
+            {
+                let names: Vec<Value> = skills
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter_map(|s| s.trim_end_matches('/').rsplit('/').next().map(str::to_string))
+                    .filter(|s| !s.is_empty())
+                    .map(Value::from)
+                    .collect();
+                if !names.is_empty() {
+                    fm.insert("skills".into(), Value::Array(names));
+                    self.report.reinterpreted(
+                        "skills-preloaded",
+                        &path,
+                        "skills",
+                        "the persona's skills become Claude agent `skills` (preloaded into context, not loaded on demand), and other agents can use them too",
+                    );
+                }
+            }
+
+            // Persona-only fields go to `x-persona`.
+            for key in PERSONA_ONLY {
+                let Some(v) = persona.fields.get(*key) else { continue };
+                if *key == "display_name" && ext_synth.iter().any(|s| s == "display_name") {
+                    continue;
+                }
+                xp_fields.insert(key.to_string(), v.clone());
+                if matches!(*key, "mcp_servers" | "hooks") {
+                    continue; // reported where they are lifted
+                }
+                self.report.reinterpreted(
+                    "carried-in-extension",
+                    &path,
+                    key,
+                    format!("`{key}`: Claude agents have no such field; kept in plugin.json `x-persona.personas.{name}`"),
+                );
+            }
+            for (k, _) in persona.fields.iter() {
+                let known = matches!(k.as_str(), "name" | "description" | "model") || PERSONA_ONLY.contains(&k.as_str());
+                if !known {
+                    xp_fields.insert(k.clone(), persona.fields[k].clone());
+                    self.report.reinterpreted(
+                        "carried-in-extension",
+                        &path,
+                        k,
+                        format!("unknown persona field `{k}` kept in plugin.json `x-persona.personas.{name}`"),
+                    );
+                }
+            }
+            self.lift_persona_mcp(&name, persona.fields.get("mcp_servers"), &path);
+
+            let mut body = persona.body.clone();
+            if let Some(text) = &instructions {
+                body.push_str(&instructions_block(text));
+            }
+            self.write(&format!("agents/{name}.md"), frontmatter::render(&fm, &body))?;
+
+            let mut entry = Map::new();
+            if name != pname {
+                entry.insert("name".into(), pname.clone().into());
+            }
+            if persona.file != format!("agents/{pname}.persona.md") {
+                entry.insert("file".into(), persona.file.clone().into());
+            }
+            let keys: Vec<Value> = persona.fields.keys().map(|k| Value::from(k.clone())).collect();
+            if !xp_fields.is_empty() {
+                entry.insert("fields".into(), Value::Object(xp_fields));
+            }
+            if ext.is_empty() {
+                entry.insert("keys".into(), Value::Array(keys));
+            }
+            if !entry.is_empty() {
+                xp_personas.insert(name, Value::Object(entry));
+            }
+        }
+        if let Some(text) = &instructions {
+            self.xp.insert("instructions".into(), text.clone().into());
+            self.report.reinterpreted(
+                "instructions-appended",
+                "instructions.md",
+                "",
+                "Claude plugins have no pack instructions: appended to every agent's prompt (and kept in `x-persona` for the way back)",
+            );
+        }
+        if !xp_personas.is_empty() {
+            self.xp.insert("personas".into(), Value::Object(xp_personas));
+        }
+        let _ = plugin_name;
+        Ok(())
+    }
+
+    /// Per-persona MCP servers: Claude ignores `mcpServers` in plugin agents, so they join the
+    /// plugin's `.mcp.json` (prefixed on a name clash) and every agent can reach them.
+    fn lift_persona_mcp(&mut self, agent: &str, servers: Option<&Value>, path: &str) {
+        let Some(Value::Array(items)) = servers else { return };
+        for item in items {
+            let Some(obj) = item.as_object() else { continue };
+            let Some(sname) = obj.get("name").and_then(Value::as_str) else { continue };
+            let mut config = obj.clone();
+            config.remove("name");
+            let (config, _) = mcp::to_claude(&config);
+            let mut key = sname.to_string();
+            if self.servers.contains_key(&key) {
+                key = format!("{agent}-{sname}");
+            }
+            self.report.reinterpreted(
+                "mcp-scope-lifted",
+                path,
+                &format!("mcp_servers.{sname}"),
+                format!("persona MCP server `{sname}` is now plugin-wide `.mcp.json` server `{key}` (Claude ignores per-agent servers), so every agent can use it"),
+            );
+            self.servers.insert(key, Value::Object(config));
+        }
+    }
+
+    /// Pack and per-persona lifecycle hooks -> Claude event hooks (approximate), lifted to
+    /// plugin level.
+    fn hooks(&mut self) -> Result<(), String> {
+        let mut entries: Vec<(String, String, String)> = Vec::new(); // (event, command, from)
+        if let Some(Value::Object(h)) = &self.pack.hooks {
+            for (point, event) in HOOK_EVENTS {
+                if let Some(cmd) = h.get(*point).and_then(Value::as_str) {
+                    entries.push((event.to_string(), cmd.to_string(), format!("hooks/hooks.json {point}")));
+                }
+            }
+        }
+        for persona in &self.pack.personas {
+            if let Some(Value::Object(h)) = persona.fields.get("hooks") {
+                for (point, event) in HOOK_EVENTS {
+                    if let Some(cmd) = h.get(*point).and_then(Value::as_str) {
+                        entries.push((event.to_string(), cmd.to_string(), format!("{} hooks.{point}", persona.file)));
+                    }
+                }
+            }
+        }
+        if self.pack.hooks.is_some() {
+            self.xp.insert("hooks".into(), self.pack.hooks.clone().unwrap_or(Value::Null));
+        }
+        if entries.is_empty() {
+            return Ok(());
+        }
+        for (rel, bytes) in &self.pack.hook_files {
+            if let Ok(rel) = clean_path(rel) {
+                let top = rel.split('/').next().unwrap_or_default();
+                if CLAUDE_LAYOUT.contains(&top) && !rel.ends_with(".wasm") {
+                    self.write(&rel, bytes)?;
+                }
+            }
+        }
+        let existing = if self.written.contains("hooks/hooks.json") {
+            tree::read_json(self.out, "hooks/hooks.json").ok()
+        } else {
+            None
+        };
+        let generated = existing.is_none();
+        let mut file = match existing {
+            Some(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        for (event, command, from) in entries {
+            let program = command.split_whitespace().next().unwrap_or_default().to_string();
+            if program.ends_with(".wasm") {
+                self.report.lost(
+                    "hook-wasm-unsupported",
+                    &from,
+                    "",
+                    format!("`{program}` is a sandboxed component; Claude hooks run commands, so it is not mapped"),
+                );
+                continue;
+            }
+            let rest = command[program.len()..].to_string();
+            let program = match clean_path(&program) {
+                Ok(rel) => format!("${{CLAUDE_PLUGIN_ROOT}}/{rel}"),
+                Err(_) => program,
+            };
+            let hooks = object(&mut file, "hooks");
+            let list = hooks.entry(event.clone()).or_insert_with(|| Value::Array(Vec::new()));
+            if let Value::Array(list) = list {
+                list.push(json!({"hooks": [{"type": "command", "command": format!("{program}{rest}")}]}));
+            }
+            let drift = match event.as_str() {
+                "SessionStart" => "a failing on_start aborts a persona, a SessionStart hook cannot stop the session",
+                "SessionEnd" => "on_stop runs when the persona stops, SessionEnd when the Claude session ends",
+                _ => "on_message gets the message text on stdin, UserPromptSubmit gets JSON and blocks on exit 2",
+            };
+            self.report.reinterpreted(
+                "hook-event-mapped",
+                &from,
+                "",
+                format!("lifted to a plugin-wide `{event}` command hook for every agent; {drift}"),
+            );
+        }
+        if !file.is_empty() {
+            self.write("hooks/hooks.json", format!("{}\n", Value::Object(file)))?;
+            if generated {
+                self.xp.insert("hooks_json".into(), "generated".into());
+            }
+        }
+        Ok(())
+    }
+
+    fn mcp_file(&mut self) -> Result<(), String> {
+        if self.servers.is_empty() {
+            return Ok(());
+        }
+        let info = self.ext.get("mcp").and_then(Value::as_object).cloned().unwrap_or_default();
+        let wrapped = info.get("wrapped").and_then(Value::as_bool).unwrap_or(true);
+        let servers = Value::Object(std::mem::take(&mut self.servers));
+        let value = if wrapped { json!({ "mcpServers": servers }) } else { servers };
+        let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n";
+        self.write(".mcp.json", text)
+    }
+
+    fn plugin_json(&mut self, name: &str) -> Result<(), String> {
+        let m = &self.pack.manifest;
+        let synthesised = self.ext_list("synthesised");
+        let mut plugin = self.original_plugin();
+        plugin.insert("name".into(), name.into());
+        for key in SAME_KEYS {
+            match m.get(*key) {
+                Some(v) if !synthesised.iter().any(|s| s == key) => {
+                    let v = match (*key, v) {
+                        ("author", Value::String(s)) => json!({ "name": s }),
+                        _ => v.clone(),
+                    };
+                    if *key == "author" && v != m[*key] {
+                        self.report.normalised("author-object", pack::MANIFEST, "author", "a string author becomes Claude's `author.name`");
+                    }
+                    plugin.insert(key.to_string(), v);
+                }
+                _ => {
+                    plugin.remove(*key);
+                }
+            }
+        }
+        // Agents are always written to `agents/`, which Claude reads by default.
+        if plugin.remove("agents").is_some() {
+            self.report.normalised(
+                "agents-relocated",
+                ".claude-plugin/plugin.json",
+                "agents",
+                "agents are written to agents/ (read by default); the manifest's `agents` paths are dropped",
+            );
+        }
+        // Pack-only manifest data, for the way back.
+        let mut manifest = Map::new();
+        let original_title = self.original_plugin().get("name").cloned();
+        for (k, v) in m {
+            let skip = SAME_KEYS.contains(&k.as_str())
+                || FILE_KEYS.contains(&k.as_str())
+                || k == "x-claude"
+                || (k == "$schema" && v == pack::SCHEMA)
+                || synthesised.iter().any(|s| s == k);
+            if skip || (k == "name" && (v == name || Some(v) == original_title.as_ref())) {
+                continue;
+            }
+            manifest.insert(k.clone(), v.clone());
+            if k != "name" && k != "id" {
+                self.report.reinterpreted(
+                    "carried-in-extension",
+                    pack::MANIFEST,
+                    k,
+                    format!("`{k}` has no Claude plugin field; kept in plugin.json `x-persona.manifest`"),
+                );
+            }
+        }
+        if !manifest.is_empty() {
+            self.xp.insert("manifest".into(), Value::Object(manifest));
+        }
+        if !self.xp.is_empty() {
+            plugin.insert(PERSONA_KEY.into(), Value::Object(std::mem::take(&mut self.xp)));
+        }
+        let text = serde_json::to_string_pretty(&Value::Object(plugin)).map_err(|e| e.to_string())? + "\n";
+        self.write(".claude-plugin/plugin.json", text)
+    }
+
+    /// Pack files nothing above wrote: documentation is copied, the rest is reported lost.
+    fn leftovers(&mut self) {
+        let mut known: BTreeSet<String> = [pack::MANIFEST, ".mcp.json", "hooks/hooks.json", "instructions.md"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for p in &self.pack.personas {
+            known.insert(p.file.clone());
+        }
+        for (rel, _) in &self.pack.hook_files {
+            known.insert(rel.trim_start_matches("./").to_string());
+        }
+        for key in ["pack_instructions", "mcp_config", "hooks_config"] {
+            if let Some(v) = self.pack.manifest.get(key).and_then(Value::as_str) {
+                known.insert(v.trim_start_matches("./").to_string());
+            }
+        }
+        let Ok(files) = tree::walk(self.input, "") else { return };
+        let mut dropped: Vec<String> = Vec::new();
+        for rel in files {
+            if known.contains(&rel) || rel.starts_with("skills/") || rel.starts_with("x-claude/") {
+                continue;
+            }
+            if !rel.contains('/') && is_documentation(&rel) {
+                if let Ok(bytes) = tree::read_bytes(self.input, &rel)
+                    && !self.written.contains(&rel)
+                {
+                    let _ = self.write(&rel, bytes);
+                }
+                continue;
+            }
+            let top = rel.split('/').next().unwrap_or(&rel).to_string();
+            if !dropped.contains(&top) {
+                dropped.push(top);
+            }
+        }
+        for top in dropped {
+            self.report.lost(
+                "file-dropped",
+                &top,
+                "",
+                format!("`{top}` has no place in a Claude plugin; not written"),
+            );
+        }
+    }
+}
+
+/// Whether the Claude model `original` still corresponds to the persona's `model`.
+fn maps_back(original: &str, persona: Option<&str>) -> bool {
+    match (model::to_persona(original), persona) {
+        (ToPersona::Model { id, .. }, Some(p)) => id == p,
+        (ToPersona::Inherit | ToPersona::Unknown, None) => true,
+        _ => false,
+    }
+}
