@@ -24,7 +24,10 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
     let Some(Value::Array(entries)) = market.get("plugins") else {
         return Err(format!("{FILE} has no `plugins` list"));
     };
-    let market_name = market.get("name").and_then(Value::as_str).map(str::to_string);
+    let market_name = market
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let plugin_root = market
         .get("metadata")
         .and_then(|m| m.get("pluginRoot"))
@@ -52,11 +55,25 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
     for (i, entry) in entries.iter().enumerate() {
         let field = format!("plugins[{i}]");
         let Some(entry) = entry.as_object() else {
-            report.lost("entry-invalid", FILE, &field, "a plugin entry that is not an object; skipped");
+            report.lost(
+                "entry-invalid",
+                FILE,
+                &field,
+                "a plugin entry that is not an object; skipped",
+            );
             continue;
         };
-        let Some(name) = entry.get("name").and_then(Value::as_str).filter(|n| !n.trim().is_empty()) else {
-            report.lost("entry-invalid", FILE, &field, "a plugin entry without a `name`; skipped");
+        let Some(name) = entry
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.trim().is_empty())
+        else {
+            report.lost(
+                "entry-invalid",
+                FILE,
+                &field,
+                "a plugin entry without a `name`; skipped",
+            );
             continue;
         };
         if only.is_some_and(|o| o != name) {
@@ -66,7 +83,12 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
         let dir = match local_dir(entry.get("source"), plugin_root.as_deref()) {
             Ok(dir) => dir,
             Err(why) => {
-                report.lost("remote-plugin-skipped", FILE, &field, format!("plugin `{name}`: {why}; skipped"));
+                report.lost(
+                    "remote-plugin-skipped",
+                    FILE,
+                    &field,
+                    format!("plugin `{name}`: {why}; skipped"),
+                );
                 continue;
             }
         };
@@ -79,7 +101,11 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
             );
             continue;
         }
-        let root = if dir.is_empty() { input.to_path_buf() } else { tree::join(input, &dir)? };
+        let root = if dir.is_empty() {
+            input.to_path_buf()
+        } else {
+            tree::join(input, &dir)?
+        };
         let ctx = Context {
             prefix: dir.clone(),
             entry: Some(entry.clone()),
@@ -89,7 +115,12 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
         let converted_plugin = match read::read(&root, Host::Claude, &ctx) {
             Ok(c) => c,
             Err(e) => {
-                report.lost("plugin-refused", FILE, &field, format!("plugin `{name}` cannot be read: {e}; skipped"));
+                report.lost(
+                    "plugin-refused",
+                    FILE,
+                    &field,
+                    format!("plugin `{name}` cannot be read: {e}; skipped"),
+                );
                 continue;
             }
         };
@@ -99,7 +130,12 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
             let base = slug::normalise(name, Rules::Claude).unwrap_or_else(|| "plugin".into());
             let sub = unique(&base, &mut taken);
             if sub != name {
-                report.normalised("name-normalised", FILE, &field, format!("{name} -> {sub}/ (output directory)"));
+                report.normalised(
+                    "name-normalised",
+                    FILE,
+                    &field,
+                    format!("{name} -> {sub}/ (output directory)"),
+                );
             }
             tree::join(out, &sub)?
         };
@@ -108,8 +144,12 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
         converted += 1;
     }
     match (only, converted) {
-        (Some(o), 0) => Err(format!("the marketplace lists no local plugin named `{o}` that can be converted")),
-        (None, 0) => Err(format!("no plugin of {FILE} could be converted (remote or missing sources only)")),
+        (Some(o), 0) => Err(format!(
+            "the marketplace lists no local plugin named `{o}` that can be converted"
+        )),
+        (None, 0) => Err(format!(
+            "no plugin of {FILE} could be converted (remote or missing sources only)"
+        )),
         _ => Ok(report),
     }
 }
@@ -120,12 +160,18 @@ fn local_dir(source: Option<&Value>, plugin_root: Option<&str>) -> Result<String
         Some(Value::String(s)) => {
             let s = s.trim();
             match plugin_root {
-                Some(root) if !s.starts_with("./") && !s.starts_with("../") => format!("{root}/{s}"),
+                Some(root) if !s.starts_with("./") && !s.starts_with("../") => {
+                    format!("{root}/{s}")
+                }
                 _ => s.to_string(),
             }
         }
         Some(Value::Object(o)) => match o.get("source").and_then(Value::as_str) {
-            Some("local") => o.get("path").and_then(Value::as_str).unwrap_or_default().to_string(),
+            Some("local") => o
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
             Some(kind) => {
                 let at = ["repo", "url", "package"]
                     .iter()

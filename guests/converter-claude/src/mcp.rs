@@ -5,7 +5,15 @@
 use convert_kit::{Map, Report, Value};
 
 /// Keys the persona pack reads in a server entry; others are ignored by its loader.
-const PACK_KEYS: &[&str] = &["type", "transport", "command", "args", "env", "url", "headers"];
+const PACK_KEYS: &[&str] = &[
+    "type",
+    "transport",
+    "command",
+    "args",
+    "env",
+    "url",
+    "headers",
+];
 
 /// The server map of an MCP config value and whether it was wrapped in `mcpServers`; `None` when
 /// the value is neither shape.
@@ -49,7 +57,12 @@ pub fn usable_in_pack(config: &Map<String, Value>) -> Result<(), String> {
 
 /// Reports what in a server the pack carries but will not act on: keys its loader ignores and
 /// variable syntax only Claude expands.
-pub fn report_claude_only(config: &Map<String, Value>, name: &str, path: &str, report: &mut Report) {
+pub fn report_claude_only(
+    config: &Map<String, Value>,
+    name: &str,
+    path: &str,
+    report: &mut Report,
+) {
     for key in config.keys().filter(|k| !PACK_KEYS.contains(&k.as_str())) {
         report.reinterpreted(
             "mcp-field-ignored",
@@ -125,7 +138,11 @@ mod tests {
         let mut r = Report::default();
         report_claude_only(stdio.as_object().unwrap(), "s", ".mcp.json", &mut r);
         assert_eq!(r.reinterpreted[0].code, "mcp-variable-literal");
-        let (c, renamed) = to_claude(json!({"type": "streamable_http", "url": "u"}).as_object().unwrap());
+        let (c, renamed) = to_claude(
+            json!({"type": "streamable_http", "url": "u"})
+                .as_object()
+                .unwrap(),
+        );
         assert!(renamed);
         assert_eq!(c["type"], "http");
     }

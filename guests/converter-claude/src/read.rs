@@ -211,7 +211,8 @@ impl Reader<'_> {
                 _ => return Err(format!("{} is not a JSON object", self.at(file))),
             }
         } else if let Some(entry) = &self.ctx.entry {
-            self.ext.insert("manifest".into(), "marketplace-entry".into());
+            self.ext
+                .insert("manifest".into(), "marketplace-entry".into());
             self.report.synthesised(
                 "manifest-from-marketplace",
                 &self.at(""),
@@ -341,7 +342,10 @@ impl Reader<'_> {
                     "carried-in-extension",
                     &file,
                     key,
-                    format!("`{key}` has a shape persona packs do not accept; kept in `{}.plugin`", self.host.ext_key()),
+                    format!(
+                        "`{key}` has a shape persona packs do not accept; kept in `{}.plugin`",
+                        self.host.ext_key()
+                    ),
                 );
             }
         }
@@ -389,12 +393,10 @@ impl Reader<'_> {
         for p in strings(plugin.get("skills")) {
             match clean_path(&p) {
                 Ok(rel) => roots.push(rel),
-                Err(e) => self.report.lost(
-                    "path-refused",
-                    &self.at(self.host.manifest()),
-                    "skills",
-                    e,
-                ),
+                Err(e) => {
+                    self.report
+                        .lost("path-refused", &self.at(self.host.manifest()), "skills", e)
+                }
             }
         }
         for rel in roots {
@@ -417,6 +419,15 @@ impl Reader<'_> {
         dirs.retain(|d| seen.insert(d.clone()));
         let mut taken: Vec<String> = Vec::new();
         for dir in dirs {
+            if dir.is_empty() {
+                self.report.lost(
+                    "path-refused",
+                    &self.at(self.host.manifest()),
+                    "skills",
+                    "a skill at the plugin root would take the whole plugin with it; skipped",
+                );
+                continue;
+            }
             let mut skill = match Skill::read(self.root, &dir) {
                 Ok(s) => s,
                 Err(e) => {
@@ -433,7 +444,10 @@ impl Reader<'_> {
                     "name-normalised",
                     &self.at(&dir),
                     "",
-                    format!("skill directory {} -> skills/{name} (name taken)", skill.name),
+                    format!(
+                        "skill directory {} -> skills/{name} (name taken)",
+                        skill.name
+                    ),
                 );
                 skill.name = name;
             }
@@ -507,7 +521,10 @@ impl Reader<'_> {
             "skill-frontmatter-rewritten",
             &path,
             "",
-            format!("SKILL.md frontmatter rewritten so persona runtimes load it: {}", changes.join("; ")),
+            format!(
+                "SKILL.md frontmatter rewritten so persona runtimes load it: {}",
+                changes.join("; ")
+            ),
         );
     }
 
@@ -604,6 +621,25 @@ impl Reader<'_> {
             let persona = self.agent(&file, &path, fm, &xp, &mut taken);
             self.pack.personas.push(persona);
         }
+        // A pack that went through Claude gets its persona order back.
+        let order = strings(self.xp.get("order"));
+        if !order.is_empty() {
+            let agents = self
+                .ext
+                .get("agents")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            let rank = |p: &Persona| {
+                let claude = agents
+                    .get(p.name())
+                    .and_then(|a| a.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or(p.name());
+                order.iter().position(|o| o == claude).unwrap_or(usize::MAX)
+            };
+            self.pack.personas.sort_by_key(rank);
+        }
         Ok(())
     }
 
@@ -623,7 +659,11 @@ impl Reader<'_> {
             .unwrap_or(file)
             .trim_end_matches(".md")
             .to_string();
-        let original = fm.fields.get("name").and_then(Value::as_str).map(str::to_string);
+        let original = fm
+            .fields
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let base = original
             .clone()
             .filter(|n| !n.trim().is_empty())
@@ -642,12 +682,10 @@ impl Reader<'_> {
                 "name",
                 format!("the agent has no `name`; named it `{name}` after its file"),
             ),
-            Some(o) if *o != name => self.report.normalised(
-                "name-normalised",
-                path,
-                "name",
-                format!("{o} -> {name}"),
-            ),
+            Some(o) if *o != name => {
+                self.report
+                    .normalised("name-normalised", path, "name", format!("{o} -> {name}"))
+            }
             _ => {}
         }
 
@@ -688,12 +726,19 @@ impl Reader<'_> {
             other => {
                 let d = first_line(&fm.body, 200).unwrap_or_else(|| format!("Claude agent {name}"));
                 synthesised.push("description".into());
-                let what = if other.is_some() { "an empty or non-text" } else { "no" };
+                let what = if other.is_some() {
+                    "an empty or non-text"
+                } else {
+                    "no"
+                };
                 self.report.synthesised(
                     "description-synthesised",
                     path,
                     "description",
-                    format!("the agent has {what} `description`; used `{}`", d.chars().take(60).collect::<String>()),
+                    format!(
+                        "the agent has {what} `description`; used `{}`",
+                        d.chars().take(60).collect::<String>()
+                    ),
                 );
                 d
             }
@@ -742,13 +787,27 @@ impl Reader<'_> {
         {
             fields.insert("model".into(), m.clone());
         }
-        for (k, v) in fm.fields.iter().filter(|(k, _)| !AGENT_MAPPED.contains(&k.as_str())) {
+        if xp.get("model").and_then(Value::as_str) == Some("defaults") {
+            // The writer materialised the pack default into the agent: the persona had none.
+            fields.remove("model");
+        }
+        for (k, v) in fm
+            .fields
+            .iter()
+            .filter(|(k, _)| !AGENT_MAPPED.contains(&k.as_str()))
+        {
             carried.insert(k.clone(), v.clone());
             let why = match k.as_str() {
-                "tools" | "disallowedTools" | "permissionMode" => "persona packs have no tool policy",
-                "skills" => "Claude preloads these skills; persona packs load skills on demand and give every persona the pack's unclaimed skills",
+                "tools" | "disallowedTools" | "permissionMode" => {
+                    "persona packs have no tool policy"
+                }
+                "skills" => {
+                    "Claude preloads these skills; persona packs load skills on demand and give every persona the pack's unclaimed skills"
+                }
                 "color" => "persona packs have no colour",
-                "hooks" | "mcpServers" => "Claude ignores it in plugin agents and personas have no Claude equivalent",
+                "hooks" | "mcpServers" => {
+                    "Claude ignores it in plugin agents and personas have no Claude equivalent"
+                }
                 _ => "persona frontmatter has no such field",
             };
             self.report.reinterpreted(
@@ -905,7 +964,9 @@ impl Reader<'_> {
                 }
             }
             for (name, config) in servers {
-                let Value::Object(config) = config else { continue };
+                let Value::Object(config) = config else {
+                    continue;
+                };
                 if self.pack.mcp_servers.iter().any(|s| s.name == name)
                     || inactive.contains_key(&name)
                 {
@@ -913,7 +974,9 @@ impl Reader<'_> {
                         "mcp-duplicate",
                         &path,
                         &format!("mcpServers.{name}"),
-                        format!("MCP server `{name}` is defined twice; the first definition is kept"),
+                        format!(
+                            "MCP server `{name}` is defined twice; the first definition is kept"
+                        ),
                     );
                     continue;
                 }
@@ -922,7 +985,9 @@ impl Reader<'_> {
                         "mcp-transport-unsupported",
                         &path,
                         &format!("mcpServers.{name}"),
-                        format!("MCP server `{name}` has {why}; kept inactive in `{key}.mcp.inactive`"),
+                        format!(
+                            "MCP server `{name}` has {why}; kept inactive in `{key}.mcp.inactive`"
+                        ),
                     );
                     inactive.insert(name, Value::Object(config));
                     continue;
@@ -963,32 +1028,16 @@ impl Reader<'_> {
                 self.consumed.insert("hooks/hooks.json".into());
             }
         }
-        let mut events: Vec<String> = Vec::new();
-        let mut collect = |v: &Value| {
-            let map = v.get("hooks").and_then(Value::as_object).or(v.as_object());
-            if let Some(map) = map {
-                events.extend(map.keys().filter(|k| *k != "description").cloned());
-            }
-        };
-        if !self.consumed.contains("hooks/hooks.json")
-            && let Ok(v) = tree::read_json(self.root, "hooks/hooks.json")
-        {
-            collect(&v);
-        }
         if let Some(v) = plugin.get("hooks").filter(|v| v.is_object()) {
-            collect(v);
-        }
-        if !events.is_empty() {
-            events.sort();
-            events.dedup();
+            let events = hook_events(v).join(", ");
             self.report.reinterpreted(
                 "hooks-quarantined",
-                &self.at("hooks/hooks.json"),
-                "",
+                &self.at(self.host.manifest()),
+                "hooks",
                 format!(
-                    "{} hooks ({}) are an event map, not persona lifecycle hooks: carried disabled under {FILES_DIR}/hooks; enable by hand after review",
+                    "inline {} hooks ({events}) are an event map, not persona lifecycle hooks: kept disabled in `{}.plugin.hooks`",
                     self.host.label(),
-                    events.join(", ")
+                    self.host.ext_key()
                 ),
             );
         }
@@ -1040,7 +1089,8 @@ impl Reader<'_> {
             .and_then(Value::as_str)
             .unwrap_or("plugin")
             .to_string();
-        let name = slug::normalise(&plugin_name, Rules::Persona).unwrap_or_else(|| "assistant".into());
+        let name =
+            slug::normalise(&plugin_name, Rules::Persona).unwrap_or_else(|| "assistant".into());
         let description = text(plugin, "description")
             .map(str::to_string)
             .unwrap_or_else(|| format!("Assistant for the {plugin_name} plugin"));
@@ -1064,7 +1114,8 @@ impl Reader<'_> {
             "",
             format!("the plugin has no agents; persona `{name}` was synthesised from its description so the pack loads"),
         );
-        self.ext.insert("synthesised_persona".into(), name.clone().into());
+        self.ext
+            .insert("synthesised_persona".into(), name.clone().into());
         self.pack.personas.push(Persona {
             file: format!("agents/{name}.persona.md"),
             fields,
@@ -1101,33 +1152,68 @@ impl Reader<'_> {
             }
             carried.push((rel, bytes));
         }
-        let key = self.host.ext_key();
         for (top, n) in groups {
+            let hooks_note;
             let (code, what) = match top.as_str() {
                 "commands" => (
                     "commands-carried",
                     "slash commands: persona packs have none",
                 ),
-                "hooks" => ("hooks-carried", "hook configuration and scripts, disabled"),
-                ".lsp.json" => ("lsp-carried", "LSP servers: persona packs have none"),
-                "output-styles" | "themes" | "monitors" | "settings.json" | "bin" => {
-                    ("component-carried", "a Claude component persona packs have no slot for")
+                "hooks" => {
+                    let events = tree::read_json(self.root, "hooks/hooks.json")
+                        .map(|v| hook_events(&v).join(", "))
+                        .unwrap_or_default();
+                    hooks_note = format!(
+                        "{} hooks ({events}) are an event map, not persona lifecycle hooks: carried disabled, enable by hand after review",
+                        self.host.label()
+                    );
+                    ("hooks-quarantined", hooks_note.as_str())
                 }
+                ".lsp.json" => ("lsp-carried", "LSP servers: persona packs have none"),
+                "output-styles" | "themes" | "monitors" | "settings.json" | "bin" => (
+                    "component-carried",
+                    "a Claude component persona packs have no slot for",
+                ),
+                _ if n == 1 && looks_like_agent(self.root, &top) => (
+                    "agent-unlisted",
+                    "has agent frontmatter but is neither under agents/ nor listed in the manifest, so Claude does not load it as an agent either",
+                ),
                 _ => ("file-carried", "no persona pack slot"),
             };
             self.report.reinterpreted(
                 code,
                 &self.at(&top),
                 "",
-                format!("{top} ({n} file{}): {what}; kept verbatim under {FILES_DIR}/ for the way back", if n == 1 { "" } else { "s" }),
+                format!(
+                    "{top} ({n} file{}): {what}; kept verbatim under {FILES_DIR}/ for the way back",
+                    if n == 1 { "" } else { "s" }
+                ),
             );
         }
         if !carried.is_empty() {
             self.ext.insert("files".into(), FILES_DIR.into());
-            let _ = key;
         }
         Ok((docs, carried))
     }
+}
+
+/// Event names of a Claude hooks value (`{hooks: {Event: …}}` or the bare event map).
+fn hook_events(v: &Value) -> Vec<String> {
+    let map = v.get("hooks").and_then(Value::as_object).or(v.as_object());
+    let mut events: Vec<String> = map
+        .map(|m| m.keys().filter(|k| *k != "description").cloned().collect())
+        .unwrap_or_default();
+    events.sort();
+    events
+}
+
+/// A markdown file with `name` and `description` frontmatter.
+fn looks_like_agent(root: &Path, rel: &str) -> bool {
+    rel.ends_with(".md")
+        && tree::read(root, rel).is_ok_and(|t| {
+            let fm = frontmatter::parse(&t);
+            text_field(&fm.fields, "name") && text_field(&fm.fields, "description")
+        })
 }
 
 fn has_skill_md(root: &Path, dir: &str) -> bool {
@@ -1151,7 +1237,14 @@ fn text_field(fields: &Map<String, Value>, key: &str) -> bool {
 /// Names kept at the top of any tree: documentation and licences.
 pub fn is_documentation(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    ["README", "LICENSE", "LICENCE", "CHANGELOG", "NOTICE", "COPYING"]
-        .iter()
-        .any(|p| upper.starts_with(p))
+    [
+        "README",
+        "LICENSE",
+        "LICENCE",
+        "CHANGELOG",
+        "NOTICE",
+        "COPYING",
+    ]
+    .iter()
+    .any(|p| upper.starts_with(p))
 }

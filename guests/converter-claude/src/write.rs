@@ -49,7 +49,12 @@ const SAME_KEYS: &[&str] = &[
 ];
 
 /// Pack manifest keys the writer derives from the files, never carried.
-const FILE_KEYS: &[&str] = &["personas", "mcp_config", "hooks_config", "pack_instructions"];
+const FILE_KEYS: &[&str] = &[
+    "personas",
+    "mcp_config",
+    "hooks_config",
+    "pack_instructions",
+];
 
 /// The text appended to every agent body for the pack instructions; the reader strips it.
 pub fn instructions_block(instructions: &str) -> String {
@@ -189,7 +194,12 @@ impl Writer<'_> {
 
     /// Pack-level servers, plus the inactive ones an earlier conversion kept aside.
     fn pack_mcp(&mut self) {
-        let info = self.ext.get("mcp").and_then(Value::as_object).cloned().unwrap_or_default();
+        let info = self
+            .ext
+            .get("mcp")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         let inline = strings(info.get("inline"));
         for server in &self.pack.mcp_servers {
             if inline.contains(&server.name) {
@@ -204,7 +214,8 @@ impl Writer<'_> {
                     "streamable HTTP is `type: http` in Claude",
                 );
             }
-            self.servers.insert(server.name.clone(), Value::Object(config));
+            self.servers
+                .insert(server.name.clone(), Value::Object(config));
         }
         if let Some(Value::Object(inactive)) = info.get("inactive") {
             for (name, config) in inactive {
@@ -214,8 +225,17 @@ impl Writer<'_> {
     }
 
     fn agents(&mut self, plugin_name: &str) -> Result<(), String> {
-        let agents = self.ext.get("agents").and_then(Value::as_object).cloned().unwrap_or_default();
-        let synthesised = self.ext.get("synthesised_persona").and_then(Value::as_str).map(str::to_string);
+        let agents = self
+            .ext
+            .get("agents")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let synthesised = self
+            .ext
+            .get("synthesised_persona")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let defaults = self
             .pack
             .manifest
@@ -225,7 +245,11 @@ impl Writer<'_> {
             .unwrap_or_default();
         let mut taken = Vec::new();
         let mut xp_personas = Map::new();
-        let instructions = self.pack.instructions.clone().filter(|t| !t.trim().is_empty());
+        let instructions = self
+            .pack
+            .instructions
+            .clone()
+            .filter(|t| !t.trim().is_empty());
         for persona in &self.pack.personas {
             let pname = persona.name().to_string();
             let path = persona.file.clone();
@@ -238,8 +262,16 @@ impl Writer<'_> {
                 );
                 continue;
             }
-            let ext = agents.get(&pname).and_then(Value::as_object).cloned().unwrap_or_default();
-            let ext_fields = ext.get("fields").and_then(Value::as_object).cloned().unwrap_or_default();
+            let ext = agents
+                .get(&pname)
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            let ext_fields = ext
+                .get("fields")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
             let ext_synth = strings(ext.get("synthesised"));
 
             // Name: the Claude original when it still maps to this persona, else a slug.
@@ -250,7 +282,12 @@ impl Writer<'_> {
             let name = unique(&wanted, &mut taken);
             let original = ext.get("name").and_then(Value::as_str);
             if original != Some(name.as_str()) && name != pname {
-                self.report.normalised("name-normalised", &path, "name", format!("{pname} -> {name}"));
+                self.report.normalised(
+                    "name-normalised",
+                    &path,
+                    "name",
+                    format!("{pname} -> {name}"),
+                );
             }
 
             let mut fm = Map::new();
@@ -259,12 +296,19 @@ impl Writer<'_> {
             fm.insert("description".into(), description.into());
 
             // Model: the Claude original when the persona still has what it mapped to.
-            let persona_model = persona.fields.get("model").and_then(Value::as_str).map(str::to_string);
-            let from_defaults = persona_model.is_none()
-                && defaults.get("model").and_then(Value::as_str).is_some();
-            let effective = persona_model
-                .clone()
-                .or_else(|| defaults.get("model").and_then(Value::as_str).map(str::to_string));
+            let persona_model = persona
+                .fields
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let from_defaults =
+                persona_model.is_none() && defaults.get("model").and_then(Value::as_str).is_some();
+            let effective = persona_model.clone().or_else(|| {
+                defaults
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
             let ext_model = ext.get("model").and_then(Value::as_str);
             let mut xp_fields = Map::new();
             match (ext_model, &effective) {
@@ -282,7 +326,12 @@ impl Writer<'_> {
                                 format!("the pack default model `{m}` is written into the agent as `{id}`"),
                             );
                         } else {
-                            self.report.normalised("model-id-mapped", &path, "model", format!("{m} -> {id}"));
+                            self.report.normalised(
+                                "model-id-mapped",
+                                &path,
+                                "model",
+                                format!("{m} -> {id}"),
+                            );
                         }
                     }
                     ToClaude::Inherit => {
@@ -327,7 +376,12 @@ impl Writer<'_> {
                 let names: Vec<Value> = skills
                     .iter()
                     .filter_map(Value::as_str)
-                    .filter_map(|s| s.trim_end_matches('/').rsplit('/').next().map(str::to_string))
+                    .filter_map(|s| {
+                        s.trim_end_matches('/')
+                            .rsplit('/')
+                            .next()
+                            .map(str::to_string)
+                    })
                     .filter(|s| !s.is_empty())
                     .map(Value::from)
                     .collect();
@@ -344,13 +398,15 @@ impl Writer<'_> {
 
             // Persona-only fields go to `x-persona`.
             for key in PERSONA_ONLY {
-                let Some(v) = persona.fields.get(*key) else { continue };
+                let Some(v) = persona.fields.get(*key) else {
+                    continue;
+                };
                 if *key == "display_name" && ext_synth.iter().any(|s| s == "display_name") {
                     continue;
                 }
                 xp_fields.insert(key.to_string(), v.clone());
-                if matches!(*key, "mcp_servers" | "hooks") {
-                    continue; // reported where they are lifted
+                if matches!(*key, "mcp_servers" | "hooks" | "skills") {
+                    continue; // reported where they are mapped or lifted
                 }
                 self.report.reinterpreted(
                     "carried-in-extension",
@@ -360,7 +416,8 @@ impl Writer<'_> {
                 );
             }
             for (k, _) in persona.fields.iter() {
-                let known = matches!(k.as_str(), "name" | "description" | "model") || PERSONA_ONLY.contains(&k.as_str());
+                let known = matches!(k.as_str(), "name" | "description" | "model")
+                    || PERSONA_ONLY.contains(&k.as_str());
                 if !known {
                     xp_fields.insert(k.clone(), persona.fields[k].clone());
                     self.report.reinterpreted(
@@ -377,16 +434,26 @@ impl Writer<'_> {
             if let Some(text) = &instructions {
                 body.push_str(&instructions_block(text));
             }
-            self.write(&format!("agents/{name}.md"), frontmatter::render(&fm, &body))?;
+            self.write(
+                &format!("agents/{name}.md"),
+                frontmatter::render(&fm, &body),
+            )?;
 
             let mut entry = Map::new();
+            if from_defaults && fm.contains_key("model") {
+                entry.insert("model".into(), "defaults".into());
+            }
             if name != pname {
                 entry.insert("name".into(), pname.clone().into());
             }
             if persona.file != format!("agents/{pname}.persona.md") {
                 entry.insert("file".into(), persona.file.clone().into());
             }
-            let keys: Vec<Value> = persona.fields.keys().map(|k| Value::from(k.clone())).collect();
+            let keys: Vec<Value> = persona
+                .fields
+                .keys()
+                .map(|k| Value::from(k.clone()))
+                .collect();
             if !xp_fields.is_empty() {
                 entry.insert("fields".into(), Value::Object(xp_fields));
             }
@@ -407,7 +474,14 @@ impl Writer<'_> {
             );
         }
         if !xp_personas.is_empty() {
-            self.xp.insert("personas".into(), Value::Object(xp_personas));
+            self.xp
+                .insert("personas".into(), Value::Object(xp_personas));
+        }
+        if taken.len() > 1 {
+            self.xp.insert(
+                "order".into(),
+                Value::Array(taken.into_iter().map(Value::from).collect()),
+            );
         }
         let _ = plugin_name;
         Ok(())
@@ -416,10 +490,16 @@ impl Writer<'_> {
     /// Per-persona MCP servers: Claude ignores `mcpServers` in plugin agents, so they join the
     /// plugin's `.mcp.json` (prefixed on a name clash) and every agent can reach them.
     fn lift_persona_mcp(&mut self, agent: &str, servers: Option<&Value>, path: &str) {
-        let Some(Value::Array(items)) = servers else { return };
+        let Some(Value::Array(items)) = servers else {
+            return;
+        };
         for item in items {
-            let Some(obj) = item.as_object() else { continue };
-            let Some(sname) = obj.get("name").and_then(Value::as_str) else { continue };
+            let Some(obj) = item.as_object() else {
+                continue;
+            };
+            let Some(sname) = obj.get("name").and_then(Value::as_str) else {
+                continue;
+            };
             let mut config = obj.clone();
             config.remove("name");
             let (config, _) = mcp::to_claude(&config);
@@ -444,7 +524,11 @@ impl Writer<'_> {
         if let Some(Value::Object(h)) = &self.pack.hooks {
             for (point, event) in HOOK_EVENTS {
                 if let Some(cmd) = h.get(*point).and_then(Value::as_str) {
-                    entries.push((event.to_string(), cmd.to_string(), format!("hooks/hooks.json {point}")));
+                    entries.push((
+                        event.to_string(),
+                        cmd.to_string(),
+                        format!("hooks/hooks.json {point}"),
+                    ));
                 }
             }
         }
@@ -452,13 +536,20 @@ impl Writer<'_> {
             if let Some(Value::Object(h)) = persona.fields.get("hooks") {
                 for (point, event) in HOOK_EVENTS {
                     if let Some(cmd) = h.get(*point).and_then(Value::as_str) {
-                        entries.push((event.to_string(), cmd.to_string(), format!("{} hooks.{point}", persona.file)));
+                        entries.push((
+                            event.to_string(),
+                            cmd.to_string(),
+                            format!("{} hooks.{point}", persona.file),
+                        ));
                     }
                 }
             }
         }
         if self.pack.hooks.is_some() {
-            self.xp.insert("hooks".into(), self.pack.hooks.clone().unwrap_or(Value::Null));
+            self.xp.insert(
+                "hooks".into(),
+                self.pack.hooks.clone().unwrap_or(Value::Null),
+            );
         }
         if entries.is_empty() {
             return Ok(());
@@ -482,7 +573,11 @@ impl Writer<'_> {
             _ => Map::new(),
         };
         for (event, command, from) in entries {
-            let program = command.split_whitespace().next().unwrap_or_default().to_string();
+            let program = command
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
             if program.ends_with(".wasm") {
                 self.report.lost(
                     "hook-wasm-unsupported",
@@ -498,14 +593,24 @@ impl Writer<'_> {
                 Err(_) => program,
             };
             let hooks = object(&mut file, "hooks");
-            let list = hooks.entry(event.clone()).or_insert_with(|| Value::Array(Vec::new()));
+            let list = hooks
+                .entry(event.clone())
+                .or_insert_with(|| Value::Array(Vec::new()));
             if let Value::Array(list) = list {
-                list.push(json!({"hooks": [{"type": "command", "command": format!("{program}{rest}")}]}));
+                list.push(
+                    json!({"hooks": [{"type": "command", "command": format!("{program}{rest}")}]}),
+                );
             }
             let drift = match event.as_str() {
-                "SessionStart" => "a failing on_start aborts a persona, a SessionStart hook cannot stop the session",
-                "SessionEnd" => "on_stop runs when the persona stops, SessionEnd when the Claude session ends",
-                _ => "on_message gets the message text on stdin, UserPromptSubmit gets JSON and blocks on exit 2",
+                "SessionStart" => {
+                    "a failing on_start aborts a persona, a SessionStart hook cannot stop the session"
+                }
+                "SessionEnd" => {
+                    "on_stop runs when the persona stops, SessionEnd when the Claude session ends"
+                }
+                _ => {
+                    "on_message gets the message text on stdin, UserPromptSubmit gets JSON and blocks on exit 2"
+                }
             };
             self.report.reinterpreted(
                 "hook-event-mapped",
@@ -527,10 +632,19 @@ impl Writer<'_> {
         if self.servers.is_empty() {
             return Ok(());
         }
-        let info = self.ext.get("mcp").and_then(Value::as_object).cloned().unwrap_or_default();
+        let info = self
+            .ext
+            .get("mcp")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         let wrapped = info.get("wrapped").and_then(Value::as_bool).unwrap_or(true);
         let servers = Value::Object(std::mem::take(&mut self.servers));
-        let value = if wrapped { json!({ "mcpServers": servers }) } else { servers };
+        let value = if wrapped {
+            json!({ "mcpServers": servers })
+        } else {
+            servers
+        };
         let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n";
         self.write(".mcp.json", text)
     }
@@ -548,7 +662,12 @@ impl Writer<'_> {
                         _ => v.clone(),
                     };
                     if *key == "author" && v != m[*key] {
-                        self.report.normalised("author-object", pack::MANIFEST, "author", "a string author becomes Claude's `author.name`");
+                        self.report.normalised(
+                            "author-object",
+                            pack::MANIFEST,
+                            "author",
+                            "a string author becomes Claude's `author.name`",
+                        );
                     }
                     plugin.insert(key.to_string(), v);
                 }
@@ -579,12 +698,14 @@ impl Writer<'_> {
                 continue;
             }
             manifest.insert(k.clone(), v.clone());
-            if k != "name" && k != "id" {
+            if k != "name" {
                 self.report.reinterpreted(
                     "carried-in-extension",
                     pack::MANIFEST,
                     k,
-                    format!("`{k}` has no Claude plugin field; kept in plugin.json `x-persona.manifest`"),
+                    format!(
+                        "`{k}` has no Claude plugin field; kept in plugin.json `x-persona.manifest`"
+                    ),
                 );
             }
         }
@@ -592,18 +713,27 @@ impl Writer<'_> {
             self.xp.insert("manifest".into(), Value::Object(manifest));
         }
         if !self.xp.is_empty() {
-            plugin.insert(PERSONA_KEY.into(), Value::Object(std::mem::take(&mut self.xp)));
+            plugin.insert(
+                PERSONA_KEY.into(),
+                Value::Object(std::mem::take(&mut self.xp)),
+            );
         }
-        let text = serde_json::to_string_pretty(&Value::Object(plugin)).map_err(|e| e.to_string())? + "\n";
+        let text =
+            serde_json::to_string_pretty(&Value::Object(plugin)).map_err(|e| e.to_string())? + "\n";
         self.write(".claude-plugin/plugin.json", text)
     }
 
     /// Pack files nothing above wrote: documentation is copied, the rest is reported lost.
     fn leftovers(&mut self) {
-        let mut known: BTreeSet<String> = [pack::MANIFEST, ".mcp.json", "hooks/hooks.json", "instructions.md"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut known: BTreeSet<String> = [
+            pack::MANIFEST,
+            ".mcp.json",
+            "hooks/hooks.json",
+            "instructions.md",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         for p in &self.pack.personas {
             known.insert(p.file.clone());
         }
@@ -615,7 +745,9 @@ impl Writer<'_> {
                 known.insert(v.trim_start_matches("./").to_string());
             }
         }
-        let Ok(files) = tree::walk(self.input, "") else { return };
+        let Ok(files) = tree::walk(self.input, "") else {
+            return;
+        };
         let mut dropped: Vec<String> = Vec::new();
         for rel in files {
             if known.contains(&rel) || rel.starts_with("skills/") || rel.starts_with("x-claude/") {
