@@ -1,0 +1,185 @@
+//! `converter-duduclaw`: DuDuClaw expert packs (`duduclaw-expert`) to persona packs (`buzz-pack`)
+//! and back, as formats.md §5.1 maps them.
+//!
+//! - [`expert`]: the expert pack model (TOML in file order, agents, carried files);
+//! - [`topo`]: parents-first `reports_to` order, cycles refused;
+//! - [`to_pack`]: expert pack -> persona pack; [`template`]: a bare agent directory as input;
+//! - [`from_pack`]: persona pack -> expert pack.
+//!
+//! Extension blocks make both round trips lossless: `x-expert` in the persona pack manifest (and
+//! files under `x-expert/`), `[expert.x-buzz]` in `expert.toml`.
+
+#[cfg(target_arch = "wasm32")]
+wit_bindgen::generate!({ world: "converter", path: "../../wit" });
+
+pub mod expert;
+pub mod from_pack;
+pub mod template;
+pub mod to_pack;
+pub mod topo;
+
+use std::path::Path;
+
+/// The expert pack format id.
+pub const EXPERT: &str = "duduclaw-expert";
+/// The persona pack format id.
+pub const BUZZ: &str = "buzz-pack";
+/// The persona pack manifest key holding what an expert pack has and a persona pack does not.
+pub const EXT_EXPERT: &str = "x-expert";
+/// The persona pack directory holding an expert pack's files with no persona pack slot.
+pub const EXT_FILES: &str = "x-expert";
+/// The `[expert]` key holding what a persona pack has and an expert pack does not.
+pub const EXT_BUZZ: &str = "x-buzz";
+
+/// A model id without its `provider:` prefix (`anthropic:claude-x` -> `claude-x`).
+pub fn strip_provider(model: &str) -> &str {
+    model.split_once(':').map(|(_, id)| id).unwrap_or(model)
+}
+
+/// The directory holding the expert pack: `root`, or its single subdirectory when that is the
+/// only entry and holds `expert.toml` (a zip's wrapper folder).
+fn expert_root(root: &Path) -> Option<std::path::PathBuf> {
+    if expert::Expert::detect(root) {
+        return Some(root.to_path_buf());
+    }
+    let entries = convert_kit::tree::list(root, "");
+    match entries.as_slice() {
+        [only] if convert_kit::tree::is_dir(root, only) => {
+            let inner = root.join(only);
+            expert::Expert::detect(&inner).then_some(inner)
+        }
+        _ => None,
+    }
+}
+
+/// `(format, confidence, evidence)` for the tree at `root`.
+pub fn detect(root: &Path) -> Vec<(String, f32, String)> {
+    let mut out = Vec::new();
+    if let Some(dir) = expert_root(root) {
+        let mut report = convert_kit::Report::default();
+        let parsed = expert::read_toml(&dir, expert::MANIFEST, &mut report)
+            .ok()
+            .is_some_and(|doc| doc.get("expert").is_some_and(|e| e.is_object()));
+        let wrapped = if dir == root {
+            ""
+        } else {
+            " in a wrapper folder"
+        };
+        out.push(if parsed {
+            (
+                EXPERT.into(),
+                1.0,
+                format!("found expert.toml with an [expert] table{wrapped}"),
+            )
+        } else {
+            (
+                EXPERT.into(),
+                0.6,
+                format!("found expert.toml{wrapped}, but no readable [expert] table"),
+            )
+        });
+    } else if let Some((soul, config)) = template::detect(root) {
+        out.push((
+            EXPERT.into(),
+            0.5,
+            format!("found {soul} and {config}: a DuDuClaw agent directory"),
+        ));
+    }
+    if convert_kit::Pack::detect(root) {
+        out.push((
+            BUZZ.into(),
+            1.0,
+            "found .plugin/plugin.json with a personas list".into(),
+        ));
+    }
+    out
+}
+
+/// Runs one conversion from `input` to `output`.
+pub fn convert(
+    source: &str,
+    target: &str,
+    input: &Path,
+    output: &Path,
+) -> Result<convert_kit::Report, String> {
+    match (source, target) {
+        (EXPERT, BUZZ) => match expert_root(input) {
+            Some(dir) => to_pack::convert(&dir, output),
+            None => {
+                let mut report = convert_kit::Report::default();
+                let expert = template::read(input, &mut report)?;
+                to_pack::write(&expert, report, output)
+            }
+        },
+        (BUZZ, EXPERT) => from_pack::convert(input, output),
+        _ => Err(format!(
+            "converter-duduclaw converts {EXPERT} <-> {BUZZ}, not {source} -> {target}"
+        )),
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+mod component {
+    use super::exports::apiary::plugin::format_converter::{
+        Conversion, ConverterInfo, Detection, Finding, Guest, Report, Request,
+    };
+    use std::path::Path;
+
+    struct DuDuClaw;
+
+    fn findings(list: Vec<convert_kit::Finding>) -> Vec<Finding> {
+        list.into_iter()
+            .map(|f| Finding {
+                code: f.code,
+                path: f.path,
+                field: f.field,
+                message: f.message,
+            })
+            .collect()
+    }
+
+    impl Guest for DuDuClaw {
+        fn info() -> ConverterInfo {
+            let conversion = |source: &str, target: &str| Conversion {
+                source: source.into(),
+                target: target.into(),
+            };
+            ConverterInfo {
+                name: "converter-duduclaw".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                conversions: vec![
+                    conversion(super::EXPERT, super::BUZZ),
+                    conversion(super::BUZZ, super::EXPERT),
+                ],
+            }
+        }
+
+        fn detect() -> Vec<Detection> {
+            super::detect(Path::new("/input"))
+                .into_iter()
+                .map(|(format, confidence, evidence)| Detection {
+                    format,
+                    confidence,
+                    evidence,
+                })
+                .collect()
+        }
+
+        fn convert(request: Request) -> Result<Report, String> {
+            let report = super::convert(
+                &request.source,
+                &request.target,
+                Path::new("/input"),
+                Path::new("/output"),
+            )?;
+            Ok(Report {
+                lost: findings(report.lost),
+                synthesised: findings(report.synthesised),
+                normalised: findings(report.normalised),
+                reinterpreted: findings(report.reinterpreted),
+            })
+        }
+    }
+
+    super::export!(DuDuClaw with_types_in super);
+}

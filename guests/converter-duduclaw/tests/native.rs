@@ -1,0 +1,52 @@
+//! Native smoke tests of the mapping (no sandbox): `cargo test -p converter-duduclaw --target
+//! x86_64-unknown-linux-gnu` in guests/. The end-to-end tests through the component are
+//! host/tests/convert_duduclaw.rs.
+
+use std::path::{Path, PathBuf};
+
+use converter_duduclaw::{BUZZ, EXPERT, convert};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn temp(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dudu-native-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn clinic_round_trip() {
+    let input = repo().join("../shared/corpus/duduclaw-packs/distribution/packs/clinic-starter");
+    let out = temp("clinic");
+    let report = convert(EXPERT, BUZZ, &input, &out).unwrap();
+    eprintln!("{report:#?}");
+    let back = temp("clinic-back");
+    let report = convert(BUZZ, EXPERT, &out, &back).unwrap();
+    eprintln!("{report:#?}");
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(back.join("expert.toml")).unwrap()
+    );
+}
+
+#[test]
+fn meadow_round_trip() {
+    let input = repo().join("examples/meadow");
+    let out = temp("meadow");
+    let report = convert(BUZZ, EXPERT, &input, &out).unwrap();
+    eprintln!("{report:#?}");
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(out.join("expert.toml")).unwrap()
+    );
+    let back = temp("meadow-back");
+    let report = convert(EXPERT, BUZZ, &out, &back).unwrap();
+    eprintln!("{report:#?}");
+    eprintln!(
+        "{}",
+        std::fs::read_to_string(back.join(".plugin/plugin.json")).unwrap()
+    );
+}
