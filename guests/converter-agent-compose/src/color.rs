@@ -78,7 +78,11 @@ pub fn to_rgb(lab: Lab) -> [u8; 3] {
         -1.2684380046 * l + 2.6097574011 * m - 0.3413193965 * s,
         -0.0041960863 * l - 0.7034186147 * m + 1.7076147010 * s,
     ];
-    linear.map(|c| (from_linear(c.clamp(0.0, 1.0)) * 255.0).round().clamp(0.0, 255.0) as u8)
+    linear.map(|c| {
+        (from_linear(c.clamp(0.0, 1.0)) * 255.0)
+            .round()
+            .clamp(0.0, 255.0) as u8
+    })
 }
 
 /// Why a colour fails the parse gate, or `None` when it is legible.

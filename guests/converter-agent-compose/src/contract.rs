@@ -75,7 +75,11 @@ pub fn check(
         .collect();
     for p in personalities {
         match &p.color {
-            None => v(&p.path, "color", format!("personality {} has no colour", p.name)),
+            None => v(
+                &p.path,
+                "color",
+                format!("personality {} has no colour", p.name),
+            ),
             Some(hex) => {
                 if let Some(why) = color::illegible(hex) {
                     v(
@@ -183,7 +187,9 @@ pub fn check(
                 v(
                     &role.path,
                     "personality",
-                    format!("role {slug}: derived favourite colour {fav} is the same as role {other}'s"),
+                    format!(
+                        "role {slug}: derived favourite colour {fav} is the same as role {other}'s"
+                    ),
                 );
             }
         }
@@ -260,7 +266,10 @@ fn check_identity(rules: Rules, role: &RoleView, v: &mut impl FnMut(&str, &str, 
         v(
             &role.path,
             "agent",
-            format!("role {}: a core role carries at least one harness seat", role.slug),
+            format!(
+                "role {}: a core role carries at least one harness seat",
+                role.slug
+            ),
         );
     }
 }

@@ -201,7 +201,13 @@ fn brace_depth(text: &str) -> usize {
                     j += 2;
                     continue;
                 }
-                if at(j, quote) && b[j + quote.len()..].iter().take_while(|c| **c == b'#').count() >= hashes {
+                if at(j, quote)
+                    && b[j + quote.len()..]
+                        .iter()
+                        .take_while(|c| **c == b'#')
+                        .count()
+                        >= hashes
+                {
                     j += quote.len() + hashes;
                     break;
                 }
@@ -288,7 +294,9 @@ fn value_to_json(value: &KdlValue) -> Value {
 
 fn from_kdl(node: &KdlNode, path: &str, depth: usize) -> Result<Node, String> {
     if depth > MAX_DEPTH {
-        return Err(format!("{path}: KDL nesting deeper than {MAX_DEPTH} levels"));
+        return Err(format!(
+            "{path}: KDL nesting deeper than {MAX_DEPTH} levels"
+        ));
     }
     let name = node.name().value().to_string();
     if node.ty().is_some() || node.entries().iter().any(|e| e.ty().is_some()) {
@@ -387,7 +395,8 @@ mod tests {
 
     #[test]
     fn multiline_strings_dedent() {
-        let text = "role \"b\" {\n    briefing \"\"\"\n        One.\n\n        Two.\n        \"\"\"\n}\n";
+        let text =
+            "role \"b\" {\n    briefing \"\"\"\n        One.\n\n        Two.\n        \"\"\"\n}\n";
         let nodes = parse(text, "r.kdl").unwrap();
         assert_eq!(nodes[0].child_arg("briefing"), Some("One.\n\nTwo."));
         let again = parse(&render(&nodes), "r2.kdl").unwrap();

@@ -105,12 +105,10 @@ pub fn to_pack(package: &Package) -> Result<(Pack, Report), String> {
             );
         }
         if pack.personas.iter().any(|p| p.name() == name) {
-            return Err(format!(
-                "{}: two roles become persona `{name}`",
-                role.file
-            ));
+            return Err(format!("{}: two roles become persona `{name}`", role.file));
         }
-        let (persona, extra) = role_persona(package, role, &name, &mut report, &mut role_skill_ids)?;
+        let (persona, extra) =
+            role_persona(package, role, &name, &mut report, &mut role_skill_ids)?;
         pack.personas.push(persona);
         ext_personas.insert(name, extra);
     }
@@ -135,7 +133,10 @@ pub fn to_pack(package: &Package) -> Result<(Pack, Report), String> {
             p.fields
                 .get("skills")
                 .and_then(Value::as_array)
-                .is_some_and(|s| s.iter().any(|v| v.as_str() == Some(&format!("./skills/{dir}/"))))
+                .is_some_and(|s| {
+                    s.iter()
+                        .any(|v| v.as_str() == Some(&format!("./skills/{dir}/")))
+                })
         });
         if !claimed {
             report.reinterpreted(
@@ -260,7 +261,10 @@ fn role_persona(
                 "identity-as-display-name",
                 &role.file,
                 "identity.name",
-                format!("role {} has no display-name; its identity name `{n}` is the display name", role.slug()),
+                format!(
+                    "role {} has no display-name; its identity name `{n}` is the display name",
+                    role.slug()
+                ),
             );
             Some(n)
         })
@@ -269,7 +273,10 @@ fn role_persona(
                 "default-applied",
                 &file,
                 "display_name",
-                format!("role {} has no display-name or identity; its slug is the display name", role.slug()),
+                format!(
+                    "role {} has no display-name or identity; its slug is the display name",
+                    role.slug()
+                ),
             );
             role.slug().to_string()
         });
@@ -282,7 +289,10 @@ fn role_persona(
                 "default-applied",
                 &file,
                 "description",
-                format!("role {} has no purpose; description made from its slug", role.slug()),
+                format!(
+                    "role {} has no purpose; description made from its slug",
+                    role.slug()
+                ),
             );
             format!("The {} role.", role.slug())
         }
@@ -315,7 +325,9 @@ fn role_persona(
                     "missing-file",
                     &role.file,
                     "skill",
-                    format!("role skill {id} has no SKILL.md in the package; the persona body is empty"),
+                    format!(
+                        "role skill {id} has no SKILL.md in the package; the persona body is empty"
+                    ),
                 );
                 String::new()
             }
@@ -325,7 +337,10 @@ fn role_persona(
             "default-applied",
             &file,
             "body",
-            format!("role {} has no role skill or briefing; the persona body is empty", role.slug()),
+            format!(
+                "role {} has no role skill or briefing; the persona body is empty",
+                role.slug()
+            ),
         );
         String::new()
     };
@@ -361,7 +376,11 @@ fn role_persona(
 
     let colors: Option<Vec<&str>> = view::meld(node)
         .iter()
-        .map(|m| package.personality(m).and_then(|p| p.node.str_prop("color")))
+        .map(|m| {
+            package
+                .personality(m)
+                .and_then(|p| p.node.str_prop("color"))
+        })
         .collect();
     if let Some(fav) = colors.and_then(|c| color::favorite(&c)) {
         report.synthesised(

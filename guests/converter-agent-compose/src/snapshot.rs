@@ -29,7 +29,11 @@ fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 fn strings(v: &Value, key: &str) -> Vec<String> {
     v.get(key)
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -46,7 +50,9 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
     if format != V3 || snap.get("schema_version").and_then(Value::as_i64) != Some(3) {
         return Err(format!(
             "{FILE}: format `{format}` (schema_version {}) is not read; only {V3} with schema_version 3 is (v4 drops role_order)",
-            snap.get("schema_version").map(Value::to_string).unwrap_or_else(|| "missing".into())
+            snap.get("schema_version")
+                .map(Value::to_string)
+                .unwrap_or_else(|| "missing".into())
         ));
     }
     let person = s(&snap, "person")
@@ -89,7 +95,11 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
                         let key = s(seat, "key").or(s(seat, "harness")).unwrap_or_default();
                         let sid = identity(Some(seat));
                         // A seat repeating the role identity is the role-stable form, not a mix.
-                        let sid = if id.as_ref() == Some(&sid) { Identity::default() } else { sid };
+                        let sid = if id.as_ref() == Some(&sid) {
+                            Identity::default()
+                        } else {
+                            sid
+                        };
                         (key.to_string(), sid)
                     })
                     .collect()
@@ -119,15 +129,30 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
 
     let mut report = Report::default();
     let mut pack = Pack::new(&format!("agent-compose.person.{person}"), &person, "0.0.0");
-    report.synthesised("default-applied", ".plugin/plugin.json", "id", "a snapshot has no pack id; made from the person name");
-    report.synthesised("default-applied", ".plugin/plugin.json", "version", "a snapshot has no version; 0.0.0 written");
+    report.synthesised(
+        "default-applied",
+        ".plugin/plugin.json",
+        "id",
+        "a snapshot has no pack id; made from the person name",
+    );
+    report.synthesised(
+        "default-applied",
+        ".plugin/plugin.json",
+        "version",
+        "a snapshot has no version; 0.0.0 written",
+    );
     let mut ext_personas = Map::new();
     for slug in &order {
         let role = &roles[slug.as_str()];
         let name = slug::normalise(slug, Rules::Persona)
             .ok_or_else(|| format!("{FILE}: role `{slug}` has no usable name"))?;
         if &name != slug {
-            report.normalised("name-normalised", FILE, &format!("roles.{slug}"), format!("{slug} -> {name}"));
+            report.normalised(
+                "name-normalised",
+                FILE,
+                &format!("roles.{slug}"),
+                format!("{slug} -> {name}"),
+            );
         }
         if pack.personas.iter().any(|p| p.name() == name) {
             return Err(format!("{FILE}: two roles become persona `{name}`"));
@@ -138,7 +163,12 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         let display = match s(role, "display_name").filter(|d| !d.is_empty()) {
             Some(d) => d.to_string(),
             None => {
-                report.synthesised("default-applied", &file, "display_name", format!("role {slug} has no display_name; the slug is used"));
+                report.synthesised(
+                    "default-applied",
+                    &file,
+                    "display_name",
+                    format!("role {slug} has no display_name; the slug is used"),
+                );
                 slug.clone()
             }
         };
@@ -146,16 +176,27 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         let purpose = match s(role, "purpose").filter(|d| !d.is_empty()) {
             Some(p) => p.to_string(),
             None => {
-                report.synthesised("default-applied", &file, "description", format!("role {slug} has no purpose; description made from the slug"));
+                report.synthesised(
+                    "default-applied",
+                    &file,
+                    "description",
+                    format!("role {slug} has no purpose; description made from the slug"),
+                );
                 format!("The {slug} role.")
             }
         };
         fields.insert("description".into(), purpose.into());
         let mut skills = Vec::new();
         for member in strings(role, "personalities") {
-            let Some(p) = personalities.get(&member) else { continue };
-            let id = s(p, "skill").map(str::to_string).unwrap_or_else(|| format!("personality-{member}"));
-            let Some(dir) = slug::normalise(&id, Rules::Skill) else { continue };
+            let Some(p) = personalities.get(&member) else {
+                continue;
+            };
+            let id = s(p, "skill")
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("personality-{member}"));
+            let Some(dir) = slug::normalise(&id, Rules::Skill) else {
+                continue;
+            };
             skills.push(Value::from(format!("./skills/{dir}/")));
             if !pack.skills.iter().any(|k| k.name == dir) {
                 pack.skills.push(stub_skill(&dir, &member, p));
@@ -171,7 +212,12 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
             fields.insert("skills".into(), Value::Array(skills));
         }
         let body = s(role, "briefing").unwrap_or_default().to_string();
-        pack.personas.push(Persona { file, fields, body, mode: convert_kit::ParseMode::Strict });
+        pack.personas.push(Persona {
+            file,
+            fields,
+            body,
+            mode: convert_kit::ParseMode::Strict,
+        });
         let mut rest = role.as_object().cloned().unwrap_or_default();
         for key in ["display_name", "purpose", "briefing"] {
             rest.remove(key);
@@ -185,12 +231,25 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         ext_personas.insert(name, Value::Object(rest));
     }
     for slug in roles.keys().filter(|k| !order.contains(k)) {
-        report.lost("field-unsupported", FILE, &format!("roles.{slug}"), format!("role {slug} is not in role_order; not converted"));
+        report.lost(
+            "field-unsupported",
+            FILE,
+            &format!("roles.{slug}"),
+            format!("role {slug} is not in role_order; not converted"),
+        );
     }
 
     let mut ext = Map::new();
     ext.insert("source".into(), "snapshot".into());
-    ext.insert("kind".into(), if rules == Contract::Core { "roster" } else { "person" }.into());
+    ext.insert(
+        "kind".into(),
+        if rules == Contract::Core {
+            "roster"
+        } else {
+            "person"
+        }
+        .into(),
+    );
     ext.insert("name".into(), person.clone().into());
     ext.insert("personas".into(), Value::Object(ext_personas));
     ext.insert("personalities".into(), Value::Object(personalities.clone()));
@@ -222,6 +281,9 @@ fn stub_skill(dir: &str, member: &str, p: &Value) -> Skill {
     fields.insert("name".into(), dir.into());
     fields.insert("description".into(), description.clone().into());
     let text = frontmatter::render(&fields, "");
-    Skill { name: dir.to_string(), description, files: vec![("SKILL.md".into(), text.into_bytes())] }
+    Skill {
+        name: dir.to_string(),
+        description,
+        files: vec![("SKILL.md".into(), text.into_bytes())],
+    }
 }
-

@@ -34,8 +34,8 @@ pub fn convert(input: &Path, output: &Path, overlay: Option<&str>) -> Result<Rep
         None => Map::new(),
     };
     if let Some(text) = overlay {
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| format!("option overlay: invalid JSON: {e}"))?;
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| format!("option overlay: invalid JSON: {e}"))?;
         let Value::Object(over) = value else {
             return Err("option overlay: not a JSON object".into());
         };
@@ -110,19 +110,34 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
         n.args = tiers.into_iter().map(Value::from).collect();
         role = role.child(n);
     }
-    role = role.child(Node::new("skill").arg(s(e, "skill").unwrap_or(&format!("role-{slug}")).to_string()));
+    role = role.child(
+        Node::new("skill").arg(s(e, "skill").unwrap_or(&format!("role-{slug}")).to_string()),
+    );
     for m in strings(e, "methods") {
         role = role.child(Node::new("method").arg(m));
     }
     for b in strings(e, "boundaries") {
         role = role.child(Node::new("boundary").arg(b));
     }
-    for sb in e.get("scoped_boundaries").and_then(Value::as_array).into_iter().flatten() {
-        if let (Some(name), Some(scope)) = (sb.get("name").and_then(Value::as_str), sb.get("scope").and_then(Value::as_str)) {
+    for sb in e
+        .get("scoped_boundaries")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let (Some(name), Some(scope)) = (
+            sb.get("name").and_then(Value::as_str),
+            sb.get("scope").and_then(Value::as_str),
+        ) {
             role = role.child(Node::new("boundary-scoped").arg(name).prop("scope", scope));
         }
     }
-    for a in e.get("adjacents").and_then(Value::as_array).into_iter().flatten() {
+    for a in e
+        .get("adjacents")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         if let Some(r) = a.get("role").and_then(Value::as_str) {
             let mut n = Node::new("adjacent").arg(r);
             if let Some(reason) = a.get("reason").and_then(Value::as_str) {
@@ -193,7 +208,12 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
         if let Some(scope) = s(cc, "scope") {
             n = n.prop("scope", scope);
         }
-        for rule in cc.get("rules").and_then(Value::as_array).into_iter().flatten() {
+        for rule in cc
+            .get("rules")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(f) = rule.get("forbid").and_then(Value::as_str) {
                 let mut r = Node::new("forbid").arg(f);
                 if let Some(p) = rule.get("prefer").and_then(Value::as_str) {
@@ -218,9 +238,12 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
 
 /// Builds a personality node from snapshot-shaped fields.
 fn personality_from_fields(name: &str, e: &Map<String, Value>) -> Node {
-    let mut n = Node::new("personality")
-        .arg(name)
-        .prop("skill", s(e, "skill").unwrap_or(&format!("personality-{name}")).to_string());
+    let mut n = Node::new("personality").arg(name).prop(
+        "skill",
+        s(e, "skill")
+            .unwrap_or(&format!("personality-{name}"))
+            .to_string(),
+    );
     for key in ["color", "motif"] {
         if let Some(v) = s(e, key) {
             n = n.prop(key, v);
@@ -259,10 +282,16 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
     let title = s(ext, "name")
         .or_else(|| s(&pack.manifest, "name"))
         .unwrap_or_default();
-    let name = slug::normalise(title, Rules::AgentCompose)
-        .ok_or_else(|| format!("{MANIFEST}: the pack name `{title}` leaves no usable person name"))?;
+    let name = slug::normalise(title, Rules::AgentCompose).ok_or_else(|| {
+        format!("{MANIFEST}: the pack name `{title}` leaves no usable person name")
+    })?;
     if name != title {
-        report.normalised("name-normalised", MANIFEST, "name", format!("{title} -> {name}"));
+        report.normalised(
+            "name-normalised",
+            MANIFEST,
+            "name",
+            format!("{title} -> {name}"),
+        );
     }
     let core_layout = kind == Kind::Roster
         || obj(ext.get("personas")).is_some_and(|p| {
@@ -270,25 +299,44 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
                 .filter_map(Value::as_object)
                 .any(|e| s(e, "file").is_some_and(|f| f.starts_with("data/")))
         });
-    let rules = if kind == Kind::Roster { Contract::Core } else { Contract::External };
+    let rules = if kind == Kind::Roster {
+        Contract::Core
+    } else {
+        Contract::External
+    };
 
     for (key, value) in &pack.manifest {
-        if !matches!(key.as_str(), "$schema" | "name" | "personas" | "mcp_config" | "hooks_config" | "pack_instructions")
-            && key != EXT
+        if !matches!(
+            key.as_str(),
+            "$schema" | "name" | "personas" | "mcp_config" | "hooks_config" | "pack_instructions"
+        ) && key != EXT
         {
             report.lost(
                 "field-unsupported",
                 MANIFEST,
                 key,
-                format!("manifest `{key}` has no place in a person package (value {})", short(value)),
+                format!(
+                    "manifest `{key}` has no place in a person package (value {})",
+                    short(value)
+                ),
             );
         }
     }
     for server in &pack.mcp_servers {
-        report.lost("mcp-unsupported", ".mcp.json", &format!("mcpServers.{}", server.name), "agent-compose packages carry no MCP servers (no endpoint data by design)");
+        report.lost(
+            "mcp-unsupported",
+            ".mcp.json",
+            &format!("mcpServers.{}", server.name),
+            "agent-compose packages carry no MCP servers (no endpoint data by design)",
+        );
     }
     if pack.hooks.is_some() {
-        report.lost("hooks-unsupported", "hooks/hooks.json", "", "agent-compose packages carry no lifecycle hooks");
+        report.lost(
+            "hooks-unsupported",
+            "hooks/hooks.json",
+            "",
+            "agent-compose packages carry no lifecycle hooks",
+        );
     }
 
     let mut out = Vec::new();
@@ -303,20 +351,32 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
     let mut pnodes: Vec<(Node, String)> = Vec::new();
     let mut bound_skill_dirs: Vec<String> = Vec::new();
     for (i, (pname, entry)) in ext_personalities.iter().enumerate() {
-        let entry = entry.as_object().ok_or_else(|| format!("{EXT}.personalities.{pname} is not an object"))?;
+        let entry = entry
+            .as_object()
+            .ok_or_else(|| format!("{EXT}.personalities.{pname} is not an object"))?;
         let node = match kept_node(entry)? {
             Some(n) => n,
             None => personality_from_fields(pname, entry),
         };
         let pslug = node.arg0().unwrap_or_default().to_string();
         if !slug::is_valid(&pslug, Rules::AgentCompose) {
-            return Err(format!("{EXT}.personalities: `{pslug}` is not an agent-compose slug"));
+            return Err(format!(
+                "{EXT}.personalities: `{pslug}` is not an agent-compose slug"
+            ));
         }
         let file = kept_file(entry, ".kdl").unwrap_or_else(|| {
-            if core_layout { format!("data/personality-{pslug}/personality.kdl") } else { format!("personalities/{:02}-{pslug}.kdl", i + 1) }
+            if core_layout {
+                format!("data/personality-{pslug}/personality.kdl")
+            } else {
+                format!("personalities/{:02}-{pslug}.kdl", i + 1)
+            }
         });
         let skill = view::bound_skill(&node);
-        let skill_dir = if core_layout { format!("data/personality-{pslug}") } else { format!("definitions/skills/{skill}") };
+        let skill_dir = if core_layout {
+            format!("data/personality-{pslug}")
+        } else {
+            format!("definitions/skills/{skill}")
+        };
         match skill_files(pack, &skill, entry) {
             Some(files) if !skill_body_empty(&files) => {
                 bound_skill_dirs.push(skill_dir_name(&skill));
@@ -327,24 +387,42 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
             Some(_) => violations.push(Violation { path: format!("skills/{skill}/SKILL.md"), field: String::new(), message: format!("personality {pslug}: its skill {skill} has an empty body (a snapshot carries none); supply the definition") }),
             None => violations.push(Violation { path: format!("{EXT}.personalities.{pname}"), field: "skill".into(), message: format!("personality {pslug}: no SKILL.md for {skill} (expected skills/{skill}/ in the pack or `skill_md` in the overlay)") }),
         }
-        out.push(Out { path: file.clone(), bytes: node::render(std::slice::from_ref(&node)).into_bytes() });
+        out.push(Out {
+            path: file.clone(),
+            bytes: node::render(std::slice::from_ref(&node)).into_bytes(),
+        });
         pnodes.push((node, file));
     }
 
     for (bname, entry) in ext_boundaries {
-        let entry = entry.as_object().ok_or_else(|| format!("{EXT}.boundaries.{bname} is not an object"))?;
-        let Some(node) = kept_node(entry)? else { continue };
+        let entry = entry
+            .as_object()
+            .ok_or_else(|| format!("{EXT}.boundaries.{bname} is not an object"))?;
+        let Some(node) = kept_node(entry)? else {
+            continue;
+        };
         let bslug = node.arg0().unwrap_or_default().to_string();
-        let file = kept_file(entry, ".kdl").unwrap_or_else(|| format!("data/boundary-{bslug}/boundary.kdl"));
+        let file = kept_file(entry, ".kdl")
+            .unwrap_or_else(|| format!("data/boundary-{bslug}/boundary.kdl"));
         let skill = view::bound_skill(&node);
         if let Some(files) = skill_files(pack, &skill, entry) {
             bound_skill_dirs.push(skill_dir_name(&skill));
-            let dir = file.rsplit_once('/').map(|(d, _)| d.to_string()).filter(|d| core_layout && d.starts_with("data/")).unwrap_or_else(|| format!("definitions/skills/{skill}"));
+            let dir = file
+                .rsplit_once('/')
+                .map(|(d, _)| d.to_string())
+                .filter(|d| core_layout && d.starts_with("data/"))
+                .unwrap_or_else(|| format!("definitions/skills/{skill}"));
             for (rel, bytes) in files {
-                out.push(Out { path: format!("{dir}/{rel}"), bytes });
+                out.push(Out {
+                    path: format!("{dir}/{rel}"),
+                    bytes,
+                });
             }
         }
-        out.push(Out { path: file, bytes: node::render(std::slice::from_ref(&node)).into_bytes() });
+        out.push(Out {
+            path: file,
+            bytes: node::render(std::slice::from_ref(&node)).into_bytes(),
+        });
     }
 
     // Roles.
@@ -352,10 +430,19 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
     let mut claimed: Vec<String> = bound_skill_dirs.clone();
     for (i, persona) in pack.personas.iter().enumerate() {
         let pname = persona.name();
-        let rslug = slug::normalise(pname, Rules::AgentCompose)
-            .ok_or_else(|| format!("{}: persona `{pname}` leaves no usable role slug", persona.file))?;
+        let rslug = slug::normalise(pname, Rules::AgentCompose).ok_or_else(|| {
+            format!(
+                "{}: persona `{pname}` leaves no usable role slug",
+                persona.file
+            )
+        })?;
         if rslug != pname {
-            report.normalised("name-normalised", &persona.file, "name", format!("{pname} -> {rslug}"));
+            report.normalised(
+                "name-normalised",
+                &persona.file,
+                "name",
+                format!("{pname} -> {rslug}"),
+            );
         }
         let entry = obj(ext_personas.get(pname)).unwrap_or(&empty);
         let runtime = persona.fields.get("runtime").and_then(Value::as_str);
@@ -363,7 +450,12 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
             Some(n) => n,
             None => {
                 if !entry.is_empty() {
-                    report.normalised("carried-in-extension", MANIFEST, &format!("{EXT}.personas.{pname}"), format!("role {rslug} built from the extension/overlay fields"));
+                    report.normalised(
+                        "carried-in-extension",
+                        MANIFEST,
+                        &format!("{EXT}.personas.{pname}"),
+                        format!("role {rslug} built from the extension/overlay fields"),
+                    );
                 }
                 role_from_fields(&rslug, entry, runtime)
             }
@@ -373,80 +465,159 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
         // Persona fields laid over the node.
         let display = persona.str_field("display_name");
         let default_display = view::identity_name(&role).unwrap_or_else(|| rslug.clone());
-        if role.first_child("display-name").is_some() || (!display.is_empty() && display != default_display) {
+        if role.first_child("display-name").is_some()
+            || (!display.is_empty() && display != default_display)
+        {
             role.set_child(Node::new("display-name").arg(display), &["order"]);
         }
         let description = persona.str_field("description");
         if !description.is_empty() {
-            role.set_child(Node::new("purpose").arg(description), &["order", "display-name"]);
+            role.set_child(
+                Node::new("purpose").arg(description),
+                &["order", "display-name"],
+            );
         }
         let body = persona.body.as_str();
         if role.first_child("briefing").is_some() {
             role.set_child(Node::new("briefing").arg(body.trim()), &["purpose"]);
         } else {
             if role.first_child("skill").is_none() {
-                role.set_child(Node::new("skill").arg(format!("role-{rslug}")), &["purpose", "model-tier"]);
-                report.synthesised("default-applied", &persona.file, "body", format!("role skill role-{rslug} written from the persona body"));
+                role.set_child(
+                    Node::new("skill").arg(format!("role-{rslug}")),
+                    &["purpose", "model-tier"],
+                );
+                report.synthesised(
+                    "default-applied",
+                    &persona.file,
+                    "body",
+                    format!("role skill role-{rslug} written from the persona body"),
+                );
             }
             let id = role.child_arg("skill").unwrap_or_default().to_string();
-            let mut fm = obj(entry.get("skill_frontmatter")).cloned().unwrap_or_default();
+            let mut fm = obj(entry.get("skill_frontmatter"))
+                .cloned()
+                .unwrap_or_default();
             if fm.is_empty() {
                 fm.insert("name".into(), id.clone().into());
                 fm.insert("description".into(), description.into());
             }
-            let dir = s(entry, "skill_dir").filter(|d| tree::join(Path::new("/"), d).is_ok()).map(str::to_string).unwrap_or_else(|| {
-                if core_layout { format!("data/role-{rslug}") } else { format!("roles/{rslug}") }
+            let dir = s(entry, "skill_dir")
+                .filter(|d| tree::join(Path::new("/"), d).is_ok())
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    if core_layout {
+                        format!("data/role-{rslug}")
+                    } else {
+                        format!("roles/{rslug}")
+                    }
+                });
+            out.push(Out {
+                path: format!("{dir}/SKILL.md"),
+                bytes: frontmatter::render(&fm, body).into_bytes(),
             });
-            out.push(Out { path: format!("{dir}/SKILL.md"), bytes: frontmatter::render(&fm, body).into_bytes() });
             if let Some(extra) = obj(entry.get("skill_files")) {
                 for (rel, text) in extra {
                     if let Some(t) = text.as_str() {
-                        out.push(Out { path: format!("{dir}/{rel}"), bytes: t.as_bytes().to_vec() });
+                        out.push(Out {
+                            path: format!("{dir}/{rel}"),
+                            bytes: t.as_bytes().to_vec(),
+                        });
                     }
                 }
             }
         }
 
         // Skills the persona names beyond its meld and boundaries become methods.
-        for item in persona.fields.get("skills").and_then(Value::as_array).into_iter().flatten() {
+        for item in persona
+            .fields
+            .get("skills")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let dir = skill_dir_of(item.as_str().unwrap_or_default());
             if dir.is_empty() || bound_skill_dirs.contains(&dir) {
                 continue;
             }
             let Some(skill) = pack.skills.iter().find(|k| k.name == dir) else {
-                report.lost("missing-file", &persona.file, "skills", format!("skill {dir} is not in the pack"));
+                report.lost(
+                    "missing-file",
+                    &persona.file,
+                    "skills",
+                    format!("skill {dir} is not in the pack"),
+                );
                 continue;
             };
             if !view::methods(&role).contains(&dir) {
-                role.add_child(Node::new("method").arg(dir.clone()), &["method", "skill", "model-tier", "purpose"]);
-                report.reinterpreted("skill-as-method", &persona.file, "skills", format!("skill {dir} becomes role method `{dir}` of {rslug}"));
+                role.add_child(
+                    Node::new("method").arg(dir.clone()),
+                    &["method", "skill", "model-tier", "purpose"],
+                );
+                report.reinterpreted(
+                    "skill-as-method",
+                    &persona.file,
+                    "skills",
+                    format!("skill {dir} becomes role method `{dir}` of {rslug}"),
+                );
             }
             if !claimed.contains(&dir) {
                 claimed.push(dir.clone());
-                let mdir = if core_layout { format!("data/{dir}") } else { format!("definitions/skills/{dir}") };
+                let mdir = if core_layout {
+                    format!("data/{dir}")
+                } else {
+                    format!("definitions/skills/{dir}")
+                };
                 for (rel, bytes) in &skill.files {
-                    out.push(Out { path: format!("{mdir}/{rel}"), bytes: bytes.clone() });
+                    out.push(Out {
+                        path: format!("{mdir}/{rel}"),
+                        bytes: bytes.clone(),
+                    });
                 }
             }
         }
 
         if let Some(rt) = runtime {
             let harnesses: Vec<String> = view::seats(&role).into_iter().map(|(k, _)| k).collect();
-            if !role.children.iter().any(|c| c.name == "agent" && c.arg0() == Some(rt)) {
+            if !role
+                .children
+                .iter()
+                .any(|c| c.name == "agent" && c.arg0() == Some(rt))
+            {
                 report.lost("field-unsupported", &persona.file, "runtime", format!("runtime `{rt}` is not one of the role's seats ({}); seats are kept as they were", harnesses.join(", ")));
             } else if entry.get("node").is_none() {
-                report.reinterpreted("runtime-as-seat", &persona.file, "runtime", format!("runtime `{rt}` becomes harness seat `agent \"{rt}\"`"));
+                report.reinterpreted(
+                    "runtime-as-seat",
+                    &persona.file,
+                    "runtime",
+                    format!("runtime `{rt}` becomes harness seat `agent \"{rt}\"`"),
+                );
             }
         }
         for (key, value) in &persona.fields {
             if !MAPPED.contains(&key.as_str()) {
-                report.lost("field-unsupported", &persona.file, key, format!("persona `{key}` has no place in an agent-compose role (value {})", short(value)));
+                report.lost(
+                    "field-unsupported",
+                    &persona.file,
+                    key,
+                    format!(
+                        "persona `{key}` has no place in an agent-compose role (value {})",
+                        short(value)
+                    ),
+                );
             }
         }
 
         // The favourite colour: checked, and compared with what agent-compose will derive.
         let fav = s(entry, "favorite_color").map(str::to_string);
-        let colors: Option<Vec<&str>> = view::meld(&role).iter().map(|m| pnodes.iter().find(|(n, _)| n.arg0() == Some(m)).and_then(|(n, _)| n.str_prop("color"))).collect();
+        let colors: Option<Vec<&str>> = view::meld(&role)
+            .iter()
+            .map(|m| {
+                pnodes
+                    .iter()
+                    .find(|(n, _)| n.arg0() == Some(m))
+                    .and_then(|(n, _)| n.str_prop("color"))
+            })
+            .collect();
         let derived = colors.and_then(|c| color::favorite(&c));
         if let Some(f) = &fav
             && derived.as_deref() != Some(f.as_str())
@@ -459,11 +630,20 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
             );
         }
 
-        let file = kept_file(entry, ".kdl").filter(|f| f.contains(&rslug)).unwrap_or_else(|| {
-            if core_layout { format!("data/role-{rslug}/role.kdl") } else { format!("roles/{:02}-{rslug}.kdl", i + 1) }
-        });
+        let file = kept_file(entry, ".kdl")
+            .filter(|f| f.contains(&rslug))
+            .unwrap_or_else(|| {
+                if core_layout {
+                    format!("data/role-{rslug}/role.kdl")
+                } else {
+                    format!("roles/{:02}-{rslug}.kdl", i + 1)
+                }
+            });
         views.push(view::role_view(&role, &file, fav));
-        out.push(Out { path: file, bytes: node::render(std::slice::from_ref(&role)).into_bytes() });
+        out.push(Out {
+            path: file,
+            bytes: node::render(std::slice::from_ref(&role)).into_bytes(),
+        });
     }
 
     for skill in &pack.skills {
@@ -472,49 +652,119 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
         }
     }
 
-    let pviews: Vec<_> = pnodes.iter().map(|(n, f)| view::personality_view(n, f)).collect();
+    let pviews: Vec<_> = pnodes
+        .iter()
+        .map(|(n, f)| view::personality_view(n, f))
+        .collect();
     violations.extend(contract::check(rules, &views, &pviews, &external));
     if views.is_empty() {
-        violations.push(Violation { path: MANIFEST.into(), field: "personas".into(), message: "no personas: a package needs at least one role".into() });
+        violations.push(Violation {
+            path: MANIFEST.into(),
+            field: "personas".into(),
+            message: "no personas: a package needs at least one role".into(),
+        });
     }
     if !violations.is_empty() {
-        return Err(view::refusal(&format!("the package for {title}"), &violations));
+        return Err(view::refusal(
+            &format!("the package for {title}"),
+            &violations,
+        ));
     }
 
     // Root, invariant, inspirations, carried files.
-    out.push(Out { path: package::ROOT.into(), bytes: node::render(&[Node::new(kind.as_str()).arg(name.clone())]).into_bytes() });
+    out.push(Out {
+        path: package::ROOT.into(),
+        bytes: node::render(&[Node::new(kind.as_str()).arg(name.clone())]).into_bytes(),
+    });
     if let Some(text) = &pack.instructions {
-        let path = s(ext, "invariant_file").filter(|p| p.ends_with("INVARIANT.md") && tree::join(Path::new("/"), p).is_ok()).map(str::to_string).unwrap_or_else(|| {
-            if core_layout { "data/invariant/INVARIANT.md".into() } else { "definitions/INVARIANT.md".into() }
-        });
+        let path = s(ext, "invariant_file")
+            .filter(|p| p.ends_with("INVARIANT.md") && tree::join(Path::new("/"), p).is_ok())
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                if core_layout {
+                    "data/invariant/INVARIANT.md".into()
+                } else {
+                    "definitions/INVARIANT.md".into()
+                }
+            });
         if s(ext, "invariant_file").is_none() {
-            report.reinterpreted("instructions-as-invariant", "instructions.md", "", format!("pack instructions become the personality invariant {path}"));
+            report.reinterpreted(
+                "instructions-as-invariant",
+                "instructions.md",
+                "",
+                format!("pack instructions become the personality invariant {path}"),
+            );
         }
-        out.push(Out { path, bytes: text.clone().into_bytes() });
+        out.push(Out {
+            path,
+            bytes: text.clone().into_bytes(),
+        });
     }
-    for (i, ins) in ext.get("inspirations").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        let Some(entry) = ins.as_object() else { continue };
-        let Some(node) = kept_node(entry)? else { continue };
-        let file = kept_file(entry, ".kdl").unwrap_or_else(|| format!("inspirations/{:02}-{}.kdl", i + 1, node.arg0().unwrap_or("inspiration")));
-        out.push(Out { path: file, bytes: node::render(&[node]).into_bytes() });
+    for (i, ins) in ext
+        .get("inspirations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let Some(entry) = ins.as_object() else {
+            continue;
+        };
+        let Some(node) = kept_node(entry)? else {
+            continue;
+        };
+        let file = kept_file(entry, ".kdl").unwrap_or_else(|| {
+            format!(
+                "inspirations/{:02}-{}.kdl",
+                i + 1,
+                node.arg0().unwrap_or("inspiration")
+            )
+        });
+        out.push(Out {
+            path: file,
+            bytes: node::render(&[node]).into_bytes(),
+        });
     }
     for (path, text) in obj(ext.get("files")).into_iter().flatten() {
         if let Some(t) = text.as_str()
             && tree::join(Path::new("/"), path).is_ok()
         {
-            out.push(Out { path: path.clone(), bytes: t.as_bytes().to_vec() });
+            out.push(Out {
+                path: path.clone(),
+                bytes: t.as_bytes().to_vec(),
+            });
         }
     }
     for key in ext.keys() {
-        if !matches!(key.as_str(), "source" | "kind" | "name" | "personas" | "personalities" | "boundaries" | "inspirations" | "external_personalities" | "invariant_file" | "files") {
-            report.lost("field-unsupported", MANIFEST, &format!("{EXT}.{key}"), format!("{EXT}.{key} has no place in a person package"));
+        if !matches!(
+            key.as_str(),
+            "source"
+                | "kind"
+                | "name"
+                | "personas"
+                | "personalities"
+                | "boundaries"
+                | "inspirations"
+                | "external_personalities"
+                | "invariant_file"
+                | "files"
+        ) {
+            report.lost(
+                "field-unsupported",
+                MANIFEST,
+                &format!("{EXT}.{key}"),
+                format!("{EXT}.{key} has no place in a person package"),
+            );
         }
     }
     // Two entries for one path would silently overwrite: refuse instead.
     let mut paths: Vec<&str> = out.iter().map(|o| o.path.as_str()).collect();
     paths.sort_unstable();
     if let Some(w) = paths.windows(2).find(|w| w[0] == w[1]) {
-        return Err(format!("two parts of the package would be written to {}", w[0]));
+        return Err(format!(
+            "two parts of the package would be written to {}",
+            w[0]
+        ));
     }
     Ok(out)
 }
@@ -524,7 +774,11 @@ fn skill_dir_name(skill: &str) -> String {
 }
 
 /// A bound skill's files: the pack's `skills/<dir>/`, else `skill_md` text in the extension entry.
-fn skill_files(pack: &Pack, skill: &str, entry: &Map<String, Value>) -> Option<Vec<(String, Vec<u8>)>> {
+fn skill_files(
+    pack: &Pack,
+    skill: &str,
+    entry: &Map<String, Value>,
+) -> Option<Vec<(String, Vec<u8>)>> {
     let dir = skill_dir_name(skill);
     if let Some(k) = pack.skills.iter().find(|k| k.name == dir) {
         return Some(k.files.clone());
