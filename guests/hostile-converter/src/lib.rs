@@ -1,6 +1,8 @@
 //! `hostile-converter`: a converter that misbehaves on request, for the host's containment tests.
 //! It reads `hostile -> hostile-out` and `hostile -> buzz-pack`; the first line of `/input/mode`
 //! (or the `mode` option) picks the misbehaviour, and any other mode converts nothing, well-behaved.
+//! It also reads `buzz-pack -> pack-listing` (a file listing the pack, with one `lost` finding), so
+//! the host's chaining `hostile -> buzz-pack -> pack-listing` can be tested.
 //!
 //! Filesystem probes never trap: the converter answers `Err("blocked: …")` when the sandbox
 //! refused every attempt, and `Err("ESCAPED: …")` when one got through (a test treats that as a
@@ -79,7 +81,14 @@ impl Guest for Hostile {
         ConverterInfo {
             name: "hostile-converter".into(),
             version: "0.1.0".into(),
-            conversions: vec![pair("hostile-out"), pair("buzz-pack")],
+            conversions: vec![
+                pair("hostile-out"),
+                pair("buzz-pack"),
+                Conversion {
+                    source: "buzz-pack".into(),
+                    target: "pack-listing".into(),
+                },
+            ],
         }
     }
 
@@ -93,6 +102,9 @@ impl Guest for Hostile {
     }
 
     fn convert(request: Request) -> Result<Report, String> {
+        if request.source == "buzz-pack" {
+            return listing();
+        }
         match mode(&request).as_str() {
             "read-outside" => probe_reads(&[
                 "/input/../secret",
@@ -168,6 +180,49 @@ impl Guest for Hostile {
                 .map_err(|e| e.to_string())?;
                 Ok(empty())
             }
+            // A minimal valid persona pack.
+            "valid-pack" => {
+                let write = |p: &str, t: &str| {
+                    let p = format!("/output/{p}");
+                    let dir = p
+                        .rsplit_once('/')
+                        .map(|(d, _)| d.to_string())
+                        .unwrap_or_default();
+                    std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&p, t))
+                };
+                write(
+                    ".plugin/plugin.json",
+                    r#"{"id": "com.example.hostile", "name": "Hostile", "version": "1.0.0", "description": "from the hostile converter", "personas": ["agents/pip.persona.md"]}"#,
+                )
+                .and_then(|()| {
+                    write(
+                        "agents/pip.persona.md",
+                        "---\nname: pip\ndisplay_name: Pip\ndescription: test persona\n---\nYou are Pip.\n",
+                    )
+                })
+                .map_err(|e| e.to_string())?;
+                Ok(Report {
+                    synthesised: vec![Finding {
+                        code: "default-applied".into(),
+                        path: ".plugin/plugin.json".into(),
+                        field: "version".into(),
+                        message: "version set to 1.0.0".into(),
+                    }],
+                    ..empty()
+                })
+            }
+            "lossy" => {
+                std::fs::write("/output/ok.txt", "fine").map_err(|e| e.to_string())?;
+                Ok(Report {
+                    lost: vec![Finding {
+                        code: "no-slot".into(),
+                        path: "mode".into(),
+                        field: "colour".into(),
+                        message: "the target has no place for a colour".into(),
+                    }],
+                    ..empty()
+                })
+            }
             // Escape characters in report text must not reach the operator's terminal.
             _ => {
                 std::fs::write("/output/ok.txt", "fine").map_err(|e| e.to_string())?;
@@ -183,6 +238,35 @@ impl Guest for Hostile {
             }
         }
     }
+}
+
+/// `buzz-pack -> pack-listing`: the files of the pack, one per line.
+fn listing() -> Result<Report, String> {
+    fn walk(dir: &str, out: &mut Vec<String>) -> std::io::Result<()> {
+        for e in std::fs::read_dir(dir)? {
+            let e = e?;
+            let path = format!("{dir}/{}", e.file_name().to_string_lossy());
+            if e.file_type()?.is_dir() {
+                walk(&path, out)?;
+            } else {
+                out.push(path.trim_start_matches("/input/").to_string());
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    walk("/input", &mut files).map_err(|e| format!("cannot list /input: {e}"))?;
+    files.sort();
+    std::fs::write("/output/listing.txt", files.join("\n")).map_err(|e| e.to_string())?;
+    Ok(Report {
+        lost: vec![Finding {
+            code: "contents-dropped".into(),
+            path: String::new(),
+            field: String::new(),
+            message: "only file names are kept".into(),
+        }],
+        ..empty()
+    })
 }
 
 export!(Hostile);
