@@ -60,7 +60,7 @@ fn merge(base: &mut Map<String, Value>, over: Map<String, Value>) {
     }
 }
 
-fn obj<'a>(v: Option<&'a Value>) -> Option<&'a Map<String, Value>> {
+fn obj(v: Option<&Value>) -> Option<&Map<String, Value>> {
     v.and_then(Value::as_object)
 }
 
