@@ -345,6 +345,24 @@ fn circuit_breaker_opens_for_the_failing_component_only() {
     let hostile =
         HookRunner::new(sb.load("hostile_hook", &guest("hostile_hook")).unwrap()).unwrap();
     let audit = HookRunner::new(sb.load("hook_audit", &guest("hook_audit")).unwrap()).unwrap();
+    // A component's own error results are answers, not failures: they never open the breaker.
+    let refuse = HookMessage {
+        text: "escape-absolute".into(),
+        ..Default::default()
+    };
+    for _ in 0..5 {
+        let err = hostile
+            .run(
+                &sb,
+                HookPoint::OnMessage,
+                "p",
+                "eve",
+                Some(&refuse),
+                &s.workspace,
+            )
+            .unwrap_err();
+        assert!(matches!(err, SandboxError::Guest { .. }), "{err:?}");
+    }
     let panic = HookMessage {
         text: "panic".into(),
         ..Default::default()

@@ -431,7 +431,13 @@ impl Sandbox {
         let result = result
             .map_err(|e| classify(name, limits, refused_growth, &stderr, e))
             .and_then(|r| r);
-        self.record(loaded, result.is_ok());
+        // The breaker counts what the sandbox had to contain (traps, deadlines, caps, bad
+        // answers); a component's own error result (a converter refusing input, a hook dropping a
+        // message) is an answer, not a fault.
+        self.record(
+            loaded,
+            !matches!(&result, Err(e) if !matches!(e, SandboxError::Guest { .. })),
+        );
         result.map(|value| CallOutput {
             value,
             stdout,
