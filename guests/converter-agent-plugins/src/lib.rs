@@ -29,7 +29,11 @@ pub const CONVERSIONS: &[(&str, &str)] = &[(PACK, OPS), (OPS, PACK), (DRAFT, PAC
 pub fn detect(input: &Path) -> Vec<(String, f32, String)> {
     let mut out = Vec::new();
     if Pack::detect(input) {
-        out.push((PACK.into(), 1.0, format!("{} lists personas", convert_kit::pack::MANIFEST)));
+        out.push((
+            PACK.into(),
+            1.0,
+            format!("{} lists personas", convert_kit::pack::MANIFEST),
+        ));
     } else if let Some((c, e)) = read::detect_draft(input) {
         out.push((DRAFT.into(), c, e));
     }
@@ -52,17 +56,52 @@ pub fn convert(
         match (key.as_str(), value.as_str()) {
             ("persona", "refuse") => opts.refuse_synthesis = true,
             ("persona", "synthesise" | "synthesize") => opts.refuse_synthesis = false,
-            _ => return Err(format!("unknown option {key}={value} (known: persona=refuse|synthesise)")),
+            _ => {
+                return Err(format!(
+                    "unknown option {key}={value} (known: persona=refuse|synthesise)"
+                ));
+            }
         }
     }
-    match (source, target) {
+    let result = match (source, target) {
         (PACK, OPS) => write::pack_to_ops(input, output),
         (OPS, PACK) => read::ops_to_pack(input, output, opts),
         (DRAFT, PACK) => read::draft_to_pack(input, output, opts),
         _ => Err(format!(
             "converter-agent-plugins does not convert {source} -> {target} (it does buzz-pack -> agent-plugins, agent-plugins -> buzz-pack, agent-plugins-draft -> buzz-pack)"
         )),
+    };
+    // Messages quote input values (names, paths): keep them within what a host accepts.
+    match result {
+        Ok(mut report) => {
+            for list in [
+                &mut report.lost,
+                &mut report.synthesised,
+                &mut report.normalised,
+                &mut report.reinterpreted,
+            ] {
+                for f in list.iter_mut() {
+                    f.path = clip(&f.path, 512);
+                    f.field = clip(&f.field, 512);
+                    f.message = clip(&f.message, 1024);
+                }
+            }
+            Ok(report)
+        }
+        Err(message) => Err(clip(&message, 2048)),
     }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -134,3 +173,42 @@ mod component {
 use component::AgentPlugins;
 #[cfg(target_arch = "wasm32")]
 export!(AgentPlugins);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("agentplugins-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    // Native smoke test of both directions on the example pack (the host tests run the component).
+    #[test]
+    fn meadow_round_trip_natively() {
+        let meadow = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/meadow");
+        let (ops, there) = (tmp("ops"), tmp("back"));
+        let report = convert(&meadow, &ops, PACK, OPS, &[]).unwrap();
+        assert!(report.lost.is_empty(), "{report:#?}");
+        let (report, back) = (convert(&ops, &there, OPS, PACK, &[]).unwrap(), there);
+        assert!(report.lost.is_empty(), "{report:#?}");
+        let (a, _) = Pack::read(&meadow).unwrap();
+        let (b, _) = Pack::read(&back).unwrap();
+        assert_eq!(a.personas, b.personas);
+        assert_eq!(a.skills, b.skills);
+        assert_eq!(a.mcp_servers, b.mcp_servers);
+        assert_eq!(a.instructions, b.instructions);
+        let mut am = a.manifest.clone();
+        let mut bm = b.manifest.clone();
+        am.remove("personas");
+        bm.remove("personas");
+        assert_eq!(am, bm);
+        if std::env::var_os("AGENTPLUGINS_KEEP").is_none() {
+            for d in [ops, back] {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+    }
+}

@@ -98,7 +98,9 @@ fn ops_url(url: &str) -> Result<(), String> {
         return Err(format!("`{url}` carries user information"));
     }
     if authority.contains("${") {
-        return Err(format!("`{url}` has a placeholder in its host (OPS never expands URLs)"));
+        return Err(format!(
+            "`{url}` has a placeholder in its host (OPS never expands URLs)"
+        ));
     }
     let host = if let Some(v6) = authority.strip_prefix('[') {
         v6.split(']').next().unwrap_or_default()
@@ -107,7 +109,9 @@ fn ops_url(url: &str) -> Result<(), String> {
     };
     let loopback = host == "localhost" || host == "::1" || host.starts_with("127.");
     if scheme == "http" && !loopback {
-        return Err(format!("`{url}` is plain http to a non-loopback host (OPS needs https)"));
+        return Err(format!(
+            "`{url}` is plain http to a non-loopback host (OPS needs https)"
+        ));
     }
     Ok(())
 }
@@ -115,10 +119,14 @@ fn ops_url(url: &str) -> Result<(), String> {
 /// Whether `command` is a single OPS executable token: a bare name or a `./` path inside the root.
 fn ops_command(command: &str) -> Result<(), String> {
     if command.is_empty() || command.chars().any(char::is_whitespace) {
-        return Err(format!("command `{command}` is not a single executable token"));
+        return Err(format!(
+            "command `{command}` is not a single executable token"
+        ));
     }
     if command.contains("${") {
-        return Err(format!("command `{command}` has a placeholder (OPS never expands `command`)"));
+        return Err(format!(
+            "command `{command}` has a placeholder (OPS never expands `command`)"
+        ));
     }
     if let Some(path) = command.strip_prefix("./") {
         if path.split('/').any(|part| part == "..") {
@@ -231,7 +239,9 @@ pub fn to_ops(config: &Map<String, Value>) -> Result<(Map<String, Value>, Vec<No
         if let Some(cwd) = config.get("cwd") {
             let cwd = cwd.as_str().ok_or("`cwd` is not a string")?;
             if !ops_cwd(cwd) {
-                return Err(format!("`cwd` `{cwd}` is not `./`, ${{PLUGIN_ROOT}} or ${{PLUGIN_DATA}} rooted"));
+                return Err(format!(
+                    "`cwd` `{cwd}` is not `./`, ${{PLUGIN_ROOT}} or ${{PLUGIN_DATA}} rooted"
+                ));
             }
         }
     } else {
@@ -306,10 +316,18 @@ pub fn to_pack(config: &Map<String, Value>) -> Result<(Map<String, Value>, Vec<N
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .chain(out.get("env").and_then(Value::as_object).into_iter().flat_map(|m| m.values()))
+            .chain(
+                out.get("env")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flat_map(|m| m.values()),
+            )
             .chain(out.get("cwd"))
             .filter_map(Value::as_str);
-        if texts.into_iter().any(|t| t.contains("${PLUGIN_ROOT}") || t.contains("${PLUGIN_DATA}")) {
+        if texts
+            .into_iter()
+            .any(|t| t.contains("${PLUGIN_ROOT}") || t.contains("${PLUGIN_DATA}"))
+        {
             notes.push(note(
                 List::Reinterpreted,
                 "plugin-placeholder",
@@ -480,7 +498,12 @@ mod tests {
         ] {
             assert!(to_ops(&obj(bad.clone())).is_err(), "{bad}");
         }
-        assert!(to_ops(&obj(json!({"type": "http", "url": "http://localhost:8080/mcp"}))).is_ok());
+        assert!(
+            to_ops(&obj(
+                json!({"type": "http", "url": "http://localhost:8080/mcp"})
+            ))
+            .is_ok()
+        );
         assert!(to_pack(&obj(json!({"type": "sse", "url": "https://x"}))).is_err());
         assert!(to_pack(&obj(json!({"type": "stdio", "command": "x", "url": "y"}))).is_err());
     }
@@ -488,7 +511,10 @@ mod tests {
     #[test]
     fn lists_keep_what_does_not_map_back() {
         let servers = vec![
-            ("a".to_string(), obj(json!({"type": "stdio", "command": "x"}))),
+            (
+                "a".to_string(),
+                obj(json!({"type": "stdio", "command": "x"})),
+            ),
             ("b".to_string(), obj(json!({"command": "${X}/y"}))),
         ];
         let mut kept = Map::new();
@@ -500,7 +526,10 @@ mod tests {
             .filter_map(|m| m.config.clone().map(|c| (m.name.clone(), c)))
             .collect();
         let back = to_pack_list(&ops, &kept, &mut Map::new());
-        let back: Vec<_> = back.into_iter().map(|m| (m.name, m.config.unwrap())).collect();
+        let back: Vec<_> = back
+            .into_iter()
+            .map(|m| (m.name, m.config.unwrap()))
+            .collect();
         assert_eq!(back, servers);
     }
 }

@@ -54,10 +54,21 @@ pub const OPS_KEYS: &[&str] = &[
 ];
 
 /// OPS metadata fields that are plain strings in both formats.
-pub const STRING_FIELDS: &[&str] = &["version", "description", "homepage", "repository", "license"];
+pub const STRING_FIELDS: &[&str] = &[
+    "version",
+    "description",
+    "homepage",
+    "repository",
+    "license",
+];
 
 /// Keys of the persona pack manifest that describe its files; the writer and reader rewrite them.
-pub const PACK_FILE_KEYS: &[&str] = &["personas", "pack_instructions", "mcp_config", "hooks_config"];
+pub const PACK_FILE_KEYS: &[&str] = &[
+    "personas",
+    "pack_instructions",
+    "mcp_config",
+    "hooks_config",
+];
 
 /// Whether `name` satisfies OPS §5.5 (1-64 of `[a-z0-9.-]`, alphanumeric ends, no `--`/`..`).
 pub fn valid_plugin_name(name: &str) -> bool {
@@ -138,7 +149,10 @@ mod tests {
         assert!(!valid_plugin_name("My-Plugin"));
         assert!(!valid_plugin_name("has--double"));
         assert!(!valid_plugin_name("-start"));
-        assert_eq!(plugin_slug("Meadow Security Team").unwrap(), "meadow-security-team");
+        assert_eq!(
+            plugin_slug("Meadow Security Team").unwrap(),
+            "meadow-security-team"
+        );
         assert!(valid_plugin_name(&plugin_slug("a - . - b").unwrap()));
         assert!(plugin_slug("客服").is_none());
     }

@@ -45,7 +45,9 @@ struct Build {
 }
 
 fn strip(path: &str) -> String {
-    path.trim_start_matches("./").trim_end_matches('/').to_string()
+    path.trim_start_matches("./")
+        .trim_end_matches('/')
+        .to_string()
 }
 
 /// Where the OPS manifest is and how sure we are it is one.
@@ -73,7 +75,10 @@ pub fn detect_draft(input: &Path) -> Option<(f32, String)> {
     if object.contains_key("personas") {
         return None;
     }
-    Some((0.9, format!("{MANIFEST} without `personas` (Open Plugin Spec April 2026 draft)")))
+    Some((
+        0.9,
+        format!("{MANIFEST} without `personas` (Open Plugin Spec April 2026 draft)"),
+    ))
 }
 
 /// Agent Plugins 1.0 -> persona pack.
@@ -90,14 +95,24 @@ pub fn ops_to_pack(input: &Path, output: &Path, options: Options) -> Result<Repo
                 "plugin.json targets the pre-release identifier {s}; only Agent Plugins 1.0.0 ({PLUGIN_SCHEMA}) is supported"
             ));
         }
-        Some(s) => return Err(format!("plugin.json: unsupported $schema `{s}` (expected {PLUGIN_SCHEMA})")),
+        Some(s) => {
+            return Err(format!(
+                "plugin.json: unsupported $schema `{s}` (expected {PLUGIN_SCHEMA})"
+            ));
+        }
         None => return Err("plugin.json has no $schema, which Agent Plugins requires".into()),
     }
     // Fatal schema violations make OPS hosts reject the plugin: refuse with the list.
     let mut fatal = Vec::new();
     let name = top.get("name").and_then(Value::as_str).unwrap_or_default();
     if !model::valid_plugin_name(name) {
-        fatal.push(format!("`name` {:?} breaks the OPS name rule", top.get("name")));
+        let shown = top
+            .get("name")
+            .map(|n| crate::clip(&n.to_string(), 80))
+            .unwrap_or_default();
+        fatal.push(format!(
+            "`name` breaks the OPS name rule (1-64 of [a-z0-9.-]): {shown}"
+        ));
     }
     for key in STRING_FIELDS {
         if top.get(*key).is_some_and(|v| !v.is_string()) {
@@ -107,7 +122,8 @@ pub fn ops_to_pack(input: &Path, output: &Path, options: Options) -> Result<Repo
     let author = match top.get("author") {
         None => None,
         Some(Value::Object(a))
-            if a.iter().all(|(k, v)| ["name", "email", "url"].contains(&k.as_str()) && v.is_string()) =>
+            if a.iter()
+                .all(|(k, v)| ["name", "email", "url"].contains(&k.as_str()) && v.is_string()) =>
         {
             Some(a.clone())
         }
@@ -116,7 +132,10 @@ pub fn ops_to_pack(input: &Path, output: &Path, options: Options) -> Result<Repo
             None
         }
     };
-    if top.get("keywords").is_some_and(|v| model::string_list(v).is_none()) {
+    if top
+        .get("keywords")
+        .is_some_and(|v| model::string_list(v).is_none())
+    {
         fatal.push("`keywords` is not a list of strings".into());
     }
     if !fatal.is_empty() {
@@ -130,7 +149,9 @@ pub fn ops_to_pack(input: &Path, output: &Path, options: Options) -> Result<Repo
             "unknown-field",
             "plugin.json",
             key,
-            format!("`{key}` is not an Agent Plugins field; OPS hosts ignore it and so does the pack"),
+            format!(
+                "`{key}` is not an Agent Plugins field; OPS hosts ignore it and so does the pack"
+            ),
         );
     }
     let mut extensions = match top.get("extensions") {
@@ -208,7 +229,10 @@ pub fn ops_to_pack(input: &Path, output: &Path, options: Options) -> Result<Repo
         }
     }
     let skip = |p: &str| {
-        p == "plugin.json" || p == "mcp.json" || p.starts_with("skills/") || p.starts_with(&format!("{NAMESPACE}/"))
+        p == "plugin.json"
+            || p == "mcp.json"
+            || p.starts_with("skills/")
+            || p.starts_with(&format!("{NAMESPACE}/"))
     };
     finish(input, output, build, &skip, &mut report)?;
     Ok(report)
@@ -236,7 +260,12 @@ fn restore_pack(
         }
         None => {
             m.insert("id".into(), synthesised_id(top).into());
-            report.synthesised("id-synthesised", MANIFEST, "id", "the extension block has no pack id; derived one");
+            report.synthesised(
+                "id-synthesised",
+                MANIFEST,
+                "id",
+                "the extension block has no pack id; derived one",
+            );
         }
     }
     let title = ext.remove("name").unwrap_or_else(|| slug.into());
@@ -275,8 +304,11 @@ fn restore_pack(
         .get("personas")
         .and_then(model::string_list)
         .filter(|p| !p.is_empty())
-        .ok_or_else(|| format!("extensions.{NAMESPACE}.personas is missing or not a list of persona files"))?;
+        .ok_or_else(|| {
+            format!("extensions.{NAMESPACE}.personas is missing or not a list of persona files")
+        })?;
     for file in &personas {
+        tree::join(input, file).map_err(|e| format!("extensions.{NAMESPACE}.personas: {e}"))?;
         let file = strip(file);
         if !tree::is_file(input, &format!("{NAMESPACE}/{file}")) {
             return Err(format!("persona file {NAMESPACE}/{file} is missing"));
@@ -286,7 +318,12 @@ fn restore_pack(
         if let Some(file) = ext.get(key).and_then(Value::as_str)
             && !tree::is_file(input, &format!("{NAMESPACE}/{}", strip(file)))
         {
-            report.lost("missing-file", &format!("{NAMESPACE}/{file}"), "", format!("`{key}` names a file the plugin does not have"));
+            report.lost(
+                "missing-file",
+                &format!("{NAMESPACE}/{file}"),
+                "",
+                format!("`{key}` names a file the plugin does not have"),
+            );
             ext.remove(key);
         }
     }
@@ -298,11 +335,21 @@ fn restore_pack(
     Ok(())
 }
 
-fn put_author(a: &Map<String, Value>, m: &mut Map<String, Value>, build: &mut Build, report: &mut Report) {
+fn put_author(
+    a: &Map<String, Value>,
+    m: &mut Map<String, Value>,
+    build: &mut Build,
+    report: &mut Report,
+) {
     match model::pack_author(a) {
         Some(v) => {
             if v.is_string() {
-                report.normalised("author-to-string", "plugin.json", "author", format!("author {{name}} -> {v}"));
+                report.normalised(
+                    "author-to-string",
+                    "plugin.json",
+                    "author",
+                    format!("author {{name}} -> {v}"),
+                );
             }
             m.insert("author".into(), v);
         }
@@ -312,7 +359,9 @@ fn put_author(a: &Map<String, Value>, m: &mut Map<String, Value>, build: &mut Bu
                 "carried-in-extension",
                 "plugin.json",
                 "author",
-                format!("an author without a name has no persona pack form; kept in {PACK_KEY}.author"),
+                format!(
+                    "an author without a name has no persona pack form; kept in {PACK_KEY}.author"
+                ),
             );
         }
     }
@@ -323,16 +372,36 @@ fn synthesised_id(top: &Map<String, Value>) -> String {
     let name = top.get("name").and_then(Value::as_str).unwrap_or("plugin");
     let name = slug::normalise(name, Rules::AgentPlugins).unwrap_or_else(|| "plugin".into());
     for key in ["repository", "homepage"] {
-        let Some(url) = top.get(key).and_then(Value::as_str) else { continue };
-        let Some((_, rest)) = url.split_once("://") else { continue };
+        let Some(url) = top.get(key).and_then(Value::as_str) else {
+            continue;
+        };
+        let Some((_, rest)) = url.split_once("://") else {
+            continue;
+        };
         let mut parts = rest.split(['/', '?', '#']).filter(|p| !p.is_empty());
         let Some(host) = parts.next() else { continue };
-        let host = host.rsplit('@').next().unwrap_or(host).split(':').next().unwrap_or(host);
-        let mut id: Vec<String> = host.split('.').rev().filter_map(|p| slug::normalise(p, Rules::Skill)).collect();
-        id.extend(parts.take(2).filter_map(|p| slug::normalise(p.trim_end_matches(".git"), Rules::Skill)));
+        let host = host
+            .rsplit('@')
+            .next()
+            .unwrap_or(host)
+            .split(':')
+            .next()
+            .unwrap_or(host);
+        let mut id: Vec<String> = host
+            .split('.')
+            .rev()
+            .filter_map(|p| slug::normalise(p, Rules::Skill))
+            .collect();
+        id.extend(
+            parts
+                .take(2)
+                .filter_map(|p| slug::normalise(p.trim_end_matches(".git"), Rules::Skill)),
+        );
         if id.len() >= 2 {
-            if id.last() != Some(&name) {
-                id.push(name.clone());
+            // `github.com/acme/review-tools` already names `acme.review-tools`.
+            let last = name.rsplit('.').next().unwrap_or(&name);
+            if id.last().map(String::as_str) != Some(last) {
+                id.push(name.replace('.', "-"));
             }
             let id = id.join(".");
             if id.len() <= 128 {
@@ -344,12 +413,22 @@ fn synthesised_id(top: &Map<String, Value>) -> String {
 }
 
 /// The pack manifest of a plain plugin (no apiary namespace).
-fn plain_manifest(top: &Map<String, Value>, author: Option<Map<String, Value>>, build: &mut Build, report: &mut Report) {
+fn plain_manifest(
+    top: &Map<String, Value>,
+    author: Option<Map<String, Value>>,
+    build: &mut Build,
+    report: &mut Report,
+) {
     let name = top.get("name").and_then(Value::as_str).unwrap_or_default();
     let mut m = Map::new();
     m.insert("$schema".into(), pack::SCHEMA.into());
     let id = synthesised_id(top);
-    report.synthesised("id-synthesised", MANIFEST, "id", format!("OPS has no pack id: `{id}`"));
+    report.synthesised(
+        "id-synthesised",
+        MANIFEST,
+        "id",
+        format!("OPS has no pack id: `{id}`"),
+    );
     m.insert("id".into(), id.into());
     m.insert("name".into(), name.into());
     build.back.insert("name".into(), name.into());
@@ -361,7 +440,12 @@ fn plain_manifest(top: &Map<String, Value>, author: Option<Map<String, Value>>, 
         None => {
             m.insert("version".into(), "0.0.0".into());
             synthesised.push("version".into());
-            report.synthesised("default-applied", MANIFEST, "version", "no version; a persona pack needs one: 0.0.0");
+            report.synthesised(
+                "default-applied",
+                MANIFEST,
+                "version",
+                "no version; a persona pack needs one: 0.0.0",
+            );
         }
     }
     if let Some(v) = top.get("description") {
@@ -375,12 +459,19 @@ fn plain_manifest(top: &Map<String, Value>, author: Option<Map<String, Value>>, 
             m.insert(key.into(), v.clone());
         }
     }
-    build.back.insert("synthesised".into(), Value::Array(synthesised));
+    build
+        .back
+        .insert("synthesised".into(), Value::Array(synthesised));
     build.manifest = m;
 }
 
 /// One persona made from the plugin's description, skills and MCP servers.
-fn synthesise_persona(output: &Path, top: &Map<String, Value>, build: &mut Build, report: &mut Report) -> Result<(), String> {
+fn synthesise_persona(
+    output: &Path,
+    top: &Map<String, Value>,
+    build: &mut Build,
+    report: &mut Report,
+) -> Result<(), String> {
     let plugin = top.get("name").and_then(Value::as_str).unwrap_or_default();
     let description = top
         .get("description")
@@ -398,11 +489,17 @@ fn synthesise_persona(output: &Path, top: &Map<String, Value>, build: &mut Build
         .filter(|w| !w.is_empty())
         .map(|w| {
             let mut c = w.chars();
-            c.next().map(|f| f.to_uppercase().chain(c).collect::<String>()).unwrap_or_default()
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
         })
         .collect::<Vec<_>>()
         .join(" ");
-    let skill_list: Vec<String> = build.skills.iter().map(|(n, d)| format!("- {n}: {d}")).collect();
+    let skill_list: Vec<String> = build
+        .skills
+        .iter()
+        .map(|(n, d)| format!("- {n}: {d}"))
+        .collect();
     let description = description.map(str::to_string).unwrap_or_else(|| {
         format!(
             "Works with the {} skill(s) of the {plugin} plugin",
@@ -414,12 +511,19 @@ fn synthesise_persona(output: &Path, top: &Map<String, Value>, build: &mut Build
     fields.insert("display_name".into(), display.clone().into());
     fields.insert("description".into(), description.clone().into());
     if !build.skills.is_empty() {
-        let refs: Vec<Value> = build.skills.iter().map(|(n, _)| format!("./skills/{n}/").into()).collect();
+        let refs: Vec<Value> = build
+            .skills
+            .iter()
+            .map(|(n, _)| format!("./skills/{n}/").into())
+            .collect();
         fields.insert("skills".into(), Value::Array(refs));
     }
     let mut body = format!("You are {display}. {description}\n");
     if !skill_list.is_empty() {
-        body.push_str(&format!("\nLoad the skill that fits the task:\n{}\n", skill_list.join("\n")));
+        body.push_str(&format!(
+            "\nLoad the skill that fits the task:\n{}\n",
+            skill_list.join("\n")
+        ));
     }
     if !build.servers.is_empty() {
         let names: Vec<&str> = build.servers.iter().map(|(n, _)| n.as_str()).collect();
@@ -436,7 +540,9 @@ fn synthesise_persona(output: &Path, top: &Map<String, Value>, build: &mut Build
     if let Some(Value::Array(list)) = build.back.get_mut("synthesised") {
         list.push(file.clone().into());
     }
-    build.manifest.insert("personas".into(), Value::Array(vec![file.into()]));
+    build
+        .manifest
+        .insert("personas".into(), Value::Array(vec![file.into()]));
     Ok(())
 }
 
@@ -446,7 +552,12 @@ fn read_skills(input: &Path, roots: &[String], build: &mut Build, report: &mut R
     for root in roots {
         let root = strip(root);
         if tree::join(input, &root).is_err() {
-            report.lost("path-outside", &root, "", "a skills path that leaves the plugin; ignored");
+            report.lost(
+                "path-outside",
+                &root,
+                "",
+                "a skills path that leaves the plugin; ignored",
+            );
             continue;
         }
         let dirs: Vec<String> = if tree::is_file(input, &format!("{root}/SKILL.md")) {
@@ -462,14 +573,24 @@ fn read_skills(input: &Path, roots: &[String], build: &mut Build, report: &mut R
             let name = dir.rsplit('/').next().unwrap_or(&dir).to_string();
             let md = format!("{dir}/SKILL.md");
             if !tree::is_file(input, &md) {
-                report.lost("skill-invalid", &dir, "", "a skills/ folder without SKILL.md; not a skill, not carried");
+                report.lost(
+                    "skill-invalid",
+                    &dir,
+                    "",
+                    "a skills/ folder without SKILL.md; not a skill, not carried",
+                );
                 continue;
             }
             let problem = match tree::read(input, &md) {
                 Err(e) => Some(e),
                 Ok(text) => {
                     let fm = frontmatter::parse(&text);
-                    let has = |k: &str| fm.fields.get(k).and_then(Value::as_str).is_some_and(|s| !s.trim().is_empty());
+                    let has = |k: &str| {
+                        fm.fields
+                            .get(k)
+                            .and_then(Value::as_str)
+                            .is_some_and(|s| !s.trim().is_empty())
+                    };
                     if fm.mode != ParseMode::Strict {
                         Some("SKILL.md frontmatter is missing or not YAML".to_string())
                     } else if !has("name") || !has("description") {
@@ -483,12 +604,24 @@ fn read_skills(input: &Path, roots: &[String], build: &mut Build, report: &mut R
                 }
             };
             if let Some(why) = problem {
-                report.lost("skill-invalid", &md, "", format!("{why}: OPS hosts skip it and a persona pack cannot load it; not carried"));
+                report.lost(
+                    "skill-invalid",
+                    &md,
+                    "",
+                    format!(
+                        "{why}: OPS hosts skip it and a persona pack cannot load it; not carried"
+                    ),
+                );
                 continue;
             }
             if build.skills.iter().filter(|(n, _)| *n == name).count() > 1 {
                 build.skills.pop();
-                report.lost("skill-duplicate", &dir, "", format!("a second skill named `{name}`; not carried"));
+                report.lost(
+                    "skill-duplicate",
+                    &dir,
+                    "",
+                    format!("a second skill named `{name}`; not carried"),
+                );
                 continue;
             }
             let target = format!("skills/{name}");
@@ -501,25 +634,43 @@ fn read_skills(input: &Path, roots: &[String], build: &mut Build, report: &mut R
 }
 
 /// Reads OPS `mcp.json` into pack servers.
-fn read_ops_mcp(input: &Path, previous: &Map<String, Value>, build: &mut Build, report: &mut Report) {
+fn read_ops_mcp(
+    input: &Path,
+    previous: &Map<String, Value>,
+    build: &mut Build,
+    report: &mut Report,
+) {
     let file = "mcp.json";
     if !tree::is_file(input, file) {
         // Servers kept aside that never reached mcp.json still come back.
         if !previous.is_empty() {
-            add_servers(file, mcp::to_pack_list(&[], previous, &mut Map::new()), build, report);
+            add_servers(
+                file,
+                mcp::to_pack_list(&[], previous, &mut Map::new()),
+                build,
+                report,
+            );
         }
         return;
     }
     let value = match tree::read_json(input, file) {
         Ok(v) => v,
         Err(e) => {
-            report.lost("mcp-config-invalid", file, "", format!("{e}; MCP is disabled for the plugin as OPS requires"));
+            report.lost(
+                "mcp-config-invalid",
+                file,
+                "",
+                format!("{e}; MCP is disabled for the plugin as OPS requires"),
+            );
             return;
         }
     };
     let schema = value.get("$schema").and_then(Value::as_str);
     let servers = value.get("mcpServers").and_then(Value::as_object);
-    let extra = value.as_object().map(|o| o.keys().any(|k| k != "$schema" && k != "mcpServers")).unwrap_or(true);
+    let extra = value
+        .as_object()
+        .map(|o| o.keys().any(|k| k != "$schema" && k != "mcpServers"))
+        .unwrap_or(true);
     if schema != Some(MCP_SCHEMA) || servers.is_none() || extra {
         report.lost(
             "mcp-config-invalid",
@@ -533,7 +684,12 @@ fn read_ops_mcp(input: &Path, previous: &Map<String, Value>, build: &mut Build, 
     for (name, config) in servers.into_iter().flatten() {
         match config {
             Value::Object(c) => list.push((name.clone(), c.clone())),
-            _ => report.lost("mcp-server-invalid", file, &format!("mcpServers.{name}"), "a server entry that is not an object; skipped"),
+            _ => report.lost(
+                "mcp-server-invalid",
+                file,
+                &format!("mcpServers.{name}"),
+                "a server entry that is not an object; skipped",
+            ),
         }
     }
     let mut kept = Map::new();
@@ -573,7 +729,13 @@ fn add_servers(file: &str, mapped: Vec<mcp::Mapped>, build: &mut Build, report: 
 
 /// Writes skills, `.mcp.json`, plain files and the manifest, then reads the result back as a
 /// persona pack (refusing what does not load) and rewrites lenient persona frontmatter strictly.
-fn finish(input: &Path, output: &Path, mut build: Build, skip: &dyn Fn(&str) -> bool, report: &mut Report) -> Result<(), String> {
+fn finish(
+    input: &Path,
+    output: &Path,
+    mut build: Build,
+    skip: &dyn Fn(&str) -> bool,
+    report: &mut Report,
+) -> Result<(), String> {
     let mut consumed = build.consumed.clone();
     for (from, to) in &build.copies {
         tree::copy_dir(input, from, output, to)?;
@@ -585,22 +747,39 @@ fn finish(input: &Path, output: &Path, mut build: Build, skip: &dyn Fn(&str) -> 
             .iter()
             .map(|(n, c)| (n.clone(), Value::Object(c.clone())))
             .collect();
-        tree::write_json(output, ".mcp.json", &convert_kit::json!({ "mcpServers": servers }))?;
-        build.manifest.insert("mcp_config".into(), ".mcp.json".into());
+        tree::write_json(
+            output,
+            ".mcp.json",
+            &convert_kit::json!({ "mcpServers": servers }),
+        )?;
+        build
+            .manifest
+            .insert("mcp_config".into(), ".mcp.json".into());
     }
     // Plain files (README, LICENSE, other clients' directories) come along where they were.
     for path in tree::walk(input, "")? {
-        if skip(&path) || consumed.iter().any(|c| path == *c || path.starts_with(&format!("{c}/"))) {
+        if skip(&path)
+            || consumed
+                .iter()
+                .any(|c| path == *c || path.starts_with(&format!("{c}/")))
+        {
             continue;
         }
         if path.starts_with(".plugin/") || path == ".mcp.json" || tree::is_file(output, &path) {
-            report.lost("file-collides", &path, "", "the path is taken by the persona pack layout; not carried");
+            report.lost(
+                "file-collides",
+                &path,
+                "",
+                "the path is taken by the persona pack layout; not carried",
+            );
             continue;
         }
         tree::write(output, &path, tree::read_bytes(input, &path)?)?;
     }
     if !build.back.is_empty() {
-        build.manifest.insert(PACK_KEY.into(), Value::Object(build.back));
+        build
+            .manifest
+            .insert(PACK_KEY.into(), Value::Object(build.back));
         report.normalised(
             "carried-in-extension",
             MANIFEST,
@@ -610,13 +789,18 @@ fn finish(input: &Path, output: &Path, mut build: Build, skip: &dyn Fn(&str) -> 
     }
     tree::write_json(output, MANIFEST, &Value::Object(build.manifest))?;
 
-    let (pack, read_report) = pack::Pack::read(output).map_err(|e| format!("the converted pack does not load: {e}"))?;
+    let (pack, read_report) =
+        pack::Pack::read(output).map_err(|e| format!("the converted pack does not load: {e}"))?;
     if pack.personas.is_empty() {
         return Err("the converted pack has no personas".into());
     }
     for persona in &pack.personas {
         if persona.mode == ParseMode::Lenient {
-            tree::write(output, &persona.file, frontmatter::render(&persona.fields, &persona.body))?;
+            tree::write(
+                output,
+                &persona.file,
+                frontmatter::render(&persona.fields, &persona.body),
+            )?;
         }
     }
     report.extend(read_report);
@@ -631,7 +815,9 @@ pub fn draft_to_pack(input: &Path, output: &Path, options: Options) -> Result<Re
         _ => return Err(format!("{MANIFEST} is not a JSON object")),
     };
     if top.contains_key("personas") {
-        return Err(format!("{MANIFEST} lists personas: this is a persona pack, not the draft"));
+        return Err(format!(
+            "{MANIFEST} lists personas: this is a persona pack, not the draft"
+        ));
     }
     let name = top
         .get("name")
@@ -642,7 +828,12 @@ pub fn draft_to_pack(input: &Path, output: &Path, options: Options) -> Result<Re
     let mut m = Map::new();
     m.insert("$schema".into(), pack::SCHEMA.into());
     let id = synthesised_id(&top);
-    report.synthesised("id-synthesised", MANIFEST, "id", format!("the draft has no pack id: `{id}`"));
+    report.synthesised(
+        "id-synthesised",
+        MANIFEST,
+        "id",
+        format!("the draft has no pack id: `{id}`"),
+    );
     m.insert("id".into(), id.into());
     m.insert("name".into(), name.into());
     match top.get("version").and_then(Value::as_str) {
@@ -651,7 +842,12 @@ pub fn draft_to_pack(input: &Path, output: &Path, options: Options) -> Result<Re
         }
         None => {
             m.insert("version".into(), "0.0.0".into());
-            report.synthesised("default-applied", MANIFEST, "version", "no version; a persona pack needs one: 0.0.0");
+            report.synthesised(
+                "default-applied",
+                MANIFEST,
+                "version",
+                "no version; a persona pack needs one: 0.0.0",
+            );
         }
     }
     for key in ["description", "license", "homepage", "repository"] {
@@ -659,7 +855,12 @@ pub fn draft_to_pack(input: &Path, output: &Path, options: Options) -> Result<Re
             Some(Value::String(s)) => {
                 m.insert(key.into(), s.clone().into());
             }
-            Some(_) => report.lost("field-type-invalid", MANIFEST, key, format!("`{key}` is not a string; dropped")),
+            Some(_) => report.lost(
+                "field-type-invalid",
+                MANIFEST,
+                key,
+                format!("`{key}` is not a string; dropped"),
+            ),
             None => {}
         }
     }
@@ -669,42 +870,97 @@ pub fn draft_to_pack(input: &Path, output: &Path, options: Options) -> Result<Re
         }
         Some(Value::Object(a)) => match model::ops_author(&Value::Object(a.clone())) {
             Some(a) => put_author(&a, &mut m, &mut build, &mut report),
-            None => report.lost("field-type-invalid", MANIFEST, "author", "an author without string name/email/url; dropped"),
+            None => report.lost(
+                "field-type-invalid",
+                MANIFEST,
+                "author",
+                "an author without string name/email/url; dropped",
+            ),
         },
-        Some(_) => report.lost("field-type-invalid", MANIFEST, "author", "`author` is neither a string nor an object; dropped"),
+        Some(_) => report.lost(
+            "field-type-invalid",
+            MANIFEST,
+            "author",
+            "`author` is neither a string nor an object; dropped",
+        ),
         None => {}
     }
     match top.get("keywords") {
         Some(v) if model::string_list(v).is_some() => {
             m.insert("keywords".into(), v.clone());
         }
-        Some(_) => report.lost("field-type-invalid", MANIFEST, "keywords", "`keywords` is not a list of strings; dropped"),
+        Some(_) => report.lost(
+            "field-type-invalid",
+            MANIFEST,
+            "keywords",
+            "`keywords` is not a list of strings; dropped",
+        ),
         None => {}
     }
     build.manifest = m;
 
-    let known = ["$schema", "name", "version", "description", "author", "license", "homepage", "repository", "keywords", "skills", "mcpServers", "agents"];
+    let known = [
+        "$schema",
+        "name",
+        "version",
+        "description",
+        "author",
+        "license",
+        "homepage",
+        "repository",
+        "keywords",
+        "skills",
+        "mcpServers",
+        "agents",
+    ];
     for (key, _) in top.iter().filter(|(k, _)| !known.contains(&k.as_str())) {
-        let code = if ["commands", "rules", "hooks", "lspServers", "outputStyles", "userConfig"].contains(&key.as_str()) {
+        let code = if [
+            "commands",
+            "rules",
+            "hooks",
+            "lspServers",
+            "outputStyles",
+            "userConfig",
+        ]
+        .contains(&key.as_str())
+        {
             "component-unsupported"
         } else {
             "unknown-field"
         };
-        report.lost(code, MANIFEST, key, format!("`{key}` has no persona pack meaning; its files (if any) are copied as plain files"));
+        report.lost(
+            code,
+            MANIFEST,
+            key,
+            format!(
+                "`{key}` has no persona pack meaning; its files (if any) are copied as plain files"
+            ),
+        );
     }
 
-    read_skills(input, &component_paths(&top, "skills", "skills", &mut report), &mut build, &mut report);
+    read_skills(
+        input,
+        &component_paths(&top, "skills", "skills", &mut report),
+        &mut build,
+        &mut report,
+    );
     read_draft_mcp(input, &top, &mut build, &mut report);
     let agents = read_draft_agents(input, output, &top, &mut build, &mut report)?;
     if agents.is_empty() {
         if options.refuse_synthesis {
-            return Err("the draft plugin has no agents to make personas from (option persona=refuse)".into());
+            return Err(
+                "the draft plugin has no agents to make personas from (option persona=refuse)"
+                    .into(),
+            );
         }
         let mut plain = top.clone();
         plain.insert("name".into(), name.into());
         synthesise_persona(output, &plain, &mut build, &mut report)?;
     } else {
-        build.manifest.insert("personas".into(), Value::Array(agents.into_iter().map(Value::from).collect()));
+        build.manifest.insert(
+            "personas".into(),
+            Value::Array(agents.into_iter().map(Value::from).collect()),
+        );
     }
     let skip = |p: &str| p == MANIFEST || p.starts_with("skills/");
     finish(input, output, build, &skip, &mut report)?;
@@ -712,14 +968,30 @@ pub fn draft_to_pack(input: &Path, output: &Path, options: Options) -> Result<Re
 }
 
 /// A draft component path field (string, list of strings or `{paths: [...]}`) or its default.
-fn component_paths(top: &Map<String, Value>, key: &str, default: &str, report: &mut Report) -> Vec<String> {
+fn component_paths(
+    top: &Map<String, Value>,
+    key: &str,
+    default: &str,
+    report: &mut Report,
+) -> Vec<String> {
     let paths = match top.get(key) {
         None => return vec![default.to_string()],
         Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(items)) => items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
-        Some(Value::Object(o)) => o.get("paths").and_then(model::string_list).unwrap_or_default(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        Some(Value::Object(o)) => o
+            .get("paths")
+            .and_then(model::string_list)
+            .unwrap_or_default(),
         Some(_) => {
-            report.lost("field-type-invalid", MANIFEST, key, format!("`{key}` is not a path, a list of paths or {{paths}}; ignored"));
+            report.lost(
+                "field-type-invalid",
+                MANIFEST,
+                key,
+                format!("`{key}` is not a path, a list of paths or {{paths}}; ignored"),
+            );
             return vec![];
         }
     };
@@ -728,7 +1000,12 @@ fn component_paths(top: &Map<String, Value>, key: &str, default: &str, report: &
         .filter(|p| {
             let ok = tree::join(Path::new("/"), &strip(p)).is_ok();
             if !ok {
-                report.lost("path-outside", MANIFEST, key, format!("`{p}` leaves the plugin; ignored"));
+                report.lost(
+                    "path-outside",
+                    MANIFEST,
+                    key,
+                    format!("`{p}` leaves the plugin; ignored"),
+                );
             }
             ok
         })
@@ -738,17 +1015,28 @@ fn component_paths(top: &Map<String, Value>, key: &str, default: &str, report: &
 /// Draft MCP: a `.mcp.json`-style file (default `.mcp.json`) or an inline server map.
 fn read_draft_mcp(input: &Path, top: &Map<String, Value>, build: &mut Build, report: &mut Report) {
     let (file, servers) = match top.get("mcpServers") {
-        Some(Value::Object(inline)) if !inline.contains_key("paths") => (MANIFEST.to_string(), inline.clone()),
+        Some(Value::Object(inline)) if !inline.contains_key("paths") => {
+            (MANIFEST.to_string(), inline.clone())
+        }
         _ => {
             let files = component_paths(top, "mcpServers", ".mcp.json", report);
-            let Some(file) = files.into_iter().map(|f| strip(&f)).find(|f| tree::is_file(input, f)) else {
+            let Some(file) = files
+                .into_iter()
+                .map(|f| strip(&f))
+                .find(|f| tree::is_file(input, f))
+            else {
                 return;
             };
             match tree::read_json(input, &file) {
                 Ok(v) => match v.get("mcpServers").and_then(Value::as_object) {
                     Some(s) => (file, s.clone()),
                     None => {
-                        report.lost("mcp-config-invalid", &file, "", "no `mcpServers` object; no MCP servers carried");
+                        report.lost(
+                            "mcp-config-invalid",
+                            &file,
+                            "",
+                            "no `mcpServers` object; no MCP servers carried",
+                        );
                         return;
                     }
                 },
@@ -762,12 +1050,26 @@ fn read_draft_mcp(input: &Path, top: &Map<String, Value>, build: &mut Build, rep
     build.consumed.push(file.clone());
     for (name, config) in servers {
         let Value::Object(config) = config else {
-            report.lost("mcp-server-invalid", &file, &format!("mcpServers.{name}"), "not an object; skipped");
+            report.lost(
+                "mcp-server-invalid",
+                &file,
+                &format!("mcpServers.{name}"),
+                "not an object; skipped",
+            );
             continue;
         };
-        let kind = config.get("type").and_then(Value::as_str).unwrap_or_default().to_ascii_lowercase();
+        let kind = config
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_ascii_lowercase();
         if kind == "sse" {
-            report.lost("mcp-sse-unsupported", &file, &format!("mcpServers.{name}"), "the SSE transport, which apiary's runtimes reject; not carried");
+            report.lost(
+                "mcp-sse-unsupported",
+                &file,
+                &format!("mcpServers.{name}"),
+                "the SSE transport, which apiary's runtimes reject; not carried",
+            );
             continue;
         }
         let text = Value::Object(config.clone()).to_string();
@@ -780,21 +1082,37 @@ fn read_draft_mcp(input: &Path, top: &Map<String, Value>, build: &mut Build, rep
             );
         }
         for key in mcp::unknown_pack_keys(&config) {
-            report.lost("field-unsupported", &file, &format!("mcpServers.{name}.{key}"), format!("apiary ignores `{key}` on MCP servers (kept in the file, not applied)"));
+            report.lost(
+                "field-unsupported",
+                &file,
+                &format!("mcpServers.{name}.{key}"),
+                format!("apiary ignores `{key}` on MCP servers (kept in the file, not applied)"),
+            );
         }
         build.servers.push((name, config));
     }
 }
 
 /// Draft `agents/*.md` (name, description, body) -> persona files; returns their paths.
-fn read_draft_agents(input: &Path, output: &Path, top: &Map<String, Value>, build: &mut Build, report: &mut Report) -> Result<Vec<String>, String> {
+fn read_draft_agents(
+    input: &Path,
+    output: &Path,
+    top: &Map<String, Value>,
+    build: &mut Build,
+    report: &mut Report,
+) -> Result<Vec<String>, String> {
     let mut files = Vec::new();
     for path in component_paths(top, "agents", "agents", report) {
         let path = strip(&path);
         if tree::is_file(input, &path) {
             files.push(path);
         } else if tree::is_dir(input, &path) {
-            files.extend(tree::list(input, &path).into_iter().map(|n| format!("{path}/{n}")).filter(|f| f.ends_with(".md") && tree::is_file(input, f)));
+            files.extend(
+                tree::list(input, &path)
+                    .into_iter()
+                    .map(|n| format!("{path}/{n}"))
+                    .filter(|f| f.ends_with(".md") && tree::is_file(input, f)),
+            );
         }
     }
     let mut personas = Vec::new();
@@ -810,29 +1128,79 @@ fn read_draft_agents(input: &Path, output: &Path, top: &Map<String, Value>, buil
         build.consumed.push(file.clone());
         let fm = frontmatter::parse(&text);
         if fm.mode == ParseMode::Lenient {
-            report.reinterpreted("lenient-frontmatter", &file, "", format!("frontmatter is not strict YAML ({}); read with the lenient key-line scanner", fm.strict_error.as_deref().unwrap_or("parse error")));
+            report.reinterpreted(
+                "lenient-frontmatter",
+                &file,
+                "",
+                format!(
+                    "frontmatter is not strict YAML ({}); read with the lenient key-line scanner",
+                    fm.strict_error.as_deref().unwrap_or("parse error")
+                ),
+            );
         }
-        let stem = file.rsplit('/').next().unwrap_or(&file).trim_end_matches(".md").to_string();
-        let original = fm.fields.get("name").and_then(Value::as_str).unwrap_or(&stem).to_string();
+        let stem = file
+            .rsplit('/')
+            .next()
+            .unwrap_or(&file)
+            .trim_end_matches(".md")
+            .to_string();
+        let original = fm
+            .fields
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or(&stem)
+            .to_string();
         let Some(mut name) = slug::normalise(&original, Rules::Persona) else {
-            report.lost("agent-unnamed", &file, "name", format!("`{original}` gives no persona name; agent not carried"));
+            report.lost(
+                "agent-unnamed",
+                &file,
+                "name",
+                format!("`{original}` gives no persona name; agent not carried"),
+            );
             continue;
         };
-        while personas.iter().any(|p: &String| p == &format!("agents/{name}.persona.md")) {
+        while personas
+            .iter()
+            .any(|p: &String| p == &format!("agents/{name}.persona.md"))
+        {
             name.push('_');
         }
         if name != original {
-            report.normalised("name-normalised", &file, "name", format!("{original} -> {name}"));
+            report.normalised(
+                "name-normalised",
+                &file,
+                "name",
+                format!("{original} -> {name}"),
+            );
         }
         let mut fields = Map::new();
         fields.insert("name".into(), name.clone().into());
         fields.insert("display_name".into(), original.clone().into());
-        report.synthesised("display-name-synthesised", &file, "display_name", format!("the agent's name `{original}`"));
-        let description = match fm.fields.get("description").and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty()) {
+        report.synthesised(
+            "display-name-synthesised",
+            &file,
+            "display_name",
+            format!("the agent's name `{original}`"),
+        );
+        let description = match fm
+            .fields
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+        {
             Some(d) => d.to_string(),
             None => {
-                report.synthesised("description-synthesised", &file, "description", "the agent has no description");
-                format!("{original} (from the {} plugin)", top.get("name").and_then(Value::as_str).unwrap_or_default())
+                report.synthesised(
+                    "description-synthesised",
+                    &file,
+                    "description",
+                    "the agent has no description",
+                );
+                format!(
+                    "{original} (from the {} plugin)",
+                    top.get("name").and_then(Value::as_str).unwrap_or_default()
+                )
             }
         };
         fields.insert("description".into(), description.into());
@@ -843,12 +1211,27 @@ fn read_draft_agents(input: &Path, output: &Path, top: &Map<String, Value>, buil
             }
         }
         if !build.skills.is_empty() {
-            let refs: Vec<Value> = build.skills.iter().map(|(n, _)| format!("./skills/{n}/").into()).collect();
+            let refs: Vec<Value> = build
+                .skills
+                .iter()
+                .map(|(n, _)| format!("./skills/{n}/").into())
+                .collect();
             fields.insert("skills".into(), Value::Array(refs));
         }
-        let rest: Map<String, Value> = fm.fields.into_iter().filter(|(k, _)| !["name", "description", "model"].contains(&k.as_str())).collect();
+        let rest: Map<String, Value> = fm
+            .fields
+            .into_iter()
+            .filter(|(k, _)| !["name", "description", "model"].contains(&k.as_str()))
+            .collect();
         for key in rest.keys() {
-            report.normalised("carried-in-extension", &file, key, format!("persona frontmatter allows no `{key}`; kept in {PACK_KEY}.agents.{name}.{key}"));
+            report.normalised(
+                "carried-in-extension",
+                &file,
+                key,
+                format!(
+                    "persona frontmatter allows no `{key}`; kept in {PACK_KEY}.agents.{name}.{key}"
+                ),
+            );
         }
         if !rest.is_empty() {
             extras.insert(name.clone(), Value::Object(rest));

@@ -15,7 +15,9 @@ use crate::model::{
 };
 
 fn strip(path: &str) -> String {
-    path.trim_start_matches("./").trim_end_matches('/').to_string()
+    path.trim_start_matches("./")
+        .trim_end_matches('/')
+        .to_string()
 }
 
 /// Converts the persona pack at `input` into an Agent Plugins 1.0 plugin at `output`.
@@ -37,7 +39,10 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
         .and_then(Value::as_str)
         .filter(|t| !t.trim().is_empty())
         .map(str::to_string);
-    let id = manifest.get("id").and_then(Value::as_str).unwrap_or_default();
+    let id = manifest
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let kept_slug = back
         .get("name")
         .and_then(Value::as_str)
@@ -129,7 +134,9 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
                     "carried-in-extension",
                     MANIFEST,
                     "author",
-                    format!("author keys OPS does not allow are kept in extensions.{NAMESPACE}.author"),
+                    format!(
+                        "author keys OPS does not allow are kept in extensions.{NAMESPACE}.author"
+                    ),
                 ),
                 Some(_) => {}
                 None => report.normalised(
@@ -172,7 +179,9 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
                 "schema-rewritten",
                 MANIFEST,
                 "$schema",
-                format!("{value} -> {PLUGIN_SCHEMA} (the pack's own is kept in extensions.{NAMESPACE})"),
+                format!(
+                    "{value} -> {PLUGIN_SCHEMA} (the pack's own is kept in extensions.{NAMESPACE})"
+                ),
             );
         } else {
             report.normalised(
@@ -190,12 +199,19 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
     let mut persona_files = Vec::new();
     for persona in &pack.personas {
         let file = strip(&persona.file);
-        tree::write(output, &format!("{NAMESPACE}/{file}"), tree::read_bytes(input, &file)?)?;
+        tree::write(
+            output,
+            &format!("{NAMESPACE}/{file}"),
+            tree::read_bytes(input, &file)?,
+        )?;
         report.normalised(
             "carried-in-extension",
             &file,
             "",
-            format!("persona `{}` kept as {NAMESPACE}/{file}: OPS has no personas, only apiary runs it", persona.name()),
+            format!(
+                "persona `{}` kept as {NAMESPACE}/{file}: OPS has no personas, only apiary runs it",
+                persona.name()
+            ),
         );
         if persona.fields.contains_key("mcp_servers") {
             report.reinterpreted(
@@ -213,7 +229,11 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
         && pack.instructions.is_some()
     {
         let file = strip(file);
-        tree::write(output, &format!("{NAMESPACE}/{file}"), tree::read_bytes(input, &file)?)?;
+        tree::write(
+            output,
+            &format!("{NAMESPACE}/{file}"),
+            tree::read_bytes(input, &file)?,
+        )?;
         ext.insert("pack_instructions".into(), file.clone().into());
         report.normalised(
             "carried-in-extension",
@@ -230,7 +250,11 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
                 .and_then(Value::as_str)
                 .unwrap_or("hooks/hooks.json"),
         );
-        tree::write(output, &format!("{NAMESPACE}/{file}"), tree::read_bytes(input, &file)?)?;
+        tree::write(
+            output,
+            &format!("{NAMESPACE}/{file}"),
+            tree::read_bytes(input, &file)?,
+        )?;
         ext.insert("hooks_config".into(), file.clone().into());
         report.normalised(
             "carried-in-extension",
@@ -256,7 +280,13 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
             let listed = pack
                 .personas
                 .iter()
-                .flat_map(|p| p.fields.get("skills").and_then(Value::as_array).cloned().unwrap_or_default())
+                .flat_map(|p| {
+                    p.fields
+                        .get("skills")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default()
+                })
                 .filter_map(|v| v.as_str().map(strip))
                 .find(|d| d.rsplit('/').next() == Some(skill.name.as_str()))
                 .unwrap_or(standard);
@@ -306,7 +336,9 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
             let field = format!("mcpServers.{}.{}", mapped.name, n.field);
             let field = field.trim_end_matches('.');
             match n.list {
-                List::Synthesised => report.synthesised(n.code, &mcp_file, field, n.message.clone()),
+                List::Synthesised => {
+                    report.synthesised(n.code, &mcp_file, field, n.message.clone())
+                }
                 List::Normalised => report.normalised(n.code, &mcp_file, field, n.message.clone()),
                 List::Reinterpreted => {
                     report.reinterpreted(n.code, &mcp_file, field, n.message.clone())
@@ -353,11 +385,21 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
         _ => Map::new(),
     };
     extensions.remove(NAMESPACE);
-    extensions.insert(NAMESPACE.into(), Value::Object(ext));
+    // The pack's identity first, then the rest as the manifest had it.
+    let mut ordered = Map::new();
+    for key in ["id", "name", "$schema"] {
+        if let Some(v) = ext.remove(key) {
+            ordered.insert(key.into(), v);
+        }
+    }
+    ordered.extend(ext);
+    extensions.insert(NAMESPACE.into(), Value::Object(ordered));
     ops.insert("extensions".into(), Value::Object(extensions));
     let ops = order(ops);
     if let Err(problems) = check_manifest(&ops) {
-        return Err(format!("internal error: the plugin.json written breaks OPS 1.0: {problems}"));
+        return Err(format!(
+            "internal error: the plugin.json written breaks OPS 1.0: {problems}"
+        ));
     }
     tree::write_json(output, "plugin.json", &Value::Object(ops))?;
 
@@ -367,7 +409,9 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
         path == MANIFEST
             || path == mcp_dir_file
             || carried.iter().any(|c| c == path)
-            || skill_dirs.iter().any(|d| path.starts_with(&format!("{d}/")))
+            || skill_dirs
+                .iter()
+                .any(|d| path.starts_with(&format!("{d}/")))
     };
     for path in tree::walk(input, "")? {
         if skip(&path) {
@@ -400,14 +444,25 @@ pub fn skill_problem(skill: &convert_kit::Skill) -> Option<String> {
     if fm.mode != convert_kit::ParseMode::Strict {
         return Some("its frontmatter is missing or not YAML".into());
     }
-    let name = fm.fields.get("name").and_then(Value::as_str).unwrap_or_default();
+    let name = fm
+        .fields
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if name != skill.name {
-        return Some(format!("name `{name}` differs from its directory `{}`", skill.name));
+        return Some(format!(
+            "name `{name}` differs from its directory `{}`",
+            skill.name
+        ));
     }
     if !slug::is_valid(name, Rules::Skill) || name.contains("--") {
         return Some(format!("name `{name}` is not [a-z0-9-], at most 64"));
     }
-    let description = fm.fields.get("description").and_then(Value::as_str).unwrap_or_default();
+    let description = fm
+        .fields
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if description.trim().is_empty() || description.chars().count() > 1024 {
         return Some("description is empty or longer than 1024 characters".into());
     }
@@ -454,11 +509,15 @@ pub fn check_manifest(m: &Map<String, Value>) -> Result<(), String> {
             problems.push("`author` is not an object of string name/email/url".into());
         }
     }
-    if m.get("keywords").is_some_and(|v| model::string_list(v).is_none()) {
+    if m.get("keywords")
+        .is_some_and(|v| model::string_list(v).is_none())
+    {
         problems.push("`keywords` is not a list of strings".into());
     }
     if let Some(ext) = m.get("extensions")
-        && !ext.as_object().is_some_and(|e| e.values().all(Value::is_object))
+        && !ext
+            .as_object()
+            .is_some_and(|e| e.values().all(Value::is_object))
     {
         problems.push("`extensions` is not an object of objects".into());
     }
