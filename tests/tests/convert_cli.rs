@@ -84,14 +84,6 @@ fn detected(env: &Env, files: &[(&str, &str)]) -> Value {
     r.json()
 }
 
-fn format_of(env: &Env, files: &[(&str, &str)]) -> String {
-    let v = detected(env, files);
-    v["source_format"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no format detected: {v:#}"))
-        .to_string()
-}
-
 #[test]
 fn detection_follows_the_documented_order() {
     let env = Env::new();

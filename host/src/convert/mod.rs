@@ -366,7 +366,8 @@ fn decide_format(
         };
         for d in found {
             let c = d.confidence;
-            if !(c.is_finite() && (MIN_CONFIDENCE..=1.0).contains(&c)) || !conv.reads(&d.format) {
+            let plausible = c.is_finite() && (MIN_CONFIDENCE..=1.0).contains(&c);
+            if !plausible || !conv.reads(&d.format) {
                 continue;
             }
             match &best {
