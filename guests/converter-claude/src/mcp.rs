@@ -127,9 +127,9 @@ mod tests {
     #[test]
     fn shapes_and_transports() {
         let flat = json!({"a": {"type": "http", "url": "https://x"}});
-        assert_eq!(servers_of(&flat).unwrap().1, false);
+        assert!(!servers_of(&flat).unwrap().1);
         let wrapped = json!({"mcpServers": {"b": {"command": "bun"}}});
-        assert_eq!(servers_of(&wrapped).unwrap().1, true);
+        assert!(servers_of(&wrapped).unwrap().1);
         assert!(servers_of(&json!({"a": 1})).is_none());
         let sse = json!({"type": "sse", "url": "https://x"});
         assert!(usable_in_pack(sse.as_object().unwrap()).is_err());

@@ -183,8 +183,30 @@ impl Writer<'_> {
     }
 
     fn skills(&mut self) -> Result<(), String> {
+        let mut taken = Vec::new();
         for skill in &self.pack.skills {
-            let dir = format!("skills/{}", skill.name);
+            // Claude (Agent Skills) wants the directory named after the skill's `name:`, its load key.
+            let declared = skill
+                .skill_md()
+                .map(frontmatter::parse)
+                .and_then(|fm| {
+                    fm.fields
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .filter(|n| slug::is_valid(n, Rules::Skill));
+            let wanted = declared.unwrap_or_else(|| skill.name.clone());
+            let name = unique(&wanted, &mut taken);
+            if name != skill.name {
+                self.report.normalised(
+                    "skill-dir-renamed",
+                    &format!("skills/{}", skill.name),
+                    "",
+                    format!("skills/{} -> skills/{name} (Claude skills live in a directory named after their `name`)", skill.name),
+                );
+            }
+            let dir = format!("skills/{name}");
             for (path, bytes) in &skill.files {
                 self.write(&format!("{dir}/{path}"), bytes)?;
             }
