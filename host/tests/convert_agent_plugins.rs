@@ -755,27 +755,26 @@ fn hostile_inputs_are_refused_or_reported() {
     let ext = |personas: Value| {
         json!({"$schema": PLUGIN_SCHEMA, "name": "h", "extensions": {NS: {"id": "a.b", "personas": personas}}}).to_string()
     };
-    let cases: Vec<(&str, Vec<(&str, String)>, &str)> = vec![
-        ("not json", vec![("plugin.json", "{".into())], "invalid JSON"),
-        ("array", vec![("plugin.json", "[]".into())], "not a JSON object"),
-        ("no schema", vec![("plugin.json", json!({"name": "x"}).to_string())], "no $schema"),
-        ("old schema", vec![("plugin.json", json!({"$schema": "https://open-plugins.com/schemas/1.0.0/plugin.schema.json", "name": "x"}).to_string())], "pre-release"),
-        ("name type", vec![("plugin.json", json!({"$schema": PLUGIN_SCHEMA, "name": 5}).to_string())], "name rule"),
-        ("huge name", vec![("plugin.json", json!({"$schema": PLUGIN_SCHEMA, "name": "A".repeat(100_000)}).to_string())], "name rule"),
-        ("author extra", vec![("plugin.json", json!({"$schema": PLUGIN_SCHEMA, "name": "x", "author": {"name": "a", "x": 1}}).to_string())], "author"),
-        ("escaping persona", vec![("plugin.json", ext(json!(["../../etc/passwd"])))], "leaves its tree"),
-        ("absolute persona", vec![("plugin.json", ext(json!(["/etc/passwd"])))], "leaves its tree"),
-        ("no personas", vec![("plugin.json", ext(json!([])))], "personas"),
-        ("persona type", vec![("plugin.json", ext(json!({"a": 1})))], "personas"),
-        ("missing persona", vec![("plugin.json", ext(json!(["agents/a.persona.md"])))], "missing"),
-        ("deep json", vec![("plugin.json", format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)))], "invalid JSON"),
-        ("huge file", vec![("plugin.json", format!("{{\"$schema\": \"{PLUGIN_SCHEMA}\", \"name\": \"x\", \"description\": \"{}\"}}", "x".repeat(5 << 20)))], "larger than"),
+    // (label, plugin.json, what the refusal says)
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("not json", "{".into(), "invalid JSON"),
+        ("array", "[]".into(), "not a JSON object"),
+        ("no schema", json!({"name": "x"}).to_string(), "no $schema"),
+        ("old schema", json!({"$schema": "https://open-plugins.com/schemas/1.0.0/plugin.schema.json", "name": "x"}).to_string(), "pre-release"),
+        ("name type", json!({"$schema": PLUGIN_SCHEMA, "name": 5}).to_string(), "name rule"),
+        ("huge name", json!({"$schema": PLUGIN_SCHEMA, "name": "A".repeat(100_000)}).to_string(), "name rule"),
+        ("author extra", json!({"$schema": PLUGIN_SCHEMA, "name": "x", "author": {"name": "a", "x": 1}}).to_string(), "author"),
+        ("escaping persona", ext(json!(["../../etc/passwd"])), "leaves its tree"),
+        ("absolute persona", ext(json!(["/etc/passwd"])), "leaves its tree"),
+        ("no personas", ext(json!([])), "personas"),
+        ("persona type", ext(json!({"a": 1})), "personas"),
+        ("missing persona", ext(json!(["agents/a.persona.md"])), "missing"),
+        ("deep json", format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)), "invalid JSON"),
+        ("huge file", format!("{{\"$schema\": \"{PLUGIN_SCHEMA}\", \"name\": \"x\", \"description\": \"{}\"}}", "x".repeat(5 << 20)), "larger than"),
     ];
-    for (label, files, expect) in cases {
+    for (label, manifest, expect) in cases {
         let dir = tempfile::tempdir().unwrap();
-        for (rel, text) in &files {
-            write(dir.path(), rel, text);
-        }
+        write(dir.path(), "plugin.json", &manifest);
         let err = convert("agent-plugins", "buzz-pack", dir.path())
             .map(|_| ())
             .unwrap_err();

@@ -191,6 +191,17 @@ mod tests {
         let meadow = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/meadow");
         let (ops, there) = (tmp("ops"), tmp("back"));
         let report = convert(&meadow, &ops, PACK, OPS, &[]).unwrap();
+        if std::env::var_os("AGENTPLUGINS_KEEP").is_some() {
+            for f in report
+                .lost
+                .iter()
+                .chain(&report.synthesised)
+                .chain(&report.normalised)
+                .chain(&report.reinterpreted)
+            {
+                eprintln!("{} {} {} | {}", f.code, f.path, f.field, f.message);
+            }
+        }
         assert!(report.lost.is_empty(), "{report:#?}");
         let (report, back) = (convert(&ops, &there, OPS, PACK, &[]).unwrap(), there);
         assert!(report.lost.is_empty(), "{report:#?}");
