@@ -308,6 +308,19 @@ fn table(
         }
         t.insert("name".into(), name.into());
     }
+    let recorded_name = str_of(&t, "name").to_string();
+    if recorded.is_some() && !slug::is_valid(&recorded_name, Rules::DuDuClaw) {
+        let to = slug::normalise(&recorded_name, Rules::DuDuClaw)
+            .or_else(|| slug::normalise(str_of(m, "id"), Rules::DuDuClaw))
+            .unwrap_or_else(|| "persona-pack".to_string());
+        report.normalised(
+            "name-normalised",
+            manifest_file,
+            &format!("{EXT_EXPERT}.expert.name"),
+            format!("{recorded_name} -> {to}"),
+        );
+        t.insert("name".into(), to.into());
+    }
     for key in ["description", "version", "license"] {
         if let Some(v) = m.get(key).and_then(Value::as_str) {
             t.insert(key.into(), v.into());
@@ -373,7 +386,7 @@ fn table(
         ] {
             kept.remove(key);
         }
-        buzz.insert("manifest".into(), Value::Object(kept));
+        crate::put_exact(buzz, "manifest", Value::Object(kept));
     }
     t
 }
@@ -617,7 +630,7 @@ fn persona_extras(
     }
     let mut out = Map::new();
     out.insert("file".into(), persona.file.clone().into());
-    out.insert("fields".into(), Value::Object(persona.fields.clone()));
+    crate::put_exact(&mut out, "fields", Value::Object(persona.fields.clone()));
     Some(out)
 }
 

@@ -31,6 +31,40 @@ pub const EXT_FILES: &str = "x-expert";
 /// The `[expert]` key holding what a persona pack has and an expert pack does not.
 pub const EXT_BUZZ: &str = "x-buzz";
 
+/// Inserts `value` under `key`, or as JSON text under `<key>_json` when it holds a `null` (TOML has
+/// no null, and the extension block must carry every value exactly).
+pub fn put_exact(
+    map: &mut convert_kit::Map<String, convert_kit::Value>,
+    key: &str,
+    value: convert_kit::Value,
+) {
+    fn has_null(v: &convert_kit::Value) -> bool {
+        match v {
+            convert_kit::Value::Null => true,
+            convert_kit::Value::Array(items) => items.iter().any(has_null),
+            convert_kit::Value::Object(map) => map.values().any(has_null),
+            _ => false,
+        }
+    }
+    if has_null(&value) {
+        map.insert(format!("{key}_json"), value.to_string().into());
+    } else {
+        map.insert(key.to_string(), value);
+    }
+}
+
+/// Reads what [`put_exact`] wrote.
+pub fn get_exact(
+    map: &convert_kit::Map<String, convert_kit::Value>,
+    key: &str,
+) -> Option<convert_kit::Value> {
+    map.get(key).cloned().or_else(|| {
+        map.get(&format!("{key}_json"))
+            .and_then(convert_kit::Value::as_str)
+            .and_then(|text| serde_json::from_str(text).ok())
+    })
+}
+
 /// A model id without its `provider:` prefix (`anthropic:claude-x` -> `claude-x`).
 pub fn strip_provider(model: &str) -> &str {
     model.split_once(':').map(|(_, id)| id).unwrap_or(model)

@@ -218,7 +218,7 @@ fn usable_skill(skill: &convert_kit::Skill) -> bool {
 /// built from the `[expert]` table. Expert-native keys are reported once here.
 fn manifest(expert: &Expert, buzz: &Map<String, Value>, report: &mut Report) -> Map<String, Value> {
     let t = &expert.table;
-    let mut m = match buzz.get("manifest") {
+    let mut m = match crate::get_exact(buzz, "manifest") {
         Some(Value::Object(recorded)) => {
             report.reinterpreted(
                 "carried-in-extension",
@@ -226,7 +226,7 @@ fn manifest(expert: &Expert, buzz: &Map<String, Value>, report: &mut Report) -> 
                 &format!("expert.{EXT_BUZZ}"),
                 format!("persona pack fields restored from `expert.{EXT_BUZZ}` (this pack was written from a persona pack)"),
             );
-            recorded.clone()
+            recorded
         }
         _ => Map::new(),
     };
@@ -365,8 +365,9 @@ fn persona_name(
     report: &mut Report,
 ) -> String {
     let raw = agent.name();
-    let recorded = record
-        .and_then(|r| r.get("fields"))
+    let fields = record.and_then(|r| crate::get_exact(r, "fields"));
+    let recorded = fields
+        .as_ref()
         .and_then(|f| f.get("name"))
         .and_then(Value::as_str)
         .filter(|n| slug::is_valid(n, Rules::Persona));
@@ -425,11 +426,10 @@ fn persona(
 
     // A pack written from a persona pack: its persona comes back as it was.
     if let Some(record) = record {
-        let mut fields = record
-            .get("fields")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
+        let mut fields = match crate::get_exact(record, "fields") {
+            Some(Value::Object(fields)) => fields,
+            _ => Map::new(),
+        };
         fields.insert("name".into(), name.into());
         if fields.remove("hooks").is_some() {
             report.reinterpreted(
