@@ -9,38 +9,15 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use apiary::sandbox::converter::{ConverterRunner, Report, Request};
-use apiary::sandbox::{BUILT_GUESTS_DIR, BreakerPolicy, Sandbox, SandboxConfig};
+use apiary::sandbox::converter::{ConverterRunner, Report};
 use serde_json::{Map, Value};
 
 const EXPERT: &str = "duduclaw-expert";
 const BUZZ: &str = "buzz-pack";
 
-/// A sandbox of this test binary's own: the hostile cases refuse on purpose, and the default
-/// circuit breaker would count those refusals as failures and switch the converter off.
-fn sandbox() -> &'static Sandbox {
-    static SB: OnceLock<Sandbox> = OnceLock::new();
-    SB.get_or_init(|| {
-        Sandbox::new(SandboxConfig {
-            cache_dir: None,
-            breaker: BreakerPolicy {
-                threshold: u32::MAX,
-                ..BreakerPolicy::default()
-            },
-            ..SandboxConfig::default()
-        })
-        .expect("sandbox")
-    })
-}
-
 fn runner() -> &'static ConverterRunner {
     static R: OnceLock<ConverterRunner> = OnceLock::new();
-    R.get_or_init(|| {
-        let path = Path::new(BUILT_GUESTS_DIR).join("converter_duduclaw.wasm");
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        ConverterRunner::new(sandbox().load("converter_duduclaw", &bytes).expect("load"))
-            .expect("converter world")
-    })
+    R.get_or_init(|| common::converter("converter_duduclaw"))
 }
 
 fn convert(
@@ -48,16 +25,7 @@ fn convert(
     target: &str,
     input: &Path,
 ) -> Result<(Report, tempfile::TempDir), String> {
-    let output = tempfile::tempdir().expect("tempdir");
-    let request = Request {
-        source: source.into(),
-        target: target.into(),
-        options: vec![],
-    };
-    runner()
-        .convert(sandbox(), &request, input, output.path())
-        .map(|out| (out.value, output))
-        .map_err(|e| e.to_string())
+    common::convert(runner(), source, target, input)
 }
 
 fn meadow() -> PathBuf {
@@ -232,7 +200,7 @@ reports_to = "nurse"
 
 #[test]
 fn info_and_detection() {
-    let info = runner().info(sandbox()).unwrap().value;
+    let info = runner().info(common::sandbox()).unwrap().value;
     assert_eq!(info.name, "converter-duduclaw");
     let pairs: Vec<(String, String)> = info
         .conversions
@@ -243,12 +211,12 @@ fn info_and_detection() {
     assert!(pairs.contains(&(BUZZ.into(), EXPERT.into())));
 
     let found = runner()
-        .detect(sandbox(), &starter_packs()[0])
+        .detect(common::sandbox(), &starter_packs()[0])
         .unwrap()
         .value;
     assert_eq!(found[0].format, EXPERT);
     assert_eq!(found[0].confidence, 1.0);
-    let found = runner().detect(sandbox(), &meadow()).unwrap().value;
+    let found = runner().detect(common::sandbox(), &meadow()).unwrap().value;
     assert!(
         found
             .iter()
@@ -256,7 +224,7 @@ fn info_and_detection() {
     );
     assert!(!found.iter().any(|d| d.format == EXPERT));
     let template = common::corpus("duduclaw-packs/templates/evaluator");
-    let found = runner().detect(sandbox(), &template).unwrap().value;
+    let found = runner().detect(common::sandbox(), &template).unwrap().value;
     assert!(
         found[0].format == EXPERT && found[0].confidence < 1.0,
         "{found:?}"
