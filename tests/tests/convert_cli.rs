@@ -767,3 +767,79 @@ fn chains_through_buzz_pack_and_exits_2_on_losses() {
         r.stdout
     );
 }
+
+#[test]
+fn a_marketplace_gives_one_validated_pack_per_plugin_and_a_chain_needs_one() {
+    let env = Env::new();
+    let list = env.run(&["convert", "--list", "--json"]).json();
+    let reads_marketplace = list["converters"].as_array().unwrap().iter().any(|c| {
+        c["conversions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["source"] == "claude-marketplace")
+    });
+    if !reads_marketplace {
+        eprintln!("no built-in converter reads claude-marketplace yet; skipped");
+        return;
+    }
+    let src = env.tree(
+        "market",
+        &[
+            (
+                ".claude-plugin/marketplace.json",
+                r#"{"name": "m", "owner": {"name": "o"}, "plugins": [
+                    {"name": "alpha", "source": "./plugins/alpha", "description": "first"},
+                    {"name": "beta", "source": "./plugins/beta", "description": "second"}]}"#,
+            ),
+            (
+                "plugins/alpha/agents/ada.md",
+                "---\nname: ada\ndescription: reviews code\n---\nYou review code.\n",
+            ),
+            (
+                "plugins/beta/agents/bob.md",
+                "---\nname: bob\ndescription: writes docs\n---\nYou write docs.\n",
+            ),
+        ],
+    );
+    let r = env.run(&["convert", &src, "--to", "buzz-pack", "--json"]);
+    assert!(r.code == 0 || r.code == 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        env.path("market.buzz-pack/alpha/.plugin/plugin.json")
+            .is_file()
+    );
+    assert!(
+        env.path("market.buzz-pack/beta/.plugin/plugin.json")
+            .is_file()
+    );
+
+    // A chain carries one pack on: the operator picks the plugin.
+    let r = env.run(&["convert", &src, "--to", "hostile-out", "--json"]);
+    assert_eq!(r.code, 1);
+    let r = env.run(&["convert", &src, "--to", "pack-listing", "--json"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    env.add("hostile_converter");
+    let v = env
+        .run(&["convert", &src, "--to", "pack-listing", "--json"])
+        .json();
+    assert_eq!(v["error"]["kind"], "output", "{v:#}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--option plugin=NAME"),
+        "{v:#}"
+    );
+    let r = env.run(&[
+        "convert",
+        &src,
+        "--to",
+        "pack-listing",
+        "--option",
+        "plugin=beta",
+    ]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    let listing = std::fs::read_to_string(env.path("market.pack-listing/listing.txt")).unwrap();
+    assert!(listing.contains("bob"), "{listing}");
+    assert!(!listing.contains("ada"), "{listing}");
+}

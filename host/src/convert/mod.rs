@@ -299,7 +299,23 @@ fn run(sandbox: &Sandbox, reg: &Registry, job: &Job, o: &mut Outcome) -> Result<
             return Err(blame("validation", message));
         }
         o.validation = Some(v);
-        step_input = out;
+        let packs = validate::pack_roots(&out);
+        if i + 1 < steps.len() && packs.len() > 1 {
+            // A marketplace gives one pack per plugin; a chain carries one pack on.
+            return Err(blame(
+                "output",
+                format!(
+                    "{} wrote {} packs ({}); the next step converts one: pick it with --option plugin=NAME",
+                    conv.name,
+                    packs.len(),
+                    list_some(&packs, 8)
+                ),
+            ));
+        }
+        step_input = match packs.as_slice() {
+            [one] if i + 1 < steps.len() => out.join(one),
+            _ => out,
+        };
     }
     stage::check_destination(&job.out, job.force).map_err(|m| fail("destination", m))?;
     stage::place(&step_input, &job.out).map_err(|m| fail("write", m))?;
@@ -402,4 +418,13 @@ fn decide_format(
         }
         None => Err(refuse(refusal)),
     }
+}
+
+/// `a, b, c, … and N more`.
+fn list_some(items: &[String], max: usize) -> String {
+    let mut s = items[..items.len().min(max)].join(", ");
+    if items.len() > max {
+        s.push_str(&format!(", … and {} more", items.len() - max));
+    }
+    s
 }

@@ -71,15 +71,55 @@ pub fn validate(format: &str, dir: &Path) -> Validation {
     }
 }
 
+/// The packs in a buzz-pack output: the root when it has a manifest, else every top-level
+/// directory with one (a marketplace converts to one pack per plugin). Sorted; empty when none.
+pub fn pack_roots(dir: &Path) -> Vec<String> {
+    if dir.join(".plugin/plugin.json").is_file() {
+        return vec![String::new()];
+    }
+    let mut subs: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join(".plugin/plugin.json").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    subs.sort();
+    subs
+}
+
 fn buzz_pack(dir: &Path) -> Validation {
     let mut v = Validation::new("buzz-pack", "pack-validator");
+    let roots = pack_roots(dir);
+    if roots.len() > 1 || roots.first().is_some_and(|r| !r.is_empty()) {
+        // Several packs side by side: each is validated, and nothing else may sit beside them.
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !roots.contains(&name) && !is_documentation(&name) {
+                v.error(
+                    &name,
+                    "beside the converted packs, but not a pack (no .plugin/plugin.json)",
+                );
+            }
+        }
+        for r in &roots {
+            pack_into(&mut v, &dir.join(r), &format!("{r}/"));
+        }
+        return v;
+    }
+    pack_into(&mut v, dir, "");
+    v
+}
+
+/// The pack validator's findings for the pack at `dir`, paths prefixed with `prefix`.
+fn pack_into(v: &mut Validation, dir: &Path, prefix: &str) {
     let report = crate::pack::validate(dir);
     for d in &report.diagnostics {
         let path = d
             .file
             .as_ref()
-            .map(|f| f.display().to_string())
-            .unwrap_or_default();
+            .map(|f| format!("{prefix}{}", f.display()))
+            .unwrap_or_else(|| prefix.trim_end_matches('/').to_string());
         let line = d.line.map(|l| format!(" (line {l})")).unwrap_or_default();
         let message = format!("{}: {}{line}", d.code, d.message);
         match d.severity {
@@ -88,7 +128,6 @@ fn buzz_pack(dir: &Path) -> Validation {
             crate::diag::Severity::Note => {}
         }
     }
-    v
 }
 
 /// Names that may sit at the top of any format's tree: documentation and licences.
@@ -639,6 +678,27 @@ mod tests {
         for needle in ["$schema", "[a-z0-9.-]", "directory is", "stray.txt"] {
             assert!(all.contains(needle), "{needle} not in {all}");
         }
+    }
+
+    #[test]
+    fn several_packs_side_by_side_are_each_validated() {
+        let pack = |id: &str| {
+            format!(
+                r#"{{"id": "com.example.{id}", "name": "{id}", "version": "1.0.0", "description": "d", "personas": ["agents/p.persona.md"]}}"#
+            )
+        };
+        let persona = "---\nname: p\ndisplay_name: P\ndescription: d\n---\nYou are P.\n";
+        let (a, b) = (pack("a"), pack("b"));
+        let t = tree(&[
+            ("a/.plugin/plugin.json", &a),
+            ("a/agents/p.persona.md", persona),
+            ("b/.plugin/plugin.json", &b),
+            ("README.md", "packs"),
+        ]);
+        assert_eq!(pack_roots(t.path()), ["a", "b"]);
+        let v = validate("buzz-pack", t.path());
+        assert_eq!(v.errors.len(), 1, "{:?}", v.errors);
+        assert!(v.errors[0].path.starts_with("b/"), "{:?}", v.errors);
     }
 
     #[test]
