@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agent_client_protocol_schema::v1 as acp;
@@ -92,8 +93,9 @@ struct Live {
     pack_id: String,
     resolved: ResolvedPersona,
     keys: Keys,
-    /// This persona's own relay connection (replies, thread context), authenticated with `keys`.
-    relay: Client,
+    /// This persona's own relay connection, authenticated with `keys`, opened once the relay asks
+    /// for authentication (see [`persona_relay`]).
+    own_relay: tokio::sync::OnceCell<Client>,
     trigger: TriggerPersona,
     cwd: PathBuf,
     /// Subscribed channels: id → name.
@@ -188,8 +190,9 @@ pub async fn run(
     out: Out,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Summary> {
-    // The shared subscription authenticates (NIP-42) as the operator; each persona publishes and
-    // fetches context on a connection of its own, authenticated with its own key.
+    // The shared connection authenticates (NIP-42) as the operator. Once the relay asks for
+    // authentication, each persona publishes and fetches context on a connection of its own,
+    // authenticated with its own key (see `persona_relay`).
     let operator = match config.keys.operator() {
         Ok(k) => Some(k),
         Err(e) => {
@@ -197,7 +200,9 @@ pub async fn run(
             None
         }
     };
-    let client = relay::connect_as(&config.relay_url, RELAY_TIMEOUT, operator).await?;
+    let (client, mut notifications) =
+        relay::connect_watched(&config.relay_url, RELAY_TIMEOUT, operator).await?;
+    let auth = Arc::new(AtomicBool::new(false));
     let mut summary = Summary::default();
 
     // Start every persona; refusals are reported and skipped.
@@ -205,8 +210,12 @@ pub async fn run(
     for run in &packs {
         for (index, persona) in run.resolved.personas.iter().enumerate() {
             let name = persona.identity.name.clone();
+            note_challenges(&mut notifications, &auth);
             match start_persona(&config, &client, run, index, persona, hooks.as_ref()).await {
                 Ok(live) => {
+                    if auth.load(Ordering::SeqCst) {
+                        persona_relay(&live, &client, &auth, &config.relay_url).await;
+                    }
                     let channels: Vec<String> =
                         live.channels.values().map(|n| format!("#{n}")).collect();
                     let with_prefix = live.current().await.prefix.is_some();
@@ -259,7 +268,8 @@ pub async fn run(
                 channel.clone(),
                 rx,
                 config.clone(),
-                live.relay.clone(),
+                client.clone(),
+                Arc::clone(&auth),
                 Arc::clone(&hooks),
                 Arc::clone(&out),
                 Arc::clone(&replies),
@@ -268,7 +278,6 @@ pub async fn run(
     }
 
     let channels: Vec<String> = routes.keys().cloned().collect();
-    let mut notifications = client.notifications();
     let since = Timestamp::now();
     let sub = client
         .subscribe(relay::channel_filter(&channels, since), None)
@@ -310,6 +319,10 @@ pub async fn run(
             }
             n = notifications.recv() => match n {
                 Ok(RelayPoolNotification::Event { subscription_id, event, .. }) if subscription_id == sub => event,
+                Ok(RelayPoolNotification::Message { message: RelayMessage::Auth { .. }, .. }) => {
+                    auth.store(true, Ordering::SeqCst);
+                    continue;
+                }
                 Ok(RelayPoolNotification::Shutdown) => {
                     tracing::warn!("relay pool shut down");
                     break;
@@ -400,7 +413,9 @@ pub async fn run(
             tracing::warn!(persona = %live.trigger.name, "on_stop failed: {e}");
         }
         live.current().await.client.shutdown().await;
-        live.relay.shutdown().await;
+        if let Some(own) = live.own_relay.get() {
+            own.shutdown().await;
+        }
     }
     client.shutdown().await;
     summary.replies = replies.load(std::sync::atomic::Ordering::SeqCst);
@@ -475,16 +490,8 @@ async fn start_persona(
         0,
     )
     .await?;
-    let own_relay =
-        match relay::connect_as(&config.relay_url, RELAY_TIMEOUT, Some(keys.clone())).await {
-            Ok(c) => c,
-            Err(e) => {
-                agent.client.shutdown().await;
-                return Err(format!("{e:#}"));
-            }
-        };
     Ok(Live {
-        relay: own_relay,
+        own_relay: tokio::sync::OnceCell::new(),
         pack_id,
         trigger: TriggerPersona {
             name: name.clone(),
@@ -582,7 +589,8 @@ async fn worker(
     channel: String,
     mut rx: mpsc::Receiver<(Message, Reason)>,
     config: Config,
-    client: Client,
+    shared: Client,
+    auth: Arc<AtomicBool>,
     hooks: Arc<dyn HookRunner>,
     out: Out,
     replies: Arc<std::sync::atomic::AtomicU64>,
@@ -649,6 +657,7 @@ async fn worker(
             persona: &name,
             publish: config.publish,
         };
+        let client = persona_relay(&live, &shared, &auth, &config.relay_url).await;
         let thread = match message.root {
             Some(root) => thread_context(&client, &message, root).await,
             None => Vec::new(),
@@ -742,7 +751,20 @@ async fn worker(
                 continue;
             }
         };
-        match client.send_event(&event).await {
+        let mut sent = client.send_event(&event).await;
+        // A relay that wants authentication only for writing says so now: retry once on the
+        // persona's own authenticated connection.
+        if let Ok(o) = &sent
+            && o.success.is_empty()
+            && o.failed
+                .values()
+                .any(|why| why.starts_with("auth-required:"))
+            && !auth.swap(true, Ordering::SeqCst)
+        {
+            let own = persona_relay(&live, &shared, &auth, &config.relay_url).await;
+            sent = own.send_event(&event).await;
+        }
+        match sent {
             Ok(o) if !o.success.is_empty() => {
                 replies.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 out(format!("reply {name} {} to {id}", event.id.to_hex()));
@@ -755,6 +777,43 @@ async fn worker(
                 ));
             }
             Err(e) => out(format!("error {name} {id}: publishing the reply: {e}")),
+        }
+    }
+}
+
+/// The connection a persona uses: the shared one until the relay has asked for authentication
+/// (`auth`), then its own, authenticated with its own key, since NIP-42 binds one key to a
+/// connection. Lazily, because a nostr-sdk client costs about 2 MB resident and most relays never
+/// ask. A persona whose own connection cannot be opened keeps using the shared one.
+async fn persona_relay(live: &Live, shared: &Client, auth: &AtomicBool, url: &str) -> Client {
+    if !auth.load(Ordering::SeqCst) {
+        return shared.clone();
+    }
+    let own = live
+        .own_relay
+        .get_or_try_init(|| relay::connect_as(url, RELAY_TIMEOUT, Some(live.keys.clone())))
+        .await;
+    match own {
+        Ok(c) => c.clone(),
+        Err(e) => {
+            tracing::warn!(persona = %live.trigger.name, "own authenticated connection: {e:#}");
+            shared.clone()
+        }
+    }
+}
+
+/// Notes an `AUTH` challenge among the notifications received so far.
+fn note_challenges(
+    notifications: &mut tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+    auth: &AtomicBool,
+) {
+    while let Ok(n) = notifications.try_recv() {
+        if let RelayPoolNotification::Message {
+            message: RelayMessage::Auth { .. },
+            ..
+        } = n
+        {
+            auth.store(true, Ordering::SeqCst);
         }
     }
 }

@@ -6,8 +6,9 @@
 //! - messages are kind 9; NIP-10 `e` tags with `root`/`reply` markers make threads; `p` tags are
 //!   mentions;
 //! - [`embedded`] runs a relay in-process on 127.0.0.1 for the zero-set-up case;
-//! - [`keys`] is the operator's key store: each persona signs with its own key, and authenticates
-//!   with it (NIP-42) on its own connection, since relays bind one authenticated key to a connection.
+//! - [`keys`] is the operator's key store: each persona signs with its own key, and, when the relay
+//!   asks for NIP-42 authentication, authenticates with it on a connection of its own (relays bind
+//!   one authenticated key to a connection).
 //!
 //! Events from a relay are hostile: [`Message::parse`] caps sizes and never panics.
 
@@ -215,10 +216,24 @@ pub async fn connect_as(
     timeout: Duration,
     keys: Option<Keys>,
 ) -> anyhow::Result<Client> {
+    Ok(connect_watched(url, timeout, keys).await?.0)
+}
+
+/// Like [`connect_as`], with the client's notifications from before the connection was opened (so
+/// an `AUTH` challenge sent on connect is not missed).
+pub async fn connect_watched(
+    url: &str,
+    timeout: Duration,
+    keys: Option<Keys>,
+) -> anyhow::Result<(
+    Client,
+    tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+)> {
     let client = match keys {
         Some(keys) => Client::builder().signer(keys).build(),
         None => Client::default(),
     };
+    let notifications = client.notifications();
     // Reconnect quickly after a relay restart (backing off while it stays down); the REQs are
     // re-sent on reconnection.
     let opts = RelayOptions::new()
@@ -241,7 +256,7 @@ pub async fn connect_as(
         client.shutdown().await;
         anyhow::bail!("cannot connect to the relay at {url} within {timeout:?}");
     }
-    Ok(client)
+    Ok((client, notifications))
 }
 
 /// Maps channel names to group ids through kind 39000 metadata; a name without metadata is its own id.
