@@ -438,7 +438,7 @@ pub fn extract(
 
 /// The entry count the end-of-central-directory record declares (the Zip64 one when the classic
 /// record says 0xFFFF); `None` when it cannot be found (the zip reader then reports the damage).
-fn declared_entries(file: &mut File, len: u64) -> Option<u64> {
+pub(crate) fn declared_entries(file: &mut File, len: u64) -> Option<u64> {
     const EOCD: [u8; 4] = [0x50, 0x4b, 0x05, 0x06];
     const LOCATOR: [u8; 4] = [0x50, 0x4b, 0x06, 0x07];
     const EOCD64: [u8; 4] = [0x50, 0x4b, 0x06, 0x06];

@@ -290,6 +290,19 @@ pub fn fetch(source: &Source, work: &Path, limits: &Limits, progress: bool) -> R
 }
 
 fn fetch_file(path: &Path, work: &Path, limits: &Limits, progress: bool) -> Result<Fetched> {
+    let (path, sha256, _) = fetch_file_checked(path, work, limits, progress, true)?;
+    Ok(Fetched::Archive { path, sha256 })
+}
+
+/// Copies the archive `path` into `work` while hashing it, checked against `<path>.sha256`. Without
+/// that file: an error when `required`, else the copy and its digest, unverified (`false`).
+pub fn fetch_file_checked(
+    path: &Path,
+    work: &Path,
+    limits: &Limits,
+    progress: bool,
+    required: bool,
+) -> Result<(PathBuf, String, bool)> {
     let meta = std::fs::metadata(path).map_err(|e| {
         DistError::new(
             "source.not-found",
@@ -314,6 +327,14 @@ fn fetch_file(path: &Path, work: &Path, limits: &Limits, progress: bool) -> Resu
                 "checksum.invalid",
                 format!("{} is too large to be a checksum file", sum_path.display()),
             ));
+        }
+        Err(_) if !required => {
+            let mut input = File::open(path).map_err(|e| DistError::io("cannot open", path, e))?;
+            let copy = work.join("download.zip");
+            let bar = super::progress_bar(meta.len(), "copying", progress);
+            let what = path.display().to_string();
+            let actual = copy_hashing(&mut input, &copy, limits.max_archive_bytes, &what, &bar)?;
+            return Ok((copy, actual, false));
         }
         Err(_) => {
             return Err(DistError::new(
@@ -342,10 +363,7 @@ fn fetch_file(path: &Path, work: &Path, limits: &Limits, progress: bool) -> Resu
     }
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     name_note(name.as_deref(), file_name);
-    Ok(Fetched::Archive {
-        path: copy,
-        sha256: actual,
-    })
+    Ok((copy, actual, true))
 }
 
 fn agent() -> ureq::Agent {
@@ -368,6 +386,20 @@ fn http_error(url: &str, e: ureq::Error) -> DistError {
 }
 
 fn fetch_http(url: &str, work: &Path, limits: &Limits, progress: bool) -> Result<Fetched> {
+    let (path, sha256, _) = fetch_http_checked(url, work, limits, progress, true)?;
+    Ok(Fetched::Archive { path, sha256 })
+}
+
+/// Downloads `url` into `work` while hashing it, checked against `<url>.sha256`. When the server
+/// has no such file (an HTTP error status): an error when `required`, else the download and its
+/// digest, unverified (`false`).
+pub fn fetch_http_checked(
+    url: &str,
+    work: &Path,
+    limits: &Limits,
+    progress: bool,
+    required: bool,
+) -> Result<(PathBuf, String, bool)> {
     let agent = agent();
     let sum_url = checksum_url(url);
     let sum_text = match agent.get(&sum_url).call() {
@@ -376,9 +408,11 @@ fn fetch_http(url: &str, work: &Path, limits: &Limits, progress: bool) -> Result
             .with_config()
             .limit(MAX_CHECKSUM_BYTES)
             .read_to_string()
+            .map(Some)
             .map_err(|e| {
                 DistError::new("checksum.invalid", format!("cannot read {sum_url}: {e}"))
             })?,
+        Err(ureq::Error::StatusCode(_)) if !required => None,
         Err(ureq::Error::StatusCode(code)) => {
             return Err(DistError::new(
                 "checksum.missing",
@@ -388,7 +422,7 @@ fn fetch_http(url: &str, work: &Path, limits: &Limits, progress: bool) -> Result
         }
         Err(e) => return Err(http_error(&sum_url, e)),
     };
-    let (expected, name) = parse_checksum(&sum_text, &sum_url)?;
+    let expected = sum_text.map(|t| parse_checksum(&t, &sum_url)).transpose()?;
     let mut resp = agent.get(url).call().map_err(|e| http_error(url, e))?;
     let len = resp.body().content_length();
     if let Some(n) = len
@@ -410,6 +444,9 @@ fn fetch_http(url: &str, work: &Path, limits: &Limits, progress: bool) -> Result
         .limit(limits.max_archive_bytes.saturating_add(1))
         .reader();
     let actual = copy_hashing(&mut reader, &copy, limits.max_archive_bytes, url, &bar)?;
+    let Some((expected, name)) = expected else {
+        return Ok((copy, actual, false));
+    };
     if actual != expected {
         return Err(mismatch(url, &expected, &actual));
     }
@@ -419,10 +456,7 @@ fn fetch_http(url: &str, work: &Path, limits: &Limits, progress: bool) -> Result
         .and_then(|u| u.rsplit('/').next())
         .unwrap_or("");
     name_note(name.as_deref(), file_name);
-    Ok(Fetched::Archive {
-        path: copy,
-        sha256: actual,
-    })
+    Ok((copy, actual, true))
 }
 
 fn git(protocol: &str) -> Command {

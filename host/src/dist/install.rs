@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::agent_config;
 use super::archive::{self, FileDigest, Limits, RECORD_NAME};
 use super::fetch::{self, Fetched, Source};
 use super::lock::{HookKind, HookRecord, InstallRecord, Lock, LockEntry};
@@ -115,7 +116,7 @@ impl RootGuard {
         Ok(Some(guard))
     }
 
-    fn sub(&self, d: &str) -> PathBuf {
+    pub(crate) fn sub(&self, d: &str) -> PathBuf {
         self.state.join(d)
     }
 
@@ -137,6 +138,7 @@ impl RootGuard {
             let committed = lock.packs.get(&journal.pack_id) == Some(&journal.entry);
             if committed {
                 tracing::info!("recovery: install of {} had committed", journal.pack_id);
+                agent_config::apply(&self.root, &self.state, &journal.config)?;
             } else {
                 tracing::warn!(
                     "recovery: rolling back an interrupted install of {}",
@@ -203,6 +205,9 @@ struct Journal {
     old: Option<String>,
     /// The lock entry being committed.
     entry: LockEntry,
+    /// Agent config files to write once committed (see [`agent_config`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    config: Vec<agent_config::Write>,
 }
 
 /// A pack id is used as a directory name in the root: it must be one safe path component and not
@@ -226,7 +231,7 @@ pub fn pack_dir_name(id: &str) -> Result<&str> {
 }
 
 /// Removes a scratch directory when dropped (error paths).
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 impl Drop for Scratch {
     fn drop(&mut self) {
         if self.0.exists() {
@@ -257,10 +262,15 @@ pub struct Installed {
     pub hooks: Vec<HookRecord>,
     #[serde(skip)]
     pub report: Report,
+    /// Set when the pack was converted from a DuDuClaw expert pack.
+    pub expert: Option<super::expert::Summary>,
 }
 
 pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
     let source = Source::parse(source)?;
+    if super::expert::is_expert_source(&source)? {
+        return super::expert::install(root, &source, opts);
+    }
     let guard = RootGuard::acquire(root, true)?
         .ok_or_else(|| DistError::new("root.missing", "install root vanished"))?;
     let id = nonce();
@@ -306,7 +316,36 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
     };
     let _ = fs::remove_dir_all(&work.0);
     step("unpacked");
+    let provenance = Provenance {
+        source: source.lock_source(),
+        sha256,
+        resolved,
+        expert: None,
+    };
+    commit(&guard, &id, stage, files, provenance)
+}
 
+/// Where a staged pack came from, for its lock entry.
+pub(crate) struct Provenance {
+    /// The lock's `source`.
+    pub source: String,
+    pub sha256: Option<String>,
+    pub resolved: Option<String>,
+    /// Set when the pack was converted from a DuDuClaw expert pack.
+    pub expert: Option<super::expert::Converted>,
+}
+
+/// Validates the pack staged in `stage` (whose files are `files`), writes its install record and
+/// swaps it into place (steps 3 to 7 of the module docs). The root lock is held by `guard`.
+pub(crate) fn commit(
+    guard: &RootGuard,
+    id: &str,
+    stage: Scratch,
+    files: Vec<FileDigest>,
+    provenance: Provenance,
+) -> Result<Installed> {
+    let root = guard.root.as_path();
+    let id = id.to_string();
     let loaded = pack::load(&stage.0);
     let report = loaded.report;
     let Some(pack) = loaded.pack else {
@@ -314,20 +353,43 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
             "pack.invalid",
             format!(
                 "the pack from {} is invalid; refusing to install it",
-                source.lock_source()
+                provenance.source
             ),
         )
         .with_report(report));
     };
     let pack_id = pack_dir_name(&pack.manifest.id)?.to_string();
-    let hooks = hook_records(&pack, &files);
+    let mut hooks = hook_records(&pack, &files);
+    let mut lock = Lock::load(&guard.root)?;
+    let previous = lock.packs.get(&pack_id).cloned();
+    let mut extra = BTreeMap::new();
+    let mut partials = Vec::new();
+    if let Some(expert) = &provenance.expert {
+        super::expert::check_conflict(&pack_id, previous.as_ref())?;
+        hooks.extend(super::expert::quarantined_hooks(&files, &hooks));
+        partials = expert.partials.clone();
+        extra.insert("converted_from".to_string(), expert.lock_value());
+    }
+    // The operator-side agent config: the previous install's additions are taken back (where the
+    // operator left them unchanged) and this pack's `agent.partial.toml` keys merged in.
+    let before = previous
+        .as_ref()
+        .map(agent_config::recorded)
+        .unwrap_or_default();
+    let (merges, config_writes) = agent_config::plan(&guard.root, &pack_id, &partials, &before)?;
+    if !merges.is_empty() {
+        extra.insert(
+            agent_config::LOCK_KEY.to_string(),
+            agent_config::to_lock(&merges),
+        );
+    }
     let entry = LockEntry {
-        source: source.lock_source(),
-        sha256,
-        resolved,
+        source: provenance.source.clone(),
+        sha256: provenance.sha256.clone(),
+        resolved: provenance.resolved.clone(),
         version: pack.manifest.version.clone(),
         installed_at: super::now_rfc3339(),
-        extra: BTreeMap::new(),
+        extra,
     };
     let record = InstallRecord {
         format: RECORD_FORMAT,
@@ -344,7 +406,6 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
     sync_tree(&stage.0)?;
     step("staged");
 
-    let mut lock = Lock::load(&guard.root)?;
     let target = guard.root.join(&pack_id);
     let mut previous_version = None;
     let old_name = if fs::symlink_metadata(&target).is_ok() {
@@ -384,6 +445,7 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
         install_id: id.clone(),
         old: old_name.clone(),
         entry: entry.clone(),
+        config: config_writes.clone(),
     };
     let jtext = serde_json::to_vec_pretty(&journal)
         .map_err(|e| DistError::new("journal.write", e.to_string()))?;
@@ -407,6 +469,9 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
     lock.packs.insert(pack_id.clone(), entry.clone());
     lock.save(&guard.root, &guard.state)?;
     step("committed");
+    // After the commit point and before the journal goes, so recovery can finish these writes.
+    agent_config::apply(&guard.root, &guard.state, &config_writes)?;
+    step("agent-config");
 
     fs::remove_file(&jpath).map_err(|e| DistError::io("cannot remove", &jpath, e))?;
     let _ = fsync_dir(&guard.state);
@@ -424,6 +489,7 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
         files: files.len(),
         hooks,
         report,
+        expert: provenance.expert.map(|e| e.summary(&pack, merges)),
     })
 }
 
@@ -475,7 +541,7 @@ fn pin_from_lock(root: &Path, source: &mut Source) -> Result<Pin> {
 }
 
 /// Copies the shippable files of a git checkout into the stage (what a build would package).
-fn copy_tree(src: &Path, dest: &Path, limits: &Limits) -> Result<Vec<FileDigest>> {
+pub(crate) fn copy_tree(src: &Path, dest: &Path, limits: &Limits) -> Result<Vec<FileDigest>> {
     let rels = super::build::collect(src, limits)?;
     let mut out = Vec::with_capacity(rels.len());
     for rel in rels {
@@ -652,6 +718,14 @@ pub fn uninstall(root: &Path, pack_id: &str) -> Result<Removed> {
         lock.save(&guard.root, &guard.state)?;
         step("committed");
     }
+    // Take back exactly the agent config keys this pack added and the operator left unchanged.
+    let merges = entry
+        .as_ref()
+        .or(record.as_ref().map(|r| &r.lock))
+        .map(agent_config::recorded)
+        .unwrap_or_default();
+    let config_writes = agent_config::unmerge(&guard.root, pack_id, &merges);
+    agent_config::apply(&guard.root, &guard.state, &config_writes)?;
     let mut removed_files = 0;
     let mut kept = Vec::new();
     if let Some(record) = &record {

@@ -10,7 +10,9 @@
 //!   journal so an interrupted install is rolled back (or completed) by the next command;
 //! - [`lock`]: `pack.lock` as spec §11 shows it, and the per-pack install record used by `verify`;
 //! - [`trust`]: the operator's trust decisions for script hooks and hook components;
-//! - [`verify`]: re-hashing installed packs against what was recorded at install time.
+//! - [`verify`]: re-hashing installed packs against what was recorded at install time;
+//! - [`expert`]: installing a DuDuClaw expert pack by converting it (seed 004 §4), and
+//!   [`agent_config`]: the non-clobbering merge of its `agent.partial.toml` files.
 //!
 //! Install root layout (default `~/.buzz/packs`, or `--root` / `BUZZ_PACKS_DIR`):
 //! ```text
@@ -20,11 +22,14 @@
 //! <root>/.apiary/lock                 advisory lock serialising installs
 //! <root>/.apiary/journal.json         present only while an install/uninstall is in flight
 //! <root>/.apiary/trust.json           the trust store
+//! <root>/.apiary/agents/<pack-id>/<persona>/agent.toml   agent config merged from expert packs
 //! <root>/.apiary/{staging,old,trash}/ scratch space, emptied by recovery
 //! ```
 
+pub mod agent_config;
 pub mod archive;
 pub mod build;
+pub mod expert;
 pub mod fetch;
 pub mod install;
 pub mod lock;

@@ -1,0 +1,500 @@
+//! `apiary install <expert pack>`: installing a DuDuClaw expert pack (a directory, a `.zip` or an
+//! `https://…zip` URL) by converting it into a persona pack through the built-in, sandboxed
+//! `converter-duduclaw` component and installing the result, honouring the install semantics of
+//! seed 004 §4 as far as they apply to apiary:
+//!
+//! 1. **Fence the archive.** The zip goes through [`super::archive::extract`] with the seed's cap
+//!    (50 MiB unpacked; zip-slip, symlinks, devices, ratios and entry counts refused as for any
+//!    `.buzzpack`); a directory is copied with the same cap, refusing symlinks that leave it. A
+//!    `<source>.sha256` beside the zip (or at `<url>.sha256`) is verified when present; without one
+//!    the digest is recorded as found (trust on first use) and `--locked` pins it.
+//! 2. **Topological order.** The converter writes the personas parents-first by `reports_to` and
+//!    refuses a cycle (`reports-to-cycle:`); the install then fails with nothing written, because
+//!    the conversion happens before the install root is touched. Personas, and their agent config,
+//!    are installed in that order.
+//! 3. **Deep-merge, never clobber.** `agent.partial.toml` goes into the operator-side agent config
+//!    ([`super::agent_config`]), adding only keys not already set. An existing pack of the same id
+//!    that was *not* installed from an expert pack is a conflict: refused, not replaced (seed 004:
+//!    "existing same-name assets are a conflict"); remove it first. An earlier install of the same
+//!    expert pack is upgraded in place.
+//! 4. **Hooks quarantined.** The converter carries `hooks/` under `x-expert/hooks/` and never wires
+//!    them; every such file is recorded as a quarantined script hook (mode 0644, untrusted until
+//!    `apiary trust`, shown by `trust`, `list` and `verify`). apiary has no DuDuClaw hook lifecycle,
+//!    so even trusted they are not run: the pack works without them, as the seed requires.
+//! 5. **Scan foreign content.** apiary has no content scanner; the converted pack passes the pack
+//!    validator before anything is installed (the converter's output is validated twice: by the
+//!    conversion and by the install).
+//! 6. **Scoped removal.** `apiary uninstall` removes the files the install record lists and the
+//!    agent config keys the lock records, nothing else.
+//!
+//! The lock entry records where the pack came from: `converted_from` holds the source format, the
+//! converter's name, version and component digest, the digest of the expert pack's file tree and
+//! whether a checksum was verified. Only built-in converters take part in installs, so what
+//! converted an installed pack is part of the apiary binary the lock names by digest.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::agent_config::Merge;
+use super::archive::{self, FileDigest, Limits};
+use super::fetch::{self, Source};
+use super::install::{self, Installed, Options, Provenance, RootGuard, Scratch};
+use super::lock::{HookKind, HookRecord, Lock, LockEntry};
+use super::{DistError, Result, nonce};
+use crate::convert::{self, Job, detect, registry::Registry};
+use crate::pack::Pack;
+
+/// The format id of an expert pack.
+pub const FORMAT: &str = "duduclaw-expert";
+/// Seed 004 §2: an expert pack is at most 50 MB unpacked.
+pub const MAX_UNPACKED: u64 = 50 * 1024 * 1024;
+/// Where the converter carries the pack's hook files in the persona pack.
+pub const HOOKS_DIR: &str = "x-expert/hooks/";
+
+/// The archive caps for expert packs: the `.buzzpack` fence with the seed's size cap.
+pub fn limits() -> Limits {
+    Limits {
+        max_archive_bytes: MAX_UNPACKED + (1 << 20),
+        max_total_bytes: MAX_UNPACKED,
+        ..Limits::default()
+    }
+}
+
+/// Whether `source` is an expert pack rather than a `.buzzpack`: a directory (an expert pack is
+/// the only directory `install` takes), a file other than `*.buzzpack` that is a zip with an
+/// `expert.toml` at its root or in its single top folder, or an http(s) URL ending in `.zip`.
+pub fn is_expert_source(source: &Source) -> Result<bool> {
+    match source {
+        Source::File(p) if p.is_dir() => Ok(true),
+        Source::File(p) => {
+            let buzzpack = p
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("buzzpack"));
+            Ok(!buzzpack && p.is_file() && zip_has_expert_toml(p))
+        }
+        Source::Http(url) => {
+            let path = url.split(['?', '#']).next().unwrap_or("");
+            Ok(path.to_ascii_lowercase().ends_with(".zip"))
+        }
+        Source::Git { .. } => Ok(false),
+    }
+}
+
+/// Reads only the central directory (after the size and entry-count checks the fence makes first).
+fn zip_has_expert_toml(path: &Path) -> bool {
+    let Ok(mut file) = fs::File::open(path) else {
+        return false;
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+    let lim = limits();
+    if len > lim.max_archive_bytes
+        || archive::declared_entries(&mut file, len).is_some_and(|n| n > lim.max_entries as u64)
+    {
+        // Too big for an expert pack: let the `.buzzpack` path refuse it with its own message.
+        return false;
+    }
+    let Ok(zip) = zip::ZipArchive::new(std::io::BufReader::new(file)) else {
+        return false;
+    };
+    zip.file_names().filter_map(|n| n.ok()).any(|n| {
+        let n = n.trim_start_matches("./");
+        n == "expert.toml"
+            || n.split_once('/')
+                .is_some_and(|(_, rest)| rest == "expert.toml")
+    })
+}
+
+/// One installed agent, in install (parents-first) order.
+#[derive(Debug, Clone, Serialize)]
+pub struct Agent {
+    pub persona: String,
+    /// The expert pack's agent name.
+    pub agent: String,
+    pub role: String,
+    pub reports_to: String,
+    pub department: String,
+}
+
+/// What the conversion produced, carried into the install.
+#[derive(Debug, Clone)]
+pub struct Converted {
+    pub expert_name: String,
+    pub converter: String,
+    pub converter_version: String,
+    pub converter_digest: String,
+    /// SHA-256 over the expert pack's files (sorted `path\0sha256\n` lines).
+    pub tree_sha256: String,
+    /// `verified` (a `.sha256` matched), `absent` (no `.sha256` published) or `directory`.
+    pub checksum: &'static str,
+    pub agents: Vec<Agent>,
+    /// `(persona, agent.partial.toml as JSON)`, parents first.
+    pub partials: Vec<(String, Map<String, Value>)>,
+    /// Counts of the converter's report: lost, synthesised, normalised, reinterpreted.
+    pub report: [usize; 4],
+}
+
+/// The `expert` part of `apiary install --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub format: &'static str,
+    pub expert_name: String,
+    pub converter: String,
+    pub converter_version: String,
+    pub converter_digest: String,
+    pub checksum: &'static str,
+    pub agents: Vec<Agent>,
+    pub agent_config: Vec<Merge>,
+    pub report: Value,
+}
+
+impl Converted {
+    /// The `converted_from` value of the lock entry.
+    pub fn lock_value(&self) -> Value {
+        json!({
+            "format": FORMAT,
+            "expert_name": self.expert_name,
+            "converter": self.converter,
+            "converter_version": self.converter_version,
+            "converter_digest": self.converter_digest,
+            "tree_sha256": self.tree_sha256,
+            "checksum": self.checksum,
+        })
+    }
+
+    pub fn summary(self, _pack: &Pack, merges: Vec<Merge>) -> Summary {
+        let [lost, synthesised, normalised, reinterpreted] = self.report;
+        Summary {
+            format: FORMAT,
+            expert_name: self.expert_name,
+            converter: self.converter,
+            converter_version: self.converter_version,
+            converter_digest: self.converter_digest,
+            checksum: self.checksum,
+            agents: self.agents,
+            agent_config: merges,
+            report: json!({
+                "lost": lost,
+                "synthesised": synthesised,
+                "normalised": normalised,
+                "reinterpreted": reinterpreted,
+            }),
+        }
+    }
+}
+
+/// Installs the expert pack at `source`. The expert pack is fetched, fenced and converted in a
+/// private temporary directory first; the install root is touched only once a valid persona pack
+/// exists.
+pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed> {
+    let tmp = tempfile::Builder::new()
+        .prefix("apiary-expert-")
+        .tempdir()
+        .map_err(|e| DistError::new("io", format!("cannot create a temporary directory: {e}")))?;
+    let tree = tmp.path().join("expert");
+    let limits = limits();
+    let label = source.lock_source();
+    let (sha256, checksum) = match source {
+        Source::File(dir) if dir.is_dir() => {
+            let caps = convert::stage::Caps {
+                max_entries: limits.max_entries,
+                max_bytes: MAX_UNPACKED,
+                max_depth: limits.max_depth,
+            };
+            convert::stage::copy_in(dir, &tree, caps).map_err(|m| {
+                DistError::new("expert.input", format!("cannot read the expert pack: {m}"))
+            })?;
+            (None, "directory")
+        }
+        Source::File(_) | Source::Http(_) => {
+            let work = tmp.path().join("work");
+            fs::create_dir(&work).map_err(|e| DistError::io("cannot create", &work, e))?;
+            let (zip, sha, verified) = match source {
+                Source::File(p) => {
+                    fetch::fetch_file_checked(p, &work, &limits, opts.progress, false)?
+                }
+                Source::Http(u) => {
+                    fetch::fetch_http_checked(u, &work, &limits, opts.progress, false)?
+                }
+                Source::Git { .. } => unreachable!("matched above"),
+            };
+            fs::create_dir(&tree).map_err(|e| DistError::io("cannot create", &tree, e))?;
+            let bar = super::progress_bar(0, "unpacking", opts.progress);
+            archive::extract(&zip, &label, &tree, &limits, &bar).map_err(|mut e| {
+                e.help = Some(format!(
+                    "an expert pack zip may only hold relative paths inside the pack, at most {} MiB unpacked (seed 004 §4.1)",
+                    MAX_UNPACKED >> 20
+                ));
+                e
+            })?;
+            (Some(sha), if verified { "verified" } else { "absent" })
+        }
+        Source::Git { .. } => {
+            return Err(DistError::new(
+                "expert.source",
+                "expert packs install from a directory, a .zip or an https://…zip URL",
+            ));
+        }
+    };
+    if opts.locked {
+        check_pin(root, &label, sha256.as_deref(), &tree)?;
+    }
+    let tree_sha256 = tree_digest(&tree)?;
+
+    // Fail closed unless the host's detection rules say "expert pack".
+    let found = detect::detect(&tree).map_err(|r| not_expert(&label, &r.reason))?;
+    if found.format != FORMAT {
+        return Err(not_expert(
+            &label,
+            &format!("it holds {} ({})", found.format, found.evidence),
+        ));
+    }
+    let expert_root = tree.join(&found.root);
+    let expert_name = expert_name(&expert_root);
+
+    let out = tmp.path().join("converted");
+    let sandbox = crate::sandbox::Sandbox::shared()
+        .map_err(|e| DistError::new("expert.sandbox", format!("cannot start the sandbox: {e}")))?;
+    let registry = Registry::load(sandbox, None, None);
+    let job = Job {
+        src: expert_root,
+        to: convert::plan::PIVOT.to_string(),
+        from: Some(FORMAT.to_string()),
+        out: out.clone(),
+        force: false,
+        options: Vec::new(),
+    };
+    let outcome = convert::convert(sandbox, &registry, &job);
+    if let Some(f) = &outcome.error {
+        return Err(conversion_failed(&label, f));
+    }
+    let Some(used) = outcome.converters.first() else {
+        return Err(DistError::new("expert.convert", "no converter ran"));
+    };
+    let report = &outcome.report;
+    let loaded = crate::pack::load(&out);
+    let Some(pack) = loaded.pack else {
+        return Err(DistError::new(
+            "pack.invalid",
+            format!("the persona pack converted from {label} is invalid; refusing to install it"),
+        )
+        .with_report(loaded.report));
+    };
+    let (agents, partials) = agents_and_partials(&out, &pack)?;
+    let converted = Converted {
+        expert_name,
+        converter: used.name.clone(),
+        converter_version: used.version.clone(),
+        converter_digest: used.digest.clone(),
+        tree_sha256,
+        checksum,
+        agents,
+        partials,
+        report: [
+            report.lost.len(),
+            report.synthesised.len(),
+            report.normalised.len(),
+            report.reinterpreted.len(),
+        ],
+    };
+
+    let guard = RootGuard::acquire(root, true)?
+        .ok_or_else(|| DistError::new("root.missing", "install root vanished"))?;
+    let id = nonce();
+    let stage = Scratch(guard.sub("staging").join(format!("pack-{id}")));
+    fs::create_dir(&stage.0).map_err(|e| DistError::io("cannot create", &stage.0, e))?;
+    let files = install::copy_tree(&out, &stage.0, &limits)?;
+    let provenance = Provenance {
+        source: label,
+        sha256,
+        resolved: None,
+        expert: Some(converted),
+    };
+    install::commit(&guard, &id, stage, files, provenance)
+}
+
+fn not_expert(label: &str, why: &str) -> DistError {
+    DistError::new(
+        "expert.not-expert",
+        format!("{label} is not a DuDuClaw expert pack: {why}"),
+    )
+    .help("an expert pack has expert.toml at its root (or in a single top folder); a persona pack directory is installed by building it first with `apiary pack build`")
+}
+
+fn conversion_failed(label: &str, f: &convert::Failure) -> DistError {
+    if let Some(at) = f.message.find("reports-to-cycle:") {
+        let detail = f.message[at + "reports-to-cycle:".len()..].trim();
+        return DistError::new(
+            "expert.reports-to-cycle",
+            format!("cannot install {label}: reports-to-cycle: {detail}; nothing was installed"),
+        )
+        .help("fix `reports_to` in expert.toml so the agents form a tree (seed 004 §4.2: agents are created parents first)");
+    }
+    DistError::new(
+        "expert.convert",
+        format!(
+            "cannot convert {label} into a persona pack ({}): {}; nothing was installed",
+            f.kind, f.message
+        ),
+    )
+}
+
+/// `[expert] name` from `expert.toml`, for the record (empty when unreadable; the converter
+/// already accepted the file).
+fn expert_name(root: &Path) -> String {
+    fs::read_to_string(root.join("expert.toml"))
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .and_then(|t| {
+            t.get("expert")
+                .and_then(|e| e.get("name"))
+                .and_then(|n| n.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// The personas in install order with their expert fields, and their partials, from the
+/// converted manifest's `x-expert.agents` block.
+fn agents_and_partials(
+    out: &Path,
+    pack: &Pack,
+) -> Result<(Vec<Agent>, Vec<(String, Map<String, Value>)>)> {
+    let manifest_path = out.join(".plugin/plugin.json");
+    let manifest: Value = fs::read(&manifest_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| {
+            DistError::new(
+                "expert.convert",
+                "the converted pack has no readable manifest",
+            )
+        })?;
+    let ext = manifest
+        .get("x-expert")
+        .and_then(|x| x.get("agents"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut agents = Vec::new();
+    let mut partials = Vec::new();
+    for p in &pack.personas {
+        let rec = ext.get(&p.name);
+        let table = rec.and_then(|r| r.get("table"));
+        let field = |k: &str| {
+            table
+                .and_then(|t| t.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        agents.push(Agent {
+            persona: p.name.clone(),
+            agent: field("name"),
+            role: field("role"),
+            reports_to: field("reports_to"),
+            department: field("department"),
+        });
+        if let Some(Value::Object(partial)) = rec.and_then(|r| r.get("partial")) {
+            partials.push((p.name.clone(), partial.clone()));
+        }
+    }
+    Ok((agents, partials))
+}
+
+/// Seed 004 §4.3: an existing pack of the same id that did not come from an expert pack is a
+/// conflict, not something to replace.
+pub fn check_conflict(pack_id: &str, previous: Option<&LockEntry>) -> Result<()> {
+    match previous {
+        Some(e) if !e.extra.contains_key("converted_from") => Err(DistError::new(
+            "install.conflict",
+            format!(
+                "{pack_id} is already installed from {} (not from an expert pack); the expert pack would replace it",
+                e.source
+            ),
+        )
+        .help(format!(
+            "an existing pack of the same name is a conflict (seed 004 §4.3); `apiary uninstall {pack_id}` first if you mean to replace it"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The expert pack's hook files (carried under `x-expert/hooks/`, never wired), as quarantined
+/// hooks, except those already recorded because the pack wires them.
+pub fn quarantined_hooks(files: &[FileDigest], wired: &[HookRecord]) -> Vec<HookRecord> {
+    files
+        .iter()
+        .filter(|f| f.path.starts_with(HOOKS_DIR) && !wired.iter().any(|h| h.path == f.path))
+        .map(|f| HookRecord {
+            path: f.path.clone(),
+            sha256: f.sha256.clone(),
+            kind: if f.path.ends_with(".wasm") {
+                HookKind::Component
+            } else {
+                HookKind::Script
+            },
+            used_by: vec!["expert pack hooks/ (carried, not wired)".to_string()],
+            commands: Vec::new(),
+        })
+        .collect()
+}
+
+/// SHA-256 over the sorted `path\0sha256\n` lines of every file under `dir`.
+fn tree_digest(dir: &Path) -> Result<String> {
+    let mut lines = Vec::new();
+    install::walk_files(dir, "", &mut |rel| lines.push(rel.to_string()))?;
+    lines.sort();
+    let mut text = String::new();
+    for rel in lines {
+        let p = dir.join(&rel);
+        let sha = super::sha256_file(&p).map_err(|e| DistError::io("cannot read", &p, e))?;
+        text.push_str(&format!("{rel}\0{sha}\n"));
+    }
+    Ok(super::sha256_hex(text.as_bytes()))
+}
+
+/// `--locked`: the pack.lock entry with this source must pin what was fetched (the archive's
+/// sha256, or for a directory the digest of its files).
+fn check_pin(root: &Path, label: &str, sha256: Option<&str>, tree: &PathBuf) -> Result<()> {
+    let lock = Lock::load(root)?;
+    let entry = lock
+        .packs
+        .values()
+        .find(|e| e.source == label)
+        .ok_or_else(|| {
+            DistError::new(
+                "lock.no-entry",
+                format!("--locked: pack.lock has no entry with source {label}"),
+            )
+            .help("install it once without --locked to record it")
+        })?;
+    let (want, got) = match sha256 {
+        Some(s) => (entry.sha256.clone(), s.to_string()),
+        None => (
+            entry
+                .extra
+                .get("converted_from")
+                .and_then(|c| c.get("tree_sha256"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            tree_digest(tree)?,
+        ),
+    };
+    let want = want.ok_or_else(|| {
+        DistError::new(
+            "lock.no-pin",
+            format!("--locked: the pack.lock entry for {label} pins no digest"),
+        )
+    })?;
+    if want != got {
+        return Err(DistError::new(
+            "lock.mismatch",
+            format!("pack.lock pins {want} for {label}, but the source is now {got}; refusing (--locked)"),
+        )
+        .help("install without --locked to accept the new version"));
+    }
+    Ok(())
+}
