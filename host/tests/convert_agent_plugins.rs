@@ -156,6 +156,9 @@ fn ops_name_ok(name: &str) -> bool {
 
 /// The rules of `schemas/1.0.0/plugin.schema.json` and `mcp.schema.json`, by hand.
 fn assert_ops_plugin(dir: &Path) {
+    // The host's own output check (`apiary convert` refuses what fails it).
+    let v = apiary::convert::validate::validate("agent-plugins", dir);
+    assert!(v.ok(), "{}: {:?}", dir.display(), v.errors);
     let m = read_json(&dir.join("plugin.json"));
     let m = m.as_object().expect("plugin.json is an object");
     let allowed = [
@@ -393,6 +396,89 @@ fn pack_round_trips_resolve_the_same() {
         assert_eq!(
             read_json(&again.path().join("plugin.json")),
             read_json(&ops.path().join("plugin.json"))
+        );
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Files the OPS layout has no place for (another format's `x-claude/` from a Claude plugin,
+/// snapshots, a stray root `plugin.json`) travel under the namespace directory, so the plugin
+/// passes the host's strict layout check, and come back byte for byte; documentation and other
+/// clients' reverse-DNS directories stay at the root.
+#[test]
+fn foreign_top_level_files_travel_in_the_namespace() {
+    let pack = tempfile::tempdir().unwrap();
+    copy_tree(&meadow(), pack.path());
+    let extra = [
+        ("x-claude/hooks/hooks.json", r#"{"hooks": {}}"#),
+        ("x-claude/GEMINI.md", "# notes for another host\n"),
+        ("snapshots/lead.agent.json", r#"{"name": "lead"}"#),
+        ("plugin.json", r#"{"name": "not-ours"}"#),
+        ("notes.txt", "plain file\n"),
+        ("org.example/data.json", "{}"),
+        ("LICENSE", "MIT\n"),
+    ];
+    for (rel, text) in extra {
+        write(pack.path(), rel, text);
+    }
+    let (report, ops) = convert("buzz-pack", "agent-plugins", pack.path()).unwrap();
+    assert!(report.lost.is_empty(), "{:?}", lost_fields(&report));
+    assert_ops_plugin(ops.path());
+    for rel in [
+        "x-claude/hooks/hooks.json",
+        "x-claude/GEMINI.md",
+        "snapshots/lead.agent.json",
+        "notes.txt",
+    ] {
+        assert!(ops.path().join(NS).join(rel).is_file(), "{rel}");
+        assert!(!ops.path().join(rel).exists(), "{rel}");
+    }
+    assert!(ops.path().join("org.example/data.json").is_file());
+    assert!(ops.path().join("LICENSE").is_file());
+    assert!(ops.path().join(NS).join("plugin.json").is_file());
+    assert_eq!(
+        read_json(&ops.path().join("plugin.json"))["$schema"],
+        PLUGIN_SCHEMA
+    );
+    let moved: Vec<&str> = report
+        .normalised
+        .iter()
+        .filter(|f| f.code == "carried-in-namespace")
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(
+        moved.len(),
+        4,
+        "one finding per top-level entry moved: {moved:?}"
+    );
+    for top in ["x-claude/", "snapshots/", "plugin.json", "notes.txt"] {
+        assert!(moved.contains(&top), "{top}: {moved:?}");
+    }
+
+    let (back_report, back) = convert("agent-plugins", "buzz-pack", ops.path()).unwrap();
+    assert!(
+        back_report.lost.is_empty(),
+        "{:?}",
+        lost_fields(&back_report)
+    );
+    assert_valid_pack(back.path());
+    assert_eq!(inspect(back.path()), inspect(pack.path()));
+    for (rel, text) in extra {
+        assert_eq!(
+            std::fs::read_to_string(back.path().join(rel)).unwrap(),
+            text,
+            "{rel}"
         );
     }
 }

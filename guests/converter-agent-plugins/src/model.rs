@@ -14,7 +14,10 @@
 //!   `author` (the pack's own `author` when it is not the OPS object verbatim) and `mcp_servers`
 //!   (a pack MCP server's original entry when the `mcp.json` spelling cannot give it back).
 //! - the directory `dev.apiary.persona-pack/`: the persona files, the instructions file, the
-//!   lifecycle hooks file and its scripts, at their pack-relative paths.
+//!   lifecycle hooks file and its scripts, and every other pack file OPS has no place for (another
+//!   format's carried data such as `x-claude/`, snapshots, a root `plugin.json`), all at their
+//!   pack-relative paths. Only `skills/`, root documentation and other clients' reverse-DNS
+//!   directories stay at the plugin root ([`stays_at_top`]).
 //!
 //! The namespace is apiary's (the client that implements it), not Buzz's: apiary defines what
 //! the block means and reads it back.
@@ -68,6 +71,30 @@ pub const PACK_FILE_KEYS: &[&str] = &[
     "pack_instructions",
     "mcp_config",
     "hooks_config",
+];
+
+/// Whether a carried pack file may stay where it is in an OPS plugin: the OPS components
+/// (`skills/`), documentation at the root (README, LICENSE, …) and other clients' reverse-DNS
+/// namespace directories. Everything else travels under apiary's namespace directory: OPS hosts
+/// must not interpret unknown paths, and apiary's output validator keeps the layout strict.
+pub fn stays_at_top(path: &str) -> bool {
+    match path.split_once('/') {
+        Some((dir, _)) => dir == "skills" || (dir.contains('.') && !dir.starts_with('.')),
+        None => {
+            let upper = path.to_ascii_uppercase();
+            DOCUMENTATION.iter().any(|d| upper.starts_with(d))
+        }
+    }
+}
+
+/// Root file names (upper-cased prefixes) that are documentation, not plugin content.
+const DOCUMENTATION: &[&str] = &[
+    "README",
+    "LICENSE",
+    "LICENCE",
+    "CHANGELOG",
+    "NOTICE",
+    "COPYING",
 ];
 
 /// Whether `name` satisfies OPS §5.5 (1-64 of `[a-z0-9.-]`, alphanumeric ends, no `--`/`..`).
@@ -155,5 +182,26 @@ mod tests {
         );
         assert!(valid_plugin_name(&plugin_slug("a - . - b").unwrap()));
         assert!(plugin_slug("客服").is_none());
+    }
+
+    #[test]
+    fn what_stays_at_the_plugin_root() {
+        for path in [
+            "README.md",
+            "LICENSE",
+            "skills/README.md",
+            "org.example/x.json",
+        ] {
+            assert!(stays_at_top(path), "{path}");
+        }
+        for path in [
+            "x-claude/files/GEMINI.md",
+            "snapshots/a.json",
+            "plugin.json",
+            "notes.txt",
+            ".plugin/extra.json",
+        ] {
+            assert!(!stays_at_top(path), "{path}");
+        }
     }
 }

@@ -403,7 +403,10 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
     }
     tree::write_json(output, "plugin.json", &Value::Object(ops))?;
 
-    // Every other file of the pack (README, LICENSE, assets) comes along where it was.
+    // Every other file of the pack comes along: documentation, other clients' namespace
+    // directories and plain files under skills/ where they were; anything else (another format's
+    // carried data such as `x-claude/`, snapshots, a root `plugin.json`) under the namespace
+    // directory, which the way back copies to the pack root as it is.
     let mcp_dir_file = mcp_file.clone();
     let skip = |path: &str| {
         path == MANIFEST
@@ -413,13 +416,12 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
                 .iter()
                 .any(|d| path.starts_with(&format!("{d}/")))
     };
+    let mut moved: Vec<String> = Vec::new();
     for path in tree::walk(input, "")? {
         if skip(&path) {
             continue;
         }
-        let reserved = path == "plugin.json"
-            || path == "mcp.json"
-            || path.starts_with(&format!("{NAMESPACE}/"))
+        let reserved = path.starts_with(&format!("{NAMESPACE}/"))
             || path.starts_with("skills/") && path.matches('/').count() > 1;
         if reserved {
             report.lost(
@@ -430,7 +432,28 @@ pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
             );
             continue;
         }
-        tree::write(output, &path, tree::read_bytes(input, &path)?)?;
+        if model::stays_at_top(&path) {
+            tree::write(output, &path, tree::read_bytes(input, &path)?)?;
+            continue;
+        }
+        tree::write(
+            output,
+            &format!("{NAMESPACE}/{path}"),
+            tree::read_bytes(input, &path)?,
+        )?;
+        let top = match path.split_once('/') {
+            Some((dir, _)) => format!("{dir}/"),
+            None => path.clone(),
+        };
+        if !moved.contains(&top) {
+            report.normalised(
+                "carried-in-namespace",
+                &top,
+                "",
+                format!("{top} has no place in an OPS plugin's layout; kept as {NAMESPACE}/{top} and restored on the way back"),
+            );
+            moved.push(top);
+        }
     }
     Ok(report)
 }
