@@ -35,6 +35,8 @@ pub struct BuildArgs {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Sources:\n  ./my-pack-1.2.0.buzzpack            needs ./my-pack-1.2.0.buzzpack.sha256 beside it\n  \
+./expert-pack/, ./expert-pack.zip   a DuDuClaw expert pack (expert.toml), converted to a persona pack\n  \
+https://host/expert-pack.zip        the same over https (<url>.sha256 verified when published)\n  \
 https://host/my-pack-1.2.0.buzzpack  fetches <url>.sha256 from the same place\n  \
 github:owner/repo[@ref]             a branch, tag or commit\n  \
 git+https://host/repo.git[#ref]\n  git+file:///path/to/repo[#ref]\n\n\
@@ -42,6 +44,10 @@ The checksum is verified before anything is unpacked; the archive is fenced (no 
 pack, no symlinks or devices, capped entry count, sizes and compression ratio); the pack is validated. \
 The install is atomic: an interrupted install leaves the previous version and pack.lock intact. \
 Script hooks arrive quarantined: review and enable them with `apiary trust <pack-id>`.\n\n\
+An expert pack (seed 004 §4) is converted by the built-in sandboxed converter first (a reports_to \
+cycle refuses it, nothing written); its agents install parents first; each agent.partial.toml is \
+merged into <root>/.apiary/agents/<pack-id>/<persona>/agent.toml without replacing keys already set; \
+its hooks/ are carried quarantined and never run; uninstall takes back exactly what it added.\n\n\
 Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install github:example/meadow-team@v1.2.0 --json\n  apiary install --locked github:example/meadow-team   (the commit pack.lock pins)\n  \
 BUZZ_PACKS_DIR=/srv/packs apiary install https://example.com/meadow-team-1.2.0.buzzpack"
 )]
@@ -198,6 +204,7 @@ pub fn install(args: &InstallArgs) -> u8 {
                     "lock": done.lock_entry,
                     "files": done.files,
                     "hooks": done.hooks,
+                    "expert": done.expert,
                     "warnings": done.report.warnings(),
                 }));
             } else {
@@ -221,6 +228,9 @@ pub fn install(args: &InstallArgs) -> u8 {
                 if let Some(r) = &done.lock_entry.resolved {
                     eprintln!("  resolved {r}");
                 }
+                if let Some(x) = &done.expert {
+                    print_expert(x);
+                }
                 if quarantined > 0 {
                     eprintln!(
                         "  {quarantined} hook file{} quarantined (not executable, untrusted): review with `apiary trust {}`",
@@ -232,6 +242,44 @@ pub fn install(args: &InstallArgs) -> u8 {
             exit::OK
         }
         Err(e) => fail(&e, args.json),
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// What installing an expert pack did, for people.
+fn print_expert(x: &dist::expert::Summary) {
+    let short = |d: &str| d.chars().take(12).collect::<String>();
+    eprintln!(
+        "  converted from the DuDuClaw expert pack {} by {} {} (sha256 {}…); checksum: {}",
+        x.expert_name,
+        x.converter,
+        x.converter_version,
+        short(&x.converter_digest),
+        x.checksum
+    );
+    let order: Vec<String> = x
+        .agents
+        .iter()
+        .map(|a| {
+            if a.reports_to.is_empty() {
+                a.persona.clone()
+            } else {
+                format!("{} (reports to {})", a.persona, a.reports_to)
+            }
+        })
+        .collect();
+    eprintln!("  agents, parents first: {}", order.join(", "));
+    for m in &x.agent_config {
+        eprintln!(
+            "  agent config {}: {} key{} merged, {} already set and kept",
+            m.file,
+            m.added.len(),
+            plural(m.added.len()),
+            m.kept.len()
+        );
     }
 }
 
@@ -294,6 +342,7 @@ pub fn trust(args: &TrustArgs) -> u8 {
         );
         for h in &hooks {
             let kind = match h.kind {
+                _ if h.commands.is_empty() => "carried file, not wired: apiary never runs it",
                 dist::lock::HookKind::Component => "component (sandboxed)",
                 dist::lock::HookKind::Script => "script (runs as a host process)",
             };
@@ -391,6 +440,7 @@ pub fn list(args: &ListArgs) -> u8 {
             "dir": root.join(id),
             "hooks": hooks,
             "trusted_hooks": trusted,
+            "converted_from": entry.extra.get("converted_from"),
         }));
     }
     if args.json {
@@ -414,8 +464,11 @@ pub fn list(args: &ListArgs) -> u8 {
                 r["version"].as_str().unwrap_or(""),
                 r["installed_at"].as_str().unwrap_or(""),
                 hooks,
-                r["source"].as_str().unwrap_or("")
+                r["source"].as_str().unwrap_or(""),
             );
+            if let Some(f) = r["converted_from"]["format"].as_str() {
+                println!("{:<40} (converted from {f})", "");
+            }
         }
         eprintln!("(HOOKS: trusted/total)");
     }
@@ -442,6 +495,9 @@ pub fn uninstall(args: &UninstallArgs) -> u8 {
                     r.removed_files,
                     if r.removed_files == 1 { "" } else { "s" }
                 );
+                for f in &r.agent_config {
+                    eprintln!("  took the pack's keys back out of {f}");
+                }
                 if !r.kept.is_empty() {
                     eprintln!(
                         "  kept {} file{} the pack did not install, in {}:",
@@ -471,8 +527,17 @@ pub fn verify(args: &VerifyArgs) -> u8 {
                 print_json(&report);
             } else {
                 for p in &report.packs {
+                    let quarantined = p.hooks - p.trusted_hooks.min(p.hooks);
+                    let hooks = if quarantined > 0 {
+                        format!(
+                            ", {quarantined} hook file{} quarantined",
+                            plural(quarantined)
+                        )
+                    } else {
+                        String::new()
+                    };
                     if p.ok {
-                        eprintln!("✓ {} {} ({} files)", p.pack_id, p.version, p.files);
+                        eprintln!("✓ {} {} ({} files{hooks})", p.pack_id, p.version, p.files);
                     } else {
                         eprintln!(
                             "✗ {} {}: {} problem{}",

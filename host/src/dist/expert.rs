@@ -64,16 +64,16 @@ pub fn limits() -> Limits {
 }
 
 /// Whether `source` is an expert pack rather than a `.buzzpack`: a directory (an expert pack is
-/// the only directory `install` takes), a file other than `*.buzzpack` that is a zip with an
-/// `expert.toml` at its root or in its single top folder, or an http(s) URL ending in `.zip`.
+/// the only directory `install` takes), a `*.zip`, another file (not `*.buzzpack`) that is a zip
+/// with an `expert.toml` at its root or in its single top folder, or an http(s) URL ending in
+/// `.zip`.
 pub fn is_expert_source(source: &Source) -> Result<bool> {
     match source {
         Source::File(p) if p.is_dir() => Ok(true),
         Source::File(p) => {
-            let buzzpack = p
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("buzzpack"));
-            Ok(!buzzpack && p.is_file() && zip_has_expert_toml(p))
+            let ext = |x: &str| p.extension().is_some_and(|e| e.eq_ignore_ascii_case(x));
+            // A `.zip` goes to the expert fence even when too big to peek into, to be refused there.
+            Ok(!ext("buzzpack") && p.is_file() && (ext("zip") || zip_has_expert_toml(p)))
         }
         Source::Http(url) => {
             let path = url.split(['?', '#']).next().unwrap_or("");

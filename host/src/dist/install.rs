@@ -681,6 +681,8 @@ pub struct Removed {
     /// Files in the pack directory the pack did not bring: left in place.
     pub kept: Vec<String>,
     pub lock_entry_removed: bool,
+    /// Agent config files (root-relative) the pack's merged keys were taken out of.
+    pub agent_config: Vec<String>,
 }
 
 /// Removes the pack's lock entry (the commit point), then exactly the files its install record
@@ -762,6 +764,7 @@ pub fn uninstall(root: &Path, pack_id: &str) -> Result<Removed> {
         removed_files,
         kept,
         lock_entry_removed,
+        agent_config: config_writes.into_iter().map(|w| w.file).collect(),
     })
 }
 

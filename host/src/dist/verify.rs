@@ -19,6 +19,10 @@ pub struct PackCheck {
     pub version: String,
     pub ok: bool,
     pub files: usize,
+    /// Hook files the pack brought, and how many of them the operator trusted; the others are
+    /// quarantined (never run).
+    pub hooks: usize,
+    pub trusted_hooks: usize,
     pub problems: Vec<Problem>,
 }
 
@@ -195,11 +199,17 @@ fn check_pack(root: &Path, id: &str, entry: &super::lock::LockEntry) -> PackChec
             }
         }
     }
+    let (hooks, trusted_hooks) = match super::trust::status(root, id) {
+        Ok((_, hs)) => (hs.len(), hs.iter().filter(|h| h.trusted).count()),
+        Err(_) => (0, 0),
+    };
     PackCheck {
         pack_id: id.to_string(),
         version: entry.version.clone(),
         ok: problems.is_empty(),
         files,
+        hooks,
+        trusted_hooks,
         problems,
     }
 }

