@@ -12,6 +12,7 @@ pub mod manifest;
 pub mod mcp;
 pub mod paths;
 pub mod persona;
+pub mod plain_yaml;
 pub mod skill;
 pub mod source;
 

@@ -186,6 +186,10 @@ pub(crate) fn yaml_mapping(
         Syntax::Yaml { offset } => offset,
         Syntax::Json | Syntax::Toml => 0,
     };
+    // The common case, read in one pass; anything unusual goes to libyaml below.
+    if let Some(map) = super::plain_yaml::parse(yaml) {
+        return Some(map);
+    }
     if let Some(at) = frontmatter::excessive_nesting(yaml) {
         let d = Diagnostic::error(
             code,
