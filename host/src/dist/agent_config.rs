@@ -44,6 +44,9 @@ const FILE_NAME: &str = "agent.toml";
 /// Agent config files larger than this are refused rather than parsed.
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
+/// A persona's `agent.partial.toml`, as JSON: `(persona name, partial)`.
+pub type Partial = (String, Map<String, Value>);
+
 /// One leaf key the merge wrote, and the value it wrote.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Added {
@@ -202,7 +205,7 @@ fn leaves(map: &Map<String, Value>, prefix: &mut Vec<String>, out: &mut Vec<(Vec
 pub fn plan(
     root: &Path,
     pack_id: &str,
-    partials: &[(String, Map<String, Value>)],
+    partials: &[Partial],
     before: &[Merge],
 ) -> Result<(Vec<Merge>, Vec<Write>)> {
     plan_inner(root, pack_id, partials, before, true)
@@ -219,7 +222,7 @@ pub fn unmerge(root: &Path, pack_id: &str, merges: &[Merge]) -> Vec<Write> {
 fn plan_inner(
     root: &Path,
     pack_id: &str,
-    partials: &[(String, Map<String, Value>)],
+    partials: &[Partial],
     before: &[Merge],
     strict: bool,
 ) -> Result<(Vec<Merge>, Vec<Write>)> {
@@ -367,7 +370,7 @@ mod tests {
             .clone()
     }
 
-    fn run(root: &Path, partials: &[(String, Map<String, Value>)], before: &[Merge]) -> Vec<Merge> {
+    fn run(root: &Path, partials: &[Partial], before: &[Merge]) -> Vec<Merge> {
         let (m, w) = plan(root, "p", partials, before).unwrap();
         let state = root.join(".apiary");
         std::fs::create_dir_all(&state).unwrap();

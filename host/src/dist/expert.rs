@@ -33,12 +33,12 @@
 //! converted an installed pack is part of the apiary binary the lock names by digest.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::agent_config::Merge;
+use super::agent_config::{Merge, Partial};
 use super::archive::{self, FileDigest, Limits};
 use super::fetch::{self, Source};
 use super::install::{self, Installed, Options, Provenance, RootGuard, Scratch};
@@ -131,7 +131,7 @@ pub struct Converted {
     pub checksum: &'static str,
     pub agents: Vec<Agent>,
     /// `(persona, agent.partial.toml as JSON)`, parents first.
-    pub partials: Vec<(String, Map<String, Value>)>,
+    pub partials: Vec<Partial>,
     /// Counts of the converter's report: lost, synthesised, normalised, reinterpreted.
     pub report: [usize; 4],
 }
@@ -358,10 +358,7 @@ fn expert_name(root: &Path) -> String {
 
 /// The personas in install order with their expert fields, and their partials, from the
 /// converted manifest's `x-expert.agents` block.
-fn agents_and_partials(
-    out: &Path,
-    pack: &Pack,
-) -> Result<(Vec<Agent>, Vec<(String, Map<String, Value>)>)> {
+fn agents_and_partials(out: &Path, pack: &Pack) -> Result<(Vec<Agent>, Vec<Partial>)> {
     let manifest_path = out.join(".plugin/plugin.json");
     let manifest: Value = fs::read(&manifest_path)
         .ok()
@@ -458,7 +455,7 @@ fn tree_digest(dir: &Path) -> Result<String> {
 
 /// `--locked`: the pack.lock entry with this source must pin what was fetched (the archive's
 /// sha256, or for a directory the digest of its files).
-fn check_pin(root: &Path, label: &str, sha256: Option<&str>, tree: &PathBuf) -> Result<()> {
+fn check_pin(root: &Path, label: &str, sha256: Option<&str>, tree: &Path) -> Result<()> {
     let lock = Lock::load(root)?;
     let entry = lock
         .packs
