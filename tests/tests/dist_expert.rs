@@ -726,3 +726,49 @@ fn zip_fence_and_url_sources() {
     let r = env.run(&["install", &persona.display().to_string()]);
     assert_eq!(r.json()["error"]["code"], "expert.not-expert");
 }
+
+/// Killed after the `pack.lock` commit but before the agent config is written: the next command's
+/// recovery finishes the writes the journal holds.
+#[test]
+fn recovery_finishes_agent_config_writes_after_a_crash() {
+    let env = Env::new();
+    let v1 = env.path("v1");
+    team(&v1, "1.0.0", 100);
+    env.install(&v1);
+    let v2 = env.path("v2");
+    team(&v2, "2.0.0", 200);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut cmd = apiary(env.home.path());
+    cmd.env("APIARY_DATA_DIR", env.path("data"))
+        .env("XDG_CACHE_HOME", repo.join("target/tmp/dist-expert-cache"))
+        .env("APIARY_TEST_STEP_DELAY_MS", "1000")
+        .args(["install", "--json", "--root"])
+        .arg(env.root())
+        .arg(&v2)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let start = std::time::Instant::now();
+    // The lock names 2.0.0 from the commit on; the config is written one (slowed) step later.
+    while env.lock()[TEAM]["version"] != "2.0.0" {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "the install never committed"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the install ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let lead = env.config(TEAM, "lead");
+    assert_eq!(toml_of(&lead)["budget.monthly_limit_cents"], "100");
+    assert!(env.root().join(".apiary/journal.json").exists());
+
+    let r = env.run(&["verify"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(toml_of(&lead)["budget.monthly_limit_cents"], "200");
+    assert!(!env.root().join(".apiary/journal.json").exists());
+}
