@@ -74,7 +74,8 @@ enum Command {
     #[command(subcommand)]
     Trigger(sandbox::TriggerCommand),
 
-    /// Install a pack from a .buzzpack file, an http(s) URL or a git repository (verified, fenced, atomic).
+    /// Install a pack from a .buzzpack file, an http(s) URL or a git repository (verified, fenced, atomic),
+    /// or a DuDuClaw expert pack (directory, .zip or https zip), converted to a persona pack first.
     Install(dist::InstallArgs),
 
     /// Review a pack's hooks and record trust for this exact version and digests.
