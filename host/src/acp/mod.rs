@@ -223,12 +223,15 @@ impl AcpClient {
         });
 
         // Writer: one line at a time, in order.
+        let persona = spec.persona.clone();
         tokio::spawn(async move {
             let mut stdin = stdin;
             while let Some(line) = rx.recv().await {
                 if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
                     break;
                 }
+                // Benchmark probe (`benches/live_agents.rs`): the line is in the agent's stdin.
+                tracing::trace!(target: "apiary::probe", persona = %persona, line = line.as_str(), "line written");
             }
         });
         // Reader: routes answers, updates and the agent's own requests.

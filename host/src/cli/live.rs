@@ -84,6 +84,10 @@ pub struct UpArgs {
     /// On SIGINT/SIGTERM, wait this long for queued messages (seconds).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub drain_timeout: u64,
+    /// Run every script (non-.wasm) hook on the host, unsandboxed, without asking the trust store.
+    /// Without it a script hook runs only when `apiary trust <pack-id>` recorded trust for it.
+    #[arg(long)]
+    pub trust_hooks: bool,
 }
 
 #[derive(Debug, Args)]
@@ -414,7 +418,7 @@ pub fn up(args: UpArgs) -> u8 {
             config,
             packs,
             matcher,
-            Arc::new(SandboxHooks::new(roots)),
+            Arc::new(SandboxHooks::new(roots).trust_all_scripts(args.trust_hooks)),
             Arc::new(say),
             shutdown,
         )

@@ -2,7 +2,7 @@
 //! command line.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -448,7 +448,9 @@ fn hook_run(args: &HookRunArgs) -> u8 {
             return exit::FAILURE;
         }
     };
-    let file = match hook_file(&resolved.pack.root, &hook) {
+    // A script hook may carry arguments (`./hooks/setup.sh --fast`); the file is its first word.
+    let first = hook.split_whitespace().next().unwrap_or(&hook);
+    let file = match hook_file(&resolved.pack.root, first) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e}");
@@ -480,7 +482,15 @@ fn hook_run(args: &HookRunArgs) -> u8 {
             ),
         ))
     } else {
-        run_script_hook(&file, args.point, persona, &message, &workspace)
+        run_script_hook(
+            &resolved.pack.id,
+            &resolved.pack.root,
+            &hook,
+            args.point,
+            persona,
+            &message,
+            &workspace,
+        )
     };
     let (ok, kind, text, stdout, stderr, elapsed) = match outcome {
         Ok(o) => (true, None, None, o.stdout, o.stderr, Some(o.elapsed)),
@@ -576,96 +586,41 @@ fn run_component_hook(
     })
 }
 
-/// A trusted script hook, as the spec runs them: cwd = workspace, the persona's agent env, the
-/// message on stdin (on_message), killed after 5 s, non-zero exit = failure.
+/// A trusted script hook, run as the live harness runs it (`dispatch::script`): cwd = workspace,
+/// the agent's env (inherited, the persona's projected env, `APIARY_PERSONA`, `APIARY_PACK`,
+/// `AGENT_CWD`), the message on stdin (on_message), killed after 5 s, non-zero exit = failure.
 fn run_script_hook(
-    file: &Path,
+    pack_id: &str,
+    root: &Path,
+    hook: &str,
     point: HookPoint,
     persona: &ResolvedPersona,
     message: &HookMessage,
     workspace: &Path,
 ) -> Result<HookOutcome, (String, String)> {
-    use std::io::{Read, Write};
-    use std::process::{Command, Stdio};
-    let limit = sandbox::Limits::hook().deadline;
-    let mut cmd = Command::new(file);
-    cmd.current_dir(workspace)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
-        .env("AGENT_CWD", workspace)
-        .envs(&persona.env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| {
-        (
-            "spawn".to_string(),
-            format!("cannot run {}: {e}", file.display()),
-        )
-    })?;
-    // Dropping stdin closes it: scripts other than on_message read an empty stdin.
-    if let Some(mut stdin) = child.stdin.take()
-        && point == HookPoint::OnMessage
-    {
-        let _ = stdin.write_all(message.text.as_bytes());
-    }
-    let mut out_pipe = child.stdout.take();
-    let mut err_pipe = child.stderr.take();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(p) = out_pipe.as_mut() {
-            let _ = p.take(64 << 10).read_to_string(&mut s);
-        }
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(p) = err_pipe.as_mut() {
-            let _ = p.take(64 << 10).read_to_string(&mut s);
-        }
-        s
-    });
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() >= limit => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err((
-                    "deadline".to_string(),
-                    format!(
-                        "script exceeded its deadline of {} ms and was killed",
-                        limit.as_millis()
-                    ),
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(1)),
-            Err(e) => return Err(("wait".to_string(), e.to_string())),
-        }
+    let mut env: Vec<(String, String)> = persona
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    env.push(("APIARY_PERSONA".into(), persona.identity.name.clone()));
+    env.push(("APIARY_PACK".into(), pack_id.to_string()));
+    env.push(("AGENT_CWD".into(), workspace.display().to_string()));
+    let run = crate::dispatch::script::ScriptRun {
+        pack_root: root,
+        command: hook,
+        workspace,
+        env: &env,
+        stdin: (point == HookPoint::OnMessage).then_some(message.text.as_str()),
+        deadline: sandbox::Limits::hook().deadline,
     };
-    let elapsed = start.elapsed();
-    let stdout = out_reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
-    if !status.success() {
-        return Err((
-            "script-failed".to_string(),
-            format!(
-                "script exited with {status}{}",
-                stderr
-                    .lines()
-                    .last()
-                    .map(|l| format!(": {l}"))
-                    .unwrap_or_default()
-            ),
-        ));
-    }
-    Ok(HookOutcome {
-        stdout,
-        stderr,
-        elapsed,
-    })
+    crate::dispatch::script::run(&run)
+        .map(|o| HookOutcome {
+            stdout: o.stdout,
+            stderr: o.stderr,
+            elapsed: o.elapsed,
+        })
+        .map_err(|e| (e.kind().to_string(), e.to_string()))
 }
 
 #[derive(serde::Deserialize)]

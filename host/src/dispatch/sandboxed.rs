@@ -1,11 +1,14 @@
 //! The dispatcher's trigger matcher and hook runner backed by the sandbox (issue 3): the built-in
 //! `trigger-default` component decides wakes; `.wasm` hooks run as sandboxed components with the
-//! persona's workspace preopened. Script hooks are never run by the live harness (they would run on
-//! the host): they are reported once and skipped.
+//! persona's workspace preopened. Script hooks run on the host (see [`super::script`]), so only when
+//! the operator trusted them: recorded with `apiary trust` for the installed pack's version and the
+//! file's digest, or all of them with `apiary up --trust-hooks`. Untrusted ones are reported once and
+//! skipped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::hooks::{HookPoint, HookRunner};
 use super::trigger::{Reason, TriggerMatcher, TriggerPersona};
@@ -68,16 +71,75 @@ impl TriggerMatcher for SandboxTriggers {
         }
     }
 
+    /// One component instance per event instead of one per (event, persona): each instance costs a
+    /// fresh linear memory.
+    fn decide_all(&self, m: &Message, personas: &[&TriggerPersona]) -> Vec<Option<Reason>> {
+        use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
+        if personas.len() < 2 {
+            return personas.iter().map(|p| self.decide(m, p)).collect();
+        }
+        let wpersonas: Vec<WPersona> = personas
+            .iter()
+            .map(|p| WPersona {
+                name: p.name.clone(),
+                mentions: p.triggers.mentions,
+                keywords: p.triggers.keywords.clone(),
+                all_messages: p.triggers.all_messages,
+                subscribe: vec![m.channel.clone()],
+            })
+            .collect();
+        let message = WMessage {
+            id: m.id.to_hex(),
+            channel: m.channel.clone(),
+            author: m.author.to_hex(),
+            text: m.content.clone(),
+            mentions: personas
+                .iter()
+                .filter(|p| m.mentions.contains(&p.pubkey))
+                .map(|p| p.name.clone())
+                .collect(),
+        };
+        let mut out = vec![None; personas.len()];
+        match self
+            .runner
+            .decide_batch(self.sandbox, &wpersonas, std::slice::from_ref(&message))
+        {
+            Ok(wakes) => {
+                for w in wakes.value {
+                    out[w.persona as usize] = match w.reason {
+                        WReason::Mentioned => Some(Reason::Mention),
+                        WReason::Keyword(k) => Some(Reason::Keyword(k)),
+                        WReason::AllMessages => Some(Reason::AllMessages),
+                        WReason::NotSubscribed | WReason::NoMatch => None,
+                    };
+                }
+            }
+            Err(e) => {
+                tracing::warn!(channel = %m.channel, "trigger component failed (nobody woken): {e}")
+            }
+        }
+        out
+    }
+
     fn name(&self) -> &str {
         sandbox::trigger::DEFAULT_NAME
     }
 }
 
-/// `.wasm` hooks in the sandbox; script hooks skipped with a warning.
+/// A script `on_message` hook gets the spec's 5 s; `on_start` and `on_stop` have no deadline in the
+/// spec (they may install things) but are still bounded, so a hung script cannot hold the harness.
+const SCRIPT_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
+const SCRIPT_LIFECYCLE_DEADLINE: Duration = Duration::from_secs(300);
+
+/// `.wasm` hooks in the sandbox; script hooks on the host when trusted, else skipped with a warning.
 pub struct SandboxHooks {
     /// Pack roots by pack id, to find hook files.
     roots: HashMap<String, PathBuf>,
     runners: Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>,
+    /// `--trust-hooks`: every script hook runs.
+    trust_all_scripts: bool,
+    /// Untrusted script hooks already reported (pack, persona, command).
+    warned: Mutex<HashSet<(String, String, String)>>,
 }
 
 impl SandboxHooks {
@@ -85,7 +147,82 @@ impl SandboxHooks {
         SandboxHooks {
             roots,
             runners: Mutex::new(HashMap::new()),
+            trust_all_scripts: false,
+            warned: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Runs script hooks without asking the trust store (`apiary up --trust-hooks`).
+    pub fn trust_all_scripts(mut self, yes: bool) -> SandboxHooks {
+        self.trust_all_scripts = yes;
+        self
+    }
+
+    /// A script hook: run when trusted, else reported once and skipped.
+    #[allow(clippy::too_many_arguments)]
+    fn run_script(
+        &self,
+        point: HookPoint,
+        pack_id: &str,
+        root: &Path,
+        persona: &ResolvedPersona,
+        workspace: &Path,
+        message: Option<&Message>,
+        hook: &str,
+    ) -> Result<(), String> {
+        let name = &persona.identity.name;
+        if !self.trust_all_scripts && !crate::dist::trust::hook_command_trusted(root, hook) {
+            let key = (pack_id.to_string(), name.clone(), hook.to_string());
+            if self
+                .warned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key)
+            {
+                tracing::warn!(
+                    persona = %name,
+                    "script hook `{hook}` ({}) not run: it is not trusted; review it, then `apiary trust {pack_id}` (installed packs) or `apiary up --trust-hooks`",
+                    point.as_str()
+                );
+            }
+            return Ok(());
+        }
+        // The agent's environment (spec §9): the persona's projected env and apiary's variables.
+        let mut env: Vec<(String, String)> = persona
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        env.push(("APIARY_PERSONA".into(), name.clone()));
+        env.push(("APIARY_PACK".into(), pack_id.to_string()));
+        env.push(("AGENT_CWD".into(), workspace.display().to_string()));
+        let run = super::script::ScriptRun {
+            pack_root: root,
+            command: hook,
+            workspace,
+            env: &env,
+            stdin: message.map(|m| m.content.as_str()),
+            deadline: if point == HookPoint::OnMessage {
+                SCRIPT_MESSAGE_DEADLINE
+            } else {
+                SCRIPT_LIFECYCLE_DEADLINE
+            },
+        };
+        let result = super::script::run(&run);
+        match &result {
+            Ok(o) => tracing::debug!(
+                persona = %name, hook = %hook, point = point.as_str(),
+                elapsed_ms = o.elapsed.as_secs_f64() * 1000.0,
+                stdout = %o.stdout.trim_end(), stderr = %o.stderr.trim_end(),
+                "script hook succeeded"
+            ),
+            Err(e) => {
+                tracing::debug!(persona = %name, hook = %hook, point = point.as_str(), "script hook failed: {e}")
+            }
+        }
+        result
+            .map(|_| ())
+            .map_err(|e| format!("script hook `{hook}`: {e}"))
     }
 
     fn runner(&self, file: &Path) -> Result<Arc<sandbox::hook::HookRunner>, String> {
@@ -125,17 +262,11 @@ impl HookRunner for SandboxHooks {
         let Some(root) = self.roots.get(pack_id) else {
             return Err(format!("pack {pack_id} is not known to the hook runner"));
         };
+        if !hook.trim_end().ends_with(".wasm") {
+            return self.run_script(point, pack_id, root, persona, workspace, message, hook);
+        }
         let file = crate::pack::paths::resolve_inside(root, hook)
             .map_err(|e| format!("hook `{hook}`: {e}"))?;
-        if file.extension().and_then(|e| e.to_str()) != Some("wasm") {
-            if point == HookPoint::OnStart {
-                tracing::warn!(
-                    persona = %persona.identity.name,
-                    "script hook `{hook}` not run: the live harness runs only sandboxed .wasm hooks"
-                );
-            }
-            return Ok(());
-        }
         let runner = self.runner(&file)?;
         let sb = Sandbox::shared()?;
         let msg = message.map(|m| sandbox::hook::HookMessage {
