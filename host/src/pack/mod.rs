@@ -247,7 +247,7 @@ fn load_manifest(root: &Path, report: &mut Report) -> Option<Manifest> {
                 || root.join("plugin.json").is_file()
                 || root.join("expert.toml").is_file()
             {
-                d.help("this looks like another plugin format: try `apiary convert <dir> --to persona-pack`")
+                d.help("this looks like another plugin format: try `apiary convert <dir> --to buzz-pack`")
             } else {
                 d.help("a persona pack has its manifest at .plugin/plugin.json")
             };

@@ -46,6 +46,25 @@ pub fn check_relative(rel: &str) -> Result<&Path, PathError> {
 /// Resolves `rel` under the canonical pack `root`; the result exists and is inside the root.
 pub fn resolve_inside(root: &Path, rel: &str) -> Result<PathBuf, PathError> {
     let path = check_relative(rel)?;
+    // Common case, one `lstat` per component: when no component is a symbolic link, the root
+    // plus the components is already the canonical path (no `..` can appear, see above).
+    // Only a path through a link pays for full canonicalisation.
+    let mut plain = root.to_path_buf();
+    for component in path.components() {
+        let Component::Normal(part) = component else {
+            continue;
+        };
+        plain.push(part);
+        match std::fs::symlink_metadata(&plain) {
+            Ok(meta) if meta.file_type().is_symlink() => return canonical_inside(root, rel, path),
+            Ok(_) => {}
+            Err(_) => return Err(PathError::NotFound(rel.to_string())),
+        }
+    }
+    Ok(plain)
+}
+
+fn canonical_inside(root: &Path, rel: &str, path: &Path) -> Result<PathBuf, PathError> {
     let joined = root.join(path);
     let canonical = match joined.canonicalize() {
         Ok(c) => c,

@@ -319,7 +319,9 @@ pub fn suggest(unknown: &str, known: &[&str]) -> Option<String> {
 pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let mut bytes = Vec::new();
+    // Sized from the metadata so a small file is read in one call, not in growing chunks.
+    let size = file.metadata().map_or(0, |m| m.len()).min(limit) as usize;
+    let mut bytes = Vec::with_capacity(size + 1);
     file.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read: {e}"))?;
