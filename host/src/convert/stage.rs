@@ -1,7 +1,11 @@
-//! Moving trees in and out of a conversion. The input is copied into a private directory first, so
-//! a converter's `/input` never aliases the operator's files and the host's detection reads the
-//! same bytes the converter will; the output a converter wrote is checked before the host
-//! validates it and moves it into place.
+//! Moving trees in and out of a conversion. The input is staged into a private directory first, so
+//! a converter's `/input` holds exactly the files the host checked (no `.git`, no symlinks, within
+//! caps) and the host's detection reads the same files the converter will; the output a converter
+//! wrote is checked before the host validates it and moves it into place.
+//!
+//! Staging hard-links each file when it can (no new inode, no bytes copied) and copies it
+//! otherwise. A link shares the operator's file, which is safe because converters get `/input`
+//! read-only and WASI refuses to link out of a read-only directory.
 //!
 //! Only regular files and directories cross: a symlink that leaves the input, a directory
 //! symlink, a device or a socket refuses the input; any symlink in an output refuses it.
@@ -166,7 +170,10 @@ fn copy_file(
             rel.display()
         ));
     }
-    std::fs::copy(from, to).map_err(|e| format!("cannot copy {}: {e}", rel.display()))?;
+    // Creating files dominates a conversion's cost (an inode each); a link needs none.
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).map_err(|e| format!("cannot copy {}: {e}", rel.display()))?;
+    }
     counts.bytes += len;
     counts.files += 1;
     Ok(())
@@ -271,9 +278,9 @@ pub fn check_destination(out: &Path, force: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// Moves a validated tree to `out`: copied beside it first, then renamed into place, so `out` is
-/// either the old tree or the complete new one. An existing `out` (checked by
-/// [`check_destination`]) is replaced.
+/// Moves a validated tree to `out`: moved (or, across file systems, copied) beside it first, then
+/// renamed into place, so `out` is either the old tree or the complete new one. An existing `out`
+/// (checked by [`check_destination`]) is replaced. `tree` is gone afterwards when it could be moved.
 pub fn place(tree: &Path, out: &Path) -> Result<(), String> {
     let parent = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -291,8 +298,11 @@ pub fn place(tree: &Path, out: &Path) -> Result<(), String> {
             )
         })?;
     let new = staging.path().join("new");
-    copy_tree(tree, &new)
-        .map_err(|e| format!("cannot copy the output beside {}: {e}", out.display()))?;
+    // One rename on the same file system; a failed rename moves nothing, so copying still works.
+    if std::fs::rename(tree, &new).is_err() {
+        copy_tree(tree, &new)
+            .map_err(|e| format!("cannot copy the output beside {}: {e}", out.display()))?;
+    }
     if std::fs::symlink_metadata(out).is_ok() {
         let old = staging.path().join("old");
         std::fs::rename(out, &old)
@@ -339,6 +349,28 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("secret"), src.path().join("leak")).unwrap();
         let e = copy_in(src.path(), &dest.path().join("in2"), Caps::TREE).unwrap_err();
         assert!(e.contains("outside the input"), "{e}");
+    }
+
+    #[test]
+    fn staged_files_match_and_place_moves_or_copies() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::create_dir(src.path().join("d")).unwrap();
+        std::fs::write(src.path().join("d/a.txt"), "a").unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let staged = work.path().join("in");
+        copy_in(src.path(), &staged, Caps::TREE).unwrap();
+        assert_eq!(std::fs::read(staged.join("d/a.txt")).unwrap(), b"a");
+
+        let dest = tempfile::tempdir().unwrap();
+        let out = dest.path().join("out");
+        place(&staged, &out).unwrap();
+        assert_eq!(std::fs::read(out.join("d/a.txt")).unwrap(), b"a");
+        // Replacing a non-empty destination keeps the new tree only.
+        let again = work.path().join("again");
+        std::fs::create_dir_all(again.join("e")).unwrap();
+        std::fs::write(again.join("e/b.txt"), "b").unwrap();
+        place(&again, &out).unwrap();
+        assert!(out.join("e/b.txt").is_file() && !out.join("d").exists());
     }
 
     #[test]
