@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::store::{Entry, Store};
+use crate::sandbox::Sandbox;
 use crate::sandbox::converter::{ConverterInfo, ConverterRunner};
-use crate::sandbox::{Sandbox, cache};
 
 /// `(guest crate name, component bytes)` for each built-in converter that was built.
 pub const BUILTIN: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/builtin_converters.rs"));
@@ -191,7 +191,8 @@ impl Registry {
             Ok((runner, info, conversions)) => self.converters.push(Converter {
                 name: name.to_string(),
                 origin,
-                digest: cache::sha256_hex(bytes),
+                // Computed once by the sandbox when it loaded the bytes.
+                digest: runner.loaded().digest.clone(),
                 version: crate::sandbox::truncate(&info.version, 64).to_string(),
                 conversions,
                 runner,
