@@ -119,10 +119,10 @@ fn main() {
                 ready.store(true, Ordering::SeqCst);
             } else if line.starts_with("reply ") {
                 replies.fetch_add(1, Ordering::Relaxed);
-            } else if line.starts_with("error ") || line.contains("refused") {
-                if errors.fetch_add(1, Ordering::Relaxed) < 5 {
-                    eprintln!("harness: {line}");
-                }
+            } else if (line.starts_with("error ") || line.contains("refused"))
+                && errors.fetch_add(1, Ordering::Relaxed) < 5
+            {
+                eprintln!("harness: {line}");
             }
         })
     };
@@ -400,7 +400,7 @@ fn triggers(i: usize) -> Triggers {
     Triggers {
         mentions: true,
         keywords: vec![format!("topic{i}"), "deploy".into()],
-        all_messages: i % 10 == 0,
+        all_messages: i.is_multiple_of(10),
     }
 }
 
