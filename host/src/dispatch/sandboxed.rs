@@ -294,3 +294,50 @@ impl HookRunner for SandboxHooks {
             .map_err(|e| e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::NativeTriggers;
+    use crate::resolve::Triggers;
+    use nostr_sdk::prelude::Keys;
+
+    /// The one-instance-per-event path decides exactly as one call per persona (and as the native
+    /// matcher), mentions by key and by name included.
+    #[test]
+    fn decide_all_matches_one_decision_per_persona() {
+        let Ok(sandbox) = SandboxTriggers::builtin() else {
+            eprintln!("trigger component not built; skipped");
+            return;
+        };
+        let personas: Vec<TriggerPersona> = (0..4)
+            .map(|i| TriggerPersona {
+                name: format!("p{i}"),
+                display_name: format!("P{i}"),
+                pubkey: Keys::generate().public_key(),
+                triggers: Triggers {
+                    mentions: true,
+                    keywords: vec![format!("topic{i}")],
+                    all_messages: i == 3,
+                },
+            })
+            .collect();
+        let refs: Vec<&TriggerPersona> = personas.iter().collect();
+        let author = Keys::generate();
+        let by_key = vec![nostr_sdk::prelude::Tag::public_key(personas[1].pubkey)];
+        for (text, tags) in [
+            ("hello @p0", vec![]),
+            ("news about topic2", vec![]),
+            ("plain chatter", vec![]),
+            ("for you", by_key),
+        ] {
+            let ev = crate::relay::message(&author, "general", text, tags).unwrap();
+            let m = Message::parse(&ev).unwrap();
+            let batch = sandbox.decide_all(&m, &refs);
+            let single: Vec<Option<Reason>> = refs.iter().map(|p| sandbox.decide(&m, p)).collect();
+            let native = NativeTriggers.decide_all(&m, &refs);
+            assert_eq!(batch, single, "{text}");
+            assert_eq!(batch, native, "{text}");
+        }
+    }
+}
