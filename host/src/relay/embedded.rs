@@ -20,6 +20,8 @@ const MAX_EVENTS: usize = 200_000;
 const MAX_JOURNAL: u64 = 512 * 1024 * 1024;
 /// Journal lines longer than this are skipped.
 const MAX_LINE: usize = 1024 * 1024;
+/// Events one connection may publish per minute (the harness publishes every reply over one).
+const NOTES_PER_MINUTE: u32 = 60_000;
 
 pub struct Embedded {
     relay: LocalRelay,
@@ -42,7 +44,15 @@ impl Embedded {
         journal: Option<&Path>,
         require_auth: bool,
     ) -> anyhow::Result<Embedded> {
-        let mut builder = RelayBuilder::default().addr(addr.ip());
+        // The library's default (60 events a minute per connection) would throttle the harness,
+        // whose personas publish their replies over one shared connection. This relay listens on
+        // loopback for the operator's own agents: the cap only guards against a runaway client.
+        let mut builder = RelayBuilder::default()
+            .addr(addr.ip())
+            .rate_limit(RateLimit {
+                max_reqs: 500,
+                notes_per_minute: NOTES_PER_MINUTE,
+            });
         if require_auth {
             builder = builder.nip42(RelayBuilderNip42 {
                 mode: RelayBuilderNip42Mode::Both,
@@ -226,6 +236,30 @@ impl NostrDatabase for Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn one_connection_may_publish_faster_than_one_event_a_second() {
+        use std::time::Duration;
+        let relay = Embedded::start_with("127.0.0.1:0".parse().unwrap(), None, false)
+            .await
+            .unwrap();
+        let keys = Keys::generate();
+        let client =
+            crate::relay::connect_as(&relay.url, Duration::from_secs(5), Some(keys.clone()))
+                .await
+                .unwrap();
+        for i in 0..150 {
+            let ev =
+                crate::relay::message(&keys, "general", &format!("reply {i}"), vec![]).unwrap();
+            let out = client.send_event(&ev).await.unwrap();
+            assert!(
+                !out.success.is_empty(),
+                "event {i} refused: {:?}",
+                out.failed
+            );
+        }
+        relay.shutdown();
+    }
 
     #[tokio::test]
     async fn journal_survives_a_restart() {
