@@ -168,8 +168,10 @@ fn memory_per_persona() -> Option<f64> {
             keys: apiary::relay::keys::KeyStore::new(tmp.path().join("keys")),
             base_prompt: None,
         };
-        let out: dispatch::Out = Arc::new(move |l: String| {
-            let _ = tx.send(l);
+        let out: dispatch::Out = Arc::new(move |n: dispatch::Note| {
+            if let Some(l) = n.text {
+                let _ = tx.send(l);
+            }
         });
         let harness = tokio::spawn(dispatch::run(
             config,

@@ -2,8 +2,8 @@
 //! written to the agent's stdin, at a paced 1,000 messages/s over 100 channels and 50 personas
 //! (each persona follows 4 channels; every channel has 2 personas).
 //!
-//! The harness runs as `apiary up` runs it: `dispatch::run` on a 2-worker runtime, the relay in the
-//! same runtime, the `trigger-default` component, the sandbox hook runner, replies published, and
+//! The harness runs as `apiary up` runs it: `dispatch::run` on a 2-worker runtime, the relay and the
+//! harness's relay connection on apiary's relay I/O thread, the `trigger-default` component, the sandbox hook runner, replies published, and
 //! one bundled `apiary-agent` process per persona. Events enter through a websocket connection to
 //! the relay, from a sender thread on its own runtime, open-loop: event `i` is scheduled at
 //! `t0 + i ms` and sent then, whatever the harness is doing.
@@ -85,7 +85,9 @@ fn main() {
             }
         }
     };
-    let relay = rt.block_on(async {
+    // On the relay I/O runtime, as `apiary up` runs its embedded relay.
+    let io = apiary::relay::io_runtime().expect("relay I/O runtime");
+    let relay = io.block_on(async {
         let builder = RelayBuilder::default()
             .addr("127.0.0.1".parse().expect("ip"))
             .rate_limit(RateLimit {
@@ -114,16 +116,15 @@ fn main() {
             Arc::clone(&replies),
             Arc::clone(&errors),
         );
-        Arc::new(move |line: String| {
-            if line.starts_with("ready ") {
-                ready.store(true, Ordering::SeqCst);
-            } else if line.starts_with("reply ") {
+        Arc::new(move |note: dispatch::Note| match note.event {
+            "ready" => ready.store(true, Ordering::SeqCst),
+            "reply" => {
                 replies.fetch_add(1, Ordering::Relaxed);
-            } else if (line.starts_with("error ") || line.contains("refused"))
-                && errors.fetch_add(1, Ordering::Relaxed) < 5
-            {
-                eprintln!("harness: {line}");
             }
+            "error" | "persona_refused" if errors.fetch_add(1, Ordering::Relaxed) < 5 => {
+                eprintln!("harness: {}", note.text.unwrap_or_default());
+            }
+            _ => {}
         })
     };
     let config = dispatch::Config {

@@ -233,6 +233,73 @@ fn permission_requests_follow_the_operator_policy() {
     );
 }
 
+/// `apiary up --json`: every stdout line is one JSON object with an `event` key; a mention -> reply
+/// run shows the message, the wake decision of each persona on the channel, the prompt, the reply.
+#[test]
+fn json_lines_for_a_mention_and_its_reply() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("team");
+    team_pack(&pack);
+    let mut up = Up::start(home.path(), &[&pack], &["--json"], &[]);
+    assert!(up.url.starts_with("ws://127.0.0.1:"), "{}", up.url);
+    let hello = up.post("general", "hello @pip", &[]);
+    let json = |l: &str| serde_json::from_str::<serde_json::Value>(l).unwrap();
+    let is = |l: &str, event: &str, persona: &str| {
+        let v = json(l);
+        v["event"] == event && v["id"] == hello.as_str() && v["persona"] == persona
+    };
+    let woken = json(&up.wait_for(|l| is(l, "woken", "pip")));
+    assert_eq!(woken["channel"], "general");
+    assert_eq!(woken["reason"], "mention");
+    let skipped = json(&up.wait_for(|l| is(l, "skipped", "kee")));
+    assert_eq!(skipped["reason"], "no trigger matched");
+    let prompt = json(&up.wait_for(|l| is(l, "prompt", "pip")));
+    assert_eq!(prompt["attempt"], 1);
+    assert_eq!(prompt["channel"], "general");
+    let reply = json(&up.wait_for(|l| {
+        let v = json(l);
+        v["event"] == "reply" && v["to"] == hello.as_str()
+    }));
+    assert_eq!(reply["persona"], "pip");
+    assert_eq!(reply["thread"], hello.as_str());
+    let reply_id = reply["id"].as_str().unwrap().to_string();
+    assert!(up.history("general").iter().any(|e| e["id"] == reply_id));
+    up.stop_ok();
+
+    // Every line is JSON with an event key; the run's events are all there, with stable keys.
+    let lines: Vec<serde_json::Value> = up.seen.iter().map(|l| json(l)).collect();
+    let of = |event: &str| -> Vec<&serde_json::Value> {
+        lines.iter().filter(|v| v["event"] == event).collect()
+    };
+    assert!(lines.iter().all(|v| v["event"].is_string()), "{lines:#?}");
+    assert_eq!(of("relay")[0]["url"], up.url.as_str());
+    let ready: Vec<&str> = of("persona_ready")
+        .iter()
+        .map(|v| v["persona"].as_str().unwrap())
+        .collect();
+    assert_eq!(ready.len(), 3, "{ready:?}");
+    for p in ["pip", "kee", "ally"] {
+        assert!(ready.contains(&p), "{ready:?}");
+    }
+    let pip = of("persona_ready")
+        .into_iter()
+        .find(|v| v["persona"] == "pip")
+        .unwrap()
+        .clone();
+    assert_eq!(pip["channels"], serde_json::json!(["general"]));
+    assert_eq!(pip["pack"], "com.example.team");
+    assert_eq!(pip["pubkey"].as_str().unwrap().len(), 64);
+    assert_eq!(of("ready")[0]["personas"], 3);
+    let message = of("message");
+    assert_eq!(message.len(), 1, "{message:#?}");
+    assert_eq!(message[0]["id"], hello.as_str());
+    assert_eq!(message[0]["channel"], "general");
+    assert!(message[0]["author"].is_string());
+    assert_eq!(of("reply").len(), 1);
+    assert_eq!(of("stopping").len(), 1);
+    assert_eq!(of("stopped")[0]["replies"], 1);
+}
+
 #[test]
 fn no_publish_runs_the_turn_but_posts_nothing() {
     let home = tempfile::tempdir().unwrap();

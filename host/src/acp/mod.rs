@@ -20,7 +20,7 @@ use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 /// A line from the agent longer than this is dropped.
@@ -140,7 +140,9 @@ enum Activity {
 struct Shared {
     persona: String,
     policy: PermissionPolicy,
-    writer: mpsc::Sender<String>,
+    /// The agent's stdin. Callers write their line themselves (no writer task): a prompt goes
+    /// from the dispatch worker straight into the pipe, without another task hand-off.
+    stdin: Mutex<Option<ChildStdin>>,
     pending: std::sync::Mutex<Pending>,
     /// Activity sinks of the prompts in flight, by session id.
     sinks: std::sync::Mutex<HashMap<String, mpsc::UnboundedSender<Activity>>>,
@@ -150,6 +152,22 @@ struct Shared {
 }
 
 impl Shared {
+    /// Writes one line (ending in a newline) to the agent's stdin; `false` when the agent's stdin
+    /// is closed. Lines never interleave: the lock is held for the whole line.
+    async fn write_line(&self, line: &str) -> bool {
+        let mut stdin = self.stdin.lock().await;
+        let Some(pipe) = stdin.as_mut() else {
+            return false;
+        };
+        if pipe.write_all(line.as_bytes()).await.is_err() || pipe.flush().await.is_err() {
+            *stdin = None;
+            return false;
+        }
+        // Benchmark probe (`benches/live_agents.rs`): the line is in the agent's stdin.
+        tracing::trace!(target: "apiary::probe", persona = %self.persona, line = line, "line written");
+        true
+    }
+
     fn fail_all(&self) {
         self.alive.store(false, Ordering::SeqCst);
         let pending: Pending = std::mem::take(&mut *lock(&self.pending));
@@ -210,11 +228,10 @@ impl AcpClient {
         let stdout = child.stdout.take().ok_or(AcpError::Exited)?;
         let stderr = child.stderr.take();
 
-        let (writer, mut rx) = mpsc::channel::<String>(256);
         let shared = Arc::new(Shared {
             persona: spec.persona.clone(),
             policy: spec.policy,
-            writer,
+            stdin: Mutex::new(Some(stdin)),
             pending: Default::default(),
             sinks: Default::default(),
             next_id: AtomicU64::new(0),
@@ -222,18 +239,6 @@ impl AcpClient {
             exited: tokio::sync::Notify::new(),
         });
 
-        // Writer: one line at a time, in order.
-        let persona = spec.persona.clone();
-        tokio::spawn(async move {
-            let mut stdin = stdin;
-            while let Some(line) = rx.recv().await {
-                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
-                    break;
-                }
-                // Benchmark probe (`benches/live_agents.rs`): the line is in the agent's stdin.
-                tracing::trace!(target: "apiary::probe", persona = %persona, line = line.as_str(), "line written");
-            }
-        });
         // Reader: routes answers, updates and the agent's own requests.
         let reader_shared = Arc::clone(&shared);
         tokio::spawn(async move {
@@ -359,9 +364,16 @@ impl AcpClient {
             acp::SessionId::new(session.to_string()),
             vec![acp::ContentBlock::from(text)],
         );
-        let answer = self.send_request("session/prompt", to_value(&req));
         let result = async {
-            let mut answer = answer?;
+            // A pipe that stays full this long means the agent does not read: close its stdin.
+            let sent = tokio::time::timeout(idle, self.send_request("session/prompt", to_value(&req)));
+            let mut answer = match sent.await {
+                Ok(answer) => answer?,
+                Err(_) => {
+                    *self.shared.stdin.lock().await = None;
+                    return Err(AcpError::Idle(idle));
+                }
+            };
             let mut out = String::new();
             let hard_deadline = tokio::time::Instant::now() + hard;
             loop {
@@ -406,7 +418,7 @@ impl AcpClient {
     pub async fn cancel(&self, session: &str) {
         let n = acp::CancelNotification::new(acp::SessionId::new(session.to_string()));
         let line = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": to_value(&n)});
-        let _ = self.shared.writer.send(format!("{line}\n")).await;
+        self.shared.write_line(&format!("{line}\n")).await;
     }
 
     /// Closes the agent's stdin, waits up to `grace` for it to exit, then kills it.
@@ -414,6 +426,10 @@ impl AcpClient {
         let Some(mut child) = self.child.lock().await.take() else {
             return;
         };
+        // A write stuck on a full pipe holds the lock; the signal below ends that agent anyway.
+        if let Ok(mut stdin) = self.shared.stdin.try_lock() {
+            *stdin = None;
+        }
         #[cfg(unix)]
         if let Some(pid) = child.id() {
             // SIGTERM first: well-behaved agents clean up.
@@ -439,7 +455,7 @@ impl AcpClient {
         notified.await;
     }
 
-    fn send_request(
+    async fn send_request(
         &self,
         method: &'static str,
         params: Value,
@@ -451,7 +467,7 @@ impl AcpClient {
         let (tx, rx) = oneshot::channel();
         lock(&self.shared.pending).insert(id, tx);
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        if self.shared.writer.try_send(format!("{line}\n")).is_err() {
+        if !self.shared.write_line(&format!("{line}\n")).await {
             lock(&self.shared.pending).remove(&id);
             return Err(AcpError::Exited);
         }
@@ -464,7 +480,7 @@ impl AcpClient {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, AcpError> {
-        let rx = self.send_request(method, params)?;
+        let rx = self.send_request(method, params).await?;
         match tokio::time::timeout(timeout, rx).await {
             Err(_) => Err(AcpError::Timeout(method)),
             Ok(Err(_)) | Ok(Ok(Err((-1, _)))) => Err(AcpError::Exited),
@@ -633,13 +649,13 @@ async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
             tracing::info!(persona = %shared.persona, policy = ?shared.policy, outcome = ?outcome, "agent asked for permission");
             let resp = acp::RequestPermissionResponse::new(outcome);
             let line = json!({"jsonrpc": "2.0", "id": id, "result": to_value(&resp)});
-            let _ = shared.writer.send(format!("{line}\n")).await;
+            shared.write_line(&format!("{line}\n")).await;
         }
         (Some(m), Some(id)) => {
             tracing::debug!(persona = %shared.persona, method = %m.chars().take(64).collect::<String>(), "refused agent request");
             let line = json!({"jsonrpc": "2.0", "id": id,
                 "error": {"code": -32601, "message": "Method not found: apiary does not offer this to agents"}});
-            let _ = shared.writer.send(format!("{line}\n")).await;
+            shared.write_line(&format!("{line}\n")).await;
         }
         _ => {}
     }

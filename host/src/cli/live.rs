@@ -12,7 +12,7 @@ use super::{exit, stderr_is_terminal};
 use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
 use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers};
-use crate::dispatch::{self, NativeTriggers, PackRun, TriggerMatcher};
+use crate::dispatch::{self, NativeTriggers, Note, PackRun, TriggerMatcher};
 use crate::relay::{self, keys::KeyStore};
 use crate::resolve::{self, Overrides};
 
@@ -32,6 +32,25 @@ Output (stdout), one line per thing that happened:
   ready personas=2 channels=1
   event <id> #general from <author>: woke bee (mention)
   reply bee <reply-id> to <id>
+
+With --json, one JSON object per line instead; `event` names the kind, the other keys are stable:
+  relay           url
+  persona_ready   persona pack pubkey channels[] system_prompt (\"session\" | \"prefix\")
+  persona_refused persona reason
+  ready           personas channels
+  message         id channel channel_id author thread (root id or null)   a message received
+  woken           persona channel id reason (mention, keyword, all_messages...)
+  skipped         persona channel id reason                               not woken, and why
+  batch           persona channel id with[]              earlier messages answered in one turn
+  prompt          persona channel id session attempt batch                session/prompt sent
+  dropped         persona channel id hook reason         the on_message hook dropped the message
+  crashed         persona channel id attempt             the agent died mid-turn; retried
+  restarted       persona restart window_secs
+  turn            persona channel id published reason [bytes]       a turn without a reply
+  reply           persona channel id to thread           reply `id` published, answering `to`
+  error           persona channel id reason
+  stopping
+  stopped         replies
 
 Environment:
   AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
@@ -88,6 +107,9 @@ pub struct UpArgs {
     /// Without it a script hook runs only when `apiary trust <pack-id>` recorded trust for it.
     #[arg(long)]
     pub trust_hooks: bool,
+    /// Print one JSON object per line (keys listed below) instead of plain lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -351,30 +373,34 @@ pub fn up(args: UpArgs) -> u8 {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| data.join("workspaces"));
     let journal = (!args.ephemeral).then(|| data.join("relay").join("events.jsonl"));
+    let (printer, out) = printer(args.json);
     let code = rt.block_on(async {
         let shutdown = shutdown_signal();
         let embedded = match &args.relay {
             Some(_) => None,
-            None => match relay::embedded::Embedded::start_with(
-                args.listen,
-                journal.as_deref(),
-                args.relay_auth,
-            )
-            .await
-            {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    return exit::FAILURE;
+            None => {
+                // On the relay I/O thread, beside the harness's relay connection: the relay's
+                // work does not queue in front of dispatch.
+                let (listen, journal, auth) = (args.listen, journal.clone(), args.relay_auth);
+                let started = relay::on_io_runtime(async move {
+                    relay::embedded::Embedded::start_with(listen, journal.as_deref(), auth).await
+                })
+                .await;
+                match started.and_then(|r| r) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        eprintln!("error: {e:#}");
+                        return exit::FAILURE;
+                    }
                 }
-            },
+            }
         };
         let relay_url = match (&args.relay, &embedded) {
             (Some(url), _) => url.clone(),
             (None, Some(e)) => e.url.clone(),
             (None, None) => unreachable!("an embedded relay was started"),
         };
-        say(format!("relay {relay_url}"));
+        out(Note::new("relay", format!("relay {relay_url}")).with("url", relay_url.as_str()));
         if embedded.is_some() {
             let _ = std::fs::create_dir_all(&data);
             let _ = std::fs::write(data.join("relay.url"), format!("{relay_url}\n"));
@@ -419,7 +445,7 @@ pub fn up(args: UpArgs) -> u8 {
             packs,
             matcher,
             Arc::new(SandboxHooks::new(roots).trust_all_scripts(args.trust_hooks)),
-            Arc::new(say),
+            out,
             shutdown,
         )
         .await;
@@ -436,7 +462,34 @@ pub fn up(args: UpArgs) -> u8 {
     });
     // Agents and sockets are closed; do not wait for stray blocking tasks.
     rt.shutdown_timeout(Duration::from_secs(1));
+    // Every sender is gone with the runtime's tasks: the printer ends after the last line.
+    let _ = printer.join();
     code
+}
+
+/// The harness's stdout: notes as plain lines, or JSON lines with `json`, written by a thread of
+/// its own so that a slow reader of stdout never stalls the dispatch loop or a turn.
+fn printer(json: bool) -> (std::thread::JoinHandle<()>, dispatch::Out) {
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let thread = std::thread::spawn(move || {
+        use std::io::Write;
+        while let Ok(line) = rx.recv() {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            // Whatever else is waiting goes out with the same flush.
+            while let Ok(line) = rx.try_recv() {
+                let _ = writeln!(out, "{line}");
+            }
+            let _ = out.flush();
+        }
+    });
+    let out: dispatch::Out = Arc::new(move |note: Note| {
+        let line = if json { Some(note.json()) } else { note.text };
+        if let Some(line) = line {
+            let _ = tx.send(line);
+        }
+    });
+    (thread, out)
 }
 
 pub fn relay(args: RelayArgs) -> u8 {

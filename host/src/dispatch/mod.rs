@@ -14,6 +14,7 @@
 //! Shutdown: stop taking events, let queues drain (bounded), `on_stop`, stop agents, disconnect.
 
 pub mod hooks;
+pub mod note;
 pub mod prompt;
 pub mod sandboxed;
 pub mod script;
@@ -36,6 +37,7 @@ use crate::pack::Pack;
 use crate::relay::{self, KIND_MESSAGE, Message, ReplyMode, keys::KeyStore};
 use crate::resolve::{ResolvedPack, ResolvedPersona};
 pub use hooks::{HookPoint, HookRunner, NoHooks};
+pub use note::Note;
 pub use trigger::{NativeTriggers, Reason, TriggerMatcher, TriggerPersona};
 
 /// At most this many queued messages of one thread go into one turn.
@@ -80,8 +82,8 @@ pub struct Config {
     pub base_prompt: Option<String>,
 }
 
-/// Where the harness reports what it does, one line per event (stdout for `apiary up`).
-pub type Out = Arc<dyn Fn(String) + Send + Sync>;
+/// Where the harness reports what it does, one note per event (stdout for `apiary up`).
+pub type Out = Arc<dyn Fn(Note) + Send + Sync>;
 
 /// One pack to run.
 pub struct PackRun {
@@ -164,10 +166,16 @@ impl Live {
             generation + 1,
         )
         .await?;
-        out(format!(
-            "restarted {} agent (restart {recent} within {:?})",
-            self.trigger.name, BREAKER_WINDOW
-        ));
+        out(Note::new(
+            "restarted",
+            format!(
+                "restarted {} agent (restart {recent} within {:?})",
+                self.trigger.name, BREAKER_WINDOW
+            ),
+        )
+        .with("persona", self.trigger.name.as_str())
+        .with("restart", recent)
+        .with("window_secs", BREAKER_WINDOW.as_secs()));
         *slot = Arc::new(agent);
         Ok(Arc::clone(&*slot))
     }
@@ -220,23 +228,35 @@ pub async fn run(
                     let channels: Vec<String> =
                         live.channels.values().map(|n| format!("#{n}")).collect();
                     let with_prefix = live.current().await.prefix.is_some();
-                    out(format!(
-                        "persona {name} ready pubkey={} channels={} system_prompt={}",
-                        live.keys.public_key().to_hex(),
-                        if channels.is_empty() {
-                            "-".into()
-                        } else {
-                            channels.join(",")
-                        },
-                        if with_prefix { "prefix" } else { "session" },
-                    ));
+                    let system_prompt = if with_prefix { "prefix" } else { "session" };
+                    let pubkey = live.keys.public_key().to_hex();
+                    out(Note::new(
+                        "persona_ready",
+                        format!(
+                            "persona {name} ready pubkey={pubkey} channels={} system_prompt={system_prompt}",
+                            if channels.is_empty() {
+                                "-".into()
+                            } else {
+                                channels.join(",")
+                            },
+                        ),
+                    )
+                    .with("persona", name.as_str())
+                    .with("pack", live.pack_id.as_str())
+                    .with("pubkey", pubkey)
+                    .with("channels", live.channels.values().cloned().collect::<Vec<_>>())
+                    .with("system_prompt", system_prompt));
                     tracing::info!(persona = %name, pack = %live.pack_id, cwd = %live.cwd.display(), "persona started");
                     lives.push(Arc::new(live));
                     summary.started += 1;
                 }
                 Err(why) => {
                     tracing::error!(persona = %name, "persona refused: {why}");
-                    out(format!("persona {name} refused: {why}"));
+                    out(
+                        Note::new("persona_refused", format!("persona {name} refused: {why}"))
+                            .with("persona", name.as_str())
+                            .with("reason", why.as_str()),
+                    );
                     summary.refused += 1;
                 }
             }
@@ -285,11 +305,12 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("subscribing to the relay: {e}"))?
         .val;
-    out(format!(
-        "ready personas={} channels={}",
-        lives.len(),
-        channels.len()
-    ));
+    out(Note::new(
+        "ready",
+        format!("ready personas={} channels={}", lives.len(), channels.len()),
+    )
+    .with("personas", lives.len())
+    .with("channels", channels.len()));
 
     let mut seen = Seen::default();
     // The subscription's `since` cursor: advanced periodically so that when the client reconnects
@@ -348,14 +369,10 @@ pub async fn run(
         if message.created_at > cursor && message.created_at <= Timestamp::now() {
             cursor = message.created_at;
         }
-        // Our own replies come back on the subscription: dropped before the signature check, which
-        // costs more than everything else here (nostr-sdk verified every event on arrival already;
-        // this second check guards what we act on).
+        // Our own replies come back on the subscription. No second signature check here: the relay
+        // pool verified the id and signature of every event before handing it over (nostr-sdk's
+        // `verify_and_cache`), and a check costs more than everything else in this loop.
         if own.contains(&message.author) {
-            continue;
-        }
-        if event.verify().is_err() {
-            tracing::warn!(id = %event.id, "event with a bad id or signature dropped");
             continue;
         }
         summary.events += 1;
@@ -363,21 +380,29 @@ pub async fn run(
             continue;
         };
         let mut woke = Vec::new();
+        // Per persona: the wake reason, or why it stays asleep (for the JSON stream).
+        let mut decided: Vec<(&str, &'static str, String)> = Vec::new();
         let personas: Vec<&TriggerPersona> = targets.iter().map(|&i| &lives[i].trigger).collect();
         let decisions = matcher.decide_all(&message, &personas);
         for (&i, decision) in targets.iter().zip(decisions) {
             let live = &lives[i];
+            let name = live.trigger.name.as_str();
             let Some(reason) = decision else {
+                decided.push((name, "skipped", "no trigger matched".into()));
                 continue;
             };
             let Some(tx) = queues.get(&(i, message.channel.clone())) else {
                 continue;
             };
             match tx.try_send((message.clone(), reason.clone())) {
-                Ok(()) => woke.push(format!("{} ({reason})", live.trigger.name)),
+                Ok(()) => {
+                    woke.push(format!("{name} ({reason})"));
+                    decided.push((name, "woken", reason.to_string()));
+                }
                 Err(_) => {
-                    tracing::warn!(persona = %live.trigger.name, channel = %message.channel, "queue full; message dropped");
-                    woke.push(format!("{} (queue full: dropped)", live.trigger.name));
+                    tracing::warn!(persona = %name, channel = %message.channel, "queue full; message dropped");
+                    woke.push(format!("{name} (queue full: dropped)"));
+                    decided.push((name, "skipped", "queue full: dropped".into()));
                 }
             }
         }
@@ -386,21 +411,36 @@ pub async fn run(
             .get(&message.channel)
             .map(String::as_str)
             .unwrap_or(&message.channel);
-        out(format!(
-            "event {} #{} from {}: {}",
-            message.id.to_hex(),
-            channel_name,
-            relay::short(&message.author.to_hex()),
-            if woke.is_empty() {
-                "no persona woke".to_string()
-            } else {
-                format!("woke {}", woke.join(", "))
-            }
-        ));
+        let id = message.id.to_hex();
+        let author = message.author.to_hex();
+        out(Note::new(
+            "message",
+            format!(
+                "event {id} #{channel_name} from {}: {}",
+                relay::short(&author),
+                if woke.is_empty() {
+                    "no persona woke".to_string()
+                } else {
+                    format!("woke {}", woke.join(", "))
+                }
+            ),
+        )
+        .with("id", id.as_str())
+        .with("channel", channel_name)
+        .with("channel_id", message.channel.as_str())
+        .with("author", author)
+        .with("thread", message.root.map(|r| r.to_hex())));
+        for (persona, event, reason) in decided {
+            out(Note::only_json(event)
+                .with("persona", persona)
+                .with("channel", channel_name)
+                .with("id", id.as_str())
+                .with("reason", reason));
+        }
     }
 
     // Drain: no new events; let the queues empty within the drain timeout.
-    out("stopping: draining queues".to_string());
+    out(Note::new("stopping", "stopping: draining queues"));
     client.unsubscribe(&sub).await;
     drop(queues);
     let drained = tokio::time::timeout(config.drain_timeout, async {
@@ -428,7 +468,10 @@ pub async fn run(
     }
     client.shutdown().await;
     summary.replies = replies.load(std::sync::atomic::Ordering::SeqCst);
-    out(format!("stopped replies={}", summary.replies));
+    out(
+        Note::new("stopped", format!("stopped replies={}", summary.replies))
+            .with("replies", summary.replies),
+    );
     Ok(summary)
 }
 
@@ -608,6 +651,12 @@ async fn worker(
         return;
     };
     let name = live.trigger.name.clone();
+    // Every note of this worker names its persona and channel.
+    let note = |event: &'static str, text: String| {
+        Note::new(event, text)
+            .with("persona", name.as_str())
+            .with("channel", channel_name.as_str())
+    };
     // A message taken from the queue that belongs to another thread than the batch being built.
     let mut carry: Option<(Message, Reason)> = None;
     loop {
@@ -645,7 +694,12 @@ async fn worker(
                 Err(e) => {
                     let id = message.id.to_hex();
                     tracing::warn!(persona = %name, event = %id, "message dropped by on_message: {e}");
-                    out(format!("dropped {name} {id}: on_message: {e}"));
+                    out(
+                        note("dropped", format!("dropped {name} {id}: on_message: {e}"))
+                            .with("id", id.as_str())
+                            .with("hook", "on_message")
+                            .with("reason", e),
+                    );
                 }
             }
         }
@@ -658,7 +712,12 @@ async fn worker(
         let id = message.id.to_hex();
         if !earlier.is_empty() {
             let ids: Vec<String> = earlier.iter().map(|(m, _)| m.id.to_hex()).collect();
-            out(format!("batch {name} {id}: with {}", ids.join(",")));
+            out(note(
+                "batch",
+                format!("batch {name} {id}: with {}", ids.join(",")),
+            )
+            .with("id", id.as_str())
+            .with("with", ids));
         }
 
         let ctx = prompt::Context {
@@ -697,6 +756,12 @@ async fn worker(
                 &message,
             );
             attempts += 1;
+            out(note("prompt", String::new())
+                .json_only()
+                .with("id", id.as_str())
+                .with("session", session.as_str())
+                .with("attempt", attempts)
+                .with("batch", earlier.len() + 1));
             match agent
                 .client
                 .prompt(&session, text, config.idle_timeout, config.turn_timeout)
@@ -705,9 +770,12 @@ async fn worker(
                 Ok(t) => break Ok(t),
                 Err(AcpError::Exited) if attempts < MAX_ATTEMPTS => {
                     tracing::warn!(persona = %name, event = %id, "agent exited during the turn; restarting and retrying");
-                    out(format!(
-                        "crashed {name} {id}: agent exited during the turn; retrying"
-                    ));
+                    out(note(
+                        "crashed",
+                        format!("crashed {name} {id}: agent exited during the turn; retrying"),
+                    )
+                    .with("id", id.as_str())
+                    .with("attempt", attempts));
                     if let Err(e) = live.restart(agent.generation, &out).await {
                         break Err(e);
                     }
@@ -720,7 +788,9 @@ async fn worker(
             Ok(t) => t,
             Err(e) => {
                 tracing::error!(persona = %name, event = %id, "turn failed: {e}");
-                out(format!("error {name} {id}: {e}"));
+                out(note("error", format!("error {name} {id}: {e}"))
+                    .with("id", id.as_str())
+                    .with("reason", e));
                 continue;
             }
         };
@@ -736,17 +806,25 @@ async fn worker(
         }
         let reply = turn.text.trim();
         if reply.is_empty() {
-            out(format!(
-                "turn {name} {id}: no text ({:?})",
-                turn.stop_reason
-            ));
+            let stop = format!("{:?}", turn.stop_reason);
+            out(note("turn", format!("turn {name} {id}: no text ({stop})"))
+                .with("id", id.as_str())
+                .with("published", false)
+                .with("reason", format!("no text ({stop})")));
             continue;
         }
         if !config.publish {
-            out(format!(
-                "turn {name} {id}: {} bytes, not published (--no-publish)",
-                reply.len()
-            ));
+            out(note(
+                "turn",
+                format!(
+                    "turn {name} {id}: {} bytes, not published (--no-publish)",
+                    reply.len()
+                ),
+            )
+            .with("id", id.as_str())
+            .with("published", false)
+            .with("bytes", reply.len())
+            .with("reason", "--no-publish"));
             continue;
         }
         let mode = ReplyMode {
@@ -757,7 +835,12 @@ async fn worker(
         let event = match relay::message(&live.keys, &message.channel, reply, tags) {
             Ok(e) => e,
             Err(e) => {
-                out(format!("error {name} {id}: signing the reply: {e}"));
+                out(note(
+                    "error",
+                    format!("error {name} {id}: signing the reply: {e}"),
+                )
+                .with("id", id.as_str())
+                .with("reason", format!("signing the reply: {e}")));
                 continue;
             }
         };
@@ -777,16 +860,30 @@ async fn worker(
         match sent {
             Ok(o) if !o.success.is_empty() => {
                 replies.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                out(format!("reply {name} {} to {id}", event.id.to_hex()));
+                let reply_id = event.id.to_hex();
+                out(note("reply", format!("reply {name} {reply_id} to {id}"))
+                    .with("id", reply_id)
+                    .with("to", id.as_str())
+                    .with(
+                        "thread",
+                        Message::parse(&event)
+                            .and_then(|m| m.root)
+                            .map(|r| r.to_hex()),
+                    ));
             }
             Ok(o) => {
                 let why: Vec<String> = o.failed.values().cloned().collect();
-                out(format!(
-                    "error {name} {id}: the relay refused the reply: {}",
-                    why.join("; ")
-                ));
+                let why = format!("the relay refused the reply: {}", why.join("; "));
+                out(note("error", format!("error {name} {id}: {why}"))
+                    .with("id", id.as_str())
+                    .with("reason", why));
             }
-            Err(e) => out(format!("error {name} {id}: publishing the reply: {e}")),
+            Err(e) => out(note(
+                "error",
+                format!("error {name} {id}: publishing the reply: {e}"),
+            )
+            .with("id", id.as_str())
+            .with("reason", format!("publishing the reply: {e}"))),
         }
     }
 }

@@ -219,9 +219,55 @@ pub async fn connect_as(
     Ok(connect_watched(url, timeout, keys).await?.0)
 }
 
+/// The relay I/O runtime: one thread of its own for relay connections (websocket reads, the relay
+/// pool's per-event signature check) and the embedded relay, so that work never queues in front of
+/// the harness's dispatch and agent pipes on the caller's runtime. Process-wide, started on first
+/// use, never stopped (its thread idles when nothing is connected).
+pub fn io_runtime() -> anyhow::Result<&'static tokio::runtime::Handle> {
+    static RT: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> =
+        std::sync::OnceLock::new();
+    let rt = RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("apiary-relay-io")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    match rt {
+        Ok(rt) => Ok(rt.handle()),
+        Err(e) => anyhow::bail!("cannot start the relay I/O runtime: {e}"),
+    }
+}
+
+/// Runs `fut` on the [`io_runtime`]: tasks it spawns (a relay client's connection, a relay's
+/// listeners) live there.
+pub async fn on_io_runtime<F>(fut: F) -> anyhow::Result<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    io_runtime()?
+        .spawn(fut)
+        .await
+        .map_err(|e| anyhow::anyhow!("relay I/O task failed: {e}"))
+}
+
 /// Like [`connect_as`], with the client's notifications from before the connection was opened (so
-/// an `AUTH` challenge sent on connect is not missed).
+/// an `AUTH` challenge sent on connect is not missed). The connection runs on the [`io_runtime`].
 pub async fn connect_watched(
+    url: &str,
+    timeout: Duration,
+    keys: Option<Keys>,
+) -> anyhow::Result<(
+    Client,
+    tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+)> {
+    let url = url.to_string();
+    on_io_runtime(async move { connect_here(&url, timeout, keys).await }).await?
+}
+
+async fn connect_here(
     url: &str,
     timeout: Duration,
     keys: Option<Keys>,

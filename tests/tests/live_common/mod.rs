@@ -34,7 +34,7 @@ impl Up {
     /// capturing to `<home>/capture.jsonl`, and waits for its `ready` line.
     pub fn start(home: &Path, packs: &[&Path], args: &[&str], env: &[(&str, &str)]) -> Up {
         let mut up = Up::spawn(home, packs, args, env);
-        up.wait_for(|l| l.starts_with("ready "));
+        up.wait_for(|l| event_of(l) == "ready");
         up
     }
 
@@ -89,8 +89,11 @@ impl Up {
             seen: Vec::new(),
             stderr,
         };
-        let first = up.wait_for(|l| l.starts_with("relay "));
-        up.url = first["relay ".len()..].trim().to_string();
+        let first = up.wait_for(|l| event_of(l) == "relay");
+        up.url = match serde_json::from_str::<Value>(&first) {
+            Ok(v) => v["url"].as_str().unwrap_or_default().to_string(),
+            Err(_) => first["relay ".len()..].trim().to_string(),
+        };
         up
     }
 
@@ -212,6 +215,18 @@ impl Up {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+/// The kind of an `apiary up` stdout line: a plain line's first word, a `--json` line's `event`.
+pub fn event_of(line: &str) -> String {
+    match serde_json::from_str::<Value>(line) {
+        Ok(v) => v["event"].as_str().unwrap_or_default().to_string(),
+        Err(_) => line
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
     }
 }
 
