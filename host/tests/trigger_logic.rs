@@ -56,3 +56,57 @@ fn one_byte_keywords_and_keywords_at_the_edges_match() {
     assert_eq!(decide("straße"), Reason::Keyword(2));
     assert_eq!(decide("nothing here"), Reason::NoMatch);
 }
+
+/// The batch path indexes personas by channel and name; its answer must be exactly the waking
+/// pairs of `Matcher::decide`, in order, including repeated names, `#`/bare channel spellings,
+/// mention lists plus `@name` in the text, and personas with mentions off.
+#[test]
+fn batch_decisions_equal_the_decision_for_every_pair() {
+    let names = ["ann", "Bob", "bob", "cy", "Zoë"];
+    let channels = ["ops", "#ops", "dev", "#dev", "misc", "x"];
+    let words = [
+        "deploy", "x", "", "ß", "Ops", "bob", "@bob", "@Ann", "hello", "@zoë", "@cy",
+    ];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for round in 0..5000 {
+        let matchers: Vec<Matcher> = (0..1 + rng.next() % 6)
+            .map(|_| {
+                let keywords: Vec<&str> = (0..rng.next() % 3).map(|_| rng.pick(&words)).collect();
+                let subscribe: Vec<&str> =
+                    (0..rng.next() % 3).map(|_| rng.pick(&channels)).collect();
+                Matcher::new(
+                    rng.pick(&names),
+                    !rng.next().is_multiple_of(3),
+                    &keywords,
+                    rng.next().is_multiple_of(5),
+                    &subscribe,
+                )
+            })
+            .collect();
+        let messages: Vec<(String, String, Vec<String>)> = (0..1 + rng.next() % 5)
+            .map(|_| {
+                let text: Vec<&str> = (0..rng.next() % 5).map(|_| rng.pick(&words)).collect();
+                let mentions: Vec<String> = (0..rng.next() % 3)
+                    .map(|_| rng.pick(&names).to_string())
+                    .collect();
+                (rng.pick(&channels).to_string(), text.join(" "), mentions)
+            })
+            .collect();
+        let prepared = || {
+            messages
+                .iter()
+                .map(|(c, t, m)| Prepared::new(c, t, m.as_slice()))
+        };
+        let batch = logic::decide_batch(&matchers, prepared());
+        let mut pairs = Vec::new();
+        for (mi, message) in prepared().enumerate() {
+            for (pi, matcher) in matchers.iter().enumerate() {
+                let reason = matcher.decide(&message);
+                if reason.wakes() {
+                    pairs.push((mi as u32, pi as u32, reason));
+                }
+            }
+        }
+        assert_eq!(batch, pairs, "round {round}: {messages:?}");
+    }
+}

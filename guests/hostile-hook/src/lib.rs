@@ -117,6 +117,21 @@ impl Guest for Hostile {
             }
             // A 32 MiB error string.
             "giant" => Err("x".repeat(32 << 20)),
+            // State: how many "count" calls this instance has served (an error result, so the
+            // test can read it); shows when the host kept the instance and when it started fresh.
+            "count" => {
+                static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                Err(format!("count {n}"))
+            }
+            // Handles: opens a file in the workspace and never closes it.
+            "leak" => match std::fs::File::create("/workspace/leaked.txt") {
+                Ok(file) => {
+                    std::mem::forget(file);
+                    Ok(())
+                }
+                Err(e) => Err(format!("cannot open: {e}")),
+            },
             _ => Ok(()),
         }
     }

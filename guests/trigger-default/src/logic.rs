@@ -10,6 +10,12 @@
 //! 4. the text contains one of `keywords`, compared case-insensitively (empty keywords never match)
 //!    → wake, naming the first such keyword in configuration order;
 //! 5. otherwise → asleep.
+//!
+//! [`decide_batch`] reaches the same decisions without looking at every pair: it indexes the
+//! personas once per batch by subscribed channel and by name, so a message is checked only against
+//! the personas subscribed to its channel and the ones it mentions.
+
+use std::collections::HashMap;
 
 /// Why a persona wakes or not. `Keyword` holds the index of the keyword in the persona's list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +83,11 @@ impl Matcher {
         if !self.subscribe.iter().any(|c| c == message.channel) {
             return Reason::NotSubscribed;
         }
+        self.decide_subscribed(message)
+    }
+
+    /// Steps 3 to 5, for a message in a subscribed channel that does not mention the persona.
+    fn decide_subscribed(&self, message: &Prepared<'_>) -> Reason {
         if self.all_messages {
             return Reason::AllMessages;
         }
@@ -101,9 +112,8 @@ pub struct Prepared<'a> {
 
 impl<'a> Prepared<'a> {
     pub fn new<S: AsRef<str>>(channel: &'a str, text: &str, mentions: &[S]) -> Prepared<'a> {
-        let text = text.to_lowercase();
-        let mut mentioned: Vec<String> =
-            mentions.iter().map(|m| m.as_ref().to_lowercase()).collect();
+        let text = lowercase(text);
+        let mut mentioned: Vec<String> = mentions.iter().map(|m| lowercase(m.as_ref())).collect();
         let mut rest = text.as_str();
         while let Some(at) = rest.find('@') {
             rest = &rest[at + 1..];
@@ -171,23 +181,89 @@ fn pair_hash(a: u8, b: u8) -> u8 {
     a.wrapping_mul(31).wrapping_add(b)
 }
 
+/// `str::to_lowercase`, with a cheaper path for ASCII text (most chat messages).
+fn lowercase(s: &str) -> String {
+    if s.is_ascii() {
+        s.to_ascii_lowercase()
+    } else {
+        s.to_lowercase()
+    }
+}
+
 /// Channel names compare without their display `#`.
 fn channel_key(channel: &str) -> &str {
     channel.strip_prefix('#').unwrap_or(channel)
 }
 
-/// Every waking (message index, persona index, reason), ordered by message then persona.
+/// The personas of a batch indexed by what can wake them: each list holds persona indexes in
+/// ascending order, without repeats.
+struct Index<'m> {
+    /// Channel key → the personas subscribed to it.
+    by_channel: HashMap<&'m str, Vec<u32>>,
+    /// Lower-cased name → the personas of that name that wake on mentions.
+    by_name: HashMap<&'m str, Vec<u32>>,
+}
+
+impl<'m> Index<'m> {
+    fn new(matchers: &'m [Matcher]) -> Index<'m> {
+        let mut by_channel: HashMap<&str, Vec<u32>> = HashMap::new();
+        let mut by_name: HashMap<&str, Vec<u32>> = HashMap::new();
+        for (i, m) in matchers.iter().enumerate() {
+            let i = i as u32;
+            for channel in &m.subscribe {
+                let list = by_channel.entry(channel.as_str()).or_default();
+                // `#ops` and `ops` are one channel.
+                if list.last() != Some(&i) {
+                    list.push(i);
+                }
+            }
+            if m.mentions {
+                by_name.entry(m.name.as_str()).or_default().push(i);
+            }
+        }
+        Index {
+            by_channel,
+            by_name,
+        }
+    }
+}
+
+/// Every waking (message index, persona index, reason), ordered by message then persona: the
+/// decisions of [`Matcher::decide`] for every pair.
 pub fn decide_batch<'a, M>(matchers: &[Matcher], messages: M) -> Vec<(u32, u32, Reason)>
 where
     M: IntoIterator<Item = Prepared<'a>>,
 {
+    let index = Index::new(matchers);
     let mut out = Vec::new();
+    let mut mentioned: Vec<u32> = Vec::new();
     for (mi, message) in messages.into_iter().enumerate() {
-        for (pi, matcher) in matchers.iter().enumerate() {
-            let reason = matcher.decide(&message);
-            if reason.wakes() {
-                out.push((mi as u32, pi as u32, reason));
+        let mi = mi as u32;
+        let start = out.len();
+        mentioned.clear();
+        for name in &message.mentioned {
+            if let Some(list) = index.by_name.get(name.as_str()) {
+                mentioned.extend_from_slice(list);
             }
+        }
+        // A name may be mentioned twice, or two ways (`p` tag and `@name`).
+        mentioned.sort_unstable();
+        mentioned.dedup();
+        out.extend(mentioned.iter().map(|&pi| (mi, pi, Reason::Mentioned)));
+        if let Some(list) = index.by_channel.get(message.channel) {
+            for &pi in list {
+                if mentioned.contains(&pi) {
+                    continue;
+                }
+                let reason = matchers[pi as usize].decide_subscribed(&message);
+                if reason.wakes() {
+                    out.push((mi, pi, reason));
+                }
+            }
+        }
+        if !mentioned.is_empty() {
+            // Mentions came first: order the message's wakes by persona.
+            out[start..].sort_unstable_by_key(|&(_, pi, _)| pi);
         }
     }
     out

@@ -52,21 +52,25 @@ impl ConverterRunner {
     pub fn info(&self, sandbox: &Sandbox) -> Result<CallOutput<ConverterInfo>, SandboxError> {
         let name = self.loaded.name.clone();
         let limits = self.limits.clone();
-        sandbox.call(&self.loaded, &self.limits, &Grants::none(), |store, pre| {
-            let instance = pre.instantiate(&mut *store)?;
-            let f =
-                instance.get_typed_func::<(), (ConverterInfo,)>(&mut *store, &self.exports[0])?;
-            let (info,) = f.call(&mut *store, ())?;
-            if info.conversions.len() > limits.max_list {
-                return Ok(Err(SandboxError::Oversized {
-                    name: name.to_string(),
-                    what: "a list of conversions",
-                    size: info.conversions.len(),
-                    limit: limits.max_list,
-                }));
-            }
-            Ok(Ok(info))
-        })
+        sandbox.call(
+            &self.loaded,
+            &self.limits,
+            &Grants::none(),
+            |store, instance| {
+                let f = instance
+                    .get_typed_func::<(), (ConverterInfo,)>(&mut *store, &self.exports[0])?;
+                let (info,) = f.call(&mut *store, ())?;
+                if info.conversions.len() > limits.max_list {
+                    return Ok(Err(SandboxError::Oversized {
+                        name: name.to_string(),
+                        what: "a list of conversions",
+                        size: info.conversions.len(),
+                        limit: limits.max_list,
+                    }));
+                }
+                Ok(Ok(info))
+            },
+        )
     }
 
     /// How likely the tree at `input` is in each format the converter reads.
@@ -80,8 +84,7 @@ impl ConverterRunner {
         let grants = Grants {
             preopens: vec![preopen(input, "/input", false)],
         };
-        sandbox.call(&self.loaded, &self.limits, &grants, |store, pre| {
-            let instance = pre.instantiate(&mut *store)?;
+        sandbox.call(&self.loaded, &self.limits, &grants, |store, instance| {
             let f =
                 instance.get_typed_func::<(), (Vec<Detection>,)>(&mut *store, &self.exports[1])?;
             let (found,) = f.call(&mut *store, ())?;
@@ -113,8 +116,7 @@ impl ConverterRunner {
                 preopen(output, "/output", true),
             ],
         };
-        sandbox.call(&self.loaded, &self.limits, &grants, |store, pre| {
-            let instance = pre.instantiate(&mut *store)?;
+        sandbox.call(&self.loaded, &self.limits, &grants, |store, instance| {
             let f = instance.get_typed_func::<(&Request,), (Result<Report, String>,)>(
                 &mut *store,
                 &self.exports[2],

@@ -1,13 +1,15 @@
 //! Hook front end: `on_start`, `on_stop`, `on_message` of a `hook` component, with the persona's
 //! workspace preopened read-write at `/workspace` and nothing else.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use wasmtime::component::ComponentExportIndex;
+use wasmtime::Store;
+use wasmtime::component::{ComponentExportIndex, Instance};
 
 use super::bindings::latest::hook::exports::apiary::plugin::lifecycle;
-use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, World, truncate};
+use super::warm::WarmPool;
+use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, State, World, truncate};
 
 /// Where the workspace appears inside the component.
 pub const WORKSPACE_GUEST_PATH: &str = "/workspace";
@@ -57,21 +59,66 @@ pub struct HookMessage {
     pub text: String,
 }
 
+/// Stores a hook runner keeps between calls (one per persona and workspace it served last).
+const WARM_STORES: usize = 8;
+
+/// What a kept store may serve: the same persona with the same workspace directory. The
+/// directory's identity (device and inode) is part of it: a workspace replaced at the same path
+/// gets a fresh preopen.
+#[derive(Debug, PartialEq)]
+struct WarmKey {
+    workspace: PathBuf,
+    directory: (u64, u64),
+    pack_id: String,
+    persona: String,
+}
+
+impl WarmKey {
+    /// `None` where the directory cannot be identified (then every call starts fresh).
+    fn new(workspace: &Path, pack_id: &str, persona: &str) -> Option<WarmKey> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(workspace).ok()?;
+            Some(WarmKey {
+                workspace: workspace.to_path_buf(),
+                directory: (meta.dev(), meta.ino()),
+                pack_id: pack_id.to_string(),
+                persona: persona.to_string(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (workspace, pack_id, persona);
+            None
+        }
+    }
+}
+
 /// A loaded `hook` component, ready to run.
 pub struct HookRunner {
     loaded: Arc<Loaded>,
     exports: [ComponentExportIndex; 3],
     limits: Limits,
+    /// Stores kept between calls that ended normally; `None` runs every call in a fresh store.
+    warm: Option<WarmPool<WarmKey>>,
 }
 
 impl HookRunner {
     pub fn new(loaded: Arc<Loaded>) -> Result<HookRunner, SandboxError> {
         let exports = export_indexes(&loaded, World::Hook, ["on-start", "on-stop", "on-message"])?;
         Ok(HookRunner {
+            warm: Some(loaded.warm_pool(WARM_STORES)),
             loaded,
             exports,
             limits: Limits::hook(),
         })
+    }
+
+    /// Whether a store is kept between calls (the default) or every call gets a fresh one.
+    pub fn with_reuse(mut self, reuse: bool) -> HookRunner {
+        self.warm = reuse.then(|| self.loaded.warm_pool(WARM_STORES));
+        self
     }
 
     pub fn with_limits(mut self, limits: Limits) -> HookRunner {
@@ -102,8 +149,7 @@ impl HookRunner {
         };
         let name = self.loaded.name.clone();
         let max_string = self.limits.max_string;
-        sandbox.call(&self.loaded, &self.limits, &grants, |store, pre| {
-            let instance = pre.instantiate(&mut *store)?;
+        let call = |store: &mut Store<State>, instance: &Instance| {
             let answer = match point {
                 HookPoint::OnStart | HookPoint::OnStop => {
                     let index = if point == HookPoint::OnStart {
@@ -142,7 +188,16 @@ impl HookRunner {
                 Ok(()) => Ok(()),
                 Err(message) => Err(guest_error(&name, &message, max_string)),
             })
-        })
+        };
+        let warm = self.warm.as_ref().and_then(|pool| {
+            WarmKey::new(workspace, &persona.pack_id, &persona.name).map(|key| (pool, key))
+        });
+        match warm {
+            Some((pool, key)) => {
+                sandbox.call_warm(&self.loaded, &self.limits, &grants, pool, key, call)
+            }
+            None => sandbox.call(&self.loaded, &self.limits, &grants, call),
+        }
     }
 }
 

@@ -55,10 +55,11 @@ impl Limits {
 }
 
 /// wasmtime's [`StoreLimits`] (with `trap_on_grow_failure`), plus a record of a refused growth so
-/// the host can say "memory cap" instead of a bare trap.
+/// the host can say "memory cap" instead of a bare trap, and of the largest memory granted.
 pub(crate) struct Limiter {
     inner: StoreLimits,
     pub(crate) refused_growth: Option<usize>,
+    pub(crate) grown_to: usize,
 }
 
 impl Limiter {
@@ -69,6 +70,7 @@ impl Limiter {
                 .trap_on_grow_failure(true)
                 .build(),
             refused_growth: None,
+            grown_to: 0,
         }
     }
 }
@@ -81,7 +83,9 @@ impl ResourceLimiter for Limiter {
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let answer = self.inner.memory_growing(current, desired, maximum);
-        if !matches!(answer, Ok(true)) {
+        if matches!(answer, Ok(true)) {
+            self.grown_to = self.grown_to.max(desired);
+        } else {
             self.refused_growth = Some(desired);
         }
         answer

@@ -5,10 +5,11 @@
 //!   the pooling allocator, a linker holding WASI p2 and the `apiary:plugin/host` import.
 //! - Components are compiled once and cached ([`cache`]), identified by world and WIT version
 //!   ([`bindings::identify`]) and pre-instantiated ([`Loaded`] holds the `InstancePre`).
-//! - Every call gets a fresh `Store` with a deadline, a memory cap, bounded stdout/stderr and
-//!   only the WASI grants it needs ([`wasi::Grants`]); the store is dropped after the call, so a
-//!   trap never poisons a later call. A component that keeps failing is switched off by a
-//!   circuit breaker ([`breaker`]).
+//! - Every call runs in a `Store` with a deadline, a memory cap, bounded stdout/stderr and only
+//!   the WASI grants it needs ([`wasi::Grants`]). Hooks and triggers keep a store between calls
+//!   that ended normally ([`warm`]); after a trap, a deadline or a refused answer the store is
+//!   dropped, so a trap never poisons a later call. A component that keeps failing is switched
+//!   off by a circuit breaker ([`breaker`]).
 //! - Front ends per world: [`hook`], [`trigger`], [`converter`].
 
 pub mod bindings;
@@ -18,13 +19,14 @@ pub mod converter;
 pub mod hook;
 pub mod limits;
 pub mod trigger;
+pub mod warm;
 pub mod wasi;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, HasSelf, InstancePre, Linker, ResourceTable};
+use wasmtime::component::{Component, HasSelf, Instance, InstancePre, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -35,6 +37,7 @@ pub use limits::Limits;
 pub use wasi::{Captured, Grants, Preopen};
 
 use limits::Limiter;
+use warm::{Budget, Live, WarmPool};
 use wasi::Sink;
 
 /// The epoch tick: deadlines are measured in these.
@@ -136,13 +139,16 @@ impl SandboxError {
     }
 }
 
-/// Per-store state: WASI, the resource table, limits, and the log budget.
+/// Per-store state: WASI, the resource table, limits, the log budget and the output sinks.
 pub struct State {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: Limiter,
     component: Arc<str>,
+    /// Lines logged in the current call.
     log_lines: u32,
+    stdout: Sink,
+    stderr: Sink,
 }
 
 impl WasiView for State {
@@ -198,6 +204,15 @@ pub struct Loaded {
     pub identity: Identity,
     pub provenance: Provenance,
     pre: InstancePre<State>,
+    /// The sandbox's budget of parked stores, for this component's [`WarmPool`]s.
+    warm_budget: Arc<Budget>,
+}
+
+impl Loaded {
+    /// An empty pool of parked stores for this component (see [`warm`]).
+    pub(crate) fn warm_pool<K: PartialEq>(&self, capacity: usize) -> WarmPool<K> {
+        WarmPool::new(self.warm_budget.clone(), capacity)
+    }
 }
 
 impl std::fmt::Debug for Loaded {
@@ -218,6 +233,7 @@ pub struct Sandbox {
     breaker_policy: BreakerPolicy,
     breakers: Mutex<HashMap<String, breaker::Breaker>>,
     loaded: Mutex<HashMap<String, Arc<Loaded>>>,
+    warm_budget: Arc<Budget>,
 }
 
 /// Options for [`Sandbox::new`].
@@ -298,6 +314,8 @@ impl Sandbox {
             breaker_policy: config.breaker,
             breakers: Mutex::new(HashMap::new()),
             loaded: Mutex::new(HashMap::new()),
+            // Parked stores keep pool slots; leave most of the pool to fresh calls.
+            warm_budget: Budget::new(config.pool_instances as usize / 4),
         })
     }
 
@@ -376,6 +394,7 @@ impl Sandbox {
             identity,
             provenance,
             pre,
+            warm_budget: self.warm_budget.clone(),
         })
     }
 
@@ -383,27 +402,109 @@ impl Sandbox {
         self.loaded.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// One call: a fresh store with `limits` and `grants`, `f` instantiates and calls, then the
-    /// store is dropped. Output is forwarded to the log; failures are classified and counted by
-    /// the circuit breaker.
+    /// One call in a fresh store with `limits` and `grants`: `f` calls into the instance, then
+    /// the store is dropped. Output is forwarded to the log; failures are classified and counted
+    /// by the circuit breaker.
     pub(crate) fn call<R>(
         &self,
         loaded: &Loaded,
         limits: &Limits,
         grants: &Grants,
-        f: impl FnOnce(
-            &mut Store<State>,
-            &InstancePre<State>,
-        ) -> wasmtime::Result<Result<R, SandboxError>>,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>>,
+    ) -> Result<CallOutput<R>, SandboxError> {
+        self.call_in(loaded, limits, grants, &mut None, f)
+    }
+
+    /// Like [`Sandbox::call`], in a store parked in `pool` under `key` if there is one (else a
+    /// fresh one), parking the store again afterwards if the call ended normally.
+    pub(crate) fn call_warm<K: PartialEq, R>(
+        &self,
+        loaded: &Loaded,
+        limits: &Limits,
+        grants: &Grants,
+        pool: &WarmPool<K>,
+        key: K,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>>,
+    ) -> Result<CallOutput<R>, SandboxError> {
+        let mut slot = pool.take(&key);
+        let out = self.call_in(loaded, limits, grants, &mut slot, f);
+        if let Some(live) = slot {
+            pool.put(key, live);
+        }
+        out
+    }
+
+    /// One call in `slot`'s store, or in a fresh one left in `slot`. The store stays in `slot`
+    /// only when the call ended normally (an answer or the component's own error result) and
+    /// [`Live::served`] agrees; otherwise `slot` is emptied, so the next call starts fresh.
+    fn call_in<R>(
+        &self,
+        loaded: &Loaded,
+        limits: &Limits,
+        grants: &Grants,
+        slot: &mut Option<Live>,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>>,
     ) -> Result<CallOutput<R>, SandboxError> {
         let name = &*loaded.name;
         self.admit(loaded)?;
+        let live = match slot {
+            Some(live) => live,
+            None => slot.insert(self.fresh_store(loaded, limits, grants)?),
+        };
+        live.store.data_mut().log_lines = 0;
+        let ticks = limits.deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
+        live.store.set_epoch_deadline(ticks);
+        let start = Instant::now();
+        let result = match live.instance {
+            Some(instance) => f(&mut live.store, &instance),
+            // Instantiation runs under the deadline too.
+            None => loaded
+                .pre
+                .instantiate(&mut live.store)
+                .and_then(|instance| {
+                    live.instance = Some(instance);
+                    f(&mut live.store, &instance)
+                }),
+        };
+        let elapsed = start.elapsed();
+        let state = live.store.data();
+        let refused_growth = state.limiter.refused_growth;
+        let stdout = state.stdout.take();
+        let stderr = state.stderr.take();
+        forward_output(name, "stdout", &stdout);
+        forward_output(name, "stderr", &stderr);
+        let result = result
+            .map_err(|e| classify(name, limits, refused_growth, &stderr, e))
+            .and_then(|r| r);
+        let normal = matches!(&result, Ok(_) | Err(SandboxError::Guest { .. }));
+        if !(normal && live.served()) {
+            *slot = None;
+        }
+        // The breaker counts what the sandbox had to contain (traps, deadlines, caps, bad
+        // answers); a component's own error result (a converter refusing input, a hook dropping a
+        // message) is an answer, not a fault.
+        self.record(loaded, normal);
+        result.map(|value| CallOutput {
+            value,
+            stdout,
+            stderr,
+            elapsed,
+        })
+    }
+
+    /// A store for one component: WASI from `grants`, the memory cap, bounded output.
+    fn fresh_store(
+        &self,
+        loaded: &Loaded,
+        limits: &Limits,
+        grants: &Grants,
+    ) -> Result<Live, SandboxError> {
         let stdout = Sink::new(limits.max_output);
         let stderr = Sink::new(limits.max_output);
         let wasi = grants
             .build(&stdout, &stderr)
             .map_err(|e| SandboxError::Setup {
-                name: name.to_string(),
+                name: loaded.name.to_string(),
                 detail: e.to_string(),
             })?;
         let mut store = Store::new(
@@ -414,36 +515,12 @@ impl Sandbox {
                 limiter: Limiter::new(limits.memory),
                 component: loaded.name.clone(),
                 log_lines: 0,
+                stdout,
+                stderr,
             },
         );
         store.limiter(|s| &mut s.limiter);
-        let ticks = limits.deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
-        store.set_epoch_deadline(ticks);
-        let start = Instant::now();
-        let result = f(&mut store, &loaded.pre);
-        let elapsed = start.elapsed();
-        let refused_growth = store.data().limiter.refused_growth;
-        drop(store);
-        let stdout = stdout.take();
-        let stderr = stderr.take();
-        forward_output(name, "stdout", &stdout);
-        forward_output(name, "stderr", &stderr);
-        let result = result
-            .map_err(|e| classify(name, limits, refused_growth, &stderr, e))
-            .and_then(|r| r);
-        // The breaker counts what the sandbox had to contain (traps, deadlines, caps, bad
-        // answers); a component's own error result (a converter refusing input, a hook dropping a
-        // message) is an answer, not a fault.
-        self.record(
-            loaded,
-            !matches!(&result, Err(e) if !matches!(e, SandboxError::Guest { .. })),
-        );
-        result.map(|value| CallOutput {
-            value,
-            stdout,
-            stderr,
-            elapsed,
-        })
+        Ok(Live::new(store))
     }
 
     fn admit(&self, loaded: &Loaded) -> Result<(), SandboxError> {

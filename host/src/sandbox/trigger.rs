@@ -10,6 +10,7 @@ pub use super::bindings::latest::trigger::exports::apiary::plugin::matcher::{
     Decision, Message, Persona, Reason, Wake,
 };
 use super::hook::export_indexes;
+use super::warm::WarmPool;
 use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, World};
 
 /// The `trigger-default` component, built from `guests/trigger-default` by build.rs.
@@ -38,11 +39,16 @@ impl std::fmt::Display for Reason {
     }
 }
 
+/// Stores a trigger runner keeps between calls: a matcher has no grants and sees every persona
+/// anyway, so one key serves all calls; two cover a second thread.
+const WARM_STORES: usize = 2;
+
 /// A loaded `trigger` component.
 pub struct TriggerRunner {
     loaded: Arc<Loaded>,
     exports: [ComponentExportIndex; 2],
     limits: Limits,
+    warm: WarmPool<()>,
 }
 
 impl TriggerRunner {
@@ -54,6 +60,7 @@ impl TriggerRunner {
     pub fn new(loaded: Arc<Loaded>) -> Result<TriggerRunner, SandboxError> {
         let exports = export_indexes(&loaded, World::Trigger, ["decide", "decide-batch"])?;
         Ok(TriggerRunner {
+            warm: loaded.warm_pool(WARM_STORES),
             loaded,
             exports,
             limits: Limits::trigger(),
@@ -78,29 +85,36 @@ impl TriggerRunner {
     ) -> Result<CallOutput<Decision>, SandboxError> {
         let name = self.loaded.name.clone();
         let max_string = self.limits.max_string;
-        sandbox.call(&self.loaded, &self.limits, &Grants::none(), |store, pre| {
-            let instance = pre.instantiate(&mut *store)?;
-            let f = instance.get_typed_func::<(&Persona, &Message), (Decision,)>(
-                &mut *store,
-                &self.exports[0],
-            )?;
-            let (decision,) = f.call(&mut *store, (persona, message))?;
-            Ok(
-                check_reason(&name, &decision.reason, max_string).and_then(|()| {
-                    if decision.wake == wakes(&decision.reason) {
-                        Ok(decision)
-                    } else {
-                        Err(SandboxError::Invalid {
-                            name: name.to_string(),
-                            detail: format!(
-                                "wake={} contradicts its reason ({})",
-                                decision.wake, decision.reason
-                            ),
-                        })
-                    }
-                }),
-            )
-        })
+        let grants = Grants::none();
+        sandbox.call_warm(
+            &self.loaded,
+            &self.limits,
+            &grants,
+            &self.warm,
+            (),
+            |store, instance| {
+                let f = instance.get_typed_func::<(&Persona, &Message), (Decision,)>(
+                    &mut *store,
+                    &self.exports[0],
+                )?;
+                let (decision,) = f.call(&mut *store, (persona, message))?;
+                Ok(
+                    check_reason(&name, &decision.reason, max_string).and_then(|()| {
+                        if decision.wake == wakes(&decision.reason) {
+                            Ok(decision)
+                        } else {
+                            Err(SandboxError::Invalid {
+                                name: name.to_string(),
+                                detail: format!(
+                                    "wake={} contradicts its reason ({})",
+                                    decision.wake, decision.reason
+                                ),
+                            })
+                        }
+                    }),
+                )
+            },
+        )
     }
 
     /// Every waking pair of `personas` × `messages`, in one call.
@@ -112,8 +126,8 @@ impl TriggerRunner {
     ) -> Result<CallOutput<Vec<Wake>>, SandboxError> {
         let name = self.loaded.name.clone();
         let limits = self.limits.clone();
-        sandbox.call(&self.loaded, &self.limits, &Grants::none(), |store, pre| {
-            let instance = pre.instantiate(&mut *store)?;
+        let grants = Grants::none();
+        sandbox.call_warm(&self.loaded, &self.limits, &grants, &self.warm, (), |store, instance| {
             let f = instance
                 .get_typed_func::<(&[Persona], &[Message]), (Vec<Wake>,)>(&mut *store, &self.exports[1])?;
             let (list,) = f.call(&mut *store, (personas, messages))?;
