@@ -38,6 +38,12 @@ struct Item {
 fn main() {
     let corpus = corpus_dir();
     println!("apiary convert benchmark (corpus: {})", corpus.display());
+    // Each conversion creates every output file (and stages the input) in the temp dir: on a
+    // churned disk inode creation dominates; TMPDIR=/dev/shm measures the conversion work itself.
+    println!(
+        "work and output dirs under {} (set TMPDIR to move them)",
+        std::env::temp_dir().display()
+    );
     let scratch = tempfile::Builder::new()
         .prefix("apiary-convert-bench-")
         .tempdir()
