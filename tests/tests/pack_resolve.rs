@@ -936,3 +936,40 @@ fn inspect_refuses_an_invalid_pack() {
     assert!(run.stdout.trim().is_empty(), "{}", run.stdout);
     assert!(run.stderr.contains("temprature"), "{}", run.stderr);
 }
+
+#[test]
+fn inspect_into_a_closed_pipe_ends_quietly() {
+    // Enough output to overflow a pipe buffer, so writes after the reader leaves really fail.
+    let names: Vec<String> = (0..40).map(|i| format!("p{i:02}")).collect();
+    let manifest = format!(
+        r#"{{"id":"com.example.pipe","name":"Pipe","version":"1.0.0","personas":[{}]}}"#,
+        names
+            .iter()
+            .map(|n| format!("\"agents/{n}.persona.md\""))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let pack = ScratchPack::with_manifest(&manifest, &[]);
+    let body = "Review the change and explain every finding with evidence.\n".repeat(80);
+    for n in &names {
+        pack.write(
+            &format!("agents/{n}.persona.md"),
+            &format!("---\nname: {n}\ndisplay_name: {n}\ndescription: d\n---\n\n{body}"),
+        );
+    }
+    let mut child = pack
+        .cmd()
+        .args(["pack", "inspect", "--json"])
+        .arg(pack.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(out.status.code(), Some(101), "{stderr}");
+}

@@ -112,6 +112,18 @@ fn version_line() -> &'static str {
     )
 }
 
+/// Rust ignores SIGPIPE, so a write to a closed pipe (`apiary pack inspect --json | head`) fails
+/// and `println!` panics. A one-shot command should end quietly instead, as other Unix tools do.
+/// `up` keeps the Rust default: it must drain its queues and stop its agents whatever happens to
+/// its stdout.
+fn quiet_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called once at start-up, before any thread is spawned; resets one signal's action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -126,6 +138,9 @@ pub fn main() -> ExitCode {
     };
     // The live harness logs its lifecycle at info by default; everything else stays quiet.
     init_logging(cli.verbose, matches!(cli.command, Command::Up(_)));
+    if !matches!(cli.command, Command::Up(_)) {
+        quiet_on_closed_pipe();
+    }
     let code = match cli.command {
         Command::Pack(cmd) => pack::run(cmd),
         Command::Component(cmd) => components::run(cmd),
