@@ -17,7 +17,14 @@ pub fn parse(yaml: &str) -> Option<Map<String, Value>> {
     let mut lines = Vec::new();
     for raw in yaml.split('\n') {
         let raw = raw.strip_suffix('\r').unwrap_or(raw);
-        if raw.contains(['\r', '\t']) {
+        // Tabs, stray carriage returns and characters YAML does not allow in a stream (controls,
+        // C1 controls, non-characters, an inner BOM) are libyaml's to judge.
+        let unusual = |c: char| {
+            c < ' '
+                || ('\u{7f}'..='\u{9f}').contains(&c)
+                || matches!(c, '\u{feff}' | '\u{fffe}' | '\u{ffff}')
+        };
+        if raw.chars().any(unusual) {
             return None;
         }
         let text = raw.trim_start_matches(' ');
@@ -381,6 +388,9 @@ mod tests {
             "a: [[1]]\n",
             "a: [1,]\n",
             "a:\tb\n",
+            "a: x\u{1}y\n",
+            "a: \"x\u{85}\"\n",
+            "a: \u{feff}x\n",
             "- top level list\n",
             "---\na: 1\n",
             "a: \"unterminated\n",
