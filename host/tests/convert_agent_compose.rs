@@ -7,9 +7,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use apiary::sandbox::breaker::BreakerPolicy;
 use apiary::sandbox::converter::{ConverterRunner, Report, Request};
-use apiary::sandbox::{BUILT_GUESTS_DIR, Sandbox, SandboxConfig};
+use apiary::sandbox::{BUILT_GUESTS_DIR, Sandbox};
 use serde_json::{Value, json};
 
 const PACKAGE: &str = "agent-compose-package";
@@ -17,21 +16,9 @@ const SNAPSHOT: &str = "agent-compose-snapshot";
 const BUZZ: &str = "buzz-pack";
 const EXT: &str = "x-agent-compose";
 
-/// A sandbox of this test binary's own: these tests refuse input on purpose, many times in a row,
-/// and the host counts a converter's refusal as a failure for its circuit breaker.
+/// The shared test sandbox: refusals are answers, so they do not trip its circuit breaker.
 fn sandbox() -> &'static Sandbox {
-    static SB: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
-    SB.get_or_init(|| {
-        Sandbox::new(SandboxConfig {
-            cache_dir: None,
-            breaker: BreakerPolicy {
-                threshold: u32::MAX,
-                ..BreakerPolicy::default()
-            },
-            ..SandboxConfig::default()
-        })
-        .expect("sandbox")
-    })
+    common::sandbox()
 }
 
 fn runner() -> &'static ConverterRunner {

@@ -10,28 +10,16 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use apiary::sandbox::converter::{ConverterRunner, Report, Request};
-use apiary::sandbox::{BUILT_GUESTS_DIR, BreakerPolicy, Sandbox, SandboxConfig};
+use apiary::sandbox::{BUILT_GUESTS_DIR, Sandbox};
 use serde_json::{Value, json};
 
 const NS: &str = "dev.apiary.persona-pack";
 const PLUGIN_SCHEMA: &str = "https://agent-plugins.org/schemas/1.0.0/plugin.schema.json";
 const MCP_SCHEMA: &str = "https://agent-plugins.org/schemas/1.0.0/mcp.schema.json";
 
-/// This file's own sandbox: the hostile cases are a run of refusals (guest errors), which the
-/// default circuit breaker would count as a failing component after five.
+/// The shared test sandbox: refusals are answers, so they do not trip its circuit breaker.
 fn sandbox() -> &'static Sandbox {
-    static SB: OnceLock<Sandbox> = OnceLock::new();
-    SB.get_or_init(|| {
-        Sandbox::new(SandboxConfig {
-            cache_dir: None,
-            breaker: BreakerPolicy {
-                threshold: u32::MAX,
-                ..BreakerPolicy::default()
-            },
-            ..SandboxConfig::default()
-        })
-        .expect("sandbox")
-    })
+    common::sandbox()
 }
 
 fn runner() -> &'static ConverterRunner {
