@@ -43,6 +43,7 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   skipped         persona channel id reason                               not woken, and why
   batch           persona channel id with[]              earlier messages answered in one turn
   prompt          persona channel id session attempt batch                session/prompt sent
+  hook_ran        persona channel id hook kept           an on_message hook ran (kept: true|false)
   dropped         persona channel id hook reason         the on_message hook dropped the message
   crashed         persona channel id attempt             the agent died mid-turn; retried
   restarted       persona restart window_secs

@@ -689,7 +689,16 @@ async fn worker(
             {
                 continue;
             }
-            match on_message(&hooks, &live, &message).await {
+            let verdict = on_message(&hooks, &live, &message).await;
+            // For the status view's hook counts (a drop is also its own `dropped` note).
+            if live.resolved.hooks.on_message.is_some() {
+                out(note("hook_ran", String::new())
+                    .json_only()
+                    .with("id", message.id.to_hex())
+                    .with("hook", "on_message")
+                    .with("kept", verdict.is_ok()));
+            }
+            match verdict {
                 Ok(()) => kept.push((message, reason)),
                 Err(e) => {
                     let id = message.id.to_hex();
