@@ -16,6 +16,9 @@ use crate::dispatch::{self, NativeTriggers, Note, PackRun, TriggerMatcher};
 use crate::relay::{self, keys::KeyStore};
 use crate::resolve::{self, Overrides};
 
+mod status;
+mod view;
+
 /// The default address of the embedded relay, so `post` and `tail` find it without flags.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4869";
 
@@ -26,7 +29,10 @@ Examples:
   apiary up ./my-pack --agent 'goose acp'     # any ACP v1 agent
   apiary up ./my-pack --listen 127.0.0.1:0    # a free port; the first stdout line names it
 
-Output (stdout), one line per thing that happened:
+Output: on a terminal, a live status view (one row per persona: agent state, queue depth, trigger
+wakes and skips, hook runs and drops, replies, errors, last event; the latest lines under it),
+redrawn in place; the final table stays on screen when `up` stops. With --plain, or when stdout is
+not a terminal (a pipe, a file, a service log), one line per thing that happened:
   relay ws://127.0.0.1:4869
   persona bee ready pubkey=<hex> channels=#general system_prompt=session
   ready personas=2 channels=1
@@ -111,6 +117,9 @@ pub struct UpArgs {
     /// Print one JSON object per line (keys listed below) instead of plain lines.
     #[arg(long)]
     pub json: bool,
+    /// Print plain lines even on a terminal, instead of the live status view.
+    #[arg(long, conflicts_with = "json")]
+    pub plain: bool,
 }
 
 #[derive(Debug, Args)]
@@ -374,7 +383,22 @@ pub fn up(args: UpArgs) -> u8 {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| data.join("workspaces"));
     let journal = (!args.ephemeral).then(|| data.join("relay").join("events.jsonl"));
-    let (printer, out) = printer(args.json);
+    let (printer, out) = if args.json || args.plain || !view::wanted() {
+        let (thread, out) = printer(args.json);
+        (Printer::Lines(thread), out)
+    } else {
+        let personas = packs
+            .iter()
+            .flat_map(|p| {
+                p.resolved
+                    .personas
+                    .iter()
+                    .map(|persona| (p.resolved.pack.id.clone(), persona.identity.name.clone()))
+            })
+            .collect();
+        let (view, out) = view::start(personas);
+        (Printer::View(view), out)
+    };
     let code = rt.block_on(async {
         let shutdown = shutdown_signal();
         let embedded = match &args.relay {
@@ -463,9 +487,20 @@ pub fn up(args: UpArgs) -> u8 {
     });
     // Agents and sockets are closed; do not wait for stray blocking tasks.
     rt.shutdown_timeout(Duration::from_secs(1));
-    // Every sender is gone with the runtime's tasks: the printer ends after the last line.
-    let _ = printer.join();
+    match printer {
+        // Every sender is gone with the runtime's tasks: the printer ends after the last line.
+        Printer::Lines(thread) => {
+            let _ = thread.join();
+        }
+        Printer::View(view) => view.finish(),
+    }
     code
+}
+
+/// What writes `up`'s stdout.
+enum Printer {
+    Lines(std::thread::JoinHandle<()>),
+    View(view::View),
 }
 
 /// The harness's stdout: notes as plain lines, or JSON lines with `json`, written by a thread of

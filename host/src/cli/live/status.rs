@@ -1,0 +1,692 @@
+//! The status view of `apiary up` on a terminal: the harness's notes folded into one row per persona
+//! (agent state, queue depth, last event, trigger and hook counts, replies), and that table rendered
+//! as fixed-width text lines that fit the terminal. Pure: the caller passes the clock and the size.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use unicode_width::UnicodeWidthChar;
+
+use crate::dispatch::Note;
+
+/// Plain log lines kept for the area under the table.
+const LOG_KEEP: usize = 64;
+/// Per persona, ids of finished messages remembered so that a note arriving late (the notes of the
+/// dispatch loop and of a worker race each other) does not count a message twice.
+const DONE_KEEP: usize = 1024;
+/// The persona column never gets wider than this.
+const NAME_MAX: usize = 24;
+
+/// The harness as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Starting,
+    Running,
+    Stopping,
+    Stopped,
+}
+
+impl Phase {
+    fn label(self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Running => "running",
+            Phase::Stopping => "stopping (draining)",
+            Phase::Stopped => "stopped",
+        }
+    }
+}
+
+/// A persona's agent process, as far as the notes tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    Starting,
+    Ready,
+    Restarting,
+    Stopped,
+    Failed,
+}
+
+/// One persona's row.
+#[derive(Debug)]
+pub struct Row {
+    pub name: String,
+    agent: Agent,
+    /// Messages woken and not finished: id → a prompt for it is in flight.
+    pending: HashMap<String, bool>,
+    /// A turn answering `id` also answers these earlier messages (a batch).
+    batches: HashMap<String, Vec<String>>,
+    done: HashSet<String>,
+    done_order: VecDeque<String>,
+    pub wakes: u64,
+    pub skips: u64,
+    pub hook_runs: u64,
+    pub hook_drops: u64,
+    pub replies: u64,
+    pub errors: u64,
+    last: Option<(&'static str, Instant)>,
+}
+
+impl Row {
+    fn new(name: &str) -> Row {
+        Row {
+            name: name.to_string(),
+            agent: Agent::Starting,
+            pending: HashMap::new(),
+            batches: HashMap::new(),
+            done: HashSet::new(),
+            done_order: VecDeque::new(),
+            wakes: 0,
+            skips: 0,
+            hook_runs: 0,
+            hook_drops: 0,
+            replies: 0,
+            errors: 0,
+            last: None,
+        }
+    }
+
+    /// What the STATE column says: the agent's state, `busy` while a prompt is in flight.
+    pub fn state(&self) -> &'static str {
+        match self.agent {
+            Agent::Starting => "starting",
+            Agent::Ready if self.pending.values().any(|&in_flight| in_flight) => "busy",
+            Agent::Ready => "ready",
+            Agent::Restarting => "restarting",
+            Agent::Stopped => "stopped",
+            Agent::Failed => "failed",
+        }
+    }
+
+    /// Messages waiting or in flight.
+    pub fn queue(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn woken(&mut self, id: &str) {
+        if !self.done.contains(id) {
+            self.pending.entry(id.to_string()).or_insert(false);
+        }
+    }
+
+    fn in_flight(&mut self, id: &str, flying: bool) {
+        if !self.done.contains(id) {
+            self.pending.insert(id.to_string(), flying);
+        }
+    }
+
+    /// The message `id` (and the batch answered with it) left the queue.
+    fn finish(&mut self, id: &str) {
+        let mut ids = self.batches.remove(id).unwrap_or_default();
+        ids.push(id.to_string());
+        for id in ids {
+            self.pending.remove(&id);
+            if self.done.insert(id.clone()) {
+                self.done_order.push_back(id);
+            }
+        }
+        while self.done_order.len() > DONE_KEEP {
+            if let Some(old) = self.done_order.pop_front() {
+                self.done.remove(&old);
+            }
+        }
+    }
+}
+
+/// Everything the view shows.
+#[derive(Debug)]
+pub struct Status {
+    started: Instant,
+    relay: Option<String>,
+    packs: Vec<String>,
+    phase: Phase,
+    rows: Vec<Row>,
+    messages: u64,
+    last_message: Option<Instant>,
+    log: VecDeque<String>,
+}
+
+impl Status {
+    pub fn new(now: Instant) -> Status {
+        Status {
+            started: now,
+            relay: None,
+            packs: Vec::new(),
+            phase: Phase::Starting,
+            rows: Vec::new(),
+            messages: 0,
+            last_message: None,
+            log: VecDeque::new(),
+        }
+    }
+
+    /// A persona about to start (its row shows `starting` until it is ready or refused).
+    pub fn seed(&mut self, pack: &str, persona: &str) {
+        if !self.packs.iter().any(|p| p == pack) {
+            self.packs.push(pack.to_string());
+        }
+        self.row_mut(persona);
+    }
+
+    #[cfg(test)]
+    pub fn row(&self, persona: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.name == persona)
+    }
+
+    #[cfg(test)]
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    fn row_mut(&mut self, persona: &str) -> &mut Row {
+        let at = match self.rows.iter().position(|r| r.name == persona) {
+            Some(i) => i,
+            None => {
+                self.rows.push(Row::new(persona));
+                self.rows.len() - 1
+            }
+        };
+        &mut self.rows[at]
+    }
+
+    /// A line for the log area (a note's plain line, or a line the process wrote to stderr).
+    pub fn log_line(&mut self, line: &str) {
+        for l in line.lines() {
+            self.log.push_back(l.to_string());
+        }
+        while self.log.len() > LOG_KEEP {
+            self.log.pop_front();
+        }
+    }
+
+    /// Folds one note in.
+    pub fn apply(&mut self, note: &Note, now: Instant) {
+        if let Some(text) = &note.text {
+            self.log_line(text);
+        }
+        let str_of = |key: &str| note.get(key).and_then(Value::as_str).unwrap_or_default();
+        match note.event {
+            "relay" => self.relay = Some(str_of("url").to_string()),
+            "ready" => self.phase = Phase::Running,
+            "stopping" => self.phase = Phase::Stopping,
+            "stopped" => {
+                self.phase = Phase::Stopped;
+                for row in &mut self.rows {
+                    if row.agent != Agent::Failed {
+                        row.agent = Agent::Stopped;
+                    }
+                }
+            }
+            "message" => {
+                self.messages += 1;
+                self.last_message = Some(now);
+            }
+            _ => {}
+        }
+        let persona = str_of("persona");
+        if persona.is_empty() {
+            return;
+        }
+        if note.event == "persona_ready" {
+            let pack = str_of("pack");
+            if !pack.is_empty() && !self.packs.iter().any(|p| p == pack) {
+                self.packs.push(pack.to_string());
+            }
+        }
+        let id = str_of("id");
+        let row = self.row_mut(persona);
+        row.last = Some((note.event, now));
+        match note.event {
+            "persona_ready" => row.agent = Agent::Ready,
+            "persona_refused" => row.agent = Agent::Failed,
+            "woken" => {
+                row.wakes += 1;
+                row.woken(id);
+            }
+            "skipped" => row.skips += 1,
+            "batch" => {
+                let with: Vec<String> = note
+                    .get("with")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(String::from)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for w in &with {
+                    row.woken(w);
+                }
+                row.batches.insert(id.to_string(), with);
+            }
+            "prompt" => row.in_flight(id, true),
+            "hook_ran" => row.hook_runs += 1,
+            "dropped" => {
+                row.hook_drops += 1;
+                row.finish(id);
+            }
+            "crashed" => {
+                // The turn goes back to waiting; it is retried once the agent is back.
+                row.agent = Agent::Restarting;
+                row.in_flight(id, false);
+            }
+            "restarted" => row.agent = Agent::Ready,
+            "turn" => row.finish(id),
+            "reply" => {
+                row.replies += 1;
+                row.finish(str_of("to"));
+            }
+            "error" => {
+                row.errors += 1;
+                // A restart that failed (circuit open, or the agent would not come back).
+                if row.agent == Agent::Restarting {
+                    row.agent = Agent::Failed;
+                }
+                row.finish(id);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Lines of the view, each at most `width` columns, at most `height` lines, the table first and as
+/// many of the latest log lines as fit (at most `log_max`) under it.
+pub fn render(
+    status: &Status,
+    now: Instant,
+    width: usize,
+    height: usize,
+    log_max: usize,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let packs = if status.packs.is_empty() {
+        "-".to_string()
+    } else {
+        status.packs.join(", ")
+    };
+    lines.push(format!(
+        "apiary up  {}  relay {}  pack {}  up {}",
+        status.phase.label(),
+        status.relay.as_deref().unwrap_or("-"),
+        packs,
+        duration(now.saturating_duration_since(status.started)),
+    ));
+    let ready = status
+        .rows
+        .iter()
+        .filter(|r| matches!(r.agent, Agent::Ready))
+        .count();
+    let sum = |f: fn(&Row) -> u64| status.rows.iter().map(f).sum::<u64>();
+    lines.push(format!(
+        "personas {ready}/{} ready  messages {}{}  queued {}  replies {}  errors {}",
+        status.rows.len(),
+        status.messages,
+        status
+            .last_message
+            .map(|t| format!(" (last {} ago)", duration(now.saturating_duration_since(t))))
+            .unwrap_or_default(),
+        status.rows.iter().map(Row::queue).sum::<usize>(),
+        sum(|r| r.replies),
+        sum(|r| r.errors),
+    ));
+    lines.push(String::new());
+
+    let name_w = status
+        .rows
+        .iter()
+        .map(|r| text_width(&r.name))
+        .max()
+        .unwrap_or(0)
+        .clamp("PERSONA".len(), NAME_MAX);
+    let numbers = ["QUEUE", "WAKE", "SKIP", "HOOK", "DROP", "REPLY", "ERR"];
+    let mut header = format!("{:<name_w$}  {:<10}", "PERSONA", "STATE");
+    for n in numbers {
+        header.push_str(&format!("  {n:>5}"));
+    }
+    header.push_str("  LAST");
+    lines.push(header);
+    // Rows that do not fit the height give way to a count of the rest.
+    let room = height.saturating_sub(lines.len());
+    let shown = if status.rows.len() > room {
+        room.saturating_sub(1)
+    } else {
+        status.rows.len()
+    };
+    for row in &status.rows[..shown] {
+        let name = fit(&row.name, name_w);
+        let pad = name_w.saturating_sub(text_width(&name));
+        let mut line = format!("{name}{}  {:<10}", " ".repeat(pad), row.state());
+        let values = [
+            row.queue() as u64,
+            row.wakes,
+            row.skips,
+            row.hook_runs,
+            row.hook_drops,
+            row.replies,
+            row.errors,
+        ];
+        for v in values {
+            line.push_str(&format!("  {v:>5}"));
+        }
+        match row.last {
+            Some((kind, at)) => line.push_str(&format!(
+                "  {kind} {} ago",
+                duration(now.saturating_duration_since(at))
+            )),
+            None => line.push_str("  -"),
+        }
+        lines.push(line);
+    }
+    if shown < status.rows.len() {
+        lines.push(format!("… {} more personas", status.rows.len() - shown));
+    }
+
+    let room = height.saturating_sub(lines.len() + 2).min(log_max);
+    if room > 0 && !status.log.is_empty() {
+        lines.push(String::new());
+        lines.push("log:".to_string());
+        let skip = status.log.len().saturating_sub(room);
+        lines.extend(status.log.iter().skip(skip).map(|l| format!("  {l}")));
+    }
+    lines.truncate(height);
+    lines.iter().map(|l| fit(l, width)).collect()
+}
+
+/// `text` made safe for the terminal (escape sequences and control characters removed: persona
+/// names, channel names and error texts come from packs, relays and agents) and cut to `width`
+/// columns, with `…` marking the cut. Never wraps.
+pub fn fit(text: &str, width: usize) -> String {
+    let clean = sanitize(text);
+    if text_width(&clean) <= width {
+        return clean;
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    let budget = width.saturating_sub(1);
+    for c in clean.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > budget {
+            break;
+        }
+        used += w;
+        out.push(c);
+    }
+    if width > 0 {
+        out.push('…');
+    }
+    out
+}
+
+/// Display columns of `text` (wide characters count two).
+pub fn text_width(text: &str) -> usize {
+    text.chars().map(|c| c.width().unwrap_or(0)).sum()
+}
+
+/// Drops ANSI escape sequences (CSI and two-character ones) and every other control character;
+/// a tab becomes a space.
+fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\t' => out.push(' '),
+            '\u{1b}' => match chars.next() {
+                // CSI: parameters and intermediates up to a final byte in @..~.
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC and other strings up to BEL or ST.
+                Some(']' | 'P' | '_' | '^') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `12s`, `4m05s`, `2h13m`, `3d04h`.
+fn duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(event: &'static str, persona: &str, id: &str) -> Note {
+        Note::only_json(event)
+            .with("persona", persona)
+            .with("channel", "general")
+            .with("id", id)
+    }
+
+    fn running(now: Instant) -> Status {
+        let mut s = Status::new(now);
+        s.seed("com.example.hello", "bee");
+        s.seed("com.example.hello", "sage");
+        s.apply(
+            &Note::new("relay", "relay ws://127.0.0.1:4869").with("url", "ws://127.0.0.1:4869"),
+            now,
+        );
+        for p in ["bee", "sage"] {
+            s.apply(
+                &Note::new("persona_ready", format!("persona {p} ready"))
+                    .with("persona", p)
+                    .with("pack", "com.example.hello"),
+                now,
+            );
+        }
+        s.apply(&Note::new("ready", "ready personas=2 channels=1"), now);
+        s
+    }
+
+    #[test]
+    fn seeded_personas_start_then_become_ready() {
+        let now = Instant::now();
+        let mut s = Status::new(now);
+        s.seed("p", "bee");
+        assert_eq!(s.row("bee").unwrap().state(), "starting");
+        assert_eq!(s.phase(), Phase::Starting);
+        let s = running(now);
+        assert_eq!(s.row("bee").unwrap().state(), "ready");
+        assert_eq!(s.phase(), Phase::Running);
+        assert_eq!(s.packs, vec!["com.example.hello".to_string()]);
+        assert_eq!(s.relay.as_deref(), Some("ws://127.0.0.1:4869"));
+    }
+
+    #[test]
+    fn queue_depth_rises_and_falls_through_a_turn() {
+        let now = Instant::now();
+        let mut s = running(now);
+        s.apply(&note("woken", "bee", "a"), now);
+        s.apply(&note("woken", "bee", "b"), now);
+        s.apply(&note("skipped", "sage", "a"), now);
+        let bee = s.row("bee").unwrap();
+        assert_eq!((bee.queue(), bee.wakes, bee.state()), (2, 2, "ready"));
+        assert_eq!(s.row("sage").unwrap().skips, 1);
+
+        s.apply(&note("prompt", "bee", "a"), now);
+        assert_eq!(s.row("bee").unwrap().state(), "busy");
+        s.apply(&note("reply", "bee", "r1").with("to", "a"), now);
+        let bee = s.row("bee").unwrap();
+        assert_eq!((bee.queue(), bee.replies, bee.state()), (1, 1, "ready"));
+
+        // The worker's notes can overtake the dispatch loop's `woken`: counted once.
+        s.apply(&note("prompt", "bee", "c"), now);
+        s.apply(&note("turn", "bee", "c"), now);
+        s.apply(&note("woken", "bee", "c"), now);
+        assert_eq!(s.row("bee").unwrap().queue(), 1);
+
+        // A batch: one turn answers b and d.
+        s.apply(&note("woken", "bee", "d"), now);
+        s.apply(&note("batch", "bee", "d").with("with", vec!["b"]), now);
+        s.apply(&note("prompt", "bee", "d"), now);
+        assert_eq!(s.row("bee").unwrap().queue(), 2);
+        s.apply(&note("reply", "bee", "r2").with("to", "d"), now);
+        let bee = s.row("bee").unwrap();
+        assert_eq!((bee.queue(), bee.replies, bee.state()), (0, 2, "ready"));
+    }
+
+    #[test]
+    fn a_crash_shows_restarting_then_ready_then_busy_again() {
+        let now = Instant::now();
+        let mut s = running(now);
+        s.apply(&note("woken", "bee", "a"), now);
+        s.apply(&note("prompt", "bee", "a"), now);
+        s.apply(&note("crashed", "bee", "a"), now);
+        assert_eq!(s.row("bee").unwrap().state(), "restarting");
+        assert_eq!(s.row("bee").unwrap().queue(), 1);
+        s.apply(
+            &Note::new("restarted", "restarted bee agent").with("persona", "bee"),
+            now,
+        );
+        assert_eq!(s.row("bee").unwrap().state(), "ready");
+        s.apply(&note("prompt", "bee", "a"), now);
+        assert_eq!(s.row("bee").unwrap().state(), "busy");
+        s.apply(&note("reply", "bee", "r").with("to", "a"), now);
+        let bee = s.row("bee").unwrap();
+        assert_eq!((bee.state(), bee.queue(), bee.replies), ("ready", 0, 1));
+    }
+
+    #[test]
+    fn a_failed_restart_and_a_refusal_show_failed() {
+        let now = Instant::now();
+        let mut s = running(now);
+        s.apply(&note("prompt", "bee", "a"), now);
+        s.apply(&note("crashed", "bee", "a"), now);
+        s.apply(
+            &note("error", "bee", "a").with("reason", "circuit open: ..."),
+            now,
+        );
+        let bee = s.row("bee").unwrap();
+        assert_eq!((bee.state(), bee.errors, bee.queue()), ("failed", 1, 0));
+        s.apply(
+            &Note::new("persona_refused", "persona wasp refused: x")
+                .with("persona", "wasp")
+                .with("reason", "x"),
+            now,
+        );
+        assert_eq!(s.row("wasp").unwrap().state(), "failed");
+        s.apply(&Note::new("stopped", "stopped replies=0"), now);
+        assert_eq!(s.row("sage").unwrap().state(), "stopped");
+        assert_eq!(s.row("wasp").unwrap().state(), "failed");
+        assert_eq!(s.phase(), Phase::Stopped);
+    }
+
+    #[test]
+    fn hook_runs_and_drops_are_counted() {
+        let now = Instant::now();
+        let mut s = running(now);
+        s.apply(&note("woken", "bee", "a"), now);
+        s.apply(&note("woken", "bee", "b"), now);
+        s.apply(&note("hook_ran", "bee", "a").with("kept", false), now);
+        s.apply(
+            &Note::new("dropped", "dropped bee a: on_message: no")
+                .with("persona", "bee")
+                .with("id", "a"),
+            now,
+        );
+        s.apply(&note("hook_ran", "bee", "b").with("kept", true), now);
+        let bee = s.row("bee").unwrap();
+        assert_eq!((bee.hook_runs, bee.hook_drops, bee.queue()), (2, 1, 1));
+        assert_eq!(s.log.back().unwrap(), "dropped bee a: on_message: no");
+    }
+
+    #[test]
+    fn render_shows_the_rows_and_the_log() {
+        let start = Instant::now();
+        let mut s = running(start);
+        s.apply(&note("woken", "bee", "a"), start);
+        s.apply(&note("prompt", "bee", "a"), start);
+        s.apply(
+            &Note::new("reply", "reply bee r to a")
+                .with("persona", "bee")
+                .with("id", "r")
+                .with("to", "a"),
+            start,
+        );
+        let lines = render(&s, start + Duration::from_secs(75), 200, 40, 5);
+        let text = lines.join("\n");
+        assert!(lines[0].contains("relay ws://127.0.0.1:4869"), "{text}");
+        assert!(lines[0].contains("up 1m15s"), "{text}");
+        let header: Vec<&str> = lines[3].split_whitespace().collect();
+        let bee: Vec<&str> = lines[4].split_whitespace().collect();
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        assert_eq!(bee[0], "bee");
+        assert_eq!(bee[col("STATE")], "ready");
+        assert_eq!(bee[col("REPLY")], "1");
+        assert_eq!(bee[col("WAKE")], "1");
+        assert!(lines[4].ends_with("reply 1m15s ago"), "{text}");
+        assert!(text.contains("  reply bee r to a"), "{text}");
+    }
+
+    #[test]
+    fn render_never_exceeds_the_width_or_the_height() {
+        let now = Instant::now();
+        let mut s = running(now);
+        s.seed(
+            "p",
+            "蜂蜂蜂蜂蜂蜂蜂蜂蜂蜂蜂蜂蜂蜂蜂蜂-a-very-long-wide-name",
+        );
+        for i in 0..30 {
+            s.seed("p", &format!("worker-{i}"));
+            s.log_line(&format!(
+                "event {i} from somebody with a long line of text 蜂蜜"
+            ));
+        }
+        for width in [0, 1, 2, 10, 40, 79, 80, 132] {
+            for height in [0, 1, 3, 6, 24, 60] {
+                let lines = render(&s, now, width, height, 8);
+                assert!(lines.len() <= height, "{width}x{height}: {lines:#?}");
+                for l in &lines {
+                    assert!(text_width(l) <= width, "{width}x{height}: {l:?}");
+                }
+            }
+        }
+        // A short screen keeps the header and says how many personas it left out.
+        let lines = render(&s, now, 80, 10, 8);
+        assert!(
+            lines.last().unwrap().contains("more personas"),
+            "{lines:#?}"
+        );
+    }
+
+    #[test]
+    fn hostile_text_cannot_drive_the_terminal() {
+        let now = Instant::now();
+        let mut s = running(now);
+        let evil = "b\u{1b}[2J\u{1b}]0;title\u{7}ee\r\n\u{9b}x\u{7}";
+        s.apply(&note("woken", evil, "a"), now);
+        s.log_line("\u{1b}[31mred\u{1b}[0m warning\tafter a tab");
+        let lines = render(&s, now, 120, 40, 5);
+        for l in &lines {
+            assert!(!l.chars().any(char::is_control), "{l:?}");
+        }
+        let text = lines.join("\n");
+        assert!(text.contains("beex"), "{text}");
+        assert!(text.contains("red warning after a tab"), "{text}");
+        assert_eq!(fit("abcdef", 4), "abc…");
+        assert_eq!(fit("蜂蜂蜂", 4), "蜂…");
+        assert_eq!(fit("abc", 0), "");
+    }
+}
