@@ -180,10 +180,22 @@ fn init_logging(verbose: u8, live: bool) {
 
 /// Print a value as pretty JSON on stdout.
 pub(crate) fn print_json(value: &impl serde::Serialize) {
-    match serde_json::to_string_pretty(value) {
-        Ok(s) => println!("{s}"),
-        Err(e) => eprintln!("error: could not serialise output: {e}"),
+    use std::io::Write;
+    // Streamed through one buffer: an inspect of a large pack is megabytes of JSON.
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out))
+        .and_then(|()| out.flush());
+    if let Err(e) = written {
+        eprintln!("error: could not write output: {e}");
     }
+}
+
+/// Leaves a one-shot command's large results for the process exit to reclaim: dropping a resolved
+/// 200-persona pack allocation by allocation is a tenth of `pack inspect`'s time, for nothing.
+pub(crate) fn free_at_exit<T>(value: T) {
+    std::mem::forget(value);
 }
 
 /// Whether stderr is a terminal (colour and progress only then).

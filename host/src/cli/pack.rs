@@ -91,7 +91,9 @@ pub fn run(cmd: PackCommand) -> u8 {
 }
 
 fn validate(args: &ValidateArgs) -> u8 {
-    let report = pack::validate(&args.dir);
+    let loaded = pack::load(&args.dir);
+    super::free_at_exit(loaded.pack);
+    let report = loaded.report;
     if args.json {
         print_json(&json!({
             "pack": args.dir,
@@ -104,7 +106,9 @@ fn validate(args: &ValidateArgs) -> u8 {
         eprint!("{}", report.render(stderr_is_terminal()));
         eprintln!("{}", summary_line(&report, &args.dir));
     }
-    report.exit_code() as u8
+    let code = report.exit_code() as u8;
+    super::free_at_exit(report);
+    code
 }
 
 fn summary_line(report: &Report, dir: &Path) -> String {
@@ -187,6 +191,7 @@ fn inspect(args: &InspectArgs) -> u8 {
     } else {
         print!("{}", render_inspect(&resolved));
     }
+    super::free_at_exit((resolved, pack, report));
     exit::OK
 }
 

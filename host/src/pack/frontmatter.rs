@@ -34,14 +34,14 @@ pub fn split(text: &str) -> Result<Split<'_>, SplitError> {
     let had_bom = text.starts_with(BOM);
     let start = if had_bom { BOM.len() } else { 0 };
     let rest = &text[start..];
-    let first_end = rest.find('\n').map_or(rest.len(), |i| i + 1);
+    let first_end = next_newline(rest, 0).map_or(rest.len(), |i| i + 1);
     if !is_delimiter(&rest[..first_end]) {
         return Err(SplitError::NoOpening);
     }
     let yaml_offset = start + first_end;
     let mut pos = yaml_offset;
     while pos < text.len() {
-        let line_end = text[pos..].find('\n').map_or(text.len(), |i| pos + i + 1);
+        let line_end = next_newline(text, pos).map_or(text.len(), |i| i + 1);
         if is_delimiter(&text[pos..line_end]) {
             if pos - yaml_offset > MAX_FRONTMATTER {
                 return Err(SplitError::TooLarge {
@@ -50,9 +50,9 @@ pub fn split(text: &str) -> Result<Split<'_>, SplitError> {
             }
             let mut body_offset = line_end;
             // Blank lines between the closing delimiter and the prompt are layout, not content.
-            while let Some(next) = text[body_offset..].find('\n') {
-                if text[body_offset..body_offset + next].trim().is_empty() {
-                    body_offset += next + 1;
+            while let Some(next) = next_newline(text, body_offset) {
+                if text[body_offset..next].trim().is_empty() {
+                    body_offset = next + 1;
                 } else {
                     break;
                 }
@@ -73,6 +73,12 @@ pub fn split(text: &str) -> Result<Split<'_>, SplitError> {
         pos = line_end;
     }
     Err(SplitError::NoClosing)
+}
+
+/// Byte offset of the first `\n` at or after `from` (memchr: frontmatter lines are short, and the
+/// generic `str::find` costs more per call than the search itself).
+pub fn next_newline(text: &str, from: usize) -> Option<usize> {
+    memchr::memchr(b'\n', &text.as_bytes()[from..]).map(|i| from + i)
 }
 
 fn is_delimiter(line: &str) -> bool {

@@ -66,16 +66,37 @@ impl Pack {
     /// Load keys of the skills `persona_index` receives under §6 scoping: the skills it claims, plus
     /// every skill under `skills/` that no persona claims. Sorted, without duplicates.
     pub fn skills_for(&self, persona_index: usize) -> Vec<&Skill> {
-        let own = self
-            .claimed_skill_dirs
-            .get(persona_index)
-            .into_iter()
-            .flatten();
-        let mut out: Vec<&Skill> = own
-            .chain(&self.shared_skill_dirs)
+        self.received_skills(&self.shared_skills(), persona_index)
+    }
+
+    /// [`Pack::skills_for`] of every persona, in persona order; the shared skills are looked up once.
+    pub fn skills_of_all(&self) -> Vec<Vec<&Skill>> {
+        let shared = self.shared_skills();
+        (0..self.personas.len())
+            .map(|i| self.received_skills(&shared, i))
+            .collect()
+    }
+
+    /// The unclaimed skills, sorted by name.
+    fn shared_skills(&self) -> Vec<&Skill> {
+        let mut shared: Vec<&Skill> = self
+            .shared_skill_dirs
+            .iter()
             .filter_map(|d| self.skills.get(d))
             .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
+        shared.sort_by(|a, b| a.name.cmp(&b.name));
+        shared
+    }
+
+    fn received_skills<'a>(&'a self, shared: &[&'a Skill], persona_index: usize) -> Vec<&'a Skill> {
+        let mut out = shared.to_vec();
+        let own = self.claimed_skill_dirs.get(persona_index);
+        let own = own.into_iter().flatten().filter_map(|d| self.skills.get(d));
+        let before = out.len();
+        out.extend(own);
+        if out.len() != before {
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         out.dedup_by(|a, b| a.name == b.name);
         out
     }
@@ -180,12 +201,19 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
         }
     }
     let mut claimed_skill_dirs = Vec::new();
+    // Personas of one pack tend to name the same few skills: resolve each entry once.
+    let mut references: HashMap<&str, Result<paths::Resolved, paths::PathError>> = HashMap::new();
+    let mut checked = paths::CheckedDirs::default();
     for p in &personas {
         let src = persona_source(report, p);
         let mut dirs = Vec::new();
         for entry in &p.skills {
-            match skill::resolve_reference(&root, entry) {
-                Ok(d) if d.is_dir() => {
+            let resolved = references
+                .entry(entry.as_str())
+                .or_insert_with(|| skill::resolve_reference(&root, entry, &mut checked))
+                .clone();
+            match resolved.map(|r| (r.is_dir, r.path)) {
+                Ok((true, d)) => {
                     if !skills.contains_key(&d)
                         && let Some(s) = skill::load(&root, &d, report)
                     {
@@ -276,7 +304,17 @@ fn load_manifest(root: &Path, report: &mut Report) -> Option<Manifest> {
 
 /// Reads a capped UTF-8 file; problems become diagnostics on `rel`.
 fn read_text(path: &Path, rel: &Path, limit: u64, report: &mut Report) -> Option<String> {
-    let bytes = match source::read_limited(path, limit) {
+    read_text_sized(path, rel, limit, None, report)
+}
+
+fn read_text_sized(
+    path: &Path,
+    rel: &Path,
+    limit: u64,
+    known_len: Option<u64>,
+    report: &mut Report,
+) -> Option<String> {
+    let bytes = match source::read_limited_sized(path, limit, known_len) {
         Ok(b) => b,
         Err(e) => {
             report.push(Diagnostic::error("pack.read", e).in_file(rel));
@@ -304,11 +342,12 @@ fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Pers
     let threads = cores.min(entries.len() / MIN_PER_THREAD).max(1);
     let lookup: &Report = report;
     let parse_all = |chunk: &[&str]| -> Vec<(Option<Persona>, Report)> {
+        let mut checked = paths::CheckedDirs::default();
         chunk
             .iter()
             .map(|entry| {
                 let mut out = Report::default();
-                let persona = load_persona(root, entry, lookup, &mut out);
+                let persona = load_persona(root, entry, lookup, &mut checked, &mut out);
                 (persona, out)
             })
             .collect()
@@ -316,18 +355,22 @@ fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Pers
     let results: Vec<(Option<Persona>, Report)> = if threads == 1 {
         parse_all(entries)
     } else {
+        // The first chunk runs on this thread: one thread fewer to start, and its allocations come
+        // from the main heap rather than a new arena grown page by page.
+        let mut chunks = entries.chunks(entries.len().div_ceil(threads));
+        let first = chunks.next().unwrap_or_default();
         std::thread::scope(|s| {
-            let workers: Vec<_> = entries
-                .chunks(entries.len().div_ceil(threads))
+            let workers: Vec<_> = chunks
                 .map(|chunk| s.spawn(move || parse_all(chunk)))
                 .collect();
-            workers
-                .into_iter()
-                .flat_map(|w| {
+            let mut all = parse_all(first);
+            for w in workers {
+                all.extend(
                     w.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                );
+            }
+            all
         })
     };
     let mut personas = Vec::with_capacity(results.len());
@@ -339,9 +382,15 @@ fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Pers
 }
 
 /// Reads and parses one persona; `lookup` holds the manifest text for locating the entry.
-fn load_persona(root: &Path, entry: &str, lookup: &Report, report: &mut Report) -> Option<Persona> {
-    let path = match paths::resolve_inside(root, entry) {
-        Ok(p) if p.is_file() => p,
+fn load_persona(
+    root: &Path,
+    entry: &str,
+    lookup: &Report,
+    checked: &mut paths::CheckedDirs,
+    report: &mut Report,
+) -> Option<Persona> {
+    let resolved = match paths::resolve(root, entry, checked) {
+        Ok(r) if r.is_file => r,
         Ok(_) => {
             let d = Diagnostic::error(
                 "manifest.persona-path",
@@ -358,7 +407,7 @@ fn load_persona(root: &Path, entry: &str, lookup: &Report, report: &mut Report) 
             return None;
         }
     };
-    let rel = paths::relative_to(root, &path);
+    let rel = paths::relative_to(root, &resolved.path);
     if !entry.ends_with(".persona.md") {
         let d = Diagnostic::warning(
             "manifest.persona-ext",
@@ -367,7 +416,13 @@ fn load_persona(root: &Path, entry: &str, lookup: &Report, report: &mut Report) 
         .in_file(manifest::MANIFEST_PATH);
         report.push(locate_in_manifest(lookup, d, entry));
     }
-    let text = read_text(&path, &rel, MAX_PERSONA_FILE, report)?;
+    let text = read_text_sized(
+        &resolved.path,
+        &rel,
+        MAX_PERSONA_FILE,
+        Some(resolved.len),
+        report,
+    )?;
     persona::parse(rel, text, report)
 }
 

@@ -45,23 +45,79 @@ pub fn check_relative(rel: &str) -> Result<&Path, PathError> {
 
 /// Resolves `rel` under the canonical pack `root`; the result exists and is inside the root.
 pub fn resolve_inside(root: &Path, rel: &str) -> Result<PathBuf, PathError> {
+    resolve(root, rel, &mut CheckedDirs::default()).map(|r| r.path)
+}
+
+/// A path resolved inside the pack, with what the resolution already learnt about it, so callers
+/// need no second `stat`.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub path: PathBuf,
+    pub is_file: bool,
+    pub is_dir: bool,
+    /// Size in bytes (a capacity hint only: the file may change before it is read).
+    pub len: u64,
+}
+
+/// Directories already found to be real directories (not links) during one load, so a pack with
+/// hundreds of `agents/*.persona.md` checks `agents/` once. Scope one to a single load: the
+/// filesystem may change between loads.
+#[derive(Debug, Default)]
+pub struct CheckedDirs(std::collections::HashSet<PathBuf>);
+
+/// [`resolve_inside`], remembering checked directories in `checked`.
+pub fn resolve(root: &Path, rel: &str, checked: &mut CheckedDirs) -> Result<Resolved, PathError> {
     let path = check_relative(rel)?;
     // Common case, one `lstat` per component: when no component is a symbolic link, the root
     // plus the components is already the canonical path (no `..` can appear, see above).
     // Only a path through a link pays for full canonicalisation.
     let mut plain = root.to_path_buf();
-    for component in path.components() {
-        let Component::Normal(part) = component else {
-            continue;
-        };
+    let mut parts = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(part) => Some(part),
+            _ => None,
+        })
+        .peekable();
+    let mut last = None;
+    while let Some(part) = parts.next() {
         plain.push(part);
+        let is_last = parts.peek().is_none();
+        if !is_last && checked.0.contains(&plain) {
+            continue;
+        }
         match std::fs::symlink_metadata(&plain) {
-            Ok(meta) if meta.file_type().is_symlink() => return canonical_inside(root, rel, path),
-            Ok(_) => {}
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let path = canonical_inside(root, rel, path)?;
+                let meta =
+                    std::fs::metadata(&path).map_err(|_| PathError::NotFound(rel.to_string()))?;
+                return Ok(Resolved {
+                    path,
+                    is_file: meta.is_file(),
+                    is_dir: meta.is_dir(),
+                    len: meta.len(),
+                });
+            }
+            Ok(meta) => {
+                if meta.is_dir() && !is_last {
+                    checked.0.insert(plain.clone());
+                }
+                last = Some(meta);
+            }
             Err(_) => return Err(PathError::NotFound(rel.to_string())),
         }
     }
-    Ok(plain)
+    // `check_relative` refused empty paths, but `.` alone names the root itself.
+    let meta = match last {
+        Some(m) => m,
+        None => std::fs::metadata(&plain).map_err(|_| PathError::NotFound(rel.to_string()))?,
+    };
+    Ok(Resolved {
+        path: plain,
+        is_file: meta.is_file(),
+        is_dir: meta.is_dir(),
+        len: meta.len(),
+    })
 }
 
 fn canonical_inside(root: &Path, rel: &str, path: &Path) -> Result<PathBuf, PathError> {
@@ -129,5 +185,24 @@ mod tests {
             resolve_inside(&root, "missing"),
             Err(PathError::NotFound(_))
         ));
+    }
+
+    #[test]
+    fn remembered_directories_do_not_hide_a_link_further_down() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.persona.md"), "x").unwrap();
+        let pack = tempfile::tempdir().unwrap();
+        let root = pack.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("agents")).unwrap();
+        std::fs::write(root.join("agents/a.persona.md"), "a").unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("agents/out")).unwrap();
+        let mut checked = CheckedDirs::default();
+        let a = resolve(&root, "agents/a.persona.md", &mut checked).unwrap();
+        assert!(a.is_file && !a.is_dir && a.len == 1);
+        assert!(matches!(
+            resolve(&root, "agents/out/secret.persona.md", &mut checked),
+            Err(PathError::Escape(..))
+        ));
+        assert!(resolve(&root, "agents", &mut checked).unwrap().is_dir);
     }
 }

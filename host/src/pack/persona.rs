@@ -91,7 +91,8 @@ pub fn parse(rel: PathBuf, text: String, report: &mut Report) -> Option<Persona>
         );
     }
     let body = normalise_text(split.body);
-    let yaml = split.yaml.to_string();
+    // The YAML is read from the shared source text below: no copy of its own.
+    let yaml_range = split.yaml_offset..split.yaml_offset + split.yaml.len();
     let yaml_offset = split.yaml_offset;
     let src = SourceFile::new(
         rel.clone(),
@@ -101,7 +102,7 @@ pub fn parse(rel: PathBuf, text: String, report: &mut Report) -> Option<Persona>
         },
     );
     src.register(report);
-    let map = yaml_mapping(&src, &yaml, report, "persona")?;
+    let map = yaml_mapping(&src, &src.text[yaml_range], report, "persona")?;
     let fields = Fields {
         src: &src,
         map: &map,

@@ -15,7 +15,14 @@ use serde_json::{Map, Number, Value};
 /// Parses `yaml` when it lies inside the subset; `None` means "use the full parser".
 pub fn parse(yaml: &str) -> Option<Map<String, Value>> {
     let mut lines = Vec::new();
-    for raw in yaml.split('\n') {
+    for raw in memchr::memchr_iter(b'\n', yaml.as_bytes())
+        .chain([yaml.len()])
+        .scan(0, |start, end| {
+            let line = &yaml[*start..end];
+            *start = end + 1;
+            Some(line)
+        })
+    {
         let raw = raw.strip_suffix('\r').unwrap_or(raw);
         // Tabs, stray carriage returns and characters YAML does not allow in a stream (controls,
         // C1 controls, non-characters, an inner BOM) are libyaml's to judge.
@@ -152,7 +159,7 @@ fn is_item(text: &str) -> bool {
 
 /// `key: rest` with an identifier key; `rest` is empty for `key:`.
 fn split_key(text: &str) -> Option<(&str, &str)> {
-    let colon = text.find(':')?;
+    let colon = memchr::memchr(b':', text.as_bytes())?;
     let (key, after) = (&text[..colon], &text[colon + 1..]);
     let mut chars = key.chars();
     let first_ok = chars

@@ -30,8 +30,8 @@ pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
     let rel_dir = paths::relative_to(root, dir);
     let rel = rel_dir.join("SKILL.md");
     // Resolved like every pack path: a SKILL.md symlinked out of the pack is never read.
-    let file = match paths::resolve_inside(root, &rel.to_string_lossy()) {
-        Ok(f) if f.is_file() => f,
+    let file = match paths::resolve(root, &rel.to_string_lossy(), &mut Default::default()) {
+        Ok(f) if f.is_file => f,
         Err(e @ paths::PathError::Escape(..)) => {
             report.push(Diagnostic::error("skill.path", e.to_string()).in_file(&rel));
             return None;
@@ -46,7 +46,7 @@ pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
             return None;
         }
     };
-    let text = match source::read_limited(&file, MAX_SKILL_FILE)
+    let text = match source::read_limited_sized(&file.path, MAX_SKILL_FILE, Some(file.len))
         .and_then(|b| source::decode(b).map_err(|e| e.1))
     {
         Ok(t) => t,
@@ -176,15 +176,19 @@ pub fn check_duplicate_names(
 
 /// Directories under the pack's `skills/`, sorted; dot-directories are skipped.
 pub fn pack_skill_dirs(root: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(root.join(SKILLS_DIR)) else {
+    // `skills/` itself may be a link; once it is known to be inside the pack, an entry that is a real
+    // directory (the entry type does not follow links) is inside too, with no per-entry lookup.
+    let Ok(skills) = paths::resolve_inside(root, SKILLS_DIR) else {
+        return vec![];
+    };
+    let Ok(entries) = std::fs::read_dir(&skills) else {
         return vec![];
     };
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.path().canonicalize().ok())
-        .filter(|p| p.starts_with(root))
+        .map(|e| skills.join(e.file_name()))
         .collect();
     dirs.sort();
     dirs
@@ -192,11 +196,15 @@ pub fn pack_skill_dirs(root: &Path) -> Vec<PathBuf> {
 
 /// Resolves a persona `skills:` entry: a pack-relative path (`./skills/x/`), or a bare name looked up
 /// under `skills/`.
-pub fn resolve_reference(root: &Path, entry: &str) -> Result<PathBuf, paths::PathError> {
+pub fn resolve_reference(
+    root: &Path,
+    entry: &str,
+    checked: &mut paths::CheckedDirs,
+) -> Result<paths::Resolved, paths::PathError> {
     let trimmed = entry.trim_end_matches('/');
-    match paths::resolve_inside(root, trimmed) {
+    match paths::resolve(root, trimmed, checked) {
         Err(paths::PathError::NotFound(_)) if !trimmed.contains('/') => {
-            paths::resolve_inside(root, &format!("{SKILLS_DIR}/{trimmed}"))
+            paths::resolve(root, &format!("{SKILLS_DIR}/{trimmed}"), checked)
                 .map_err(|_| paths::PathError::NotFound(entry.to_string()))
         }
         other => other,

@@ -317,10 +317,20 @@ pub fn suggest(unknown: &str, known: &[&str]) -> Option<String> {
 
 /// Reads a file that must stay small; refuses anything larger than `limit` bytes before reading it.
 pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    read_limited_sized(path, limit, None)
+}
+
+/// [`read_limited`] with the size already known from an earlier `stat`, which saves asking again.
+/// The size only sizes the buffer; the limit is enforced on what is actually read.
+pub fn read_limited_sized(path: &Path, limit: u64, known: Option<u64>) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    // Sized from the metadata so a small file is read in one call, not in growing chunks.
-    let size = file.metadata().map_or(0, |m| m.len()).min(limit) as usize;
+    // Sized up front so a small file is read in one call, not in growing chunks.
+    let size = match known {
+        Some(len) => len,
+        None => file.metadata().map_or(0, |m| m.len()),
+    }
+    .min(limit) as usize;
     let mut bytes = Vec::with_capacity(size + 1);
     file.take(limit + 1)
         .read_to_end(&mut bytes)

@@ -150,8 +150,11 @@ pub fn resolve(
     overrides: &Overrides,
     process_env: &dyn Fn(&str) -> Option<String>,
 ) -> ResolvedPack {
-    let personas = (0..pack.personas.len())
-        .map(|i| resolve_persona(pack, i, overrides, process_env))
+    let personas = pack
+        .skills_of_all()
+        .into_iter()
+        .enumerate()
+        .map(|(i, skills)| resolve_persona(pack, i, &skills, overrides, process_env))
         .collect();
     let m = &pack.manifest;
     ResolvedPack {
@@ -194,6 +197,7 @@ fn pick<T: Clone>(
 fn resolve_persona(
     pack: &Pack,
     index: usize,
+    received_skills: &[&crate::pack::Skill],
     overrides: &Overrides,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> ResolvedPersona {
@@ -295,11 +299,7 @@ fn resolve_persona(
         },
     );
 
-    let skills: Vec<String> = pack
-        .skills_for(index)
-        .into_iter()
-        .map(|s| s.name.clone())
-        .collect();
+    let skills: Vec<String> = received_skills.iter().map(|s| s.name.clone()).collect();
     let skill_names: Vec<&str> = skills.iter().map(String::as_str).collect();
     let system_prompt = prompt::system_prompt(
         &persona.body,
