@@ -114,6 +114,17 @@ fn triggers_replies_and_threads_on(kind: Kind) {
     };
     let operator = by_id(&hello)["pubkey"].clone();
     let r = by_id(&reply);
+    // Replies are signed off the worker (on the publisher), still each with its persona's key,
+    // and the relay accepted (verified) them.
+    let kee_key = up
+        .wait_for(|l| l.starts_with("persona kee ready "))
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pubkey="))
+        .unwrap()
+        .to_string();
+    assert_eq!(r["pubkey"], pip_key.as_str(), "{r}");
+    assert_eq!(by_id(&threaded)["pubkey"], pip_key.as_str());
+    assert_eq!(by_id(&kee_reply)["pubkey"], kee_key.as_str());
     assert_eq!(e_tags(&r), [(hello.clone(), "root".to_string())]);
     assert_eq!(
         tags(&r, "h"),

@@ -209,8 +209,14 @@ pub async fn run(
             None
         }
     };
-    let (client, mut notifications) =
-        relay::connect_watched(&config.relay_url, RELAY_TIMEOUT, operator).await?;
+    let echoes = Arc::new(relay::echo::Echoes::default());
+    let (client, mut notifications) = relay::connect_skipping_echoes(
+        &config.relay_url,
+        RELAY_TIMEOUT,
+        operator,
+        Arc::clone(&echoes),
+    )
+    .await?;
     let auth = Arc::new(AtomicBool::new(false));
     let mut summary = Summary::default();
 
@@ -294,6 +300,7 @@ pub async fn run(
                 Arc::clone(&hooks),
                 Arc::clone(&out),
                 Arc::clone(&replies),
+                Arc::clone(&echoes),
             ));
         }
     }
@@ -305,6 +312,7 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("subscribing to the relay: {e}"))?
         .val;
+    echoes.watch(&sub);
     out(Note::new(
         "ready",
         format!("ready personas={} channels={}", lives.len(), channels.len()),
@@ -369,9 +377,11 @@ pub async fn run(
         if message.created_at > cursor && message.created_at <= Timestamp::now() {
             cursor = message.created_at;
         }
-        // Our own replies come back on the subscription. No second signature check here: the relay
-        // pool verified the id and signature of every event before handing it over (nostr-sdk's
-        // `verify_and_cache`), and a check costs more than everything else in this loop.
+        // Our own replies come back on the subscription; the transport drops those this run
+        // published (`relay::echo`), the rest (an earlier run's) end here. No second signature
+        // check here: the relay pool verified the id and signature of every event before handing
+        // it over (nostr-sdk's `verify_and_cache`), and a check costs more than everything else in
+        // this loop.
         if own.contains(&message.author) {
             continue;
         }
@@ -646,6 +656,7 @@ async fn worker(
     hooks: Arc<dyn HookRunner>,
     out: Out,
     replies: Arc<std::sync::atomic::AtomicU64>,
+    echoes: Arc<relay::echo::Echoes>,
 ) {
     let Some(channel_name) = live.channels.get(&channel).cloned() else {
         return;
@@ -657,6 +668,18 @@ async fn worker(
             .with("persona", name.as_str())
             .with("channel", channel_name.as_str())
     };
+    let (publish_tx, publish_rx) = mpsc::channel(QUEUE_CAP);
+    let publisher = tokio::spawn(publisher(
+        Arc::clone(&live),
+        channel_name.clone(),
+        publish_rx,
+        config.relay_url.clone(),
+        shared.clone(),
+        Arc::clone(&auth),
+        Arc::clone(&out),
+        replies,
+        echoes,
+    ));
     // A message taken from the queue that belongs to another thread than the batch being built.
     let mut carry: Option<(Message, Reason)> = None;
     loop {
@@ -836,12 +859,65 @@ async fn worker(
             .with("reason", "--no-publish"));
             continue;
         }
+        // Signing and the relay's acknowledgement happen on the publisher: the next message of
+        // this (persona, channel) does not wait for them.
+        if publish_tx
+            .send(Reply {
+                trigger: message,
+                text: reply.to_string(),
+            })
+            .await
+            .is_err()
+        {
+            tracing::error!(persona = %name, event = %id, "reply publisher stopped; reply lost");
+        }
+    }
+    // Draining covers the replies still being published.
+    drop(publish_tx);
+    let _ = publisher.await;
+}
+
+/// A reply to publish: the agent's final text and the message it answers.
+struct Reply {
+    trigger: Message,
+    text: String,
+}
+
+/// Signs (on the blocking pool: a signature costs tens of microseconds) and publishes one
+/// worker's replies in order, each with its persona's key.
+#[allow(clippy::too_many_arguments)]
+async fn publisher(
+    live: Arc<Live>,
+    channel_name: String,
+    mut rx: mpsc::Receiver<Reply>,
+    relay_url: String,
+    shared: Client,
+    auth: Arc<AtomicBool>,
+    out: Out,
+    replies: Arc<std::sync::atomic::AtomicU64>,
+    echoes: Arc<relay::echo::Echoes>,
+) {
+    let name = live.trigger.name.clone();
+    let note = |event: &'static str, text: String| {
+        Note::new(event, text)
+            .with("persona", name.as_str())
+            .with("channel", channel_name.as_str())
+    };
+    while let Some(Reply { trigger, text }) = rx.recv().await {
+        let id = trigger.id.to_hex();
         let mode = ReplyMode {
             thread_replies: live.resolved.thread_replies,
             broadcast_replies: live.resolved.broadcast_replies,
         };
-        let tags = relay::reply_tags(&message, mode);
-        let event = match relay::message(&live.keys, &message.channel, reply, tags) {
+        let tags = relay::reply_tags(&trigger, mode);
+        let keys = live.keys.clone();
+        let channel = trigger.channel.clone();
+        let signed = tokio::task::spawn_blocking(move || {
+            relay::message(&keys, &channel, &text, tags).map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        let event = match signed {
             Ok(e) => e,
             Err(e) => {
                 out(note(
@@ -853,6 +929,8 @@ async fn worker(
                 continue;
             }
         };
+        echoes.expect(event.id);
+        let client = persona_relay(&live, &shared, &auth, &relay_url).await;
         let mut sent = client.send_event(&event).await;
         // A relay that wants authentication only for writing says so now: retry once on the
         // persona's own authenticated connection.
@@ -863,7 +941,7 @@ async fn worker(
                 .any(|why| why.starts_with("auth-required:"))
             && !auth.swap(true, Ordering::SeqCst)
         {
-            let own = persona_relay(&live, &shared, &auth, &config.relay_url).await;
+            let own = persona_relay(&live, &shared, &auth, &relay_url).await;
             sent = own.send_event(&event).await;
         }
         match sent {

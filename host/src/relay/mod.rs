@@ -6,12 +6,15 @@
 //! - messages are kind 9; NIP-10 `e` tags with `root`/`reply` markers make threads; `p` tags are
 //!   mentions;
 //! - [`embedded`] runs a relay in-process on 127.0.0.1 for the zero-set-up case;
+//! - [`echo`] drops the harness's own events coming back on its subscription before they are
+//!   verified again;
 //! - [`keys`] is the operator's key store: each persona signs with its own key, and, when the relay
 //!   asks for NIP-42 authentication, authenticates with it on a connection of its own (relays bind
 //!   one authenticated key to a connection).
 //!
 //! Events from a relay are hostile: [`Message::parse`] caps sizes and never panics.
 
+pub mod echo;
 pub mod embedded;
 pub mod keys;
 
@@ -264,21 +267,41 @@ pub async fn connect_watched(
     tokio::sync::broadcast::Receiver<RelayPoolNotification>,
 )> {
     let url = url.to_string();
-    on_io_runtime(async move { connect_here(&url, timeout, keys).await }).await?
+    on_io_runtime(async move { connect_here(&url, timeout, keys, None).await }).await?
+}
+
+/// Like [`connect_watched`], for the harness's subscription: the events in `echoes` (the
+/// harness's own) are dropped when they come back on its watched subscription.
+pub async fn connect_skipping_echoes(
+    url: &str,
+    timeout: Duration,
+    keys: Option<Keys>,
+    echoes: std::sync::Arc<echo::Echoes>,
+) -> anyhow::Result<(
+    Client,
+    tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+)> {
+    let url = url.to_string();
+    on_io_runtime(async move { connect_here(&url, timeout, keys, Some(echoes)).await }).await?
 }
 
 async fn connect_here(
     url: &str,
     timeout: Duration,
     keys: Option<Keys>,
+    echoes: Option<std::sync::Arc<echo::Echoes>>,
 ) -> anyhow::Result<(
     Client,
     tokio::sync::broadcast::Receiver<RelayPoolNotification>,
 )> {
-    let client = match keys {
-        Some(keys) => Client::builder().signer(keys).build(),
-        None => Client::default(),
-    };
+    let mut builder = Client::builder();
+    if let Some(keys) = keys {
+        builder = builder.signer(keys);
+    }
+    if let Some(echoes) = echoes {
+        builder = builder.websocket_transport(echo::SkipEchoes(echoes));
+    }
+    let client = builder.build();
     let notifications = client.notifications();
     // Reconnect quickly after a relay restart (backing off while it stays down); the REQs are
     // re-sent on reconnection.
