@@ -304,8 +304,12 @@ fn hook_bench(sb: &Sandbox, args: &Args) {
     let dir = tempfile::tempdir().expect("temp dir");
     let ws = dir.path().join("workspace");
     std::fs::create_dir(&ws).expect("workspace");
-    let bytes = std::fs::read(Path::new(BUILT_GUESTS_DIR).join("hook_audit.wasm"))
-        .expect("hook_audit.wasm");
+    // APIARY_BENCH_HOOK measures another build of the hook (e.g. to compare link settings).
+    let hook_file = std::env::var_os("APIARY_BENCH_HOOK")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(BUILT_GUESTS_DIR).join("hook_audit.wasm"));
+    println!("    component: {}", hook_file.display());
+    let bytes = std::fs::read(&hook_file).expect("hook component");
     let loaded = sb.load("hook_audit", &bytes).expect("load");
     let kept = HookRunner::new(loaded.clone()).expect("hook");
     let fresh = HookRunner::new(loaded).expect("hook").with_reuse(false);
