@@ -8,12 +8,15 @@
 //! the relay, from a sender thread on its own runtime, open-loop: event `i` is scheduled at
 //! `t0 + i ms` and sent then, whatever the harness is doing.
 //!
-//! Timestamps come from the harness's `apiary::probe` trace points: `event received` (the relay
-//! client handed the event to the dispatch loop), `line written` (a JSON-RPC line is in the agent's
+//! Timestamps come from the harness's `apiary::probe` trace points: `frame received` (the event's
+//! websocket frame reached the harness's relay client, before the relay pool parsed and verified
+//! it), `event received` (the relay client handed the event to the dispatch loop), `line written` (a JSON-RPC line is in the agent's
 //! stdin) and `turn ended` (a (persona, channel) has no prompt in flight any more). Reported:
 //! - harness overhead: written − max(received, end of the previous turn of that (persona, channel)),
 //!   i.e. without the wait behind a prompt already in flight (one per (persona, channel));
 //! - with queueing: written − received;
+//! - incl. relay pool: like the harness overhead, from the frame instead (adds the pool's parse and
+//!   signature check and the wait until the dispatch loop takes the event);
 //! - end to end: written − scheduled send time (adds the relay and any sender lag; coordinated
 //!   omission cannot hide a stall because the schedule does not wait for the harness).
 //!
@@ -229,12 +232,16 @@ fn main() {
     // Analysis.
     let p = probes.take();
     let mut received: HashMap<EventId, Instant> = HashMap::new();
+    let mut framed: HashMap<EventId, Instant> = HashMap::new();
     let mut ended: HashMap<(String, String), Vec<Instant>> = HashMap::new();
     let mut written: Vec<(String, Instant, Vec<EventId>)> = Vec::new();
     for r in p {
         match r {
             Probe::Received(t, id) => {
                 received.entry(id).or_insert(t);
+            }
+            Probe::Frame(t, id) => {
+                framed.entry(id).or_insert(t);
             }
             Probe::Ended(t, persona, channel) => {
                 ended.entry((persona, channel)).or_default().push(t)
@@ -247,6 +254,7 @@ fn main() {
     }
     let warm_end = t0 + WARMUP;
     let (mut overhead, mut queued, mut e2e, mut transit) = (vec![], vec![], vec![], vec![]);
+    let (mut from_frame, mut pool) = (vec![], vec![]);
     let mut waited = 0usize;
     let mut batched = 0usize;
     for (persona, t, ids) in &written {
@@ -274,6 +282,14 @@ fn main() {
             queued.push(t.saturating_duration_since(recv));
             e2e.push(t.saturating_duration_since(scheduled));
             transit.push(recv.saturating_duration_since(scheduled));
+            if let Some(&frame) = framed.get(id) {
+                let start = match prev_end {
+                    Some(e) if e > frame => e,
+                    _ => frame,
+                };
+                from_frame.push(t.saturating_duration_since(start));
+                pool.push(recv.saturating_duration_since(frame));
+            }
         }
     }
     let lag: Vec<Duration> = sent_at
@@ -314,6 +330,8 @@ fn main() {
         ("incl. queueing (recv -> written)", &mut queued),
         ("end to end (scheduled -> written)", &mut e2e),
         ("relay transit (scheduled -> recv)", &mut transit),
+        ("incl. relay pool (frame -> written)", &mut from_frame),
+        ("relay pool + queue (frame -> recv)", &mut pool),
     ];
     let mut overhead_stats = None;
     for (label, v) in rows {
@@ -593,6 +611,8 @@ fn rss_kib() -> Option<u64> {
 
 /// What the harness's `apiary::probe` trace points reported, with the time they fired.
 enum Probe {
+    /// The event's websocket frame reached the harness's relay client (before the pool verified it).
+    Frame(Instant, EventId),
     Received(Instant, EventId),
     /// persona, channel id
     Ended(Instant, String, String),
@@ -665,6 +685,10 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ProbeLayer {
         let probe = match f.message.as_str() {
             "event received" => match EventId::from_hex(&f.id) {
                 Ok(id) => Probe::Received(t, id),
+                Err(_) => return,
+            },
+            "frame received" => match EventId::from_hex(&f.id) {
+                Ok(id) => Probe::Frame(t, id),
                 Err(_) => return,
             },
             "turn ended" => Probe::Ended(t, f.persona, f.channel),

@@ -440,12 +440,19 @@ pub async fn run(
         .with("channel_id", message.channel.as_str())
         .with("author", author)
         .with("thread", message.root.map(|r| r.to_hex())));
+        let woken = decided.iter().any(|(_, event, _)| *event == "woken");
         for (persona, event, reason) in decided {
             out(Note::only_json(event)
                 .with("persona", persona)
                 .with("channel", channel_name)
                 .with("id", id.as_str())
                 .with("reason", reason));
+        }
+        // Let the workers just woken write their prompts before the next event: tokio runs the
+        // last task woken by this one only when this one yields (and no other thread may take
+        // it), which with events queued behind this one would be after the whole burst.
+        if woken {
+            tokio::task::yield_now().await;
         }
     }
 
