@@ -161,6 +161,33 @@ fn component_inspect_shows_world_version_imports_and_caches_owner_only() {
 }
 
 #[test]
+fn wasm_profile_perfmap_names_guest_functions_for_perf() {
+    let env = Env::new();
+    let file = guest("hook_audit");
+    let child = apiary(env.home())
+        .args(["component", "inspect", file.to_str().unwrap(), "--json"])
+        .env("APIARY_WASM_PROFILE", "perfmap")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let map = PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&map).unwrap_or_default();
+    let _ = std::fs::remove_file(&map);
+    assert!(
+        text.lines().any(|l| l.contains("wasm[")),
+        "{} has no guest functions: {text:?}",
+        map.display()
+    );
+}
+
+#[test]
 fn component_inspect_refuses_another_wit_version_naming_the_range() {
     let env = Env::new();
     let r = env.run(&[

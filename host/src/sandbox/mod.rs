@@ -256,10 +256,16 @@ impl Default for SandboxConfig {
     }
 }
 
+/// Set to `perfmap` to have wasmtime write `/tmp/perf-<pid>.map`, so `perf` names guest functions.
+pub const PROFILE_ENV: &str = "APIARY_WASM_PROFILE";
+
 fn engine_config(pool: Option<u32>) -> Config {
     let mut cfg = Config::new();
     cfg.epoch_interruption(true);
     cfg.wasm_component_model(true);
+    if std::env::var(PROFILE_ENV).is_ok_and(|v| v == "perfmap") {
+        cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     if let Some(n) = pool {
         let mut p = PoolingAllocationConfig::default();
         // Rust components have one memory and a few core instances each.
