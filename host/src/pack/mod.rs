@@ -89,12 +89,17 @@ impl Pack {
     }
 
     fn received_skills<'a>(&'a self, shared: &[&'a Skill], persona_index: usize) -> Vec<&'a Skill> {
-        let mut out = shared.to_vec();
         let own = self.claimed_skill_dirs.get(persona_index);
-        let own = own.into_iter().flatten().filter_map(|d| self.skills.get(d));
-        let before = out.len();
-        out.extend(own);
-        if out.len() != before {
+        let mut out: Vec<&Skill> = own
+            .into_iter()
+            .flatten()
+            .filter_map(|d| self.skills.get(d))
+            .collect();
+        // The persona's own skills first, so the stable sort keeps them ahead of a shared skill of
+        // the same name, and the dedup keeps the persona's.
+        let claims_any = !out.is_empty();
+        out.extend_from_slice(shared);
+        if claims_any {
             out.sort_by(|a, b| a.name.cmp(&b.name));
         }
         out.dedup_by(|a, b| a.name == b.name);
@@ -617,5 +622,53 @@ fn note_env_refs(pack: &[McpServer], personas: &[Persona], report: &mut Report) 
             Diagnostic::note("mcp.env-refs", format!("MCP servers need these variables in the environment at start: {list}"))
                 .help("apiary resolves them from its own environment and refuses to start a persona whose variables are unset"),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn persona(name: &str, skills: &str) -> String {
+        format!("---\nname: {name}\ndisplay_name: {name}\ndescription: d\n{skills}---\nprompt\n")
+    }
+
+    #[test]
+    fn a_claimed_skill_wins_over_a_shared_one_of_the_same_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(
+            root,
+            ".plugin/plugin.json",
+            r#"{"id":"t","name":"t","version":"1.0.0","personas":["agents/a.persona.md","agents/b.persona.md"]}"#,
+        );
+        write(
+            root,
+            "agents/a.persona.md",
+            &persona("a", "skills: [./skills/own/]\n"),
+        );
+        write(root, "agents/b.persona.md", &persona("b", ""));
+        for d in ["own", "shared"] {
+            write(
+                root,
+                &format!("skills/{d}/SKILL.md"),
+                "---\nname: review\ndescription: d\n---\nbody\n",
+            );
+        }
+        let pack = load(root).pack.expect("valid pack");
+        let a = pack.skills_for(0);
+        assert_eq!(a.len(), 1);
+        assert!(a[0].dir.ends_with("skills/own"), "{:?}", a[0].dir);
+        let b = pack.skills_for(1);
+        assert!(b.len() == 1 && b[0].dir.ends_with("skills/shared"));
+        let all = pack.skills_of_all();
+        assert_eq!(all[0][0].dir, a[0].dir);
+        assert_eq!(all[1][0].dir, b[0].dir);
     }
 }
