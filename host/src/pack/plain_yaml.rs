@@ -90,7 +90,7 @@ impl<'a> Reader<'a> {
                 return None;
             }
             let (key, rest) = split_key(line.text)?;
-            if map.contains_key(key) {
+            if map.contains_key(key) || is_special_word(key) {
                 return None;
             }
             self.pos += 1;
@@ -155,6 +155,16 @@ impl<'a> Reader<'a> {
 
 fn is_item(text: &str) -> bool {
     text == "-" || text.starts_with("- ")
+}
+
+/// Keys a YAML parser may read as a boolean or null rather than a string (libyaml makes `FALSE:`
+/// the key `false`; found by the `plain_yaml` fuzz target): left to libyaml, as such values are.
+fn is_special_word(word: &str) -> bool {
+    word.len() <= 5
+        && matches!(
+            word.to_ascii_lowercase().as_str(),
+            "y" | "n" | "yes" | "no" | "on" | "off" | "null" | "true" | "false"
+        )
 }
 
 /// `key: rest` with an identifier key; `rest` is empty for `key:`.
@@ -404,6 +414,9 @@ mod tests {
             "a: \"bad \\q escape\"\n",
             "a: b: c\n",
             "  a: indented\n",
+            "FALSE:\n",
+            "a:\n  Null: 1\n",
+            "a:\n  - yes: 1\n",
         ] {
             assert!(parse(yaml).is_none(), "should defer: {yaml:?}");
         }
