@@ -670,11 +670,7 @@ async fn worker(
     };
     let name = live.trigger.name.clone();
     // Every note of this worker names its persona and channel.
-    let note = |event: &'static str, text: String| {
-        Note::new(event, text)
-            .with("persona", name.as_str())
-            .with("channel", channel_name.as_str())
-    };
+    let note = |event: &'static str, text: String| channel_note(event, text, &name, &channel_name);
     let (publish_tx, publish_rx) = mpsc::channel(QUEUE_CAP);
     let publisher = tokio::spawn(publisher(
         Arc::clone(&live),
@@ -884,6 +880,13 @@ async fn worker(
     let _ = publisher.await;
 }
 
+/// A note about one persona in one channel (the worker's and its publisher's).
+fn channel_note(event: &'static str, text: String, persona: &str, channel: &str) -> Note {
+    Note::new(event, text)
+        .with("persona", persona)
+        .with("channel", channel)
+}
+
 /// A reply to publish: the agent's final text and the message it answers.
 struct Reply {
     trigger: Message,
@@ -905,11 +908,7 @@ async fn publisher(
     echoes: Arc<relay::echo::Echoes>,
 ) {
     let name = live.trigger.name.clone();
-    let note = |event: &'static str, text: String| {
-        Note::new(event, text)
-            .with("persona", name.as_str())
-            .with("channel", channel_name.as_str())
-    };
+    let note = |event: &'static str, text: String| channel_note(event, text, &name, &channel_name);
     while let Some(Reply { trigger, text }) = rx.recv().await {
         let id = trigger.id.to_hex();
         let mode = ReplyMode {
