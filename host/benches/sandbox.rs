@@ -194,10 +194,14 @@ fn messages(texts: &[String]) -> Vec<Message> {
 fn native_pass(matchers: &[logic::Matcher], messages: &[Message]) -> usize {
     let mut woken = 0;
     for chunk in messages.chunks(BATCH) {
-        let prepared = chunk
-            .iter()
-            .map(|m| logic::Prepared::new(&m.channel, &m.text, &m.mentions));
-        woken += logic::decide_batch(matchers, prepared).len();
+        let batch = chunk.iter().map(|m| {
+            (
+                m.channel.as_str(),
+                m.text.as_str(),
+                m.mentions.iter().map(String::as_str),
+            )
+        });
+        woken += logic::decide_batch(matchers, batch).len();
     }
     woken
 }
@@ -238,9 +242,9 @@ fn trigger_bench(sb: &Sandbox, args: &Args, personas: &[Persona], messages: &[Me
                 logic::Matcher::new(
                     &p.name,
                     p.mentions,
-                    &p.keywords,
+                    p.keywords.iter().map(String::as_str),
                     p.all_messages,
-                    &p.subscribe,
+                    p.subscribe.iter().map(String::as_str),
                 )
             })
             .collect();

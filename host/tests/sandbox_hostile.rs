@@ -270,6 +270,14 @@ fn hostile_trigger_answers_are_refused() {
     assert!(matches!(err, SandboxError::Invalid { .. }), "{err:?}");
     assert!(err.to_string().contains("out of range"), "{err}");
     let err = t
+        .decide_batch(sb, &personas, &[message("general", "keyword")])
+        .unwrap_err();
+    assert!(matches!(err, SandboxError::Invalid { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("keyword 4294967295 of persona 0 is out of range"),
+        "{err}"
+    );
+    let err = t
         .decide_batch(sb, &personas, &[message("general", "giant")])
         .unwrap_err();
     assert!(matches!(err, SandboxError::Oversized { .. }), "{err:?}");

@@ -128,14 +128,16 @@ fn batch_form_agrees_with_single_decisions() {
     let t = TriggerRunner::builtin(sb()).unwrap();
     let personas = vec![
         persona("pip", true, &[], false, &["general"]),
-        persona("lep", true, &["cve"], false, &["security"]),
+        // The batch answer names a keyword by index: the empty one shifts the indexes.
+        persona("lep", true, &["", "deploy", "CVE"], false, &["security"]),
         persona("berry", false, &[], true, &["random", "general"]),
     ];
     let messages = vec![
         message("general", "hello", &[]),
-        message("security", "CVE-2026-1", &[]),
+        message("security", "cve-2026-1", &[]),
         message("random", "@lep look", &[]),
         message("ops", "nothing", &["pip"]),
+        message("security", "deploy the CVE fix", &[]),
     ];
     let batch = t.decide_batch(sb(), &personas, &messages).unwrap().value;
     let mut expected = Vec::new();
@@ -152,7 +154,9 @@ fn batch_form_agrees_with_single_decisions() {
         .map(|w| (w.message, w.persona, w.reason))
         .collect();
     assert_eq!(got, expected);
-    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got.len(), 6, "{got:?}");
+    assert_eq!(got[1].2, Reason::Keyword("CVE".into()));
+    assert_eq!(got[5].2, Reason::Keyword("deploy".into()));
 }
 
 #[test]

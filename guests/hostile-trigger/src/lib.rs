@@ -1,12 +1,15 @@
 //! `hostile-trigger`: a trigger matcher that lies and misbehaves, for the sandbox's tests.
 //! `decide` loops forever when the text is "loop"; `decide-batch` answers with indexes out of range,
-//! and with a huge list when the first message's text is "giant".
+//! with a keyword index out of range when the first message's text is "keyword", and with a huge
+//! list when it is "giant".
 
 wit_bindgen::generate!({ world: "trigger", path: "../../wit" });
 
 use std::hint::black_box;
 
-use exports::apiary::plugin::matcher::{Decision, Guest, Message, Persona, Reason, Wake};
+use exports::apiary::plugin::matcher::{
+    Batch, Decision, Guest, Message, Persona, Reason, Wake, WakeReason,
+};
 
 struct HostileTrigger;
 
@@ -24,17 +27,29 @@ impl Guest for HostileTrigger {
         }
     }
 
-    fn decide_batch(personas: Vec<Persona>, messages: Vec<Message>) -> Vec<Wake> {
-        let count = if messages.first().is_some_and(|m| m.text == "giant") {
-            2_000_000
-        } else {
-            1
-        };
+    fn decide_batch(batch: Batch) -> Vec<Wake> {
+        let first_text = batch
+            .messages
+            .first()
+            .and_then(|m| {
+                batch
+                    .text
+                    .get(m.text.start as usize..(m.text.start + m.text.len) as usize)
+            })
+            .unwrap_or("");
+        if first_text == "keyword" {
+            return vec![Wake {
+                message: 0,
+                persona: 0,
+                reason: WakeReason::Keyword(u32::MAX),
+            }];
+        }
+        let count = if first_text == "giant" { 2_000_000 } else { 1 };
         (0..count)
             .map(|i| Wake {
-                message: messages.len() as u32 + i,
-                persona: personas.len() as u32,
-                reason: Reason::AllMessages,
+                message: batch.messages.len() as u32 + i,
+                persona: batch.personas.len() as u32,
+                reason: WakeReason::AllMessages,
             })
             .collect()
     }

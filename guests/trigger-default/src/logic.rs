@@ -13,9 +13,12 @@
 //!
 //! [`decide_batch`] reaches the same decisions without looking at every pair: it indexes the
 //! personas once per batch by subscribed channel and by name, so a message is checked only against
-//! the personas subscribed to its channel and the ones it mentions.
+//! the personas subscribed to its channel and the ones it mentions. A message is prepared once
+//! (lower-cased, its mentions found, its [`Signature`] taken) in buffers reused for the next one,
+//! so a batch allocates only when a message is longer than any before it.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Why a persona wakes or not. `Keyword` holds the index of the keyword in the persona's list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,181 +43,367 @@ impl Reason {
 pub struct Matcher {
     name: String,
     mentions: bool,
-    /// (index in the configured list, lower-cased keyword, its byte-pair signature); empty keywords
-    /// are left out.
-    keywords: Vec<(usize, String, Signature)>,
+    /// Empty keywords are left out.
+    keywords: Vec<Keyword>,
     all_messages: bool,
     subscribe: Vec<String>,
 }
 
+struct Keyword {
+    /// Index in the configured list.
+    index: usize,
+    lowered: String,
+    /// The [`Signature`] bits the keyword needs (never empty).
+    bits: Vec<u16>,
+}
+
 impl Matcher {
-    pub fn new<S: AsRef<str>>(
+    pub fn new<'s>(
         name: &str,
         mentions: bool,
-        keywords: &[S],
+        keywords: impl IntoIterator<Item = &'s str>,
         all_messages: bool,
-        subscribe: &[S],
+        subscribe: impl IntoIterator<Item = &'s str>,
     ) -> Matcher {
         Matcher {
-            name: name.to_lowercase(),
+            name: {
+                let mut lowered = String::new();
+                push_lowercase(&mut lowered, name);
+                lowered
+            },
             mentions,
             keywords: keywords
-                .iter()
+                .into_iter()
                 .enumerate()
-                .filter(|(_, k)| !k.as_ref().is_empty())
-                .map(|(i, k)| {
-                    let k = k.as_ref().to_lowercase();
-                    let signature = Signature::of_keyword(&k);
-                    (i, k, signature)
+                .filter(|(_, k)| !k.is_empty())
+                .map(|(index, k)| {
+                    let mut lowered = String::new();
+                    push_lowercase(&mut lowered, k);
+                    Keyword {
+                        index,
+                        bits: Signature::needs(&lowered),
+                        lowered,
+                    }
                 })
                 .collect(),
             all_messages,
             subscribe: subscribe
-                .iter()
-                .map(|c| channel_key(c.as_ref()).to_string())
+                .into_iter()
+                .map(|c| channel_key(c).to_string())
                 .collect(),
         }
     }
 
-    pub fn decide(&self, message: &Prepared<'_>) -> Reason {
+    /// The decision for a message posted in `channel`.
+    pub fn decide(&self, channel: &str, message: &Prepared) -> Reason {
         if self.mentions && message.mentions(&self.name) {
             return Reason::Mentioned;
         }
-        if !self.subscribe.iter().any(|c| c == message.channel) {
+        let channel = channel_key(channel);
+        if !self.subscribe.iter().any(|c| c == channel) {
             return Reason::NotSubscribed;
         }
         self.decide_subscribed(message)
     }
 
     /// Steps 3 to 5, for a message in a subscribed channel that does not mention the persona.
-    fn decide_subscribed(&self, message: &Prepared<'_>) -> Reason {
+    fn decide_subscribed(&self, message: &Prepared) -> Reason {
         if self.all_messages {
             return Reason::AllMessages;
         }
-        for (index, keyword, signature) in &self.keywords {
-            // Most keywords miss most messages: the signature rules them out without a search.
-            if message.signature.covers(signature) && message.text.contains(keyword.as_str()) {
-                return Reason::Keyword(*index);
-            }
+        match self.keywords.iter().find(|k| message.contains(k)) {
+            Some(k) => Reason::Keyword(k.index),
+            None => Reason::NoMatch,
         }
-        Reason::NoMatch
     }
 }
 
-/// A message prepared once for many personas: channel key, lower-cased text, mentioned names.
-pub struct Prepared<'a> {
-    channel: &'a str,
-    text: String,
-    /// Lower-cased names: the explicit mention list plus every `@name` token of the text.
-    mentioned: Vec<String>,
+/// A message prepared once for many personas: lower-cased text, mentioned names, signature.
+/// [`Prepared::set`] refills it for the next message without giving its buffers back.
+#[derive(Default)]
+pub struct Prepared {
+    /// The lower-cased text (UTF-8, kept as bytes: every use of it is byte-wise).
+    text: Vec<u8>,
+    /// Lower-cased mentioned names (the explicit list, then every `@name` token of the text), one
+    /// after another; `name_ends` holds where each ends.
+    names: String,
+    name_ends: Vec<usize>,
     signature: Signature,
 }
 
-impl<'a> Prepared<'a> {
-    pub fn new<S: AsRef<str>>(channel: &'a str, text: &str, mentions: &[S]) -> Prepared<'a> {
-        let text = lowercase(text);
-        let mut mentioned: Vec<String> = mentions.iter().map(|m| lowercase(m.as_ref())).collect();
-        let mut rest = text.as_str();
-        while let Some(at) = rest.find('@') {
+impl Prepared {
+    pub fn new() -> Prepared {
+        Prepared::default()
+    }
+
+    /// Prepares `text` and its explicit `mentions` (names), replacing the previous message.
+    pub fn set<'s>(&mut self, text: &str, mentions: impl IntoIterator<Item = &'s str>) {
+        self.text.clear();
+        self.text.extend_from_slice(text.as_bytes());
+        if !self.take_ascii() {
+            self.text.clear();
+            self.text.extend_from_slice(text.to_lowercase().as_bytes());
+            self.signature.take(&self.text);
+        }
+        self.names.clear();
+        self.name_ends.clear();
+        for m in mentions {
+            push_lowercase(&mut self.names, m);
+            self.name_ends.push(self.names.len());
+        }
+        if !self.signature.has_byte(b'@') {
+            return;
+        }
+        // `@name` tokens: ASCII letters, digits, `_` and `-` after an `@`.
+        let is_name = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-';
+        let mut rest = self.text.as_slice();
+        while let Some(at) = rest.iter().position(|&b| b == b'@') {
             rest = &rest[at + 1..];
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-                .unwrap_or(rest.len());
-            if end > 0 {
-                mentioned.push(rest[..end].to_string());
+            let end = rest.iter().position(|b| !is_name(b)).unwrap_or(rest.len());
+            // ASCII, so always UTF-8.
+            if let Ok(name) = std::str::from_utf8(&rest[..end])
+                && !name.is_empty()
+            {
+                self.names.push_str(name);
+                self.name_ends.push(self.names.len());
             }
             rest = &rest[end..];
         }
-        Prepared {
-            channel: channel_key(channel),
-            signature: Signature::of_text(&text),
-            text,
-            mentioned,
+    }
+
+    /// Lower-cases the text in place and takes its signature in the same pass (one pass instead of
+    /// three; the component's standard library has no SIMD for the separate ones). False at the
+    /// first byte that is not ASCII, the work half done.
+    fn take_ascii(&mut self) -> bool {
+        self.signature.clear();
+        // A pair (NUL, first byte) is one more bit than the text has: harmless, as a signature
+        // only rules keywords out.
+        let mut prev = 0;
+        for b in self.text.iter_mut() {
+            if !b.is_ascii() {
+                return false;
+            }
+            b.make_ascii_lowercase();
+            self.signature.set(BYTE_BIT + usize::from(*b));
+            self.signature.set(pair_bit(prev, *b));
+            prev = *b;
         }
+        true
+    }
+
+    /// Whether the text contains the keyword. Most keywords miss most messages: the signature
+    /// rules them out without a search.
+    fn contains(&self, keyword: &Keyword) -> bool {
+        self.signature.has_all(&keyword.bits) && contains(&self.text, keyword.lowered.as_bytes())
     }
 
     fn mentions(&self, name_lower: &str) -> bool {
-        self.mentioned.iter().any(|m| m == name_lower)
+        self.names().any(|n| n == name_lower)
+    }
+
+    fn names(&self) -> impl Iterator<Item = &str> {
+        let mut start = 0;
+        self.name_ends.iter().map(move |&end| {
+            let name = &self.names[start..end];
+            start = end;
+            name
+        })
     }
 }
 
-/// Adjacent byte pairs and single bytes of a text, hashed into 256 bits. A keyword's signature is
-/// its byte pairs (its byte, for a one-byte keyword); a text can contain a keyword only if the text's
-/// signature covers the keyword's, so a failed `covers` skips the substring search with no false
-/// negatives. Substring search is SIMD-accelerated natively but not in WebAssembly, which is why the
-/// component gains most from this.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Signature([u64; 4]);
+/// Bits of a [`Signature`] for byte pairs; one bit per byte value follows them.
+const PAIR_BITS: usize = 4096;
+const BYTE_BIT: usize = PAIR_BITS;
+
+/// Which bytes, and which adjacent byte pairs (hashed into 4,096 bits), occur in a text. A keyword
+/// can occur in a text only if all its pairs do (its byte, for a one-byte keyword), so one missing
+/// bit rules the keyword out with no false negatives and no substring search. A 400-byte line sets
+/// under a tenth of the pair bits, so most keywords fail at their first bit. Substring search is
+/// SIMD-accelerated natively but not in WebAssembly, which is why the component gains most.
+#[derive(Clone)]
+pub struct Signature([u64; (PAIR_BITS + 256) / 64]);
+
+impl Default for Signature {
+    fn default() -> Signature {
+        Signature([0; (PAIR_BITS + 256) / 64])
+    }
+}
 
 impl Signature {
-    pub fn of_text(text: &str) -> Signature {
-        let mut s = Signature([0; 4]);
-        let bytes = text.as_bytes();
-        bytes.iter().for_each(|&b| s.set(b));
-        bytes.windows(2).for_each(|w| s.set(pair_hash(w[0], w[1])));
-        s
+    fn clear(&mut self) {
+        self.0 = [0; (PAIR_BITS + 256) / 64];
     }
 
-    pub fn of_keyword(keyword: &str) -> Signature {
-        let mut s = Signature([0; 4]);
-        match keyword.as_bytes() {
-            [only] => s.set(*only),
-            bytes => bytes.windows(2).for_each(|w| s.set(pair_hash(w[0], w[1]))),
+    /// Replaces the signature with the one of `text`.
+    fn take(&mut self, text: &[u8]) {
+        self.clear();
+        for &b in text {
+            self.set(BYTE_BIT + usize::from(b));
         }
-        s
+        for w in text.windows(2) {
+            self.set(pair_bit(w[0], w[1]));
+        }
     }
 
-    fn set(&mut self, bit: u8) {
-        self.0[usize::from(bit >> 6)] |= 1 << (bit & 63);
+    /// The bits a text's signature must have to contain `keyword` (non-empty): its distinct pairs,
+    /// or its byte; the pairs of rarer letters first, as they rule most texts out soonest.
+    fn needs(keyword: &str) -> Vec<u16> {
+        let mut bits: Vec<(u8, u16)> = match keyword.as_bytes() {
+            [only] => vec![(0, (BYTE_BIT + usize::from(*only)) as u16)],
+            bytes => bytes
+                .windows(2)
+                .map(|w| (rarity(w[0]) + rarity(w[1]), pair_bit(w[0], w[1]) as u16))
+                .collect(),
+        };
+        bits.sort_unstable_by(|a, b| b.cmp(a));
+        let mut bits: Vec<u16> = bits.into_iter().map(|(_, bit)| bit).collect();
+        bits.dedup();
+        bits
     }
 
-    /// Whether every bit of `needle` is also set here.
-    pub fn covers(&self, needle: &Signature) -> bool {
-        self.0
-            .iter()
-            .zip(needle.0)
-            .all(|(have, need)| have & need == need)
+    fn set(&mut self, bit: usize) {
+        self.0[bit / 64] |= 1 << (bit % 64);
+    }
+
+    fn has(&self, bit: usize) -> bool {
+        self.0[bit / 64] & (1 << (bit % 64)) != 0
+    }
+
+    fn has_byte(&self, b: u8) -> bool {
+        self.has(BYTE_BIT + usize::from(b))
+    }
+
+    fn has_all(&self, bits: &[u16]) -> bool {
+        bits.iter().all(|&bit| self.has(usize::from(bit)))
     }
 }
 
-fn pair_hash(a: u8, b: u8) -> u8 {
-    a.wrapping_mul(31).wrapping_add(b)
+/// How rare a byte is in text: English letters by frequency (`e` commonest), anything else rarer
+/// than any letter. Only an order for checking bits; any value would be correct.
+fn rarity(b: u8) -> u8 {
+    const COMMON_FIRST: &[u8; 26] = b"etaoinshrdlcumwfgypbvkjxqz";
+    COMMON_FIRST
+        .iter()
+        .position(|&c| c == b)
+        .map_or(30, |i| i as u8)
 }
 
-/// `str::to_lowercase`, with a cheaper path for ASCII text (most chat messages).
-fn lowercase(s: &str) -> String {
+/// A pair's bit: a multiplicative hash of the two bytes, top 12 bits.
+fn pair_bit(a: u8, b: u8) -> usize {
+    let pair = u32::from(a) << 8 | u32::from(b);
+    (pair.wrapping_mul(0x9E37_79B1) >> (32 - PAIR_BITS.trailing_zeros())) as usize
+}
+
+/// Appends `s` lower-cased: `str::to_lowercase`, without its allocation for ASCII text (most chat
+/// messages).
+fn push_lowercase(out: &mut String, s: &str) {
     if s.is_ascii() {
-        s.to_ascii_lowercase()
+        let from = out.len();
+        out.push_str(s);
+        out[from..].make_ascii_lowercase();
     } else {
-        s.to_lowercase()
+        out.push_str(&s.to_lowercase());
     }
+}
+
+/// Whether `needle` (non-empty) occurs in `haystack`. Byte-wise is exact for UTF-8: a match of a
+/// whole character sequence cannot start inside a character. Plain scanning: it runs only for
+/// keywords the signature admits, on chat-length texts, where setting up std's Two-Way searcher
+/// costs more than it saves (in WebAssembly, whose std has no SIMD path for it, ~2,000
+/// instructions a search).
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    haystack.len() >= needle.len()
+        && (0..=haystack.len() - needle.len())
+            .any(|i| haystack[i] == first && haystack[i + 1..i + needle.len()] == *rest)
 }
 
 /// Channel names compare without their display `#`.
 fn channel_key(channel: &str) -> &str {
     channel.strip_prefix('#').unwrap_or(channel)
 }
+/// FNV-1a: a few instructions a byte where std's SipHash costs ~20 (and more in WebAssembly).
+/// Flooding is not a concern here: the tables hold only the batch's personas' channels and names,
+/// so a message crafted to collide costs at most a comparison with each of them.
+#[derive(Default)]
+struct Fnv(u64);
 
-/// The personas of a batch indexed by what can wake them: each list holds persona indexes in
-/// ascending order, without repeats.
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+
+/// The personas of a batch indexed by what can wake them.
 struct Index<'m> {
-    /// Channel key → the personas subscribed to it.
-    by_channel: HashMap<&'m str, Vec<u32>>,
-    /// Lower-cased name → the personas of that name that wake on mentions.
-    by_name: HashMap<&'m str, Vec<u32>>,
+    /// Channel key → what can wake whom in it.
+    by_channel: FnvMap<&'m str, Channel>,
+    /// Lower-cased name → the personas of that name that wake on mentions, ascending.
+    by_name: FnvMap<&'m str, Vec<u32>>,
+}
+
+/// The subscribers of one channel.
+#[derive(Default)]
+struct Channel {
+    /// The ones with `all_messages`, ascending.
+    all_messages: Vec<u32>,
+    /// Every keyword of the others, by persona (ascending), then in configured order: one
+    /// contiguous array that a message scans once, ruling out most keywords at their first bit.
+    probes: Vec<Probe>,
+    /// The last persona added (`#ops` and `ops` are one channel).
+    last: Option<u32>,
+}
+
+#[derive(Clone, Copy)]
+struct Probe {
+    /// The keyword's first two [`Signature`] bits (its rarest pairs; the one bit twice when it has
+    /// one): two rule out ~98% of chat lines where one rules out ~93%.
+    bits: [u16; 2],
+    persona: u32,
+    /// Index into the persona's [`Matcher::keywords`].
+    keyword: u32,
 }
 
 impl<'m> Index<'m> {
     fn new(matchers: &'m [Matcher]) -> Index<'m> {
-        let mut by_channel: HashMap<&str, Vec<u32>> = HashMap::new();
-        let mut by_name: HashMap<&str, Vec<u32>> = HashMap::new();
+        let mut by_channel: FnvMap<&str, Channel> = FnvMap::default();
+        let mut by_name: FnvMap<&str, Vec<u32>> = FnvMap::default();
         for (i, m) in matchers.iter().enumerate() {
             let i = i as u32;
             for channel in &m.subscribe {
-                let list = by_channel.entry(channel.as_str()).or_default();
-                // `#ops` and `ops` are one channel.
-                if list.last() != Some(&i) {
-                    list.push(i);
+                let c = by_channel.entry(channel.as_str()).or_default();
+                if c.last == Some(i) {
+                    continue;
+                }
+                c.last = Some(i);
+                if m.all_messages {
+                    c.all_messages.push(i);
+                } else {
+                    c.probes
+                        .extend(m.keywords.iter().enumerate().map(|(k, keyword)| Probe {
+                            bits: [
+                                keyword.bits[0],
+                                *keyword.bits.get(1).unwrap_or(&keyword.bits[0]),
+                            ],
+                            persona: i,
+                            keyword: k as u32,
+                        }));
                 }
             }
             if m.mentions {
@@ -230,19 +419,23 @@ impl<'m> Index<'m> {
 
 /// Every waking (message index, persona index, reason), ordered by message then persona: the
 /// decisions of [`Matcher::decide`] for every pair.
-pub fn decide_batch<'a, M>(matchers: &[Matcher], messages: M) -> Vec<(u32, u32, Reason)>
+/// `messages` are (channel, text, explicit mentions).
+pub fn decide_batch<'a, M, N>(matchers: &[Matcher], messages: M) -> Vec<(u32, u32, Reason)>
 where
-    M: IntoIterator<Item = Prepared<'a>>,
+    M: IntoIterator<Item = (&'a str, &'a str, N)>,
+    N: IntoIterator<Item = &'a str>,
 {
     let index = Index::new(matchers);
     let mut out = Vec::new();
     let mut mentioned: Vec<u32> = Vec::new();
-    for (mi, message) in messages.into_iter().enumerate() {
+    let mut message = Prepared::new();
+    for (mi, (channel, text, mentions)) in messages.into_iter().enumerate() {
         let mi = mi as u32;
+        message.set(text, mentions);
         let start = out.len();
         mentioned.clear();
-        for name in &message.mentioned {
-            if let Some(list) = index.by_name.get(name.as_str()) {
+        for name in message.names() {
+            if let Some(list) = index.by_name.get(name) {
                 mentioned.extend_from_slice(list);
             }
         }
@@ -250,19 +443,29 @@ where
         mentioned.sort_unstable();
         mentioned.dedup();
         out.extend(mentioned.iter().map(|&pi| (mi, pi, Reason::Mentioned)));
-        if let Some(list) = index.by_channel.get(message.channel) {
-            for &pi in list {
-                if mentioned.contains(&pi) {
+        if let Some(c) = index.by_channel.get(channel_key(channel)) {
+            for &pi in &c.all_messages {
+                if !mentioned.contains(&pi) {
+                    out.push((mi, pi, Reason::AllMessages));
+                }
+            }
+            // The persona woken by the last keyword found: its later keywords need no look.
+            let mut woken = None;
+            for probe in &c.probes {
+                let [a, b] = probe.bits;
+                if !(message.signature.has(usize::from(a)) && message.signature.has(usize::from(b)))
+                    || woken == Some(probe.persona)
+                {
                     continue;
                 }
-                let reason = matchers[pi as usize].decide_subscribed(&message);
-                if reason.wakes() {
-                    out.push((mi, pi, reason));
+                let keyword = &matchers[probe.persona as usize].keywords[probe.keyword as usize];
+                if message.contains(keyword) && !mentioned.contains(&probe.persona) {
+                    out.push((mi, probe.persona, Reason::Keyword(keyword.index)));
+                    woken = Some(probe.persona);
                 }
             }
         }
-        if !mentioned.is_empty() {
-            // Mentions came first: order the message's wakes by persona.
+        if out.len() - start > 1 {
             out[start..].sort_unstable_by_key(|&(_, pi, _)| pi);
         }
     }

@@ -6,9 +6,8 @@ use std::sync::Arc;
 
 use wasmtime::component::ComponentExportIndex;
 
-pub use super::bindings::latest::trigger::exports::apiary::plugin::matcher::{
-    Decision, Message, Persona, Reason, Wake,
-};
+use super::bindings::latest::trigger::exports::apiary::plugin::matcher as wit;
+pub use wit::{Decision, Message, Persona, Reason};
 use super::hook::export_indexes;
 use super::warm::WarmPool;
 use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, World};
@@ -37,6 +36,17 @@ impl std::fmt::Display for Reason {
             Reason::NoMatch => f.write_str("no trigger matched"),
         }
     }
+}
+
+/// One persona woken by one message of a [`TriggerRunner::decide_batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wake {
+    /// Index into the batch's messages.
+    pub message: u32,
+    /// Index into the batch's personas.
+    pub persona: u32,
+    /// A waking reason (mentioned, keyword or all_messages).
+    pub reason: Reason,
 }
 
 /// Stores a trigger runner keeps between calls: a matcher has no grants and sees every persona
@@ -117,7 +127,7 @@ impl TriggerRunner {
         )
     }
 
-    /// Every waking pair of `personas` × `messages`, in one call.
+    /// Every waking pair of `personas` × `messages`, in one call (as the WIT `batch` table).
     pub fn decide_batch(
         &self,
         sandbox: &Sandbox,
@@ -126,11 +136,17 @@ impl TriggerRunner {
     ) -> Result<CallOutput<Vec<Wake>>, SandboxError> {
         let name = self.loaded.name.clone();
         let limits = self.limits.clone();
+        let batch = pack(personas, messages).map_err(|size| SandboxError::Oversized {
+            name: name.to_string(),
+            what: "a batch's strings (bytes, for the 32-bit offsets of the WIT batch)",
+            size,
+            limit: u32::MAX as usize,
+        })?;
         let grants = Grants::none();
         sandbox.call_warm(&self.loaded, &self.limits, &grants, &self.warm, (), |store, instance| {
             let f = instance
-                .get_typed_func::<(&[Persona], &[Message]), (Vec<Wake>,)>(&mut *store, &self.exports[1])?;
-            let (list,) = f.call(&mut *store, (personas, messages))?;
+                .get_typed_func::<(&wit::Batch,), (Vec<wit::Wake>,)>(&mut *store, &self.exports[1])?;
+            let (list,) = f.call(&mut *store, (&batch,))?;
             // Checked after the copy out of the guest (see `hook::guest_error`), which the guest's
             // memory cap bounds.
             let most = (personas.len() * messages.len()).min(limits.max_list);
@@ -142,32 +158,126 @@ impl TriggerRunner {
                     limit: most,
                 }));
             }
-            let mut wakes_out = Vec::with_capacity(list.len());
-            for wake in list {
-                if wake.message as usize >= messages.len() || wake.persona as usize >= personas.len() {
-                    return Ok(Err(SandboxError::Invalid {
-                        name: name.to_string(),
-                        detail: format!(
-                            "wake for message {} / persona {} is out of range ({} messages, {} personas)",
-                            wake.message,
-                            wake.persona,
-                            messages.len(),
-                            personas.len()
-                        ),
-                    }));
-                }
-                if let Err(e) = check_reason(&name, &wake.reason, limits.max_string) {
-                    return Ok(Err(e));
-                }
-                if !wakes(&wake.reason) {
-                    return Ok(Err(SandboxError::Invalid {
-                        name: name.to_string(),
-                        detail: format!("a batch wake carries a non-waking reason ({})", wake.reason),
-                    }));
-                }
-                wakes_out.push(wake);
+            Ok(list
+                .into_iter()
+                .map(|wake| checked_wake(&name, personas, messages.len(), wake))
+                .collect())
+        })
+    }
+}
+
+/// A batch answer's wake, with its indexes checked and its keyword index turned into the keyword.
+fn checked_wake(
+    name: &str,
+    personas: &[Persona],
+    messages: usize,
+    wake: wit::Wake,
+) -> Result<Wake, SandboxError> {
+    let invalid = |detail: String| SandboxError::Invalid {
+        name: name.to_string(),
+        detail,
+    };
+    let persona = personas
+        .get(wake.persona as usize)
+        .filter(|_| (wake.message as usize) < messages)
+        .ok_or_else(|| {
+            invalid(format!(
+                "wake for message {} / persona {} is out of range ({messages} messages, {} personas)",
+                wake.message,
+                wake.persona,
+                personas.len()
+            ))
+        })?;
+    let reason = match wake.reason {
+        wit::WakeReason::Mentioned => Reason::Mentioned,
+        wit::WakeReason::AllMessages => Reason::AllMessages,
+        wit::WakeReason::Keyword(i) => match persona.keywords.get(i as usize) {
+            Some(k) => Reason::Keyword(k.clone()),
+            None => {
+                return Err(invalid(format!(
+                    "keyword {i} of persona {} is out of range ({} keywords)",
+                    wake.persona,
+                    persona.keywords.len()
+                )));
             }
-            Ok(Ok(wakes_out))
+        },
+    };
+    Ok(Wake {
+        message: wake.message,
+        persona: wake.persona,
+        reason,
+    })
+}
+
+/// Lays `personas` and `messages` out as the WIT `batch` string table. Fails with the size reached
+/// when the strings do not fit its 32-bit offsets.
+fn pack(personas: &[Persona], messages: &[Message]) -> Result<wit::Batch, usize> {
+    let mut table = Table::default();
+    let personas = personas
+        .iter()
+        .map(|p| {
+            Ok(wit::BatchPersona {
+                name: table.span(&p.name)?,
+                mentions: p.mentions,
+                keywords: table.run(&p.keywords)?,
+                all_messages: p.all_messages,
+                subscribe: table.run(&p.subscribe)?,
+            })
+        })
+        .collect::<Result<Vec<_>, usize>>()?;
+    let messages = messages
+        .iter()
+        .map(|m| {
+            Ok(wit::BatchMessage {
+                id: table.span(&m.id)?,
+                channel: table.span(&m.channel)?,
+                author: table.span(&m.author)?,
+                text: table.span(&m.text)?,
+                mentions: table.run(&m.mentions)?,
+            })
+        })
+        .collect::<Result<Vec<_>, usize>>()?;
+    Ok(wit::Batch {
+        text: table.text,
+        spans: table.spans,
+        personas,
+        messages,
+    })
+}
+
+/// The string table of a batch being packed.
+#[derive(Default)]
+struct Table {
+    text: String,
+    spans: Vec<wit::Span>,
+}
+
+impl Table {
+    /// Fails with the text's size if `s` would end past 4 GiB.
+    fn span(&mut self, s: &str) -> Result<wit::Span, usize> {
+        let end = self.text.len().saturating_add(s.len());
+        if u32::try_from(end).is_err() {
+            return Err(end);
+        }
+        let span = wit::Span {
+            start: self.text.len() as u32,
+            len: s.len() as u32,
+        };
+        self.text.push_str(s);
+        Ok(span)
+    }
+
+    /// Fails with the text's size, or the number of spans, past 32 bits.
+    fn run(&mut self, items: &[String]) -> Result<wit::Run, usize> {
+        let start = self.spans.len();
+        for item in items {
+            let span = self.span(item)?;
+            self.spans.push(span);
+        }
+        let fits = |n: usize| u32::try_from(n).map_err(|_| n);
+        Ok(wit::Run {
+            start: fits(start)?,
+            len: fits(items.len())?,
         })
     }
 }
