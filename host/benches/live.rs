@@ -167,6 +167,8 @@ fn memory_per_persona() -> Option<f64> {
             workspace_root: tmp.path().join("ws"),
             keys: apiary::relay::keys::KeyStore::new(tmp.path().join("keys")),
             base_prompt: None,
+            // The embedded relay, as `apiary up` without `--relay`.
+            relay_in_process: true,
         };
         let out: dispatch::Out = Arc::new(move |n: dispatch::Note| {
             if let Some(l) = n.text {

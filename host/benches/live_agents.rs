@@ -2,9 +2,10 @@
 //! written to the agent's stdin, at a paced 1,000 messages/s over 100 channels and 50 personas
 //! (each persona follows 4 channels; every channel has 2 personas).
 //!
-//! The harness runs as `apiary up` runs it: `dispatch::run` on a 2-worker runtime, the relay and the
-//! harness's relay connection on apiary's relay I/O thread, the `trigger-default` component, the sandbox hook runner, replies published, and
-//! one bundled `apiary-agent` process per persona. Events enter through a websocket connection to
+//! The harness runs as `apiary up` runs it: `dispatch::run` on a 2-worker runtime, the relay on the
+//! embedded relay's thread, the harness's relay connection on apiary's relay I/O thread, the
+//! `trigger-default` component, the sandbox hook runner, replies published, and one bundled
+//! `apiary-agent` process per persona. Events enter through a websocket connection to
 //! the relay, from a sender thread on its own runtime, open-loop: event `i` is scheduled at
 //! `t0 + i ms` and sent then, whatever the harness is doing.
 //!
@@ -30,7 +31,9 @@
 //!
 //! Run: `cargo bench -p apiary --bench live_agents` (`APIARY_BENCH_SECS`, default 10 s of load
 //! after 1 s of warm-up; `APIARY_BENCH_RATE`, default 1000 messages/s; `APIARY_BENCH_NATIVE=1`
-//! decides wakes with the native matcher, as `apiary up --native-triggers`).
+//! decides wakes with the native matcher, as `apiary up --native-triggers`;
+//! `APIARY_BENCH_VERIFY_TWICE=1` has the relay pool check every event again, as it does for a relay
+//! of another process, instead of trusting the in-process relay's check).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -88,8 +91,8 @@ fn main() {
             }
         }
     };
-    // On the relay I/O runtime, as `apiary up` runs its embedded relay.
-    let io = apiary::relay::io_runtime().expect("relay I/O runtime");
+    // On the embedded relay's runtime, as `apiary up` runs it.
+    let io = apiary::relay::relay_runtime().expect("embedded relay runtime");
     let relay = io.block_on(async {
         let builder = RelayBuilder::default()
             .addr("127.0.0.1".parse().expect("ip"))
@@ -144,6 +147,9 @@ fn main() {
         workspace_root: tmp.path().join("ws"),
         keys: apiary::relay::keys::KeyStore::new(tmp.path().join("keys")),
         base_prompt: dispatch::prompt::base_from_env(&|_| None).unwrap_or(None),
+        // In-process like the embedded relay, which checks each event before fanning it out.
+        // APIARY_BENCH_VERIFY_TWICE=1: verified again by the relay pool, as for an external relay.
+        relay_in_process: std::env::var_os("APIARY_BENCH_VERIFY_TWICE").is_none(),
     };
     let roots = packs
         .iter()

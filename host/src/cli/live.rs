@@ -404,10 +404,10 @@ pub fn up(args: UpArgs) -> u8 {
         let embedded = match &args.relay {
             Some(_) => None,
             None => {
-                // On the relay I/O thread, beside the harness's relay connection: the relay's
-                // work does not queue in front of dispatch.
+                // On a thread of its own, apart from dispatch and from the harness's relay
+                // connection: neither queues behind the relay's work.
                 let (listen, journal, auth) = (args.listen, journal.clone(), args.relay_auth);
-                let started = relay::on_io_runtime(async move {
+                let started = relay::on_relay_runtime(async move {
                     relay::embedded::Embedded::start_with(listen, journal.as_deref(), auth).await
                 })
                 .await;
@@ -446,6 +446,8 @@ pub fn up(args: UpArgs) -> u8 {
             workspace_root,
             keys: KeyStore::new(data.join("keys")),
             base_prompt,
+            // Only our own embedded relay: it checked each event before storing it.
+            relay_in_process: embedded.is_some(),
         };
         // Triggers: the sandbox's built-in component (the native matcher implements the same
         // semantics and stays as the fallback and the benchmark baseline).

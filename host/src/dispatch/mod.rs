@@ -49,6 +49,9 @@ const SEEN_CAP: usize = 65_536;
 /// The `on_message` deadline (spec §9).
 const ON_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 const RELAY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Events from the in-process relay waiting for the dispatch loop; when full, the connection
+/// waits (nothing is dropped).
+const TRUSTED_CAP: usize = 4096;
 /// Supervision: a turn is tried at most this many times when the agent dies under it; restarts
 /// back off from [`RESTART_BACKOFF`], doubling; [`BREAKER_RESTARTS`] restarts within
 /// [`BREAKER_WINDOW`] open the circuit (the persona stops taking turns).
@@ -80,6 +83,10 @@ pub struct Config {
     pub keys: KeyStore,
     /// The `[Base]` layer (`None`: off).
     pub base_prompt: Option<String>,
+    /// `relay_url` is this process's own embedded relay, which checked every event's id and
+    /// signature before storing it: the subscription's events are not checked a second time (see
+    /// `relay::echo`). Never set for a relay of another process.
+    pub relay_in_process: bool,
 }
 
 /// Where the harness reports what it does, one note per event (stdout for `apiary up`).
@@ -210,13 +217,17 @@ pub async fn run(
         }
     };
     let echoes = Arc::new(relay::echo::Echoes::default());
-    let (client, mut notifications) = relay::connect_skipping_echoes(
-        &config.relay_url,
-        RELAY_TIMEOUT,
-        operator,
-        Arc::clone(&echoes),
-    )
-    .await?;
+    // The subscription's events from the in-process relay (`relay_in_process`); the sender stays
+    // here too, so that without that relay this channel is simply never ready.
+    let (trusted_tx, mut trusted) = mpsc::channel::<Box<Event>>(TRUSTED_CAP);
+    let transport = if config.relay_in_process {
+        relay::echo::SkipEchoes::trusting(Arc::clone(&echoes), trusted_tx.clone())
+    } else {
+        relay::echo::SkipEchoes::new(Arc::clone(&echoes))
+    };
+    let (client, mut notifications) =
+        relay::connect_skipping_echoes(&config.relay_url, RELAY_TIMEOUT, operator, transport)
+            .await?;
     let auth = Arc::new(AtomicBool::new(false));
     let mut summary = Summary::default();
 
@@ -347,6 +358,7 @@ pub async fn run(
                 }
                 continue;
             }
+            Some(event) = trusted.recv() => event,
             n = notifications.recv() => match n {
                 Ok(RelayPoolNotification::Event { subscription_id, event, .. }) if subscription_id == sub => event,
                 Ok(RelayPoolNotification::Message { message: RelayMessage::Auth { .. }, .. }) => {
@@ -380,8 +392,8 @@ pub async fn run(
         // Our own replies come back on the subscription; the transport drops those this run
         // published (`relay::echo`), the rest (an earlier run's) end here. No second signature
         // check here: the relay pool verified the id and signature of every event before handing
-        // it over (nostr-sdk's `verify_and_cache`), and a check costs more than everything else in
-        // this loop.
+        // it over (nostr-sdk's `verify_and_cache`), or, on the `trusted` channel, our in-process
+        // relay did before storing it; a check costs more than everything else in this loop.
         if own.contains(&message.author) {
             continue;
         }
@@ -456,6 +468,9 @@ pub async fn run(
         }
     }
 
+    // No reader any more: a full channel must not hold the connection (and the OKs for the
+    // replies still being published) back.
+    drop(trusted);
     // Drain: no new events; let the queues empty within the drain timeout.
     out(Note::new("stopping", "stopping: draining queues"));
     client.unsubscribe(&sub).await;

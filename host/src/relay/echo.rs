@@ -5,6 +5,14 @@
 //! drops an `EVENT` for the harness's subscription that carries one of them before the pool sees
 //! it. Everything else (and our events on any other subscription, such as a thread-context fetch)
 //! still goes through the pool's verification.
+//!
+//! One more shortcut, for the process's own embedded relay only ([`SkipEchoes::trusting`]): that
+//! relay (`nostr-relay-builder`) checks the id and signature of every event it is sent before it
+//! stores or fans it out, and its journal is checked again on replay, so the events it sends this
+//! process over loopback were already verified here once. The transport then hands the events
+//! of the harness's subscription straight to the dispatch loop instead of to the pool, which would
+//! check each signature a second time on the thread every event waits for. Events from any other
+//! relay (`--relay URL`), and every other subscription, still go through the pool's check.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -17,6 +25,7 @@ use nostr_sdk::pool::transport::websocket::{
     DefaultWebsocketTransport, WebSocketSink, WebSocketStream, WebSocketTransport,
 };
 use nostr_sdk::prelude::*;
+use tokio::sync::mpsc;
 
 /// Ids remembered; echoes arrive within moments of publishing.
 const CAP: usize = 8192;
@@ -25,6 +34,8 @@ const CAP: usize = 8192;
 #[derive(Debug, Default)]
 pub struct Echoes {
     ids: Mutex<Ids>,
+    /// The harness's subscription.
+    watched: OnceLock<SubscriptionId>,
     /// `["EVENT","<subscription id>",` for the harness's subscription.
     prefix: OnceLock<String>,
 }
@@ -38,6 +49,7 @@ struct Ids {
 impl Echoes {
     /// Drops echoes arriving on `sub` from now on.
     pub fn watch(&self, sub: &SubscriptionId) {
+        let _ = self.watched.set(sub.clone());
         let _ = self
             .prefix
             .set(format!("[\"EVENT\",{},", serde_json::json!(sub.as_str())));
@@ -79,6 +91,22 @@ impl Echoes {
         echo
     }
 
+    /// The event of an `EVENT` frame for the watched subscription, parsed but not verified.
+    fn watched_event(&self, text: &str) -> Option<Box<Event>> {
+        if !text.trim_start().starts_with(self.prefix.get()?.as_str()) {
+            return None;
+        }
+        match RelayMessage::from_json(text).ok()? {
+            RelayMessage::Event {
+                subscription_id,
+                event,
+            } if Some(subscription_id.as_ref()) == self.watched.get() => {
+                Some(Box::new(event.into_owned()))
+            }
+            _ => None,
+        }
+    }
+
     /// The event id of an `EVENT` frame for the watched subscription (see [`Echoes::is_echo`]).
     fn watched_id(&self, text: &str) -> Option<EventId> {
         let rest = text
@@ -91,7 +119,29 @@ impl Echoes {
 
 /// The default websocket transport, dropping [`Echoes`] on the way in.
 #[derive(Debug, Clone)]
-pub struct SkipEchoes(pub Arc<Echoes>);
+pub struct SkipEchoes {
+    echoes: Arc<Echoes>,
+    /// Where the watched subscription's events go when the relay is trusted (see the module docs).
+    trusted: Option<mpsc::Sender<Box<Event>>>,
+}
+
+impl SkipEchoes {
+    pub fn new(echoes: Arc<Echoes>) -> SkipEchoes {
+        SkipEchoes {
+            echoes,
+            trusted: None,
+        }
+    }
+
+    /// For the process's own embedded relay only: the watched subscription's events (not
+    /// expired) go to `to` without a second signature check; the relay checked them.
+    pub fn trusting(echoes: Arc<Echoes>, to: mpsc::Sender<Box<Event>>) -> SkipEchoes {
+        SkipEchoes {
+            echoes,
+            trusted: Some(to),
+        }
+    }
+}
 
 impl WebSocketTransport for SkipEchoes {
     fn support_ping(&self) -> bool {
@@ -108,14 +158,39 @@ impl WebSocketTransport for SkipEchoes {
             let (sink, stream) = DefaultWebsocketTransport
                 .connect(url, mode, timeout)
                 .await?;
-            let echoes = Arc::clone(&self.0);
-            let stream = stream.filter(move |m| {
-                let echo = matches!(m, Ok(m) if m.as_text().is_some_and(|t| echoes.is_echo(t)));
-                std::future::ready(!echo)
+            let echoes = Arc::clone(&self.echoes);
+            let trusted = self.trusted.clone();
+            let stream = stream.filter_map(move |m| {
+                let text = match &m {
+                    Ok(msg) => msg.as_text(),
+                    Err(_) => None,
+                };
+                // Decided here, on the frame; only a handed-over event awaits (the dispatch loop's
+                // queue is bounded, so a full one holds the connection back instead of growing).
+                let handed = match text {
+                    Some(t) if echoes.is_echo(t) => return ready(None),
+                    Some(t) => trusted
+                        .as_ref()
+                        .and_then(|to| Some((to.clone(), echoes.watched_event(t)?))),
+                    None => None,
+                };
+                match handed {
+                    None => ready(Some(m)),
+                    Some((to, event)) => Box::pin(async move {
+                        if !event.is_expired() {
+                            let _ = to.send(event).await;
+                        }
+                        None
+                    }),
+                }
             });
             Ok((sink, Box::pin(stream) as WebSocketStream))
         })
     }
+}
+
+fn ready<T: Send + 'static>(item: T) -> BoxedFuture<'static, T> {
+    Box::pin(std::future::ready(item))
 }
 
 #[cfg(test)]
@@ -161,10 +236,14 @@ mod tests {
             .unwrap();
         let t = Duration::from_secs(5);
         let echoes = Arc::new(Echoes::default());
-        let (client, mut notes) =
-            crate::relay::connect_skipping_echoes(&relay.url, t, None, Arc::clone(&echoes))
-                .await
-                .unwrap();
+        let (client, mut notes) = crate::relay::connect_skipping_echoes(
+            &relay.url,
+            t,
+            None,
+            SkipEchoes::new(Arc::clone(&echoes)),
+        )
+        .await
+        .unwrap();
         let filter = crate::relay::channel_filter(&["general".into()], Timestamp::from(0));
         let sub = client.subscribe(filter.clone(), None).await.unwrap().val;
         echoes.watch(&sub);
@@ -189,6 +268,138 @@ mod tests {
         assert_eq!(seen, [other.id]);
         let fetched = client.fetch_events(filter, t).await.unwrap();
         assert!(fetched.iter().any(|e| e.id == ours.id));
+        client.shutdown().await;
+        sender.shutdown().await;
+        relay.shutdown();
+    }
+
+    /// A relay that fans out what it is given without checking it (`notify_event` skips the
+    /// relay's own verification), so the client's check is all that stands between.
+    async fn unchecking_relay() -> (nostr_relay_builder::LocalRelay, String) {
+        let relay = nostr_relay_builder::LocalRelay::new(
+            nostr_relay_builder::RelayBuilder::default().addr("127.0.0.1".parse().unwrap()),
+        );
+        relay.run().await.unwrap();
+        let url = relay.url().await.to_string();
+        (relay, url)
+    }
+
+    /// `good` with its content changed (the id no longer matches) and with another event's
+    /// signature (the id matches, the signature does not).
+    fn forgeries(good: &Event, other: &Event) -> [Event; 2] {
+        let forge = |content: &str, sig| {
+            Event::new(
+                good.id,
+                good.pubkey,
+                good.created_at,
+                good.kind,
+                good.tags.clone(),
+                content,
+                sig,
+            )
+        };
+        let changed = forge("forged content", good.sig);
+        let bad_sig = forge(&good.content, other.sig);
+        assert!(changed.verify().is_err() && bad_sig.verify().is_err());
+        [changed, bad_sig]
+    }
+
+    async fn subscribed(
+        url: &str,
+        transport: SkipEchoes,
+        echoes: &Echoes,
+    ) -> (
+        Client,
+        tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+    ) {
+        let (client, notes) =
+            crate::relay::connect_skipping_echoes(url, Duration::from_secs(5), None, transport)
+                .await
+                .unwrap();
+        let filter = crate::relay::channel_filter(&["general".into()], Timestamp::from(0));
+        let sub = client.subscribe(filter, None).await.unwrap().val;
+        echoes.watch(&sub);
+        (client, notes)
+    }
+
+    async fn pool_events(
+        notes: &mut tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+    ) -> Vec<Event> {
+        let mut seen = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_millis(500), async {
+            while let Ok(n) = notes.recv().await {
+                if let RelayPoolNotification::Event { event, .. } = n {
+                    seen.push(*event);
+                }
+            }
+        })
+        .await;
+        seen
+    }
+
+    #[tokio::test]
+    async fn forged_events_from_an_untrusted_relay_are_still_rejected() {
+        let (relay, url) = unchecking_relay().await;
+        let echoes = Arc::new(Echoes::default());
+        let (client, mut notes) =
+            subscribed(&url, SkipEchoes::new(Arc::clone(&echoes)), &echoes).await;
+        let keys = Keys::generate();
+        let good = crate::relay::message(&keys, "general", "genuine", vec![]).unwrap();
+        let other = crate::relay::message(&keys, "general", "other", vec![]).unwrap();
+        // Let the relay take the subscription before it fans anything out.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for forged in forgeries(&good, &other) {
+            assert!(relay.notify_event(forged));
+        }
+        assert!(relay.notify_event(good.clone()));
+        let seen = pool_events(&mut notes).await;
+        assert_eq!(seen, [good]);
+        client.shutdown().await;
+        relay.shutdown();
+    }
+
+    #[tokio::test]
+    async fn the_in_process_relay_hands_its_checked_events_over_directly() {
+        let relay = crate::relay::embedded::Embedded::start("127.0.0.1:0".parse().unwrap(), None)
+            .await
+            .unwrap();
+        let echoes = Arc::new(Echoes::default());
+        let (tx, mut direct) = mpsc::channel(16);
+        let transport = SkipEchoes::trusting(Arc::clone(&echoes), tx);
+        let (client, mut notes) = subscribed(&relay.url, transport, &echoes).await;
+        let keys = Keys::generate();
+        let ours = crate::relay::message(&keys, "general", "ours", vec![]).unwrap();
+        let theirs = crate::relay::message(&keys, "general", "theirs", vec![]).unwrap();
+        echoes.expect(ours.id);
+        let sender = crate::relay::connect(&relay.url, Duration::from_secs(5))
+            .await
+            .unwrap();
+        // The relay refuses what does not verify: nothing forged reaches the subscription.
+        for forged in forgeries(&theirs, &ours) {
+            assert!(sender.send_event(&forged).await.unwrap().success.is_empty());
+        }
+        for ev in [&ours, &theirs] {
+            assert!(!sender.send_event(ev).await.unwrap().success.is_empty());
+        }
+        let got = tokio::time::timeout(Duration::from_secs(5), direct.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(*got, theirs);
+        // Only that one: the echo was dropped, and the pool saw none of the subscription's events.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), direct.recv())
+                .await
+                .is_err()
+        );
+        assert!(pool_events(&mut notes).await.is_empty());
+        // Another subscription (a fetch) still goes through the pool.
+        let filter = crate::relay::channel_filter(&["general".into()], Timestamp::from(0));
+        let fetched = client
+            .fetch_events(filter, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(fetched.len(), 2);
         client.shutdown().await;
         sender.shutdown().await;
         relay.shutdown();

@@ -222,29 +222,44 @@ pub async fn connect_as(
     Ok(connect_watched(url, timeout, keys).await?.0)
 }
 
-/// The relay I/O runtime: one thread of its own for relay connections (websocket reads, the relay
-/// pool's per-event signature check) and the embedded relay, so that work never queues in front of
-/// the harness's dispatch and agent pipes on the caller's runtime. Process-wide, started on first
-/// use, never stopped (its thread idles when nothing is connected).
+/// The relay I/O runtime: one thread of its own for the harness's relay connections (websocket
+/// reads, the relay pool's per-event parse and signature check), so that work never queues in
+/// front of the harness's dispatch and agent pipes on the caller's runtime. Process-wide, started
+/// on first use, never stopped (its thread idles when nothing is connected).
 pub fn io_runtime() -> anyhow::Result<&'static tokio::runtime::Handle> {
-    static RT: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> =
-        std::sync::OnceLock::new();
-    let rt = RT.get_or_init(|| {
+    static RT: RuntimeSlot = std::sync::OnceLock::new();
+    one_thread_runtime(&RT, "apiary-relay-io")
+}
+
+/// The embedded relay's runtime: a thread of its own, apart from [`io_runtime`], so the relay's
+/// work (verifying, storing and fanning out every event it is sent) and the client's (parsing and
+/// verifying what the relay sends it) run side by side instead of queueing behind each other.
+pub fn relay_runtime() -> anyhow::Result<&'static tokio::runtime::Handle> {
+    static RT: RuntimeSlot = std::sync::OnceLock::new();
+    one_thread_runtime(&RT, "apiary-relay")
+}
+
+type RuntimeSlot = std::sync::OnceLock<Result<tokio::runtime::Runtime, String>>;
+
+fn one_thread_runtime(
+    slot: &'static RuntimeSlot,
+    name: &str,
+) -> anyhow::Result<&'static tokio::runtime::Handle> {
+    let rt = slot.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
-            .thread_name("apiary-relay-io")
+            .thread_name(name)
             .enable_all()
             .build()
             .map_err(|e| e.to_string())
     });
     match rt {
         Ok(rt) => Ok(rt.handle()),
-        Err(e) => anyhow::bail!("cannot start the relay I/O runtime: {e}"),
+        Err(e) => anyhow::bail!("cannot start the {name} runtime: {e}"),
     }
 }
 
-/// Runs `fut` on the [`io_runtime`]: tasks it spawns (a relay client's connection, a relay's
-/// listeners) live there.
+/// Runs `fut` on the [`io_runtime`]: tasks it spawns (a relay client's connection) live there.
 pub async fn on_io_runtime<F>(fut: F) -> anyhow::Result<F::Output>
 where
     F: std::future::Future + Send + 'static,
@@ -254,6 +269,19 @@ where
         .spawn(fut)
         .await
         .map_err(|e| anyhow::anyhow!("relay I/O task failed: {e}"))
+}
+
+/// Runs `fut` on the [`relay_runtime`]: tasks it spawns (an embedded relay's listener and
+/// connections) live there.
+pub async fn on_relay_runtime<F>(fut: F) -> anyhow::Result<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    relay_runtime()?
+        .spawn(fut)
+        .await
+        .map_err(|e| anyhow::anyhow!("embedded relay task failed: {e}"))
 }
 
 /// Like [`connect_as`], with the client's notifications from before the connection was opened (so
@@ -270,26 +298,28 @@ pub async fn connect_watched(
     on_io_runtime(async move { connect_here(&url, timeout, keys, None).await }).await?
 }
 
-/// Like [`connect_watched`], for the harness's subscription: the events in `echoes` (the
-/// harness's own) are dropped when they come back on its watched subscription.
+/// Like [`connect_watched`], for the harness's subscription, through `transport`: the events in
+/// its [`echo::Echoes`] (the harness's own) are dropped when they come back on the watched
+/// subscription (and, from the process's own embedded relay only, the others are handed over
+/// without a second signature check: [`echo::SkipEchoes::trusting`]).
 pub async fn connect_skipping_echoes(
     url: &str,
     timeout: Duration,
     keys: Option<Keys>,
-    echoes: std::sync::Arc<echo::Echoes>,
+    transport: echo::SkipEchoes,
 ) -> anyhow::Result<(
     Client,
     tokio::sync::broadcast::Receiver<RelayPoolNotification>,
 )> {
     let url = url.to_string();
-    on_io_runtime(async move { connect_here(&url, timeout, keys, Some(echoes)).await }).await?
+    on_io_runtime(async move { connect_here(&url, timeout, keys, Some(transport)).await }).await?
 }
 
 async fn connect_here(
     url: &str,
     timeout: Duration,
     keys: Option<Keys>,
-    echoes: Option<std::sync::Arc<echo::Echoes>>,
+    transport: Option<echo::SkipEchoes>,
 ) -> anyhow::Result<(
     Client,
     tokio::sync::broadcast::Receiver<RelayPoolNotification>,
@@ -298,8 +328,8 @@ async fn connect_here(
     if let Some(keys) = keys {
         builder = builder.signer(keys);
     }
-    if let Some(echoes) = echoes {
-        builder = builder.websocket_transport(echo::SkipEchoes(echoes));
+    if let Some(transport) = transport {
+        builder = builder.websocket_transport(transport);
     }
     let client = builder.build();
     let notifications = client.notifications();
