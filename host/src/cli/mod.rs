@@ -124,8 +124,40 @@ fn quiet_on_closed_pipe() {
     }
 }
 
+/// `apiary pack ...` alone: clap builds the argument tree of every subcommand before parsing, which
+/// was a third of the user-space instructions of validating a one-persona pack.
+#[derive(Debug, Parser)]
+#[command(name = "apiary", version = version_line(), propagate_version = true)]
+struct PackCli {
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: PackOnly,
+}
+
+#[derive(Debug, Subcommand)]
+enum PackOnly {
+    #[command(subcommand)]
+    Pack(pack::PackCommand),
+}
+
+/// Parses `apiary pack ...` with the pack subcommands only. Anything it does not accept (help,
+/// version, a usage error) goes to the full parser, so those messages stay the full tree's.
+fn parse_pack_only() -> Option<Cli> {
+    if std::env::args_os().nth(1).is_none_or(|a| a != "pack") {
+        return None;
+    }
+    let PackCli { verbose, command } = PackCli::try_parse().ok()?;
+    let PackOnly::Pack(cmd) = command;
+    Some(Cli {
+        verbose,
+        command: Command::Pack(cmd),
+    })
+}
+
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = parse_pack_only().map_or_else(Cli::try_parse, Ok);
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -136,8 +168,11 @@ pub fn main() -> ExitCode {
             });
         }
     };
-    // The live harness logs its lifecycle at info by default; everything else stays quiet.
-    init_logging(cli.verbose, matches!(cli.command, Command::Up(_)));
+    // The live harness logs its lifecycle at info by default; everything else stays quiet. The
+    // pack checks log nothing, so they skip the subscriber's set-up.
+    if !logs_nothing(&cli.command) {
+        init_logging(cli.verbose, matches!(cli.command, Command::Up(_)));
+    }
     if !matches!(cli.command, Command::Up(_)) {
         quiet_on_closed_pipe();
     }
@@ -158,6 +193,18 @@ pub fn main() -> ExitCode {
         Command::Relay(a) => live::relay(a),
     };
     ExitCode::from(code)
+}
+
+/// Commands without any `tracing` event on their path (their findings go to stdout and stderr).
+fn logs_nothing(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Pack(
+            pack::PackCommand::Validate(_)
+                | pack::PackCommand::Inspect(_)
+                | pack::PackCommand::Migrate(_)
+        )
+    )
 }
 
 fn init_logging(verbose: u8, live: bool) {

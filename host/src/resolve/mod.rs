@@ -11,6 +11,7 @@
 //! included); `null` is absent; `[]` and `{}` are present. A `triggers` object that wins has its
 //! unset sub-keys filled from the built-ins, never from a lower level.
 
+mod json_text;
 pub mod overrides;
 pub mod prompt;
 pub mod runtime;
@@ -135,6 +136,8 @@ pub struct ResolvedPersona {
     pub mcp_servers: Vec<McpServer>,
     /// Variables set in the agent process for its runtime, with the operator's own values kept.
     pub env: BTreeMap<String, String>,
+    /// Kilobytes per persona: escaped for JSON 32 bytes at a time rather than byte by byte.
+    #[serde(serialize_with = "json_text::serialize")]
     pub system_prompt: String,
     /// Which level each behavioural value came from.
     pub sources: BTreeMap<&'static str, Level>,

@@ -10,8 +10,14 @@ pub fn system_prompt(
     skills: &[&str],
     skill_hint: &str,
 ) -> String {
-    let mut out = body.to_string();
-    if let Some(instructions) = instructions.filter(|i| !i.trim().is_empty()) {
+    let instructions = instructions.filter(|i| !i.trim().is_empty());
+    // Sized once: growing a kilobytes-long prompt would copy it (200 personas in `pack inspect`).
+    let skill_names: usize = skills.iter().map(|s| s.len() + 2).sum();
+    let mut out = String::with_capacity(
+        body.len() + instructions.map_or(0, |i| i.len() + 24) + skill_names + skill_hint.len() + 24,
+    );
+    out.push_str(body);
+    if let Some(instructions) = instructions {
         out.push_str("\n\n---\n# Team Instructions\n");
         out.push_str(instructions);
     }
