@@ -181,7 +181,7 @@ mod tests {
                         state ^= state >> 7;
                         state ^= state << 17;
                         // Mostly plain letters, so clean runs span whole chunks.
-                        if state % 4 == 0 {
+                        if state.is_multiple_of(4) {
                             alphabet[(state >> 8) as usize % alphabet.len()]
                         } else {
                             'q'
