@@ -171,19 +171,19 @@ impl Prepared {
         }
     }
 
-    /// Lower-cases the text in place and takes its signature in the same pass (one pass instead of
-    /// three; the component's standard library has no SIMD for the separate ones). False at the
-    /// first byte that is not ASCII, the work half done.
+    /// For ASCII text: lower-cases it in place and takes its signature in the same pass (one pass
+    /// instead of two; the component's standard library has no SIMD for separate ones). False,
+    /// with nothing done, for other text.
     fn take_ascii(&mut self) -> bool {
+        if !self.text.is_ascii() {
+            return false;
+        }
         self.signature.clear();
         // A pair (NUL, first byte) is one more bit than the text has: harmless, as a signature
         // only rules keywords out.
         let mut prev = 0;
         for b in self.text.iter_mut() {
-            if !b.is_ascii() {
-                return false;
-            }
-            b.make_ascii_lowercase();
+            *b = b.to_ascii_lowercase();
             self.signature.set(BYTE_BIT + usize::from(*b));
             self.signature.set(pair_bit(prev, *b));
             prev = *b;

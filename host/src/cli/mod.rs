@@ -169,8 +169,9 @@ pub fn main() -> ExitCode {
         }
     };
     // The live harness logs its lifecycle at info by default; everything else stays quiet. The
-    // pack checks log nothing, so they skip the subscriber's set-up.
-    if !logs_nothing(&cli.command) {
+    // pack checks log nothing, so they skip the subscriber's set-up unless logs were asked for.
+    let logs_asked = cli.verbose > 0 || std::env::var_os("RUST_LOG").is_some();
+    if logs_asked || !logs_nothing(&cli.command) {
         init_logging(cli.verbose, matches!(cli.command, Command::Up(_)));
     }
     if !matches!(cli.command, Command::Up(_)) {
