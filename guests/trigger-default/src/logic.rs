@@ -151,7 +151,7 @@ impl Prepared {
             push_lowercase(&mut self.names, m);
             self.name_ends.push(self.names.len());
         }
-        if !self.signature.has_byte(b'@') {
+        if !self.text.contains(&b'@') {
             return;
         }
         // `@name` tokens: ASCII letters, digits, `_` and `-` after an `@`.
@@ -184,7 +184,6 @@ impl Prepared {
         let mut prev = 0;
         for b in self.text.iter_mut() {
             *b = b.to_ascii_lowercase();
-            self.signature.set(BYTE_BIT + usize::from(*b));
             self.signature.set(pair_bit(prev, *b));
             prev = *b;
         }
@@ -211,54 +210,56 @@ impl Prepared {
     }
 }
 
-/// Bits of a [`Signature`] for byte pairs; one bit per byte value follows them.
+/// Bits of a [`Signature`] for byte pairs; one bit that every signature has follows them.
 const PAIR_BITS: usize = 4096;
-const BYTE_BIT: usize = PAIR_BITS;
+const ALWAYS_BIT: usize = PAIR_BITS;
 
-/// Which bytes, and which adjacent byte pairs (hashed into 4,096 bits), occur in a text. A keyword
-/// can occur in a text only if all its pairs do (its byte, for a one-byte keyword), so one missing
-/// bit rules the keyword out with no false negatives and no substring search. A 400-byte line sets
-/// under a tenth of the pair bits, so most keywords fail at their first bit. Substring search is
-/// SIMD-accelerated natively but not in WebAssembly, which is why the component gains most.
+/// Which adjacent byte pairs (hashed into 4,096 bits) occur in a text. A keyword can occur in a
+/// text only if all its pairs do, so one missing bit rules the keyword out with no false negatives
+/// and no substring search; a one-byte keyword, which has no pair, needs only [`ALWAYS_BIT`] and is
+/// always searched for. A 400-byte line sets under a tenth of the pair bits, so most keywords fail
+/// at their first bit. Substring search is SIMD-accelerated natively but not in WebAssembly, which
+/// is why the component gains most.
 #[derive(Clone)]
-pub struct Signature([u64; (PAIR_BITS + 256) / 64]);
+pub struct Signature([u64; PAIR_BITS / 64 + 1]);
 
 impl Default for Signature {
     fn default() -> Signature {
-        Signature([0; (PAIR_BITS + 256) / 64])
+        Signature([0; PAIR_BITS / 64 + 1])
     }
 }
 
 impl Signature {
     fn clear(&mut self) {
-        self.0 = [0; (PAIR_BITS + 256) / 64];
+        self.0 = [0; PAIR_BITS / 64 + 1];
+        self.set(ALWAYS_BIT);
     }
 
     /// Replaces the signature with the one of `text`.
     fn take(&mut self, text: &[u8]) {
         self.clear();
-        for &b in text {
-            self.set(BYTE_BIT + usize::from(b));
-        }
         for w in text.windows(2) {
             self.set(pair_bit(w[0], w[1]));
         }
     }
 
-    /// The bits a text's signature must have to contain `keyword` (non-empty): its distinct pairs,
-    /// or its byte; the pairs of rarer letters first, as they rule most texts out soonest.
+    /// The bits a text's signature must have to contain `keyword` (non-empty): its pairs, or its
+    /// byte; the pairs of the two rarest letter pairs first, as they rule most texts out soonest
+    /// (what a batch probes). A repeated pair is checked twice, which is cheaper than finding it.
     fn needs(keyword: &str) -> Vec<u16> {
         let mut bits: Vec<(u8, u16)> = match keyword.as_bytes() {
-            [only] => vec![(0, (BYTE_BIT + usize::from(*only)) as u16)],
+            [_] => vec![(0, ALWAYS_BIT as u16)],
             bytes => bytes
                 .windows(2)
                 .map(|w| (rarity(w[0]) + rarity(w[1]), pair_bit(w[0], w[1]) as u16))
                 .collect(),
         };
-        bits.sort_unstable_by(|a, b| b.cmp(a));
-        let mut bits: Vec<u16> = bits.into_iter().map(|(_, bit)| bit).collect();
-        bits.dedup();
-        bits
+        for first in 0..bits.len().min(2) {
+            if let Some(rarest) = (first..bits.len()).max_by_key(|&i| bits[i].0) {
+                bits.swap(first, rarest);
+            }
+        }
+        bits.into_iter().map(|(_, bit)| bit).collect()
     }
 
     fn set(&mut self, bit: usize) {
@@ -267,10 +268,6 @@ impl Signature {
 
     fn has(&self, bit: usize) -> bool {
         self.0[bit / 64] & (1 << (bit % 64)) != 0
-    }
-
-    fn has_byte(&self, b: u8) -> bool {
-        self.has(BYTE_BIT + usize::from(b))
     }
 
     fn has_all(&self, bits: &[u16]) -> bool {
