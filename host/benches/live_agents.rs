@@ -33,7 +33,9 @@
 //! after 1 s of warm-up; `APIARY_BENCH_RATE`, default 1000 messages/s; `APIARY_BENCH_NATIVE=1`
 //! decides wakes with the native matcher, as `apiary up --native-triggers`;
 //! `APIARY_BENCH_VERIFY_TWICE=1` has the relay pool check every event again, as it does for a relay
-//! of another process, instead of trusting the in-process relay's check).
+//! of another process, instead of trusting the in-process relay's check; `APIARY_BENCH_SPIN_US`,
+//! default 200, how long the sender spins before each send instead of sleeping; `APIARY_BENCH_GQI`
+//! sets the harness runtime's `global_queue_interval`, for experiments).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,11 +76,16 @@ fn main() {
     let (packs, personas) = write_pack(tmp.path());
     let author = Keys::generate();
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(2).enable_all();
+    // Experiments only: how often the workers look at tasks woken from other threads.
+    if let Some(n) = std::env::var("APIARY_BENCH_GQI")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        builder.global_queue_interval(n);
+    }
+    let rt = builder.build().expect("runtime");
     // The trigger component is compiled before the memory baseline: it is per process, not per persona.
     let matcher: Arc<dyn TriggerMatcher> = if std::env::var_os("APIARY_BENCH_NATIVE").is_some() {
         Arc::new(NativeTriggers)
@@ -208,11 +215,12 @@ fn main() {
     });
     probes.clear();
     let interval = Duration::from_nanos(1_000_000_000 / rate);
+    let spin = Duration::from_micros(env_num("APIARY_BENCH_SPIN_US", 200));
     let t0 = Instant::now() + Duration::from_millis(50);
     let mut sent_at = Vec::with_capacity(events.len());
     for (i, ev) in events.iter().enumerate() {
         let when = t0 + interval * i as u32;
-        sleep_until(when);
+        sleep_until(when, spin);
         sent_at.push(Instant::now());
         if let Err(e) = sender.1.send_msg(ClientMessage::event(ev.clone())) {
             eprintln!("send failed: {e}");
@@ -398,16 +406,19 @@ fn env_num(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Sleeps coarsely, then spins the last stretch (thread sleeps overshoot by tens of microseconds).
-fn sleep_until(when: Instant) {
+/// Sleeps coarsely, then spins the last `spin` (thread sleeps overshoot by tens of microseconds;
+/// spinning takes CPU time the harness on the same cores could use).
+fn sleep_until(when: Instant, spin: Duration) {
     loop {
         let now = Instant::now();
         if now >= when {
             return;
         }
         let left = when - now;
-        if left > Duration::from_micros(300) {
-            std::thread::sleep(left - Duration::from_micros(200));
+        if left > spin + Duration::from_micros(100) {
+            std::thread::sleep(left - spin);
+        } else if spin.is_zero() {
+            std::thread::sleep(left);
         } else {
             std::hint::spin_loop();
         }

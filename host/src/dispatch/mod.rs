@@ -16,6 +16,7 @@
 pub mod hooks;
 pub mod note;
 pub mod prompt;
+mod route;
 pub mod sandboxed;
 pub mod script;
 pub mod trigger;
@@ -25,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use agent_client_protocol_schema::v1 as acp;
@@ -49,9 +50,6 @@ const SEEN_CAP: usize = 65_536;
 /// The `on_message` deadline (spec §9).
 const ON_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 const RELAY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Events from the in-process relay waiting for the dispatch loop; when full, the connection
-/// waits (nothing is dropped).
-const TRUSTED_CAP: usize = 4096;
 /// Supervision: a turn is tried at most this many times when the agent dies under it; restarts
 /// back off from [`RESTART_BACKOFF`], doubling; [`BREAKER_RESTARTS`] restarts within
 /// [`BREAKER_WINDOW`] open the circuit (the persona stops taking turns).
@@ -217,11 +215,16 @@ pub async fn run(
         }
     };
     let echoes = Arc::new(relay::echo::Echoes::default());
-    // The subscription's events from the in-process relay (`relay_in_process`); the sender stays
-    // here too, so that without that relay this channel is simply never ready.
-    let (trusted_tx, mut trusted) = mpsc::channel::<Box<Event>>(TRUSTED_CAP);
+    // Routing (set up once the personas run): the in-process relay's transport routes the
+    // subscription's events as it reads them (`relay_in_process`), the loop below routes the relay
+    // pool's.
+    let router: route::Shared = Arc::default();
     let transport = if config.relay_in_process {
-        relay::echo::SkipEchoes::trusting(Arc::clone(&echoes), trusted_tx.clone())
+        let router = Arc::clone(&router);
+        let handover: relay::echo::Handover = Arc::new(move |event| {
+            route::route(&router, &event);
+        });
+        relay::echo::SkipEchoes::trusting(Arc::clone(&echoes), handover)
     } else {
         relay::echo::SkipEchoes::new(Arc::clone(&echoes))
     };
@@ -294,7 +297,7 @@ pub async fn run(
     let own: HashSet<PublicKey> = lives.iter().map(|l| l.keys.public_key()).collect();
 
     // Workers: one per (persona, channel), each with its FIFO.
-    let mut queues: HashMap<(usize, String), mpsc::Sender<(Message, Reason)>> = HashMap::new();
+    let mut queues: route::Queues = HashMap::new();
     let mut workers = tokio::task::JoinSet::new();
     let replies = Arc::new(std::sync::atomic::AtomicU64::new(0));
     for (i, live) in lives.iter().enumerate() {
@@ -318,6 +321,18 @@ pub async fn run(
 
     let channels: Vec<String> = routes.keys().cloned().collect();
     let since = Timestamp::now();
+    let cursor = Arc::new(AtomicU64::new(since.as_secs()));
+    *router.lock().unwrap_or_else(|e| e.into_inner()) = Some(route::Router {
+        lives: lives.clone(),
+        routes,
+        own,
+        queues,
+        matcher,
+        out: Arc::clone(&out),
+        cursor: Arc::clone(&cursor),
+        seen: Seen::default(),
+        routed: 0,
+    });
     let sub = client
         .subscribe(relay::channel_filter(&channels, since), None)
         .await
@@ -331,11 +346,9 @@ pub async fn run(
     .with("personas", lives.len())
     .with("channels", channels.len()));
 
-    let mut seen = Seen::default();
     // The subscription's `since` cursor: advanced periodically so that when the client reconnects
     // (nostr-sdk re-sends the stored REQ) the relay replays only a short window, which the seen-set
     // de-duplicates: nothing is lost, nothing answered twice.
-    let mut cursor = since;
     let mut cursor_sent = since;
     let mut tick = tokio::time::interval(CURSOR_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -344,21 +357,21 @@ pub async fn run(
         let event = tokio::select! {
             _ = &mut shutdown => break,
             _ = tick.tick() => {
-                if cursor > cursor_sent {
-                    let from = Timestamp::from(cursor.as_secs().saturating_sub(CURSOR_SLACK_SECS));
+                let newest = Timestamp::from(cursor.load(Ordering::Relaxed));
+                if newest > cursor_sent {
+                    let from = Timestamp::from(newest.as_secs().saturating_sub(CURSOR_SLACK_SECS));
                     if let Err(e) = client
                         .subscribe_with_id(sub.clone(), relay::channel_filter(&channels, from), None)
                         .await
                     {
                         tracing::warn!("advancing the subscription cursor: {e}");
                     } else {
-                        cursor_sent = cursor;
+                        cursor_sent = newest;
                         tracing::debug!(since = from.as_secs(), "subscription cursor advanced");
                     }
                 }
                 continue;
             }
-            Some(event) = trusted.recv() => event,
             n = notifications.recv() => match n {
                 Ok(RelayPoolNotification::Event { subscription_id, event, .. }) if subscription_id == sub => event,
                 Ok(RelayPoolNotification::Message { message: RelayMessage::Auth { .. }, .. }) => {
@@ -377,104 +390,21 @@ pub async fn run(
                 Err(_) => break,
             },
         };
-        // Benchmark probe (`benches/live_agents.rs`): an event handed to the harness by the relay
-        // client. Disabled callsites cost one branch.
-        tracing::trace!(target: "apiary::probe", id = %event.id, "event received");
-        if event.kind != Kind::Custom(KIND_MESSAGE) || !seen.insert(event.id) {
-            continue;
-        }
-        let Some(message) = Message::parse(&event) else {
-            continue;
-        };
-        if message.created_at > cursor && message.created_at <= Timestamp::now() {
-            cursor = message.created_at;
-        }
-        // Our own replies come back on the subscription; the transport drops those this run
-        // published (`relay::echo`), the rest (an earlier run's) end here. No second signature
-        // check here: the relay pool verified the id and signature of every event before handing
-        // it over (nostr-sdk's `verify_and_cache`), or, on the `trusted` channel, our in-process
-        // relay did before storing it; a check costs more than everything else in this loop.
-        if own.contains(&message.author) {
-            continue;
-        }
-        summary.events += 1;
-        let Some(targets) = routes.get(&message.channel) else {
-            continue;
-        };
-        let mut woke = Vec::new();
-        // Per persona: the wake reason, or why it stays asleep (for the JSON stream).
-        let mut decided: Vec<(&str, &'static str, String)> = Vec::new();
-        let personas: Vec<&TriggerPersona> = targets.iter().map(|&i| &lives[i].trigger).collect();
-        let decisions = matcher.decide_all(&message, &personas);
-        for (&i, decision) in targets.iter().zip(decisions) {
-            let live = &lives[i];
-            let name = live.trigger.name.as_str();
-            let Some(reason) = decision else {
-                decided.push((name, "skipped", "no trigger matched".into()));
-                continue;
-            };
-            let Some(tx) = queues.get(&(i, message.channel.clone())) else {
-                continue;
-            };
-            match tx.try_send((message.clone(), reason.clone())) {
-                Ok(()) => {
-                    woke.push(format!("{name} ({reason})"));
-                    decided.push((name, "woken", reason.to_string()));
-                }
-                Err(_) => {
-                    tracing::warn!(persona = %name, channel = %message.channel, "queue full; message dropped");
-                    woke.push(format!("{name} (queue full: dropped)"));
-                    decided.push((name, "skipped", "queue full: dropped".into()));
-                }
-            }
-        }
-        let channel_name = lives[targets[0]]
-            .channels
-            .get(&message.channel)
-            .map(String::as_str)
-            .unwrap_or(&message.channel);
-        let id = message.id.to_hex();
-        let author = message.author.to_hex();
-        out(Note::new(
-            "message",
-            format!(
-                "event {id} #{channel_name} from {}: {}",
-                relay::short(&author),
-                if woke.is_empty() {
-                    "no persona woke".to_string()
-                } else {
-                    format!("woke {}", woke.join(", "))
-                }
-            ),
-        )
-        .with("id", id.as_str())
-        .with("channel", channel_name)
-        .with("channel_id", message.channel.as_str())
-        .with("author", author)
-        .with("thread", message.root.map(|r| r.to_hex())));
-        let woken = decided.iter().any(|(_, event, _)| *event == "woken");
-        for (persona, event, reason) in decided {
-            out(Note::only_json(event)
-                .with("persona", persona)
-                .with("channel", channel_name)
-                .with("id", id.as_str())
-                .with("reason", reason));
-        }
         // Let the workers just woken write their prompts before the next event: tokio runs the
         // last task woken by this one only when this one yields (and no other thread may take
         // it), which with events queued behind this one would be after the whole burst.
-        if woken {
+        if route::route(&router, &event) {
             tokio::task::yield_now().await;
         }
     }
 
-    // No reader any more: a full channel must not hold the connection (and the OKs for the
-    // replies still being published) back.
-    drop(trusted);
-    // Drain: no new events; let the queues empty within the drain timeout.
+    // Routing stops (events arriving from now on stay unanswered) and drops the queues.
+    let stopped = router.lock().unwrap_or_else(|e| e.into_inner()).take();
+    summary.events = stopped.map_or(0, |r| r.routed);
+    // Drain (the queues went with routing): no new events; let the queues empty within the drain
+    // timeout.
     out(Note::new("stopping", "stopping: draining queues"));
     client.unsubscribe(&sub).await;
-    drop(queues);
     let drained = tokio::time::timeout(config.drain_timeout, async {
         while workers.join_next().await.is_some() {}
     })

@@ -10,9 +10,10 @@
 //! relay (`nostr-relay-builder`) checks the id and signature of every event it is sent before it
 //! stores or fans it out, and its journal is checked again on replay, so the events it sends this
 //! process over loopback were already verified here once. The transport then hands the events
-//! of the harness's subscription straight to the dispatch loop instead of to the pool, which would
-//! check each signature a second time on the thread every event waits for. Events from any other
-//! relay (`--relay URL`), and every other subscription, still go through the pool's check.
+//! of the harness's subscription straight to the harness's routing, on the connection's own thread,
+//! instead of to the pool, which would check each signature a second time and then queue the event
+//! for another thread. Events from any other relay (`--relay URL`), and every other subscription,
+//! still go through the pool's check.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -25,7 +26,6 @@ use nostr_sdk::pool::transport::websocket::{
     DefaultWebsocketTransport, WebSocketSink, WebSocketStream, WebSocketTransport,
 };
 use nostr_sdk::prelude::*;
-use tokio::sync::mpsc;
 
 /// Ids remembered; echoes arrive within moments of publishing.
 const CAP: usize = 8192;
@@ -117,12 +117,25 @@ impl Echoes {
     }
 }
 
+/// Takes the watched subscription's events from a trusted relay, on the connection's thread: it
+/// must not block (the connection's other frames wait for it).
+pub type Handover = Arc<dyn Fn(Box<Event>) + Send + Sync>;
+
 /// The default websocket transport, dropping [`Echoes`] on the way in.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SkipEchoes {
     echoes: Arc<Echoes>,
     /// Where the watched subscription's events go when the relay is trusted (see the module docs).
-    trusted: Option<mpsc::Sender<Box<Event>>>,
+    trusted: Option<Handover>,
+}
+
+impl std::fmt::Debug for SkipEchoes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SkipEchoes")
+            .field("echoes", &self.echoes)
+            .field("trusted", &self.trusted.is_some())
+            .finish()
+    }
 }
 
 impl SkipEchoes {
@@ -135,7 +148,7 @@ impl SkipEchoes {
 
     /// For the process's own embedded relay only: the watched subscription's events (not
     /// expired) go to `to` without a second signature check; the relay checked them.
-    pub fn trusting(echoes: Arc<Echoes>, to: mpsc::Sender<Box<Event>>) -> SkipEchoes {
+    pub fn trusting(echoes: Arc<Echoes>, to: Handover) -> SkipEchoes {
         SkipEchoes {
             echoes,
             trusted: Some(to),
@@ -165,23 +178,22 @@ impl WebSocketTransport for SkipEchoes {
                     Ok(msg) => msg.as_text(),
                     Err(_) => None,
                 };
-                // Decided here, on the frame; only a handed-over event awaits (the dispatch loop's
-                // queue is bounded, so a full one holds the connection back instead of growing).
+                // Decided here, on the frame.
                 let handed = match text {
                     Some(t) if echoes.is_echo(t) => return ready(None),
                     Some(t) => trusted
                         .as_ref()
-                        .and_then(|to| Some((to.clone(), echoes.watched_event(t)?))),
+                        .and_then(|to| Some((to, echoes.watched_event(t)?))),
                     None => None,
                 };
                 match handed {
                     None => ready(Some(m)),
-                    Some((to, event)) => Box::pin(async move {
+                    Some((to, event)) => {
                         if !event.is_expired() {
-                            let _ = to.send(event).await;
+                            to(event);
                         }
-                        None
-                    }),
+                        ready(None)
+                    }
                 }
             });
             Ok((sink, Box::pin(stream) as WebSocketStream))
@@ -364,8 +376,13 @@ mod tests {
             .await
             .unwrap();
         let echoes = Arc::new(Echoes::default());
-        let (tx, mut direct) = mpsc::channel(16);
-        let transport = SkipEchoes::trusting(Arc::clone(&echoes), tx);
+        let (tx, mut direct) = tokio::sync::mpsc::unbounded_channel();
+        let transport = SkipEchoes::trusting(
+            Arc::clone(&echoes),
+            Arc::new(move |e| {
+                let _ = tx.send(e);
+            }),
+        );
         let (client, mut notes) = subscribed(&relay.url, transport, &echoes).await;
         let keys = Keys::generate();
         let ours = crate::relay::message(&keys, "general", "ours", vec![]).unwrap();
