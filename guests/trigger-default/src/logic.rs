@@ -122,7 +122,8 @@ impl Matcher {
 /// [`Prepared::set`] refills it for the next message without giving its buffers back.
 #[derive(Default)]
 pub struct Prepared {
-    /// The lower-cased text (UTF-8, kept as bytes: every use of it is byte-wise).
+    /// The text, UTF-8 kept as bytes (every use of it is byte-wise): lower-cased except for ASCII
+    /// capitals, which every use folds as it reads.
     text: Vec<u8>,
     /// Lower-cased mentioned names (the explicit list, then every `@name` token of the text), one
     /// after another; `name_ends` holds where each ends.
@@ -140,7 +141,7 @@ impl Prepared {
     pub fn set<'s>(&mut self, text: &str, mentions: impl IntoIterator<Item = &'s str>) {
         self.text.clear();
         self.text.extend_from_slice(text.as_bytes());
-        if !self.take_ascii() {
+        if !self.sign_ascii() {
             self.text.clear();
             self.text.extend_from_slice(text.to_lowercase().as_bytes());
             self.signature.take(&self.text);
@@ -164,17 +165,17 @@ impl Prepared {
             if let Ok(name) = std::str::from_utf8(&rest[..end])
                 && !name.is_empty()
             {
-                self.names.push_str(name);
+                push_lowercase(&mut self.names, name);
                 self.name_ends.push(self.names.len());
             }
             rest = &rest[end..];
         }
     }
 
-    /// For ASCII text: lower-cases it in place and takes its signature in the same pass (one pass
-    /// instead of two; the component's standard library has no SIMD for separate ones). False,
-    /// with nothing done, for other text.
-    fn take_ascii(&mut self) -> bool {
+    /// For ASCII text: takes the signature of its lower-cased form, leaving the text as it is (the
+    /// rare search folds case as it compares, instead of every message paying a store per byte).
+    /// False, with nothing done, for other text.
+    fn sign_ascii(&mut self) -> bool {
         if !self.text.is_ascii() {
             return false;
         }
@@ -182,10 +183,19 @@ impl Prepared {
         // A pair (NUL, first byte) is one more bit than the text has: harmless, as a signature
         // only rules keywords out.
         let mut prev = 0;
-        for b in self.text.iter_mut() {
-            *b = b.to_ascii_lowercase();
-            self.signature.set(pair_bit(prev, *b));
-            prev = *b;
+        // Four bytes a turn: in the component every turn of a loop also checks the deadline.
+        let mut quads = self.text.chunks_exact(4);
+        for quad in &mut quads {
+            let [a, b, c, d] = [0, 1, 2, 3].map(|i| quad[i].to_ascii_lowercase());
+            for (x, y) in [(prev, a), (a, b), (b, c), (c, d)] {
+                self.signature.set(pair_bit(x, y));
+            }
+            prev = d;
+        }
+        for &b in quads.remainder() {
+            let b = b.to_ascii_lowercase();
+            self.signature.set(pair_bit(prev, b));
+            prev = b;
         }
         true
     }
@@ -303,8 +313,10 @@ fn push_lowercase(out: &mut String, s: &str) {
     }
 }
 
-/// Whether `needle` (non-empty) occurs in `haystack`. Byte-wise is exact for UTF-8: a match of a
-/// whole character sequence cannot start inside a character. Plain scanning: it runs only for
+/// Whether `needle` (lower-case, non-empty) occurs in `haystack`, whose ASCII capitals count as
+/// their small letters. Byte-wise is exact for UTF-8: a match of a whole character sequence cannot
+/// start inside a character, and ASCII folding never touches the bytes of other characters.
+/// Plain scanning: it runs only for
 /// keywords the signature admits, on chat-length texts, where setting up std's Two-Way searcher
 /// costs more than it saves (in WebAssembly, whose std has no SIMD path for it, ~2,000
 /// instructions a search).
@@ -312,9 +324,15 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     let Some((&first, rest)) = needle.split_first() else {
         return true;
     };
+    let folded = |i: usize| haystack[i].to_ascii_lowercase();
     haystack.len() >= needle.len()
-        && (0..=haystack.len() - needle.len())
-            .any(|i| haystack[i] == first && haystack[i + 1..i + needle.len()] == *rest)
+        && (0..=haystack.len() - needle.len()).any(|i| {
+            folded(i) == first
+                && rest
+                    .iter()
+                    .enumerate()
+                    .all(|(j, &n)| folded(i + 1 + j) == n)
+        })
 }
 
 /// Channel names compare without their display `#`.
