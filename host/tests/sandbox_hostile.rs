@@ -274,7 +274,8 @@ fn hostile_trigger_answers_are_refused() {
         .unwrap_err();
     assert!(matches!(err, SandboxError::Invalid { .. }), "{err:?}");
     assert!(
-        err.to_string().contains("keyword 4294967295 of persona 0 is out of range"),
+        err.to_string()
+            .contains("keyword 4294967295 of persona 0 is out of range"),
         "{err}"
     );
     let err = t

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use wasmtime::component::ComponentExportIndex;
 
 use super::bindings::latest::trigger::exports::apiary::plugin::matcher as wit;
-pub use wit::{Decision, Message, Persona, Reason};
 use super::hook::export_indexes;
 use super::warm::WarmPool;
 use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, World};
+pub use wit::{Decision, Message, Persona, Reason};
 
 /// The `trigger-default` component, built from `guests/trigger-default` by build.rs.
 pub const DEFAULT_WASM: &[u8] = include_bytes!(env!("APIARY_TRIGGER_DEFAULT_WASM"));
@@ -143,26 +143,35 @@ impl TriggerRunner {
             limit: u32::MAX as usize,
         })?;
         let grants = Grants::none();
-        sandbox.call_warm(&self.loaded, &self.limits, &grants, &self.warm, (), |store, instance| {
-            let f = instance
-                .get_typed_func::<(&wit::Batch,), (Vec<wit::Wake>,)>(&mut *store, &self.exports[1])?;
-            let (list,) = f.call(&mut *store, (&batch,))?;
-            // Checked after the copy out of the guest (see `hook::guest_error`), which the guest's
-            // memory cap bounds.
-            let most = (personas.len() * messages.len()).min(limits.max_list);
-            if list.len() > most {
-                return Ok(Err(SandboxError::Oversized {
-                    name: name.to_string(),
-                    what: "a list of wakes (elements)",
-                    size: list.len(),
-                    limit: most,
-                }));
-            }
-            Ok(list
-                .into_iter()
-                .map(|wake| checked_wake(&name, personas, messages.len(), wake))
-                .collect())
-        })
+        sandbox.call_warm(
+            &self.loaded,
+            &self.limits,
+            &grants,
+            &self.warm,
+            (),
+            |store, instance| {
+                let f = instance.get_typed_func::<(&wit::Batch,), (Vec<wit::Wake>,)>(
+                    &mut *store,
+                    &self.exports[1],
+                )?;
+                let (list,) = f.call(&mut *store, (&batch,))?;
+                // Checked after the copy out of the guest (see `hook::guest_error`), which the guest's
+                // memory cap bounds.
+                let most = (personas.len() * messages.len()).min(limits.max_list);
+                if list.len() > most {
+                    return Ok(Err(SandboxError::Oversized {
+                        name: name.to_string(),
+                        what: "a list of wakes (elements)",
+                        size: list.len(),
+                        limit: most,
+                    }));
+                }
+                Ok(list
+                    .into_iter()
+                    .map(|wake| checked_wake(&name, personas, messages.len(), wake))
+                    .collect())
+            },
+        )
     }
 }
 
