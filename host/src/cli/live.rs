@@ -640,11 +640,19 @@ pub fn post(args: PostArgs) -> u8 {
                 exit::FAILURE
             }
         };
-        client.shutdown().await;
+        close(&client).await;
         code
     });
     rt.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// Shuts the client down and gives its connection tasks a moment to send their websocket Close
+/// frames: the runtime drops them at exit, and a relay logs a connection that just vanishes as an
+/// error (the embedded relay did, for every `post` and `tail`).
+async fn close(client: &Client) {
+    client.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
 /// A client connected to `url` (answering NIP-42 challenges with `keys`), and the relay's id for the
@@ -769,7 +777,7 @@ pub fn tail(args: TailArgs) -> u8 {
             Some(d) => tokio::time::timeout_at(d, work).await.ok(),
             None => Some(work.await),
         };
-        client.shutdown().await;
+        close(&client).await;
         match (finished, args.count) {
             (Some(true), _) | (None, None) => exit::OK,
             (None, Some(c)) => {
