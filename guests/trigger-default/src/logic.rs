@@ -228,8 +228,7 @@ const ALWAYS_BIT: usize = PAIR_BITS;
 /// text only if all its pairs do, so one missing bit rules the keyword out with no false negatives
 /// and no substring search; a one-byte keyword, which has no pair, needs only [`ALWAYS_BIT`] and is
 /// always searched for. A 400-byte line sets under a tenth of the pair bits, so most keywords fail
-/// at their first bit. Substring search is SIMD-accelerated natively but not in WebAssembly, which
-/// is why the component gains most.
+/// at their first bit, and the substring search runs only for the few that pass.
 #[derive(Clone)]
 pub struct Signature([u64; PAIR_BITS / 64 + 1]);
 

@@ -228,7 +228,6 @@ mod tests {
         assert!(!echoes.is_echo(&msg("main", &theirs)));
         // Our event on another subscription (a fetch) goes to the pool.
         assert!(!echoes.is_echo(&msg("fetch", &ours)));
-        // Our id quoted in someone's content is not the event's id.
         // Our id quoted in someone's content (escaped in JSON) is not the event's id, whatever
         // the key order.
         let reordered = format!(
