@@ -28,13 +28,14 @@ impl Guest for HostileTrigger {
     }
 
     fn decide_batch(batch: Batch) -> Vec<Wake> {
+        // The first message's text is string `strings + 3`, after its id, channel and author.
         let first_text = batch
             .messages
             .first()
             .and_then(|m| {
-                batch
-                    .text
-                    .get(m.text.start as usize..(m.text.start + m.text.len) as usize)
+                let text = m.strings as usize + 3;
+                let start = *batch.ends.get(text - 1)? as usize;
+                batch.text.get(start..*batch.ends.get(text)? as usize)
             })
             .unwrap_or("");
         if first_text == "keyword" {

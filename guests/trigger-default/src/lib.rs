@@ -6,34 +6,36 @@ mod logic;
 wit_bindgen::generate!({ world: "trigger", path: "../../wit" });
 
 use exports::apiary::plugin::matcher::{
-    Batch, Decision, Guest, Message, Persona, Reason, Run, Span, Wake, WakeReason,
+    Batch, Decision, Guest, Message, Persona, Reason, Run, Wake, WakeReason,
 };
 
 struct TriggerDefault;
 
-/// The strings of a `batch`: spans and runs read through here, so one out of range reads as
-/// empty instead of trapping.
+/// The strings of a `batch`, read through here so that a number out of range, or a bad end,
+/// reads as empty instead of trapping.
 #[derive(Clone, Copy)]
 struct Table<'b> {
     text: &'b str,
-    spans: &'b [Span],
+    ends: &'b [u32],
 }
 
 impl<'b> Table<'b> {
-    fn str(self, span: Span) -> &'b str {
-        let start = span.start as usize;
-        self.text
-            .get(start..start.saturating_add(span.len as usize))
-            .unwrap_or("")
+    fn str(self, number: u32) -> &'b str {
+        let i = number as usize;
+        let start = match i.checked_sub(1) {
+            Some(before) => self.ends.get(before),
+            None => Some(&0),
+        };
+        match (start, self.ends.get(i)) {
+            (Some(&start), Some(&end)) => self.text.get(start as usize..end as usize),
+            _ => None,
+        }
+        .unwrap_or("")
     }
 
     fn strs(self, run: Run) -> impl Iterator<Item = &'b str> {
-        let start = run.start as usize;
-        self.spans
-            .get(start..start.saturating_add(run.len as usize))
-            .unwrap_or(&[])
-            .iter()
-            .map(move |&span| self.str(span))
+        let end = run.start.saturating_add(run.len);
+        (run.start..end).map(move |number| self.str(number))
     }
 }
 
@@ -64,7 +66,7 @@ impl Guest for TriggerDefault {
     fn decide_batch(batch: Batch) -> Vec<Wake> {
         let table = Table {
             text: &batch.text,
-            spans: &batch.spans,
+            ends: &batch.ends,
         };
         let matchers: Vec<logic::Matcher> = batch
             .personas
@@ -79,11 +81,15 @@ impl Guest for TriggerDefault {
                 )
             })
             .collect();
+        // A message's strings: id, channel, author, text, then its mentions.
         let messages = batch.messages.iter().map(|m| {
             (
-                table.str(m.channel),
-                table.str(m.text),
-                table.strs(m.mentions),
+                table.str(m.strings.saturating_add(1)),
+                table.str(m.strings.saturating_add(3)),
+                table.strs(Run {
+                    start: m.strings.saturating_add(4),
+                    len: m.mentions,
+                }),
             )
         });
         logic::decide_batch(&matchers, messages)

@@ -172,9 +172,9 @@ impl Prepared {
         }
     }
 
-    /// For ASCII text: takes the signature of its lower-cased form, leaving the text as it is (the
-    /// rare search folds case as it compares, instead of every message paying a store per byte).
-    /// False, with nothing done, for other text.
+    /// For ASCII text: takes its signature, leaving the text as it is ([`pair_bit`] ignores ASCII
+    /// case, and the rare search folds case as it compares, instead of every message paying a
+    /// store per byte). False, with nothing done, for other text.
     fn sign_ascii(&mut self) -> bool {
         if !self.text.is_ascii() {
             return false;
@@ -186,14 +186,13 @@ impl Prepared {
         // Four bytes a turn: in the component every turn of a loop also checks the deadline.
         let mut quads = self.text.chunks_exact(4);
         for quad in &mut quads {
-            let [a, b, c, d] = [0, 1, 2, 3].map(|i| quad[i].to_ascii_lowercase());
+            let [a, b, c, d] = [0, 1, 2, 3].map(|i| quad[i]);
             for (x, y) in [(prev, a), (a, b), (b, c), (c, d)] {
                 self.signature.set(pair_bit(x, y));
             }
             prev = d;
         }
         for &b in quads.remainder() {
-            let b = b.to_ascii_lowercase();
             self.signature.set(pair_bit(prev, b));
             prev = b;
         }
@@ -220,27 +219,42 @@ impl Prepared {
     }
 }
 
-/// Bits of a [`Signature`] for byte pairs; one bit that every signature has follows them.
+/// Bits of a [`Signature`] for byte pairs; [`ALWAYS_BIT`], one of them, is in every signature.
 const PAIR_BITS: usize = 4096;
-const ALWAYS_BIT: usize = PAIR_BITS;
+const ALWAYS_BIT: usize = 0;
 
 /// Which adjacent byte pairs (hashed into 4,096 bits) occur in a text. A keyword can occur in a
 /// text only if all its pairs do, so one missing bit rules the keyword out with no false negatives
 /// and no substring search; a one-byte keyword, which has no pair, needs only [`ALWAYS_BIT`] and is
 /// always searched for. A 400-byte line sets under a tenth of the pair bits, so most keywords fail
 /// at their first bit, and the substring search runs only for the few that pass.
+///
+/// A bit is a byte, set when it holds the current stamp: setting one is a store, testing one a
+/// load and a compare, and the next message clears them all by moving to the next stamp (the bytes
+/// are zeroed only when the stamps wrap, once every 255 messages).
 #[derive(Clone)]
-pub struct Signature([u64; PAIR_BITS / 64 + 1]);
+pub struct Signature {
+    stamps: Box<[u8; PAIR_BITS]>,
+    /// The stamp of the bits set for the current text; never 0 once a text is signed.
+    current: u8,
+}
 
 impl Default for Signature {
     fn default() -> Signature {
-        Signature([0; PAIR_BITS / 64 + 1])
+        Signature {
+            stamps: Box::new([0; PAIR_BITS]),
+            current: 0,
+        }
     }
 }
 
 impl Signature {
     fn clear(&mut self) {
-        self.0 = [0; PAIR_BITS / 64 + 1];
+        self.current = self.current.wrapping_add(1);
+        if self.current == 0 {
+            self.stamps.fill(0);
+            self.current = 1;
+        }
         self.set(ALWAYS_BIT);
     }
 
@@ -271,16 +285,18 @@ impl Signature {
         bits.into_iter().map(|(_, bit)| bit).collect()
     }
 
+    // Bits are taken modulo PAIR_BITS, which they all are below anyway: the compilers then know
+    // every index is in range and check none.
     fn set(&mut self, bit: usize) {
-        self.0[bit / 64] |= 1 << (bit % 64);
+        self.stamps[bit % PAIR_BITS] = self.current;
     }
 
-    fn has(&self, bit: usize) -> bool {
-        self.0[bit / 64] & (1 << (bit % 64)) != 0
+    fn has(&self, bit: u16) -> bool {
+        self.stamps[usize::from(bit) % PAIR_BITS] == self.current
     }
 
     fn has_all(&self, bits: &[u16]) -> bool {
-        bits.iter().all(|&bit| self.has(usize::from(bit)))
+        bits.iter().all(|&bit| self.has(bit))
     }
 }
 
@@ -288,15 +304,23 @@ impl Signature {
 /// than any letter. Only an order for checking bits; any value would be correct.
 fn rarity(b: u8) -> u8 {
     const COMMON_FIRST: &[u8; 26] = b"etaoinshrdlcumwfgypbvkjxqz";
-    COMMON_FIRST
-        .iter()
-        .position(|&c| c == b)
-        .map_or(30, |i| i as u8)
+    const RARITY: [u8; 256] = {
+        let mut table = [30; 256];
+        let mut i = 0;
+        while i < COMMON_FIRST.len() {
+            table[COMMON_FIRST[i] as usize] = i as u8;
+            i += 1;
+        }
+        table
+    };
+    RARITY[usize::from(b)]
 }
 
-/// A pair's bit: a multiplicative hash of the two bytes, top 12 bits.
+/// A pair's bit: a multiplicative hash of the two bytes, top 12 bits. ASCII case does not count:
+/// both bytes get the case bit (0x20) first, so a capital and its small letter share bits (as do
+/// a few punctuation marks with others: harmless, as a signature only rules keywords out).
 fn pair_bit(a: u8, b: u8) -> usize {
-    let pair = u32::from(a) << 8 | u32::from(b);
+    let pair = (u32::from(a) << 8 | u32::from(b)) | 0x2020;
     (pair.wrapping_mul(0x9E37_79B1) >> (32 - PAIR_BITS.trailing_zeros())) as usize
 }
 
@@ -315,23 +339,58 @@ fn push_lowercase(out: &mut String, s: &str) {
 /// Whether `needle` (lower-case, non-empty) occurs in `haystack`, whose ASCII capitals count as
 /// their small letters. Byte-wise is exact for UTF-8: a match of a whole character sequence cannot
 /// start inside a character, and ASCII folding never touches the bytes of other characters.
-/// Plain scanning: it runs only for
-/// keywords the signature admits, on chat-length texts, where setting up std's Two-Way searcher
-/// costs more than it saves (in WebAssembly, whose std has no SIMD path for it, ~2,000
-/// instructions a search).
+/// Plain scanning for the first byte, then a comparison: it runs only for keywords the signature
+/// admits, on chat-length texts, where setting up std's Two-Way searcher costs more than it saves
+/// (in WebAssembly, whose std has no SIMD path for it, ~2,000 instructions a search).
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     let Some((&first, rest)) = needle.split_first() else {
         return true;
     };
-    let folded = |i: usize| haystack[i].to_ascii_lowercase();
-    haystack.len() >= needle.len()
-        && (0..=haystack.len() - needle.len()).any(|i| {
-            folded(i) == first
-                && rest
-                    .iter()
-                    .enumerate()
-                    .all(|(j, &n)| folded(i + 1 + j) == n)
-        })
+    let Some(last_start) = haystack.len().checked_sub(needle.len()) else {
+        return false;
+    };
+    let first = Folded::new(first);
+    let mut from = 0;
+    while let Some(at) = haystack[from..=last_start]
+        .iter()
+        .position(|&h| first.matches(h))
+    {
+        let start = from + at + 1;
+        if rest
+            .iter()
+            .zip(&haystack[start..])
+            .all(|(&n, &h)| Folded::new(n).matches(h))
+        {
+            return true;
+        }
+        from = start;
+        if from > last_start {
+            break;
+        }
+    }
+    false
+}
+
+/// A lower-case needle byte, compared with haystack bytes whose ASCII capitals count as small:
+/// a letter matches either case by setting the case bit (0x20) of the haystack byte, which is
+/// one `or` where folding the haystack byte costs a range check.
+#[derive(Clone, Copy)]
+struct Folded {
+    byte: u8,
+    case_bit: u8,
+}
+
+impl Folded {
+    fn new(byte: u8) -> Folded {
+        Folded {
+            byte,
+            case_bit: if byte.is_ascii_lowercase() { 0x20 } else { 0 },
+        }
+    }
+
+    fn matches(self, h: u8) -> bool {
+        h | self.case_bit == self.byte
+    }
 }
 
 /// Channel names compare without their display `#`.
@@ -463,25 +522,88 @@ where
                     out.push((mi, pi, Reason::AllMessages));
                 }
             }
-            // The persona woken by the last keyword found: its later keywords need no look.
-            let mut woken = None;
-            for probe in &c.probes {
-                let [a, b] = probe.bits;
-                if !(message.signature.has(usize::from(a)) && message.signature.has(usize::from(b)))
-                    || woken == Some(probe.persona)
-                {
-                    continue;
-                }
-                let keyword = &matchers[probe.persona as usize].keywords[probe.keyword as usize];
-                if message.contains(keyword) && !mentioned.contains(&probe.persona) {
-                    out.push((mi, probe.persona, Reason::Keyword(keyword.index)));
-                    woken = Some(probe.persona);
-                }
-            }
+            wake_by_keywords(matchers, &c.probes, &message, &mentioned, mi, &mut out);
         }
         if out.len() - start > 1 {
             out[start..].sort_unstable_by_key(|&(_, pi, _)| pi);
         }
     }
     out
+}
+
+/// Step 4 for one message against its channel's probes. The loop that rules keywords out is kept
+/// apart from the rare work on a probe that passes, so the component's compiler keeps its few
+/// values in registers (with the rest inlined, they spill to the stack on every turn).
+#[inline(never)]
+fn wake_by_keywords(
+    matchers: &[Matcher],
+    probes: &[Probe],
+    message: &Prepared,
+    mentioned: &[u32],
+    mi: u32,
+    out: &mut Vec<(u32, u32, Reason)>,
+) {
+    // The persona woken by the last keyword found: its later keywords need no look.
+    let mut woken = None;
+    let mut from = 0;
+    while let Some(at) = first_passing(&message.signature, &probes[from..]) {
+        let probe = &probes[from + at];
+        from += at + 1;
+        woken = probe_passed(matchers, probe, message, mentioned, mi, woken, out);
+    }
+}
+
+/// Where the first probe whose two bits `signature` has is. A loop with no call in it, four
+/// probes a turn: in the component every turn also checks the deadline and reloads what did not
+/// fit in registers.
+#[inline(never)]
+fn first_passing(signature: &Signature, probes: &[Probe]) -> Option<usize> {
+    let passes = |p: &Probe| signature.has(p.bits[0]) && signature.has(p.bits[1]);
+    let mut blocks = probes.chunks_exact(4);
+    let mut start = 0;
+    for block in &mut blocks {
+        let [a, b, c, d] = [0, 1, 2, 3].map(|i| &block[i]);
+        if passes(a) {
+            return Some(start);
+        }
+        if passes(b) {
+            return Some(start + 1);
+        }
+        if passes(c) {
+            return Some(start + 2);
+        }
+        if passes(d) {
+            return Some(start + 3);
+        }
+        start += 4;
+    }
+    blocks
+        .remainder()
+        .iter()
+        .position(passes)
+        .map(|i| start + i)
+}
+
+/// A probe whose two bits the message has: the full check, and the wake if the keyword is there.
+/// Returns the persona woken last.
+#[cold]
+#[inline(never)]
+fn probe_passed(
+    matchers: &[Matcher],
+    probe: &Probe,
+    message: &Prepared,
+    mentioned: &[u32],
+    mi: u32,
+    woken: Option<u32>,
+    out: &mut Vec<(u32, u32, Reason)>,
+) -> Option<u32> {
+    if woken == Some(probe.persona) {
+        return woken;
+    }
+    let keyword = &matchers[probe.persona as usize].keywords[probe.keyword as usize];
+    if message.contains(keyword) && !mentioned.contains(&probe.persona) {
+        out.push((mi, probe.persona, Reason::Keyword(keyword.index)));
+        return Some(probe.persona);
+    }
+    woken
 }

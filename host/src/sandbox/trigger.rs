@@ -138,7 +138,7 @@ impl TriggerRunner {
         let limits = self.limits.clone();
         let batch = pack(personas, messages).map_err(|size| SandboxError::Oversized {
             name: name.to_string(),
-            what: "a batch's strings (bytes, for the 32-bit offsets of the WIT batch)",
+            what: "a batch's strings (bytes or count, past the WIT batch's 32-bit numbers)",
             size,
             limit: u32::MAX as usize,
         })?;
@@ -219,14 +219,14 @@ fn checked_wake(
 }
 
 /// Lays `personas` and `messages` out as the WIT `batch` string table. Fails with the size reached
-/// when the strings do not fit its 32-bit offsets.
+/// when the strings do not fit its 32-bit numbers.
 fn pack(personas: &[Persona], messages: &[Message]) -> Result<wit::Batch, usize> {
-    let mut table = Table::default();
+    let mut table = Table::with_capacity(personas, messages);
     let personas = personas
         .iter()
         .map(|p| {
             Ok(wit::BatchPersona {
-                name: table.span(&p.name)?,
+                name: table.push(&p.name)?,
                 mentions: p.mentions,
                 keywords: table.run(&p.keywords)?,
                 all_messages: p.all_messages,
@@ -237,57 +237,68 @@ fn pack(personas: &[Persona], messages: &[Message]) -> Result<wit::Batch, usize>
     let messages = messages
         .iter()
         .map(|m| {
+            let strings = table.push(&m.id)?;
+            for s in [&m.channel, &m.author, &m.text] {
+                table.push(s)?;
+            }
             Ok(wit::BatchMessage {
-                id: table.span(&m.id)?,
-                channel: table.span(&m.channel)?,
-                author: table.span(&m.author)?,
-                text: table.span(&m.text)?,
-                mentions: table.run(&m.mentions)?,
+                strings,
+                mentions: table.run(&m.mentions)?.len,
             })
         })
         .collect::<Result<Vec<_>, usize>>()?;
     Ok(wit::Batch {
         text: table.text,
-        spans: table.spans,
+        ends: table.ends,
         personas,
         messages,
     })
 }
 
 /// The string table of a batch being packed.
-#[derive(Default)]
 struct Table {
     text: String,
-    spans: Vec<wit::Span>,
+    ends: Vec<u32>,
 }
 
 impl Table {
-    /// Fails with the text's size if `s` would end past 4 GiB.
-    fn span(&mut self, s: &str) -> Result<wit::Span, usize> {
-        let end = self.text.len().saturating_add(s.len());
-        if u32::try_from(end).is_err() {
-            return Err(end);
+    /// Sized for every string of the batch, so packing copies each string once.
+    fn with_capacity(personas: &[Persona], messages: &[Message]) -> Table {
+        let strings = |list: &[String]| list.iter().map(String::len).sum::<usize>();
+        let (mut bytes, mut count) = (0, 0);
+        for p in personas {
+            bytes += p.name.len() + strings(&p.keywords) + strings(&p.subscribe);
+            count += 1 + p.keywords.len() + p.subscribe.len();
         }
-        let span = wit::Span {
-            start: self.text.len() as u32,
-            len: s.len() as u32,
-        };
-        self.text.push_str(s);
-        Ok(span)
+        for m in messages {
+            bytes += m.id.len() + m.channel.len() + m.author.len() + m.text.len();
+            bytes += strings(&m.mentions);
+            count += 4 + m.mentions.len();
+        }
+        Table {
+            text: String::with_capacity(bytes),
+            ends: Vec::with_capacity(count),
+        }
     }
 
-    /// Fails with the text's size, or the number of spans, past 32 bits.
+    /// Appends `s`, returning its number. Fails with the text's size if `s` would end past 4 GiB,
+    /// or with the number of strings past 32 bits.
+    fn push(&mut self, s: &str) -> Result<u32, usize> {
+        let number = u32::try_from(self.ends.len()).map_err(|_| self.ends.len())?;
+        let end = self.text.len().saturating_add(s.len());
+        let end = u32::try_from(end).map_err(|_| end)?;
+        self.text.push_str(s);
+        self.ends.push(end);
+        Ok(number)
+    }
+
     fn run(&mut self, items: &[String]) -> Result<wit::Run, usize> {
-        let start = self.spans.len();
+        let start = u32::try_from(self.ends.len()).map_err(|_| self.ends.len())?;
         for item in items {
-            let span = self.span(item)?;
-            self.spans.push(span);
+            self.push(item)?;
         }
-        let fits = |n: usize| u32::try_from(n).map_err(|_| n);
-        Ok(wit::Run {
-            start: fits(start)?,
-            len: fits(items.len())?,
-        })
+        let len = u32::try_from(items.len()).map_err(|_| items.len())?;
+        Ok(wit::Run { start, len })
     }
 }
 
