@@ -235,6 +235,30 @@ fn human_inspect_shows_values_and_where_they_came_from() {
     );
 }
 
+#[test]
+fn json_persona_filter_keeps_the_pack_and_one_persona() {
+    let pack = meadow();
+    let all = pack.inspect(&[]);
+    let one = pack.inspect(&["--persona", "lep"]);
+    assert_eq!(one["pack"], all["pack"]);
+    let lep = persona_in(&all, "lep");
+    assert_eq!(one["personas"], json!([lep]));
+}
+
+#[test]
+fn json_persona_filter_with_an_unknown_name_fails_listing_the_names() {
+    let pack = meadow();
+    let run = pack.inspect_run(pack.cmd(), &["--persona", "nobody"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("no persona `nobody`")
+            && run.stderr.contains("pip, lep, thistle, berry"),
+        "{}",
+        run.stderr
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // §10 empty and null semantics, shallow replacement.
 

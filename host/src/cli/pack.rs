@@ -173,26 +173,75 @@ fn inspect(args: &InspectArgs) -> u8 {
     if report.warnings() > 0 && !args.json {
         eprint!("{}", report.render(stderr_is_terminal()));
     }
-    let mut resolved = resolve::resolve(&pack, &overrides, &resolve::process_env);
-    if let Some(name) = &args.persona {
-        resolved.personas.retain(|p| &p.identity.name == name);
-        if resolved.personas.is_empty() {
-            let names: Vec<_> = pack.personas.iter().map(|p| p.name.as_str()).collect();
-            eprintln!(
-                "error: pack {} has no persona `{name}` (it has: {})",
-                pack.manifest.id,
-                names.join(", ")
-            );
-            return exit::FAILURE;
-        }
+    let only = args.persona.as_deref();
+    if let Some(name) = only
+        && pack.persona(name).is_none()
+    {
+        let names: Vec<_> = pack.personas.iter().map(|p| p.name.as_str()).collect();
+        eprintln!(
+            "error: pack {} has no persona `{name}` (it has: {})",
+            pack.manifest.id,
+            names.join(", ")
+        );
+        return exit::FAILURE;
     }
+    let env = resolve::cached_process_env();
     if args.json {
-        print_json(&resolved);
+        print_json(&InspectJson {
+            pack: &pack,
+            overrides: &overrides,
+            env: &env,
+            only,
+        });
     } else {
+        let mut resolved = resolve::resolve(&pack, &overrides, &env);
+        resolved
+            .personas
+            .retain(|p| only.is_none_or(|name| p.identity.name == name));
         print!("{}", render_inspect(&resolved));
+        super::free_at_exit(resolved);
     }
-    super::free_at_exit((resolved, pack, report));
+    super::free_at_exit((pack, report));
     exit::OK
+}
+
+/// `inspect --json`: the JSON of [`resolve::ResolvedPack`], written as each persona is resolved. A
+/// persona is dropped once written, so the next one reuses its memory: holding all 200 resolved
+/// personas of a large pack (a megabyte of prompts) cost ~500 first-touch page faults.
+struct InspectJson<'a> {
+    pack: &'a pack::Pack,
+    overrides: &'a Overrides,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    /// `--persona`: only the personas of this name.
+    only: Option<&'a str>,
+}
+
+impl serde::Serialize for InspectJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        // The same struct and field names as `ResolvedPack`'s derived form: the output is identical.
+        let mut out = serializer.serialize_struct("ResolvedPack", 2)?;
+        out.serialize_field("pack", &resolve::summary(self.pack, self.overrides))?;
+        out.serialize_field("personas", &Personas(self))?;
+        out.end()
+    }
+}
+
+struct Personas<'a>(&'a InspectJson<'a>);
+
+impl serde::Serialize for Personas<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let InspectJson {
+            pack,
+            overrides,
+            env,
+            only,
+        } = *self.0;
+        serializer.collect_seq(
+            resolve::resolve_each(pack, overrides, env)
+                .filter(|p| only.is_none_or(|name| p.identity.name == name)),
+        )
+    }
 }
 
 fn level(l: Level) -> &'static str {
@@ -391,6 +440,77 @@ fn migrate(args: &MigrateArgs) -> u8 {
         Err(e) => {
             eprintln!("error: {e}");
             exit::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pack whose JSON has every shape the contract writes: nulls, objects, lists, maps, escapes
+    /// in long and short strings, skills, MCP servers and env.
+    fn scratch_pack(root: &Path) {
+        let write = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            ".plugin/plugin.json",
+            r##"{"id":"com.example.stream","name":"Stream \"test\"","version":"1.0.0",
+"personas":["agents/a.persona.md","agents/b.persona.md","agents/c.persona.md"],
+"defaults":{"model":"anthropic:claude-sonnet-4","subscribe":["#general"]}}"##,
+        );
+        write("instructions.md", "Quote \"exactly\"\tand\\escape.\n");
+        write(
+            ".mcp.json",
+            r#"{"mcpServers":{"fs":{"command":"fs-mcp","env":{"K":"${V}"}}}}"#,
+        );
+        write(
+            "skills/s/SKILL.md",
+            "---\nname: s\ndescription: A skill\n---\n\nSteps.\n",
+        );
+        let body = "Line with \"quotes\", a tab\t, a backslash \\ and émoji 🐝.\n".repeat(20);
+        for (name, extra) in [
+            ("a", "model: \"openai:gpt-5\"\ntemperature: 0.25\n"),
+            (
+                "b",
+                "triggers: {}\nsubscribe: []\nskills:\n  - \"./skills/s/\"\n",
+            ),
+            ("c", "temperature: null\n"),
+        ] {
+            write(
+                &format!("agents/{name}.persona.md"),
+                &format!(
+                    "---\nname: {name}\ndisplay_name: \"P {name}\"\ndescription: d\n{extra}---\n\n{body}"
+                ),
+            );
+        }
+    }
+
+    #[test]
+    fn streamed_inspect_json_is_the_resolved_packs_json() {
+        let dir = tempfile::tempdir().unwrap();
+        scratch_pack(dir.path());
+        let loaded = pack::load(dir.path());
+        let pack = loaded.pack.expect("valid pack");
+        let overrides = Overrides::default();
+        let env = |key: &str| (key == "GOOSE_TEMPERATURE").then(|| "0.9".to_string());
+        let whole = resolve::resolve(&pack, &overrides, &env);
+        for only in [None, Some("b")] {
+            let streamed = serde_json::to_string_pretty(&InspectJson {
+                pack: &pack,
+                overrides: &overrides,
+                env: &env,
+                only,
+            })
+            .unwrap();
+            let mut expected = whole.clone();
+            expected
+                .personas
+                .retain(|p| only.is_none_or(|n| p.identity.name == n));
+            assert_eq!(streamed, serde_json::to_string_pretty(&expected).unwrap());
         }
     }
 }

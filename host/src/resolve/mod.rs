@@ -153,31 +153,58 @@ pub fn resolve(
     overrides: &Overrides,
     process_env: &dyn Fn(&str) -> Option<String>,
 ) -> ResolvedPack {
-    let personas = pack
-        .skills_of_all()
+    ResolvedPack {
+        pack: summary(pack, overrides),
+        personas: resolve_each(pack, overrides, process_env).collect(),
+    }
+}
+
+/// The pack-level part of [`ResolvedPack`].
+pub fn summary(pack: &Pack, overrides: &Overrides) -> PackSummary {
+    let m = &pack.manifest;
+    PackSummary {
+        id: m.id.clone(),
+        name: m.name.clone(),
+        version: m.version.clone(),
+        description: m.description.clone(),
+        author: m.author.clone(),
+        engines_buzz: m.engines_buzz.clone(),
+        root: pack.root.clone(),
+        overrides_file: overrides.path.clone(),
+    }
+}
+
+/// The personas of [`resolve`], in pack order, resolved one at a time as the iterator is advanced.
+/// A caller that writes each one out and drops it (`pack inspect --json`) reuses one persona's
+/// memory for the next instead of holding every kilobytes-long system prompt at once.
+pub fn resolve_each<'a>(
+    pack: &'a Pack,
+    overrides: &'a Overrides,
+    process_env: &'a dyn Fn(&str) -> Option<String>,
+) -> impl Iterator<Item = ResolvedPersona> + 'a {
+    pack.skills_of_all()
         .into_iter()
         .enumerate()
-        .map(|(i, skills)| resolve_persona(pack, i, &skills, overrides, process_env))
-        .collect();
-    let m = &pack.manifest;
-    ResolvedPack {
-        pack: PackSummary {
-            id: m.id.clone(),
-            name: m.name.clone(),
-            version: m.version.clone(),
-            description: m.description.clone(),
-            author: m.author.clone(),
-            engines_buzz: m.engines_buzz.clone(),
-            root: pack.root.clone(),
-            overrides_file: overrides.path.clone(),
-        },
-        personas,
-    }
+        .map(move |(i, skills)| resolve_persona(pack, i, &skills, overrides, process_env))
 }
 
 /// The real process environment, for level 1.
 pub fn process_env(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|v| !v.is_empty())
+}
+
+/// [`process_env`] that looks each variable up once: every persona of a runtime asks for the same
+/// few variables, and each lookup scans the whole environment (800 scans for 200 personas).
+pub fn cached_process_env() -> impl Fn(&str) -> Option<String> {
+    let seen = std::cell::RefCell::new(Vec::<(String, Option<String>)>::new());
+    move |key| {
+        if let Some((_, value)) = seen.borrow().iter().find(|(k, _)| k == key) {
+            return value.clone();
+        }
+        let value = process_env(key);
+        seen.borrow_mut().push((key.to_string(), value.clone()));
+        value
+    }
 }
 
 /// Picks the first level that sets a field: operator, persona, pack defaults.
