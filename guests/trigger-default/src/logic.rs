@@ -141,18 +141,22 @@ impl Prepared {
     pub fn set<'s>(&mut self, text: &str, mentions: impl IntoIterator<Item = &'s str>) {
         self.text.clear();
         self.text.extend_from_slice(text.as_bytes());
-        if !self.sign_ascii() {
-            self.text.clear();
-            self.text.extend_from_slice(text.to_lowercase().as_bytes());
-            self.signature.take(&self.text);
-        }
+        let has_at = match self.sign_ascii() {
+            Some(has_at) => has_at,
+            None => {
+                self.text.clear();
+                self.text.extend_from_slice(text.to_lowercase().as_bytes());
+                self.signature.take(&self.text);
+                self.text.contains(&b'@')
+            }
+        };
         self.names.clear();
         self.name_ends.clear();
         for m in mentions {
             push_lowercase(&mut self.names, m);
             self.name_ends.push(self.names.len());
         }
-        if !self.text.contains(&b'@') {
+        if !has_at {
             return;
         }
         // `@name` tokens: ASCII letters, digits, `_` and `-` after an `@`.
@@ -174,15 +178,17 @@ impl Prepared {
 
     /// For ASCII text: takes its signature, leaving the text as it is ([`pair_bit`] ignores ASCII
     /// case, and the rare search folds case as it compares, instead of every message paying a
-    /// store per byte). False, with nothing done, for other text.
-    fn sign_ascii(&mut self) -> bool {
+    /// store per byte), and tells whether the text has an `@` (in the same pass: a second one is
+    /// nearly free natively, but not in the component). None, with nothing done, for other text.
+    fn sign_ascii(&mut self) -> Option<bool> {
         if !self.text.is_ascii() {
-            return false;
+            return None;
         }
         self.signature.clear();
         // A pair (NUL, first byte) is one more bit than the text has: harmless, as a signature
         // only rules keywords out.
         let mut prev = 0;
+        let mut has_at = false;
         // Four bytes a turn: in the component every turn of a loop also checks the deadline.
         let mut quads = self.text.chunks_exact(4);
         for quad in &mut quads {
@@ -190,13 +196,15 @@ impl Prepared {
             for (x, y) in [(prev, a), (a, b), (b, c), (c, d)] {
                 self.signature.set(pair_bit(x, y));
             }
+            has_at |= (a == b'@') | (b == b'@') | (c == b'@') | (d == b'@');
             prev = d;
         }
         for &b in quads.remainder() {
             self.signature.set(pair_bit(prev, b));
+            has_at |= b == b'@';
             prev = b;
         }
-        true
+        Some(has_at)
     }
 
     /// Whether the text contains the keyword. Most keywords miss most messages: the signature
@@ -292,7 +300,9 @@ impl Signature {
     }
 
     fn has(&self, bit: u16) -> bool {
-        self.stamps[usize::from(bit) % PAIR_BITS] == self.current
+        // Compared as u32: the component's compiler otherwise masks `current` to 8 bits at every
+        // comparison.
+        u32::from(self.stamps[usize::from(bit) % PAIR_BITS]) == u32::from(self.current)
     }
 
     fn has_all(&self, bits: &[u16]) -> bool {
@@ -423,12 +433,32 @@ impl Hasher for Fnv {
 
 type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
+/// A table key that compares eight bytes a turn. The component's libc compares strings a byte a
+/// turn (about 190 instructions for a channel name, ten times the native `memcmp`), and a batch
+/// looks up the channel of every message.
+#[derive(Clone, Copy, Hash, Eq)]
+struct Key<'a>(&'a str);
+
+impl PartialEq for Key<'_> {
+    fn eq(&self, other: &Key<'_>) -> bool {
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        let ((a8, a1), (b8, b1)) = (a.as_chunks::<8>(), b.as_chunks::<8>());
+        a8.iter()
+            .zip(b8)
+            .all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
+            && a1.iter().zip(b1).all(|(x, y)| x == y)
+    }
+}
+
 /// The personas of a batch indexed by what can wake them.
 struct Index<'m> {
     /// Channel key → what can wake whom in it.
-    by_channel: FnvMap<&'m str, Channel>,
+    by_channel: FnvMap<Key<'m>, Channel>,
     /// Lower-cased name → the personas of that name that wake on mentions, ascending.
-    by_name: FnvMap<&'m str, Vec<u32>>,
+    by_name: FnvMap<Key<'m>, Vec<u32>>,
 }
 
 /// The subscribers of one channel.
@@ -455,12 +485,12 @@ struct Probe {
 
 impl<'m> Index<'m> {
     fn new(matchers: &'m [Matcher]) -> Index<'m> {
-        let mut by_channel: FnvMap<&str, Channel> = FnvMap::default();
-        let mut by_name: FnvMap<&str, Vec<u32>> = FnvMap::default();
+        let mut by_channel: FnvMap<Key, Channel> = FnvMap::default();
+        let mut by_name: FnvMap<Key, Vec<u32>> = FnvMap::default();
         for (i, m) in matchers.iter().enumerate() {
             let i = i as u32;
             for channel in &m.subscribe {
-                let c = by_channel.entry(channel.as_str()).or_default();
+                let c = by_channel.entry(Key(channel)).or_default();
                 if c.last == Some(i) {
                     continue;
                 }
@@ -480,7 +510,7 @@ impl<'m> Index<'m> {
                 }
             }
             if m.mentions {
-                by_name.entry(m.name.as_str()).or_default().push(i);
+                by_name.entry(Key(&m.name)).or_default().push(i);
             }
         }
         Index {
@@ -508,7 +538,7 @@ where
         let start = out.len();
         mentioned.clear();
         for name in message.names() {
-            if let Some(list) = index.by_name.get(name) {
+            if let Some(list) = index.by_name.get(&Key(name)) {
                 mentioned.extend_from_slice(list);
             }
         }
@@ -516,7 +546,7 @@ where
         mentioned.sort_unstable();
         mentioned.dedup();
         out.extend(mentioned.iter().map(|&pi| (mi, pi, Reason::Mentioned)));
-        if let Some(c) = index.by_channel.get(channel_key(channel)) {
+        if let Some(c) = index.by_channel.get(&Key(channel_key(channel))) {
             for &pi in &c.all_messages {
                 if !mentioned.contains(&pi) {
                     out.push((mi, pi, Reason::AllMessages));
