@@ -331,9 +331,20 @@ pub fn read_limited_sized(path: &Path, limit: u64, known: Option<u64>) -> Result
         None => file.metadata().map_or(0, |m| m.len()),
     }
     .min(limit) as usize;
+    let mut file = file.take(limit + 1);
     let mut bytes = Vec::with_capacity(size + 1);
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
+    if known.is_some() {
+        // `known` comes from a `stat` that found a regular file, whose reads come back short only at
+        // its end: a file read whole by its first call needs no second call just to see the end
+        // (one system call fewer per persona file). A file that grew is read on as usual.
+        bytes.resize(size + 1, 0);
+        let n = read_retrying(&mut file, &mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+        bytes.truncate(n);
+        if n <= size {
+            return Ok(bytes);
+        }
+    }
+    file.read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read: {e}"))?;
     if bytes.len() as u64 > limit {
         return Err(format!(
@@ -342,6 +353,16 @@ pub fn read_limited_sized(path: &Path, limit: u64, known: Option<u64>) -> Result
         ));
     }
     Ok(bytes)
+}
+
+/// One `read`, repeated if a signal interrupted it before anything was read.
+fn read_retrying(file: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match file.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
 }
 
 /// UTF-8 text, or the offset of the first invalid byte.
@@ -386,5 +407,28 @@ mod tests {
             Some("temperature")
         );
         assert_eq!(suggest("colour", &known), None);
+    }
+
+    #[test]
+    fn sized_reads_trust_the_file_not_the_stat() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        // The right size, a stale smaller one (the file grew), a stale larger one (it shrank).
+        for known in [Some(10), Some(3), Some(0), Some(64), None] {
+            assert_eq!(
+                read_limited_sized(&path, 100, known).unwrap(),
+                b"0123456789",
+                "{known:?}"
+            );
+        }
+        // The limit holds whatever the stat said.
+        for known in [Some(10), Some(3), Some(64), None] {
+            let err = read_limited_sized(&path, 9, known).unwrap_err();
+            assert!(err.contains("limit"), "{known:?}: {err}");
+        }
+        assert_eq!(read_limited_sized(&path, 10, Some(10)).unwrap().len(), 10);
+        std::fs::write(&path, b"").unwrap();
+        assert!(read_limited_sized(&path, 10, Some(0)).unwrap().is_empty());
     }
 }
