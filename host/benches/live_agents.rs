@@ -35,7 +35,11 @@
 //! `APIARY_BENCH_VERIFY_TWICE=1` has the relay pool check every event again, as it does for a relay
 //! of another process, instead of trusting the in-process relay's check; `APIARY_BENCH_SPIN_US`,
 //! default 200, how long the sender spins before each send instead of sleeping; `APIARY_BENCH_GQI`
-//! sets the harness runtime's `global_queue_interval`, for experiments).
+//! sets the harness runtime's `global_queue_interval`, and `APIARY_BENCH_WORKERS` its worker
+//! threads (default 2, as `apiary up`), for experiments).
+//!
+//! The harness overhead is split further by two more trace points, `message queued` (routing put
+//! the event in a persona's queue) and `message taken` (that persona's worker took it out).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -77,7 +81,9 @@ fn main() {
     let author = Keys::generate();
 
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(2).enable_all();
+    builder
+        .worker_threads(env_num("APIARY_BENCH_WORKERS", 2) as usize)
+        .enable_all();
     // Experiments only: how often the workers look at tasks woken from other threads.
     if let Some(n) = std::env::var("APIARY_BENCH_GQI")
         .ok()
@@ -247,6 +253,8 @@ fn main() {
     let p = probes.take();
     let mut received: HashMap<EventId, Instant> = HashMap::new();
     let mut framed: HashMap<EventId, Instant> = HashMap::new();
+    let mut taken: HashMap<(String, EventId), Instant> = HashMap::new();
+    let mut queued_at: HashMap<(String, EventId), Instant> = HashMap::new();
     let mut ended: HashMap<(String, String), Vec<Instant>> = HashMap::new();
     let mut written: Vec<(String, Instant, Vec<EventId>)> = Vec::new();
     for r in p {
@@ -256,6 +264,12 @@ fn main() {
             }
             Probe::Frame(t, id) => {
                 framed.entry(id).or_insert(t);
+            }
+            Probe::Queued(t, persona, id) => {
+                queued_at.entry((persona, id)).or_insert(t);
+            }
+            Probe::Taken(t, persona, id) => {
+                taken.entry((persona, id)).or_insert(t);
             }
             Probe::Ended(t, persona, channel) => {
                 ended.entry((persona, channel)).or_default().push(t)
@@ -269,6 +283,7 @@ fn main() {
     let warm_end = t0 + WARMUP;
     let (mut overhead, mut queued, mut e2e, mut transit) = (vec![], vec![], vec![], vec![]);
     let (mut from_frame, mut pool) = (vec![], vec![]);
+    let (mut wake_up, mut in_worker, mut routing) = (vec![], vec![], vec![]);
     let mut waited = 0usize;
     let mut batched = 0usize;
     for (persona, t, ids) in &written {
@@ -293,6 +308,18 @@ fn main() {
                 _ => recv,
             };
             overhead.push(t.saturating_duration_since(start));
+            if let Some(&took) = taken.get(&(persona.clone(), *id))
+                && took >= start
+            {
+                in_worker.push(t.saturating_duration_since(took));
+                match queued_at.get(&(persona.clone(), *id)) {
+                    Some(&q) if q >= start => {
+                        routing.push(q.saturating_duration_since(start));
+                        wake_up.push(took.saturating_duration_since(q));
+                    }
+                    _ => {}
+                }
+            }
             queued.push(t.saturating_duration_since(recv));
             e2e.push(t.saturating_duration_since(scheduled));
             transit.push(recv.saturating_duration_since(scheduled));
@@ -346,6 +373,9 @@ fn main() {
         ("relay transit (scheduled -> recv)", &mut transit),
         ("incl. relay pool (frame -> written)", &mut from_frame),
         ("relay pool + queue (frame -> recv)", &mut pool),
+        ("  routing (recv -> queued)", &mut routing),
+        ("  worker wake-up (queued -> taken)", &mut wake_up),
+        ("  in the worker (taken -> written)", &mut in_worker),
     ];
     let mut overhead_stats = None;
     for (label, v) in rows {
@@ -631,6 +661,10 @@ enum Probe {
     /// The event's websocket frame reached the harness's relay client (before the pool verified it).
     Frame(Instant, EventId),
     Received(Instant, EventId),
+    /// The event went into a persona's queue.
+    Queued(Instant, String, EventId),
+    /// A persona's worker took the event from its queue.
+    Taken(Instant, String, EventId),
     /// persona, channel id
     Ended(Instant, String, String),
     /// persona, the event ids a `session/prompt` line carries (the burst's earlier ones and its own)
@@ -706,6 +740,14 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ProbeLayer {
             },
             "frame received" => match EventId::from_hex(&f.id) {
                 Ok(id) => Probe::Frame(t, id),
+                Err(_) => return,
+            },
+            "message queued" => match EventId::from_hex(&f.id) {
+                Ok(id) => Probe::Queued(t, f.persona, id),
+                Err(_) => return,
+            },
+            "message taken" => match EventId::from_hex(&f.id) {
+                Ok(id) => Probe::Taken(t, f.persona, id),
                 Err(_) => return,
             },
             "turn ended" => Probe::Ended(t, f.persona, f.channel),

@@ -638,6 +638,8 @@ async fn worker(
                 None => break,
             },
         };
+        // Benchmark probe (`benches/live_agents.rs`): the worker has the message.
+        tracing::trace!(target: "apiary::probe", persona = %name, id = %first.0.id, "message taken");
         // Bursts: messages already waiting in the same thread go into one turn.
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {

@@ -93,6 +93,7 @@ impl Router {
             };
             match tx.try_send((message.clone(), reason.clone())) {
                 Ok(()) => {
+                    tracing::trace!(target: "apiary::probe", persona = %name, id = %message.id, "message queued");
                     woke.push(format!("{name} ({reason})"));
                     decided.push((name, "woken", reason.to_string()));
                 }
