@@ -265,10 +265,7 @@ where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    io_runtime()?
-        .spawn(fut)
-        .await
-        .map_err(|e| anyhow::anyhow!("relay I/O task failed: {e}"))
+    spawn_on(io_runtime()?, "relay I/O", fut).await
 }
 
 /// Runs `fut` on the [`relay_runtime`]: tasks it spawns (an embedded relay's listener and
@@ -278,10 +275,17 @@ where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    relay_runtime()?
-        .spawn(fut)
+    spawn_on(relay_runtime()?, "embedded relay", fut).await
+}
+
+async fn spawn_on<F>(rt: &tokio::runtime::Handle, what: &str, fut: F) -> anyhow::Result<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    rt.spawn(fut)
         .await
-        .map_err(|e| anyhow::anyhow!("embedded relay task failed: {e}"))
+        .map_err(|e| anyhow::anyhow!("{what} task failed: {e}"))
 }
 
 /// Like [`connect_as`], with the client's notifications from before the connection was opened (so

@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use wasmtime::component::ComponentExportIndex;
+use wasmtime::Store;
+use wasmtime::component::{ComponentExportIndex, Instance};
 
 use super::bindings::latest::trigger::exports::apiary::plugin::matcher as wit;
 use super::hook::export_indexes;
 use super::warm::WarmPool;
-use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, World};
+use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, State, World};
 pub use wit::{Decision, Message, Persona, Reason};
 
 /// The `trigger-default` component, built from `guests/trigger-default` by build.rs.
@@ -95,36 +96,28 @@ impl TriggerRunner {
     ) -> Result<CallOutput<Decision>, SandboxError> {
         let name = self.loaded.name.clone();
         let max_string = self.limits.max_string;
-        let grants = Grants::none();
-        sandbox.call_warm(
-            &self.loaded,
-            &self.limits,
-            &grants,
-            &self.warm,
-            (),
-            |store, instance| {
-                let f = instance.get_typed_func::<(&Persona, &Message), (Decision,)>(
-                    &mut *store,
-                    &self.exports[0],
-                )?;
-                let (decision,) = f.call(&mut *store, (persona, message))?;
-                Ok(
-                    check_reason(&name, &decision.reason, max_string).and_then(|()| {
-                        if decision.wake == wakes(&decision.reason) {
-                            Ok(decision)
-                        } else {
-                            Err(SandboxError::Invalid {
-                                name: name.to_string(),
-                                detail: format!(
-                                    "wake={} contradicts its reason ({})",
-                                    decision.wake, decision.reason
-                                ),
-                            })
-                        }
-                    }),
-                )
-            },
-        )
+        self.call(sandbox, |store, instance| {
+            let f = instance.get_typed_func::<(&Persona, &Message), (Decision,)>(
+                &mut *store,
+                &self.exports[0],
+            )?;
+            let (decision,) = f.call(&mut *store, (persona, message))?;
+            Ok(
+                check_reason(&name, &decision.reason, max_string).and_then(|()| {
+                    if decision.wake == wakes(&decision.reason) {
+                        Ok(decision)
+                    } else {
+                        Err(SandboxError::Invalid {
+                            name: name.to_string(),
+                            detail: format!(
+                                "wake={} contradicts its reason ({})",
+                                decision.wake, decision.reason
+                            ),
+                        })
+                    }
+                }),
+            )
+        })
     }
 
     /// Every waking pair of `personas` × `messages`, in one call (as the WIT `batch` table).
@@ -142,36 +135,38 @@ impl TriggerRunner {
             size,
             limit: u32::MAX as usize,
         })?;
+        self.call(sandbox, |store, instance| {
+            let f = instance.get_typed_func::<(&wit::Batch,), (Vec<wit::Wake>,)>(
+                &mut *store,
+                &self.exports[1],
+            )?;
+            let (list,) = f.call(&mut *store, (&batch,))?;
+            // Checked after the copy out of the guest (see `hook::guest_error`), which the guest's
+            // memory cap bounds.
+            let most = (personas.len() * messages.len()).min(limits.max_list);
+            if list.len() > most {
+                return Ok(Err(SandboxError::Oversized {
+                    name: name.to_string(),
+                    what: "a list of wakes (elements)",
+                    size: list.len(),
+                    limit: most,
+                }));
+            }
+            Ok(list
+                .into_iter()
+                .map(|wake| checked_wake(&name, personas, messages.len(), wake))
+                .collect())
+        })
+    }
+
+    /// One call into the matcher, in its parked store: no filesystem grants, its own limits.
+    fn call<R>(
+        &self,
+        sandbox: &Sandbox,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>>,
+    ) -> Result<CallOutput<R>, SandboxError> {
         let grants = Grants::none();
-        sandbox.call_warm(
-            &self.loaded,
-            &self.limits,
-            &grants,
-            &self.warm,
-            (),
-            |store, instance| {
-                let f = instance.get_typed_func::<(&wit::Batch,), (Vec<wit::Wake>,)>(
-                    &mut *store,
-                    &self.exports[1],
-                )?;
-                let (list,) = f.call(&mut *store, (&batch,))?;
-                // Checked after the copy out of the guest (see `hook::guest_error`), which the guest's
-                // memory cap bounds.
-                let most = (personas.len() * messages.len()).min(limits.max_list);
-                if list.len() > most {
-                    return Ok(Err(SandboxError::Oversized {
-                        name: name.to_string(),
-                        what: "a list of wakes (elements)",
-                        size: list.len(),
-                        limit: most,
-                    }));
-                }
-                Ok(list
-                    .into_iter()
-                    .map(|wake| checked_wake(&name, personas, messages.len(), wake))
-                    .collect())
-            },
-        )
+        sandbox.call_warm(&self.loaded, &self.limits, &grants, &self.warm, (), f)
     }
 }
 
