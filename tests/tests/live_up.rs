@@ -390,3 +390,47 @@ fn a_burst_in_one_thread_is_answered_in_one_turn() {
     assert_eq!(events.len(), 5, "{events:#?}");
     up.stop_ok();
 }
+
+/// Ctrl-C is how a person stops `apiary tail`: it ends normally (exit 0) and closes its connection
+/// instead of being killed with it open, which the embedded relay logged as an error. (The relay's
+/// log is not asserted: the close is given 50 ms, which a loaded machine can overrun.)
+#[test]
+fn tail_stopped_with_ctrl_c_exits_cleanly() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("team");
+    team_pack(&pack);
+    let mut up = Up::start(home.path(), &[&pack], &[], &[]);
+    let mut tail = apiary_e2e::apiary(home.path())
+        .args(["tail", "--relay", &up.url, "--channel", "general"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(tail.stdout.take().unwrap()));
+    // Posted until tail shows it: its subscription starts a moment after it connects.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.by_ref() {
+            let _ = tx.send(line.unwrap_or_default());
+        }
+    });
+    let deadline = std::time::Instant::now() + live_common::WAIT;
+    'shown: loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tail never showed a post"
+        );
+        up.post("general", "for the tail", &[]);
+        while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(2)) {
+            if line.contains("for the tail") {
+                break 'shown;
+            }
+        }
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &tail.id().to_string()])
+        .status();
+    let status = tail.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    up.stop_ok();
+}

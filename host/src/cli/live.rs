@@ -773,9 +773,17 @@ pub fn tail(args: TailArgs) -> u8 {
                 }
             }
         };
-        let finished = match deadline {
-            Some(d) => tokio::time::timeout_at(d, work).await.ok(),
-            None => Some(work.await),
+        let run = async {
+            match deadline {
+                Some(d) => tokio::time::timeout_at(d, work).await.ok(),
+                None => Some(work.await),
+            }
+        };
+        // Ctrl-C is how a person stops following: a normal end, with the connection closed
+        // properly (killed, it would show up as an error in the relay's log).
+        let finished = tokio::select! {
+            finished = run => finished,
+            _ = tokio::signal::ctrl_c() => Some(true),
         };
         close(&client).await;
         match (finished, args.count) {
