@@ -159,6 +159,7 @@ fn memory_per_persona() -> Option<f64> {
                 program: env!("CARGO_BIN_EXE_apiary-agent").into(),
                 args: vec![],
             },
+            agent_nice: apiary::acp::DEFAULT_AGENT_NICE,
             publish: true,
             policy: PermissionPolicy::Deny,
             idle_timeout: Duration::from_secs(60),

@@ -36,7 +36,8 @@
 //! of another process, instead of trusting the in-process relay's check; `APIARY_BENCH_SPIN_US`,
 //! default 200, how long the sender spins before each send instead of sleeping; `APIARY_BENCH_GQI`
 //! sets the harness runtime's `global_queue_interval`, and `APIARY_BENCH_WORKERS` its worker
-//! threads (default 2, as `apiary up`), for experiments).
+//! threads (default 2, as `apiary up`), for experiments; `APIARY_BENCH_AGENT_NICE` how much nicer
+//! than the harness the agents run (default as `apiary up --agent-nice`, 0: same priority)).
 //!
 //! The harness overhead is split further by two more trace points, `message queued` (routing put
 //! the event in a persona's queue) and `message taken` (that persona's worker took it out).
@@ -146,12 +147,19 @@ fn main() {
             _ => {}
         })
     };
+    let agent_nice = env_num(
+        "APIARY_BENCH_AGENT_NICE",
+        apiary::acp::DEFAULT_AGENT_NICE.into(),
+    )
+    .min(19) as u8;
     let config = dispatch::Config {
         relay_url: url.clone(),
         agent: AgentCommand {
             program: env!("CARGO_BIN_EXE_apiary-agent").into(),
             args: vec![],
         },
+        // As `apiary up`; APIARY_BENCH_AGENT_NICE=0 runs the agents at the harness's priority.
+        agent_nice,
         publish: true,
         policy: PermissionPolicy::Deny,
         idle_timeout: Duration::from_secs(60),
@@ -341,7 +349,7 @@ fn main() {
     let expected = expected_wakes(&events, &personas, warm_end, t0, interval);
 
     println!(
-        "live harness with real agents: {PERSONAS} personas ({PERSONAS} apiary-agent processes), {CHANNELS} channels, matcher {}",
+        "live harness with real agents: {PERSONAS} personas ({PERSONAS} apiary-agent processes, nice +{agent_nice}), {CHANNELS} channels, matcher {}",
         matcher.name()
     );
     println!(

@@ -159,6 +159,18 @@ fn session_env_skills_and_refusals_on(kind: Kind) {
     assert_eq!(env["APIARY_PERSONA"], "pip");
     assert_eq!(env["AGENT_CWD"], pip_ws.to_str().unwrap());
 
+    // Agents run 10 nicer than apiary (`--agent-nice`'s default), so that on a busy machine the
+    // harness's routing and prompt writing come before the agents' own work.
+    #[cfg(target_os = "linux")]
+    {
+        let agent = pip
+            .iter()
+            .find_map(|e| e["pid"].as_u64())
+            .expect("the agent recorded its pid");
+        let up_nice = nice_of(up.child.id().into());
+        assert_eq!(nice_of(agent), (up_nice + 10).min(19));
+    }
+
     // Skills: pip claims review and gets the unclaimed shared one; bo only gets shared, and keeps
     // the operator's pinned copy, with the PF-3 warning.
     assert!(pip_ws.join(".agents/skills/review/SKILL.md").is_file());
@@ -339,4 +351,18 @@ fn the_agents_model_switch_is_used_when_it_offers_the_personas_model() {
         "{r}"
     );
     up.stop_ok();
+}
+
+/// A process's niceness, from `/proc/<pid>/stat` (the 19th field; the 2nd, the command name in
+/// parentheses, may hold spaces).
+#[cfg(target_os = "linux")]
+fn nice_of(pid: u64) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+    after_name
+        .split_whitespace()
+        .nth(16)
+        .unwrap()
+        .parse()
+        .unwrap()
 }

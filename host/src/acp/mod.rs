@@ -94,7 +94,15 @@ pub struct SpawnSpec {
     /// The child's working directory.
     pub cwd: PathBuf,
     pub policy: PermissionPolicy,
+    /// How much nicer than apiary the agent runs (0-19, Unix; its own children inherit it). Agents
+    /// doing their own work must not delay the harness's routing and prompt writing: on a
+    /// loaded machine a runnable agent woken at the same moment as the harness otherwise takes
+    /// the CPU first (`benches/live_agents.rs` measures the difference).
+    pub nice: u8,
 }
+
+/// `apiary up`'s default for [`SpawnSpec::nice`].
+pub const DEFAULT_AGENT_NICE: u8 = 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AcpError {
@@ -220,6 +228,20 @@ impl AcpClient {
         // the agents itself.
         #[cfg(unix)]
         cmd.process_group(0);
+        #[cfg(unix)]
+        if spec.nice > 0 {
+            let nice = libc::c_int::from(spec.nice.min(19));
+            // SAFETY: runs in the forked child before exec and only makes the get/setpriority
+            // system calls, which are async-signal-safe. Raising one's own niceness needs no
+            // privilege; should it fail anyway (a seccomp filter), the agent runs at apiary's
+            // priority.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::nice(nice);
+                    Ok(())
+                });
+            }
+        }
         let mut child = cmd.spawn().map_err(|source| AcpError::Spawn {
             program: spec.command.program.display().to_string(),
             source,

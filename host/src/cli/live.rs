@@ -86,6 +86,12 @@ pub struct UpArgs {
     /// The agent runtime command line (default: the bundled `apiary-agent`).
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
+    /// How much nicer than apiary agents run, 0-19 (Unix). Agents run below apiary's priority so that, on a
+    /// busy machine, routing a message and writing its prompt never wait behind the agents' own
+    /// work; an idle machine gives agents all the CPU they ask for. 0: apiary's priority.
+    #[arg(long, value_name = "N", default_value_t = crate::acp::DEFAULT_AGENT_NICE,
+          value_parser = clap::value_parser!(u8).range(0..=19))]
+    pub agent_nice: u8,
     /// Do not publish agents' replies (for agents that publish themselves).
     #[arg(long)]
     pub no_publish: bool,
@@ -438,6 +444,7 @@ pub fn up(args: UpArgs) -> u8 {
         let config = dispatch::Config {
             relay_url,
             agent,
+            agent_nice: args.agent_nice,
             publish: !args.no_publish,
             policy: args.permission,
             idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),

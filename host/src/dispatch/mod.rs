@@ -70,6 +70,8 @@ const THREAD_FETCH: Duration = Duration::from_secs(3);
 pub struct Config {
     pub relay_url: String,
     pub agent: AgentCommand,
+    /// The agents' CPU niceness (see [`SpawnSpec::nice`]).
+    pub agent_nice: u8,
     /// Publish the agent's final text as its reply (off for agents that publish themselves).
     pub publish: bool,
     pub policy: PermissionPolicy,
@@ -485,6 +487,7 @@ async fn start_persona(
         env: child_env,
         cwd: cwd.clone(),
         policy: config.policy,
+        nice: config.agent_nice,
     };
     let ids = relay::resolve_channels(client, &persona.subscribe, RELAY_TIMEOUT).await;
     let channels: BTreeMap<String, String> = persona
