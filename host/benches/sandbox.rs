@@ -10,6 +10,9 @@
 //! Arguments (after `--`): any of `trigger`, `hook`, `cache` runs only those sections; `once`
 //! runs each measured pass a single time, for instruction counts under
 //! `valgrind --tool=callgrind` (see the README), which the machine's load does not disturb.
+//! `APIARY_BENCH_FRESH_ONLY=N` makes the hook section run N fresh-store calls and nothing else:
+//! two runs with different N under callgrind or `strace -c` give one fresh call's instructions
+//! and system calls by difference. `APIARY_BENCH_HOOK=<file.wasm>` measures another hook build.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -363,6 +366,19 @@ fn hook_bench(sb: &Sandbox, args: &Args) {
         assert!(child.wait().expect("wait").success());
         start.elapsed()
     };
+    // Profiling mode: fresh-store calls only (see the module docs).
+    if let Some(n) = std::env::var("APIARY_BENCH_FRESH_ONLY")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let mut t: Vec<Duration> = (0..n).map(|i| wasm_call(&fresh, i)).collect();
+        t.sort();
+        println!(
+            "    {n} fresh-store calls only: p50 {:.1} us",
+            us(percentile(&t, 0.5))
+        );
+        return;
+    }
     // Warm-up, then rounds that take a slice of each way in turn, so that a change in the
     // machine's load (it is shared) falls on all three alike.
     for i in 0..50 {
