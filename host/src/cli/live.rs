@@ -86,9 +86,9 @@ pub struct UpArgs {
     /// The agent runtime command line (default: the bundled `apiary-agent`).
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
-    /// How much nicer than apiary agents run, 0-19 (Unix). Agents run below apiary's priority so that, on a
-    /// busy machine, routing a message and writing its prompt never wait behind the agents' own
-    /// work; an idle machine gives agents all the CPU they ask for. 0: apiary's priority.
+    /// How much nicer than apiary agents run, 0-19 (Unix). Below apiary's priority, on a busy
+    /// machine, routing a message and writing its prompt come before the agents' own work; an idle
+    /// machine still gives agents all the CPU they ask for. 0: apiary's priority.
     #[arg(long, value_name = "N", default_value_t = crate::acp::DEFAULT_AGENT_NICE,
           value_parser = clap::value_parser!(u8).range(0..=19))]
     pub agent_nice: u8,
