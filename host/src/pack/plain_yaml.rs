@@ -31,7 +31,9 @@ pub fn parse(yaml: &str) -> Option<Map<String, Value>> {
                 || ('\u{7f}'..='\u{9f}').contains(&c)
                 || matches!(c, '\u{feff}' | '\u{fffe}' | '\u{ffff}')
         };
-        if raw.chars().any(unusual) {
+        // Most lines are plain printable ASCII: tested a byte at a time, without decoding.
+        let printable_ascii = raw.bytes().all(|b| (b' '..0x7f).contains(&b));
+        if !printable_ascii && raw.chars().any(unusual) {
             return None;
         }
         let text = raw.trim_start_matches(' ');
@@ -81,7 +83,9 @@ impl<'a> Reader<'a> {
     }
 
     fn mapping(&mut self, indent: usize) -> Option<Map<String, Value>> {
-        let mut map = Map::new();
+        // Collected first: a frontmatter mapping has a handful of keys, which a scan checks for
+        // repeats faster than hashing each one twice (lookup, then insert) would.
+        let mut entries: Vec<(&str, Value)> = Vec::new();
         while let Some(line) = self.peek() {
             if line.indent < indent {
                 break;
@@ -90,7 +94,7 @@ impl<'a> Reader<'a> {
                 return None;
             }
             let (key, rest) = split_key(line.text)?;
-            if map.contains_key(key) || is_special_word(key) {
+            if entries.iter().any(|(k, _)| *k == key) || is_special_word(key) {
                 return None;
             }
             self.pos += 1;
@@ -101,9 +105,14 @@ impl<'a> Reader<'a> {
                 self.no_continuation(indent)?;
                 value
             };
-            map.insert(key.to_string(), value);
+            entries.push((key, value));
         }
-        Some(map)
+        Some(
+            entries
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        )
     }
 
     /// The value of `key:` with nothing after the colon: a deeper block, or null.
@@ -392,6 +401,7 @@ mod tests {
             "a: >\n  folded\n",
             "a: plain\n  continued\n",
             "a: 1\na: 2\n",
+            "a:\n  b: 1\n  c: 2\n  b: 3\n",
             "a: yes\n",
             "a: .nan\n",
             "a: 1e5\n",
@@ -406,6 +416,7 @@ mod tests {
             "a: [1,]\n",
             "a:\tb\n",
             "a: x\u{1}y\n",
+            "a: x\u{7f}y\n",
             "a: \"x\u{85}\"\n",
             "a: \u{feff}x\n",
             "- top level list\n",
