@@ -213,7 +213,14 @@ impl<'a> Fields<'a> {
 
     /// A present, non-null value (`null` means absent everywhere in the spec).
     pub fn get(&self, key: &str) -> Option<&'a Value> {
-        self.map.get(key).filter(|v| !v.is_null())
+        // A frontmatter or manifest mapping has a handful of keys, and each is asked for: a scan
+        // compares a few short strings where a lookup would hash the key (SipHash) first.
+        let value = if self.map.len() <= 16 {
+            self.map.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+        } else {
+            self.map.get(key)
+        };
+        value.filter(|v| !v.is_null())
     }
 
     pub fn string(&self, report: &mut Report, key: &str) -> Option<String> {
