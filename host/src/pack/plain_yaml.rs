@@ -57,6 +57,9 @@ pub fn parse(yaml: &str) -> Option<Map<String, Value>> {
     (reader.pos == reader.lines.len()).then_some(map)
 }
 
+/// Keys of one mapping checked for repeats by a scan; past this, by a set.
+const SCANNED_KEYS: usize = 32;
+
 #[derive(Clone, Copy)]
 struct Line<'a> {
     indent: usize,
@@ -84,8 +87,10 @@ impl<'a> Reader<'a> {
 
     fn mapping(&mut self, indent: usize) -> Option<Map<String, Value>> {
         // Collected first: a frontmatter mapping has a handful of keys, which a scan checks for
-        // repeats faster than hashing each one twice (lookup, then insert) would.
+        // repeats faster than hashing each one twice (lookup, then insert) would. A big mapping
+        // (a hostile megabyte of keys) switches to a set, so the check stays linear.
         let mut entries: Vec<(&str, Value)> = Vec::new();
+        let mut big: Option<std::collections::HashSet<&str>> = None;
         while let Some(line) = self.peek() {
             if line.indent < indent {
                 break;
@@ -94,7 +99,11 @@ impl<'a> Reader<'a> {
                 return None;
             }
             let (key, rest) = split_key(line.text)?;
-            if entries.iter().any(|(k, _)| *k == key) || is_special_word(key) {
+            let repeated = match &mut big {
+                Some(keys) => !keys.insert(key),
+                None => entries.iter().any(|(k, _)| *k == key),
+            };
+            if repeated || is_special_word(key) {
                 return None;
             }
             self.pos += 1;
@@ -106,6 +115,9 @@ impl<'a> Reader<'a> {
                 value
             };
             entries.push((key, value));
+            if big.is_none() && entries.len() == SCANNED_KEYS {
+                big = Some(entries.iter().map(|(k, _)| *k).collect());
+            }
         }
         Some(
             entries
@@ -390,6 +402,28 @@ mod tests {
         assert!(agrees(""));
         assert!(agrees("# only a comment\n"));
         assert!(agrees("a: 1\r\nb: x\r\n"));
+    }
+
+    #[test]
+    fn big_mappings_are_read_and_their_repeated_keys_found() {
+        let many: String = (0..2_000).map(|i| format!("k{i}: {i}\n")).collect();
+        let map = parse(&many).expect("a big plain mapping stays on the fast path");
+        assert_eq!(map.len(), 2_000);
+        assert_eq!(map["k1999"], 1999);
+        assert_eq!(
+            map.keys().next().map(String::as_str),
+            Some("k0"),
+            "order kept"
+        );
+        // A repeat found by the scan (n < SCANNED_KEYS keys before it) and by the set.
+        for n in [10, SCANNED_KEYS - 1, SCANNED_KEYS, 2_000] {
+            let before: String = (0..n).map(|i| format!("k{i}: {i}\n")).collect();
+            let repeated = format!("{before}k{}: again\n", n / 2);
+            assert!(
+                parse(&repeated).is_none(),
+                "a repeat after {n} keys must defer"
+            );
+        }
     }
 
     #[test]
