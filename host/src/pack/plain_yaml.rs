@@ -57,9 +57,6 @@ pub fn parse(yaml: &str) -> Option<Map<String, Value>> {
     (reader.pos == reader.lines.len()).then_some(map)
 }
 
-/// Keys of one mapping checked for repeats by a scan; past this, by a set.
-const SCANNED_KEYS: usize = 32;
-
 #[derive(Clone, Copy)]
 struct Line<'a> {
     indent: usize,
@@ -86,11 +83,7 @@ impl<'a> Reader<'a> {
     }
 
     fn mapping(&mut self, indent: usize) -> Option<Map<String, Value>> {
-        // Collected first: a frontmatter mapping has a handful of keys, which a scan checks for
-        // repeats faster than hashing each one twice (lookup, then insert) would. A big mapping
-        // (a hostile megabyte of keys) switches to a set, so the check stays linear.
-        let mut entries: Vec<(&str, Value)> = Vec::new();
-        let mut big: Option<std::collections::HashSet<&str>> = None;
+        let mut map = Map::new();
         while let Some(line) = self.peek() {
             if line.indent < indent {
                 break;
@@ -99,11 +92,7 @@ impl<'a> Reader<'a> {
                 return None;
             }
             let (key, rest) = split_key(line.text)?;
-            let repeated = match &mut big {
-                Some(keys) => !keys.insert(key),
-                None => entries.iter().any(|(k, _)| *k == key),
-            };
-            if repeated || is_special_word(key) {
+            if map.contains_key(key) || is_special_word(key) {
                 return None;
             }
             self.pos += 1;
@@ -114,17 +103,9 @@ impl<'a> Reader<'a> {
                 self.no_continuation(indent)?;
                 value
             };
-            entries.push((key, value));
-            if big.is_none() && entries.len() == SCANNED_KEYS {
-                big = Some(entries.iter().map(|(k, _)| *k).collect());
-            }
+            map.insert(key.to_string(), value);
         }
-        Some(
-            entries
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-        )
+        Some(map)
     }
 
     /// The value of `key:` with nothing after the colon: a deeper block, or null.
@@ -415,8 +396,8 @@ mod tests {
             Some("k0"),
             "order kept"
         );
-        // A repeat found by the scan (n < SCANNED_KEYS keys before it) and by the set.
-        for n in [10, SCANNED_KEYS - 1, SCANNED_KEYS, 2_000] {
+        // A repeat after few and after many keys.
+        for n in [10, 31, 32, 2_000] {
             let before: String = (0..n).map(|i| format!("k{i}: {i}\n")).collect();
             let repeated = format!("{before}k{}: again\n", n / 2);
             assert!(
