@@ -10,6 +10,7 @@ mod convert;
 mod dist;
 mod live;
 mod pack;
+mod pretty_json;
 mod sandbox;
 
 /// Exit codes shared by every subcommand.
@@ -250,7 +251,7 @@ pub(crate) fn print_json(value: &impl serde::Serialize) {
     use std::io::Write;
     // Streamed through one buffer: an inspect of a large pack is megabytes of JSON.
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-    let written = serde_json::to_writer_pretty(&mut out, value)
+    let written = pretty_json::write(&mut out, value)
         .map_err(std::io::Error::from)
         .and_then(|()| writeln!(out))
         .and_then(|()| out.flush());

@@ -326,17 +326,34 @@ fn read_text_sized(
             return None;
         }
     };
-    match source::decode(bytes) {
-        Ok(t) => Some(t),
-        Err((_, msg)) => {
-            report.push(
-                Diagnostic::error("pack.utf8", msg)
-                    .in_file(rel)
-                    .help("save the file as UTF-8"),
-            );
-            None
-        }
+    source::decode(bytes)
+        .map_err(|(_, msg)| report.push(not_utf8(msg, rel)))
+        .ok()
+}
+
+/// [`read_text_sized`] through the caller's reusable buffer, into shared text of exact size.
+fn read_shared_text(
+    path: &Path,
+    rel: &Path,
+    limit: u64,
+    known_len: Option<u64>,
+    buf: &mut Vec<u8>,
+    report: &mut Report,
+) -> Option<Arc<str>> {
+    if let Err(e) = source::read_limited_into(path, limit, known_len, buf) {
+        report.push(Diagnostic::error("pack.read", e).in_file(rel));
+        return None;
     }
+    source::decode_str(buf)
+        .map(Arc::from)
+        .map_err(|(_, msg)| report.push(not_utf8(msg, rel)))
+        .ok()
+}
+
+fn not_utf8(msg: String, rel: &Path) -> Diagnostic {
+    Diagnostic::error("pack.utf8", msg)
+        .in_file(rel)
+        .help("save the file as UTF-8")
 }
 
 /// Persona files are independent, so a large pack parses them on every core; results are merged in
@@ -348,11 +365,12 @@ fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Pers
     let lookup: &Report = report;
     let parse_all = |chunk: &[&str]| -> Vec<(Option<Persona>, Report)> {
         let mut checked = paths::CheckedDirs::default();
+        let mut buf = Vec::new();
         chunk
             .iter()
             .map(|entry| {
                 let mut out = Report::default();
-                let persona = load_persona(root, entry, lookup, &mut checked, &mut out);
+                let persona = load_persona(root, entry, lookup, &mut checked, &mut buf, &mut out);
                 (persona, out)
             })
             .collect()
@@ -386,12 +404,14 @@ fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Pers
     personas
 }
 
-/// Reads and parses one persona; `lookup` holds the manifest text for locating the entry.
+/// Reads and parses one persona; `lookup` holds the manifest text for locating the entry, `buf` is
+/// the read buffer.
 fn load_persona(
     root: &Path,
     entry: &str,
     lookup: &Report,
     checked: &mut paths::CheckedDirs,
+    buf: &mut Vec<u8>,
     report: &mut Report,
 ) -> Option<Persona> {
     let resolved = match paths::resolve(root, entry, checked) {
@@ -421,11 +441,12 @@ fn load_persona(
         .in_file(manifest::MANIFEST_PATH);
         report.push(locate_in_manifest(lookup, d, entry));
     }
-    let text = read_text_sized(
+    let text = read_shared_text(
         &resolved.path,
         &rel,
         MAX_PERSONA_FILE,
         Some(resolved.len),
+        buf,
         report,
     )?;
     persona::parse(rel, text, report)

@@ -2,6 +2,7 @@
 //! config and hooks, then the persona prompt as markdown. Unknown frontmatter keys are hard errors.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -10,7 +11,7 @@ use super::frontmatter;
 use super::hooks::{self, HookSet};
 use super::manifest::{Author, MIGRATE_HINT};
 use super::mcp::{self, McpServer};
-use super::source::{Fields, SourceFile, Syntax, suggest};
+use super::source::{Fields, SharedText, SourceFile, Syntax, suggest};
 use crate::diag::{Diagnostic, Report, Severity};
 
 const IDENTITY_KEYS: &[&str] = &[
@@ -47,7 +48,7 @@ pub struct Persona {
     pub behaviour: BehaviourLayer,
     pub hooks: HookSet,
     /// The persona prompt: the markdown body, line ends normalised to `\n`, outer blank space trimmed.
-    pub body: String,
+    pub body: SharedText,
 }
 
 fn all_keys() -> Vec<&'static str> {
@@ -60,12 +61,12 @@ fn all_keys() -> Vec<&'static str> {
 
 /// Parses a persona file's text. `None` when required identity fields are missing or the file cannot
 /// be understood; every reason is in `report`.
-pub fn parse(rel: PathBuf, text: String, report: &mut Report) -> Option<Persona> {
+pub fn parse(rel: PathBuf, text: Arc<str>, report: &mut Report) -> Option<Persona> {
     let split = match frontmatter::split(&text) {
         Ok(s) => s,
         Err(e) => {
             // Registered so the human report can show the snippet the location points at.
-            report.add_source(&rel, &text);
+            report.add_shared_source(&rel, Arc::clone(&text));
             let mut d = Diagnostic::error("persona.frontmatter", e.to_string()).in_file(&rel);
             if matches!(e, frontmatter::SplitError::NoClosing) {
                 d = d.at(&text, 0, 3).help(
@@ -90,17 +91,19 @@ pub fn parse(rel: PathBuf, text: String, report: &mut Report) -> Option<Persona>
             .help("save the file as UTF-8 without BOM"),
         );
     }
-    let body = normalise_text(split.body);
-    // The YAML is read from the shared source text below: no copy of its own.
+    // The YAML and, unless it needs normalising, the body are read from the shared source text
+    // below: no copies of their own.
     let yaml_range = split.yaml_offset..split.yaml_offset + split.yaml.len();
     let yaml_offset = split.yaml_offset;
-    let src = SourceFile::new(
+    let body_range = split.body_offset..text.len();
+    let src = SourceFile::shared(
         rel.clone(),
         text,
         Syntax::Yaml {
             offset: yaml_offset,
         },
     );
+    let body = shared_body(&src.text, &src.text[body_range]);
     src.register(report);
     let map = yaml_mapping(&src, &src.text[yaml_range], report, "persona")?;
     let fields = Fields {
@@ -396,6 +399,16 @@ fn check_name(fields: &Fields<'_>, report: &mut Report, name: &str) {
             name.to_ascii_lowercase()
         ));
         report.push(fields.src.diag(d, &["name"]));
+    }
+}
+
+/// [`normalise_text`] of `body`, a part of `text`, shared with it when normalising only trims.
+fn shared_body(text: &Arc<str>, body: &str) -> SharedText {
+    let trimmed = body.trim();
+    match trimmed.contains('\r') {
+        false => SharedText::part_of(text, trimmed)
+            .unwrap_or_else(|| SharedText::from(trimmed.to_string())),
+        true => SharedText::from(normalise_text(trimmed)),
     }
 }
 
