@@ -363,20 +363,20 @@ fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Pers
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = cores.min(entries.len() / MIN_PER_THREAD).max(1);
     let lookup: &Report = report;
-    let parse_all = |chunk: &[&str]| -> Vec<(Option<Persona>, Report)> {
+    // One report per chunk: chunks are consecutive runs of the manifest's list, so merging them in
+    // chunk order keeps the findings in manifest order.
+    let parse_all = |chunk: &[&str]| -> (Vec<Option<Persona>>, Report) {
         let mut checked = paths::CheckedDirs::default();
         let mut buf = Vec::new();
-        chunk
+        let mut out = Report::default();
+        let personas = chunk
             .iter()
-            .map(|entry| {
-                let mut out = Report::default();
-                let persona = load_persona(root, entry, lookup, &mut checked, &mut buf, &mut out);
-                (persona, out)
-            })
-            .collect()
+            .map(|entry| load_persona(root, entry, lookup, &mut checked, &mut buf, &mut out))
+            .collect();
+        (personas, out)
     };
-    let results: Vec<(Option<Persona>, Report)> = if threads == 1 {
-        parse_all(entries)
+    let results: Vec<(Vec<Option<Persona>>, Report)> = if threads == 1 {
+        vec![parse_all(entries)]
     } else {
         // The first chunk runs on this thread: one thread fewer to start, and its allocations come
         // from the main heap rather than a new arena grown page by page.
@@ -386,9 +386,9 @@ fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Pers
             let workers: Vec<_> = chunks
                 .map(|chunk| s.spawn(move || parse_all(chunk)))
                 .collect();
-            let mut all = parse_all(first);
+            let mut all = vec![parse_all(first)];
             for w in workers {
-                all.extend(
+                all.push(
                     w.join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
                 );
@@ -396,10 +396,10 @@ fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Pers
             all
         })
     };
-    let mut personas = Vec::with_capacity(results.len());
-    for (persona, found) in results {
+    let mut personas = Vec::with_capacity(entries.len());
+    for (parsed, found) in results {
         report.extend(found);
-        personas.extend(persona);
+        personas.extend(parsed.into_iter().flatten());
     }
     personas
 }
