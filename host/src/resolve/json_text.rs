@@ -55,12 +55,18 @@ fn needs_escape(byte: u8) -> bool {
 
 /// The index of the first byte at or after `from` that needs escaping, or `bytes.len()`.
 fn next_escape(bytes: &[u8], mut from: usize) -> usize {
-    // Whole chunks are tested without branching per byte, which the compiler turns into a few
-    // vector compares per chunk; the chunk holding an escape is then searched byte by byte.
-    const CHUNK: usize = 32;
+    // A whole chunk is tested without branching per byte, which the compiler turns into a few
+    // vector compares; the chunk holding an escape is then searched eight bytes at a time. Prompt
+    // lines are ~50-70 bytes, so finding the line end inside its chunk costs as much as the scan.
+    const CHUNK: usize = 16;
     while let Some(chunk) = bytes.get(from..from + CHUNK) {
         if chunk.iter().fold(false, |any, &b| any | needs_escape(b)) {
-            break;
+            let (low, high) = chunk.split_at(8);
+            let low = escapes_in(low);
+            return match low {
+                0 => from + 8 + escapes_in(high).trailing_zeros() as usize / 8,
+                _ => from + low.trailing_zeros() as usize / 8,
+            };
         }
         from += CHUNK;
     }
@@ -68,6 +74,21 @@ fn next_escape(bytes: &[u8], mut from: usize) -> usize {
         .iter()
         .position(|&b| needs_escape(b))
         .map_or(bytes.len(), |i| from + i)
+}
+
+/// Eight bytes read as one little-endian word: the high bit of each byte lane is set in the result
+/// where the byte needs escaping, or in a lane above one that does (a borrow of the subtraction can
+/// carry upwards), so the lowest set lane is exact. Zero when no byte needs escaping.
+fn escapes_in(eight: &[u8]) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(eight);
+    let x = u64::from_le_bytes(word);
+    // Lanes below `n`, for `n` <= 0x80: the classic "has less than" test; a lane equal to `c` is
+    // a lane of `x ^ c` below 1.
+    let below = |v: u64, n: u64| v.wrapping_sub(ONES * n) & !v & HIGH;
+    below(x, 0x20) | below(x ^ (ONES * 0x22), 1) | below(x ^ (ONES * 0x5c), 1)
 }
 
 fn push_escape(out: &mut String, byte: u8) {
