@@ -21,9 +21,9 @@
 //! - end to end: written − scheduled send time (adds the relay and any sender lag; coordinated
 //!   omission cannot hide a stall because the schedule does not wait for the harness).
 //!
-//! The relay is an in-memory `nostr-relay-builder` relay like the embedded one, but with its
-//! per-connection rate limit lifted (the library's default of 60 events/minute would refuse the
-//! load). Baseline in the same run (the machine is shared and noisy): the in-process
+//! The relay is an in-memory `nostr-relay-builder` relay served like the embedded one (Nagle off
+//! on its connections), but with its per-connection rate limit lifted (the library's default of 60
+//! events/minute would refuse the load). Baseline in the same run (the machine is shared and noisy): the in-process
 //! verify + parse + native matcher + prompt + request serialisation path per event.
 //!
 //! Also: harness memory per idle persona (RSS with the personas started minus RSS with only the
@@ -114,15 +114,16 @@ fn main() {
                 max_reqs: 500,
                 notes_per_minute: 100_000_000,
             });
+        // Served as the embedded relay serves its connections (Nagle off).
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("relay listener");
+        let url = format!("ws://{}", listener.local_addr().expect("relay address"));
         let relay = LocalRelay::new(builder);
-        relay.run().await.expect("relay");
-        relay
+        apiary::relay::embedded::serve(relay.clone(), listener);
+        (relay, url)
     });
-    let url = rt
-        .block_on(relay.url())
-        .to_string()
-        .trim_end_matches('/')
-        .to_string();
+    let (relay, url) = relay;
     std::thread::sleep(Duration::from_millis(300));
     let rss_before = rss_kib();
 
