@@ -22,9 +22,7 @@ use std::time::Duration;
 use nostr_sdk::nostr::util::BoxedFuture;
 use nostr_sdk::pool::ConnectionMode;
 use nostr_sdk::pool::transport::error::TransportError;
-use nostr_sdk::pool::transport::websocket::{
-    DefaultWebsocketTransport, WebSocketSink, WebSocketStream, WebSocketTransport,
-};
+use nostr_sdk::pool::transport::websocket::{WebSocketSink, WebSocketStream, WebSocketTransport};
 use nostr_sdk::prelude::*;
 
 /// Ids remembered; echoes arrive within moments of publishing.
@@ -158,7 +156,7 @@ impl SkipEchoes {
 
 impl WebSocketTransport for SkipEchoes {
     fn support_ping(&self) -> bool {
-        DefaultWebsocketTransport.support_ping()
+        super::transport::NoDelay.support_ping()
     }
 
     fn connect<'a>(
@@ -168,7 +166,7 @@ impl WebSocketTransport for SkipEchoes {
         timeout: Duration,
     ) -> BoxedFuture<'a, Result<(WebSocketSink, WebSocketStream), TransportError>> {
         Box::pin(async move {
-            let (sink, stream) = DefaultWebsocketTransport
+            let (sink, stream) = super::transport::NoDelay
                 .connect(url, mode, timeout)
                 .await?;
             let echoes = Arc::clone(&self.echoes);
