@@ -298,10 +298,9 @@ impl NostrDatabase for Journal {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn one_connection_may_publish_faster_than_one_event_a_second() {
-        use std::time::Duration;
-        let relay = Embedded::start_with("127.0.0.1:0".parse().unwrap(), None, false)
+    /// A relay on a free loopback port without a journal, and a client signing with new keys.
+    async fn relay_and_client() -> (Embedded, nostr_sdk::Client, Keys) {
+        let relay = Embedded::start("127.0.0.1:0".parse().unwrap(), None)
             .await
             .unwrap();
         let keys = Keys::generate();
@@ -309,6 +308,12 @@ mod tests {
             crate::relay::connect_as(&relay.url, Duration::from_secs(5), Some(keys.clone()))
                 .await
                 .unwrap();
+        (relay, client, keys)
+    }
+
+    #[tokio::test]
+    async fn one_connection_may_publish_faster_than_one_event_a_second() {
+        let (relay, client, keys) = relay_and_client().await;
         for i in 0..150 {
             let ev =
                 crate::relay::message(&keys, "general", &format!("reply {i}"), vec![]).unwrap();
@@ -325,7 +330,7 @@ mod tests {
     #[tokio::test]
     async fn clients_that_never_speak_websocket_do_not_stop_the_relay() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let relay = Embedded::start_with("127.0.0.1:0".parse().unwrap(), None, false)
+        let relay = Embedded::start("127.0.0.1:0".parse().unwrap(), None)
             .await
             .unwrap();
         let addr = relay.url.trim_start_matches("ws://").to_string();

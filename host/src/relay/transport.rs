@@ -60,26 +60,11 @@ async fn connect_direct(url: &Url) -> Result<WebSocket, TransportError> {
     let port = url
         .port_or_known_default()
         .ok_or_else(|| TransportError::backend(BadUrl("no port")))?;
-    // Each address in the resolver's order (a relay URL is usually an IP or one name).
-    let mut last = None;
-    let mut tcp = None;
-    for addr in tokio::net::lookup_host((host, port))
+    // Tokio tries each resolved address in turn; an IPv6 literal comes bracketed in a URL.
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let tcp = TcpStream::connect((host, port))
         .await
-        .map_err(TransportError::backend)?
-    {
-        match TcpStream::connect(addr).await {
-            Ok(s) => {
-                tcp = Some(s);
-                break;
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    let tcp = match (tcp, last) {
-        (Some(tcp), _) => tcp,
-        (None, Some(e)) => return Err(TransportError::backend(e)),
-        (None, None) => return Err(TransportError::backend(BadUrl("no address for the host"))),
-    };
+        .map_err(TransportError::backend)?;
     tcp.set_nodelay(true).map_err(TransportError::backend)?;
     let (ws, _) = tokio_tungstenite::client_async_tls(url.as_str(), tcp)
         .await
