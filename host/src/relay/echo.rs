@@ -22,7 +22,9 @@ use std::time::Duration;
 use nostr_sdk::nostr::util::BoxedFuture;
 use nostr_sdk::pool::ConnectionMode;
 use nostr_sdk::pool::transport::error::TransportError;
-use nostr_sdk::pool::transport::websocket::{WebSocketSink, WebSocketStream, WebSocketTransport};
+use nostr_sdk::pool::transport::websocket::{
+    DefaultWebsocketTransport, WebSocketSink, WebSocketStream, WebSocketTransport,
+};
 use nostr_sdk::prelude::*;
 
 /// Ids remembered; echoes arrive within moments of publishing.
@@ -156,7 +158,7 @@ impl SkipEchoes {
 
 impl WebSocketTransport for SkipEchoes {
     fn support_ping(&self) -> bool {
-        super::transport::NoDelay.support_ping()
+        DefaultWebsocketTransport.support_ping()
     }
 
     fn connect<'a>(
@@ -166,7 +168,7 @@ impl WebSocketTransport for SkipEchoes {
         timeout: Duration,
     ) -> BoxedFuture<'a, Result<(WebSocketSink, WebSocketStream), TransportError>> {
         Box::pin(async move {
-            let (sink, stream) = super::transport::NoDelay
+            let (sink, stream) = DefaultWebsocketTransport
                 .connect(url, mode, timeout)
                 .await?;
             let echoes = Arc::clone(&self.echoes);

@@ -17,7 +17,6 @@
 pub mod echo;
 pub mod embedded;
 pub mod keys;
-pub mod transport;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -333,10 +332,9 @@ async fn connect_here(
     if let Some(keys) = keys {
         builder = builder.signer(keys);
     }
-    builder = match transport {
-        Some(skipping) => builder.websocket_transport(skipping),
-        None => builder.websocket_transport(transport::NoDelay),
-    };
+    if let Some(transport) = transport {
+        builder = builder.websocket_transport(transport);
+    }
     let client = builder.build();
     let notifications = client.notifications();
     // Reconnect quickly after a relay restart (backing off while it stays down); the REQs are
