@@ -3,7 +3,6 @@
 //! Every finding names its file (relative to the pack root) and, when it can, the line, column and a
 //! byte span so the human renderer can print a source snippet. The JSON form is a stable contract.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -117,7 +116,9 @@ fn line_start(text: &str, line: usize) -> Option<usize> {
 #[derive(Debug, Default)]
 pub struct Report {
     pub diagnostics: Vec<Diagnostic>,
-    sources: HashMap<PathBuf, Arc<str>>,
+    /// Looked up only to render a diagnostic, but registered for every file read: a list, not a
+    /// map, so that a clean 200-persona load pays no hashing of paths. The latest entry wins.
+    sources: Vec<(PathBuf, Arc<str>)>,
 }
 
 impl Report {
@@ -126,19 +127,25 @@ impl Report {
     }
     /// Remember a file's text so its diagnostics can show a snippet.
     pub fn add_source(&mut self, file: &Path, text: &str) {
-        self.sources.insert(file.to_path_buf(), Arc::from(text));
+        self.sources.push((file.to_path_buf(), Arc::from(text)));
     }
     /// Like [`Report::add_source`], without copying text the caller already shares.
     pub fn add_shared_source(&mut self, file: &Path, text: Arc<str>) {
-        self.sources.insert(file.to_path_buf(), text);
+        self.sources.push((file.to_path_buf(), text));
     }
     /// The registered text of `file`, shared.
     pub fn shared_source(&self, file: &Path) -> Option<Arc<str>> {
-        self.sources.get(file).cloned()
+        self.find_source(file).cloned()
     }
     /// The registered text of `file`, if any.
     pub fn source(&self, file: &Path) -> Option<&str> {
-        self.sources.get(file).map(|s| &**s)
+        self.find_source(file).map(|s| &**s)
+    }
+    fn find_source(&self, file: &Path) -> Option<&Arc<str>> {
+        self.sources
+            .iter()
+            .rev()
+            .find_map(|(f, text)| (f == file).then_some(text))
     }
     pub fn extend(&mut self, other: Report) {
         self.diagnostics.extend(other.diagnostics);
@@ -194,7 +201,7 @@ impl Report {
     }
 
     fn source_of(&self, d: &Diagnostic) -> Option<Arc<str>> {
-        d.file.as_ref().and_then(|f| self.sources.get(f)).cloned()
+        d.file.as_ref().and_then(|f| self.find_source(f)).cloned()
     }
 }
 

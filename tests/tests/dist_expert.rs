@@ -738,9 +738,13 @@ fn recovery_finishes_agent_config_writes_after_a_crash() {
     let v2 = env.path("v2");
     team(&v2, "2.0.0", 200);
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    // The killed process cannot remove its conversion scratch; keep it inside this test's dir.
+    let scratch = env.path("tmp");
+    std::fs::create_dir_all(&scratch).unwrap();
     let mut cmd = apiary(env.home.path());
     cmd.env("APIARY_DATA_DIR", env.path("data"))
         .env("XDG_CACHE_HOME", repo.join("target/tmp/dist-expert-cache"))
+        .env("TMPDIR", &scratch)
         .env("APIARY_TEST_STEP_DELAY_MS", "1000")
         .args(["install", "--json", "--root"])
         .arg(env.root())

@@ -210,7 +210,7 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
     let mut references: HashMap<&str, Result<paths::Resolved, paths::PathError>> = HashMap::new();
     let mut checked = paths::CheckedDirs::default();
     for p in &personas {
-        let src = persona_source(report, p);
+        let src = &p.source;
         let mut dirs = Vec::new();
         for entry in &p.skills {
             let resolved = references
@@ -240,8 +240,8 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
                 }
             }
         }
-        hooks::check_paths(&root, &p.hooks, &src, &["hooks"], report);
-        check_persona_extras(&root, p, &src, report);
+        hooks::check_paths(&root, &p.hooks, src, &["hooks"], report);
+        check_persona_extras(&root, p, src, report);
         claimed_skill_dirs.push(dirs);
     }
     note_env_refs(&mcp_servers, &personas, report);
@@ -331,19 +331,8 @@ fn read_text_sized(
         .ok()
 }
 
-/// [`read_text_sized`] through the caller's reusable buffer, into shared text of exact size.
-fn read_shared_text(
-    path: &Path,
-    rel: &Path,
-    limit: u64,
-    known_len: Option<u64>,
-    buf: &mut Vec<u8>,
-    report: &mut Report,
-) -> Option<Arc<str>> {
-    if let Err(e) = source::read_limited_into(path, limit, known_len, buf) {
-        report.push(Diagnostic::error("pack.read", e).in_file(rel));
-        return None;
-    }
+/// The bytes read, as shared text of exact size; invalid UTF-8 is reported.
+fn shared_text(buf: &[u8], rel: &Path, report: &mut Report) -> Option<Arc<str>> {
     source::decode_str(buf)
         .map(Arc::from)
         .map_err(|(_, msg)| report.push(not_utf8(msg, rel)))
@@ -414,9 +403,9 @@ fn load_persona(
     buf: &mut Vec<u8>,
     report: &mut Report,
 ) -> Option<Persona> {
-    let resolved = match paths::resolve(root, entry, checked) {
-        Ok(r) if r.is_file => r,
-        Ok(_) => {
+    let (path, file, len) = match paths::open(root, entry, checked) {
+        Ok(paths::Opened::File { path, file, len }) => (path, file, len),
+        Ok(paths::Opened::NotAFile) => {
             let d = Diagnostic::error(
                 "manifest.persona-path",
                 format!("persona `{entry}` is not a file"),
@@ -432,7 +421,7 @@ fn load_persona(
             return None;
         }
     };
-    let rel = paths::relative_to(root, &resolved.path);
+    let rel = paths::relative_to(root, &path);
     if !entry.ends_with(".persona.md") {
         let d = Diagnostic::warning(
             "manifest.persona-ext",
@@ -441,14 +430,11 @@ fn load_persona(
         .in_file(manifest::MANIFEST_PATH);
         report.push(locate_in_manifest(lookup, d, entry));
     }
-    let text = read_shared_text(
-        &resolved.path,
-        &rel,
-        MAX_PERSONA_FILE,
-        Some(resolved.len),
-        buf,
-        report,
-    )?;
+    if let Err(e) = source::read_limited_from(file, MAX_PERSONA_FILE, Some(len), buf) {
+        report.push(Diagnostic::error("pack.read", e).in_file(&rel));
+        return None;
+    }
+    let text = shared_text(buf, &rel, report)?;
     persona::parse(rel, text, report)
 }
 
@@ -465,17 +451,6 @@ fn locate_in_manifest(report: &Report, d: Diagnostic, needle: &str) -> Diagnosti
 
 fn report_source(report: &Report, file: &Path) -> Option<String> {
     report.source(file).map(|s| s.to_string())
-}
-
-/// The persona's file as parsed: its text was registered with the report, so it is not read twice.
-fn persona_source(report: &Report, p: &Persona) -> SourceFile {
-    let text = report
-        .shared_source(&p.file)
-        .unwrap_or_else(|| Arc::from(""));
-    let offset = frontmatter::split(&text)
-        .map(|s| s.yaml_offset)
-        .unwrap_or(0);
-    SourceFile::shared(p.file.clone(), text, Syntax::Yaml { offset })
 }
 
 fn check_persona_set(manifest: &Manifest, personas: &[Persona], report: &mut Report) {

@@ -120,6 +120,114 @@ pub fn resolve(root: &Path, rel: &str, checked: &mut CheckedDirs) -> Result<Reso
     })
 }
 
+/// What [`open`] found at a pack path.
+#[derive(Debug)]
+pub enum Opened {
+    /// A regular file, open for reading; `len` is its size when opened (a capacity hint only).
+    File {
+        path: PathBuf,
+        file: std::fs::File,
+        len: u64,
+    },
+    /// Something other than a regular file (a directory, a FIFO, …); never read.
+    NotAFile,
+}
+
+/// [`resolve`] and open in one, for files about to be read. The last component is opened without
+/// following a link and without blocking (a FIFO), then checked through the open handle: the file
+/// read is the file checked, and a link swapped in after the check is refused rather than followed.
+/// A link as the last component takes the canonicalising path, like [`resolve`].
+pub fn open(root: &Path, rel: &str, checked: &mut CheckedDirs) -> Result<Opened, PathError> {
+    let path = check_relative(rel)?;
+    let parts: Vec<_> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(part) => Some(part),
+            _ => None,
+        })
+        .collect();
+    // `.` alone names the root: a directory.
+    let Some((last, dirs)) = parts.split_last() else {
+        return Ok(Opened::NotAFile);
+    };
+    let mut plain = root.to_path_buf();
+    for part in dirs {
+        plain.push(part);
+        if checked.0.contains(&plain) {
+            continue;
+        }
+        match std::fs::symlink_metadata(&plain) {
+            Ok(meta) if meta.is_dir() => {
+                checked.0.insert(plain.clone());
+            }
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let canonical = canonical_inside(root, rel, path)?;
+                return open_checked(canonical, rel);
+            }
+            _ => return Err(PathError::NotFound(rel.to_string())),
+        }
+    }
+    plain.push(last);
+    match open_no_follow(&plain) {
+        Ok(file) => opened(plain, file, rel),
+        Err(e) if is_link_refusal(&e) => {
+            let canonical = canonical_inside(root, rel, path)?;
+            open_checked(canonical, rel)
+        }
+        Err(_) => Err(PathError::NotFound(rel.to_string())),
+    }
+}
+
+/// Opens a canonical path found inside the root; a link put in its place since is refused.
+fn open_checked(path: PathBuf, rel: &str) -> Result<Opened, PathError> {
+    match open_no_follow(&path) {
+        Ok(file) => opened(path, file, rel),
+        Err(_) => Err(PathError::NotFound(rel.to_string())),
+    }
+}
+
+fn opened(path: PathBuf, file: std::fs::File, rel: &str) -> Result<Opened, PathError> {
+    let meta = file
+        .metadata()
+        .map_err(|_| PathError::NotFound(rel.to_string()))?;
+    Ok(if meta.is_file() {
+        Opened::File {
+            path,
+            file,
+            len: meta.len(),
+        }
+    } else {
+        Opened::NotAFile
+    })
+}
+
+#[cfg(unix)]
+fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+}
+
+#[cfg(unix)]
+fn is_link_refusal(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ELOOP)
+}
+
+#[cfg(not(unix))]
+fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
+    if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+        return Err(std::io::Error::other("symbolic link"));
+    }
+    std::fs::File::open(path)
+}
+
+#[cfg(not(unix))]
+fn is_link_refusal(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::Other
+}
+
 fn canonical_inside(root: &Path, rel: &str, path: &Path) -> Result<PathBuf, PathError> {
     let joined = root.join(path);
     let canonical = match joined.canonicalize() {
@@ -204,5 +312,59 @@ mod tests {
             Err(PathError::Escape(..))
         ));
         assert!(resolve(&root, "agents", &mut checked).unwrap().is_dir);
+    }
+
+    #[test]
+    fn open_reads_only_regular_files_inside_the_pack() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.md"), "s").unwrap();
+        let pack = tempfile::tempdir().unwrap();
+        let root = pack.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("agents")).unwrap();
+        std::fs::write(root.join("agents/a.persona.md"), "abc").unwrap();
+        std::os::unix::fs::symlink("a.persona.md", root.join("agents/alias.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.md"), root.join("agents/out.md"))
+            .unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("elsewhere")).unwrap();
+        let fifo = std::ffi::CString::new(
+            root.join("agents/pipe.md")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a node.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let mut checked = CheckedDirs::default();
+        let mut open = |rel: &str| open(&root, rel, &mut checked);
+
+        match open("agents/a.persona.md").unwrap() {
+            Opened::File { path, len, .. } => {
+                assert_eq!(path, root.join("agents/a.persona.md"));
+                assert_eq!(len, 3);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A link inside the pack is followed to its canonical target.
+        match open("agents/alias.md").unwrap() {
+            Opened::File { path, .. } => assert_eq!(path, root.join("agents/a.persona.md")),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(open("agents/out.md"), Err(PathError::Escape(..))));
+        assert!(matches!(
+            open("elsewhere/secret.md"),
+            Err(PathError::Escape(..))
+        ));
+        // Neither is read, and opening the FIFO does not wait for a writer.
+        assert!(matches!(open("agents"), Ok(Opened::NotAFile)));
+        assert!(matches!(open("agents/pipe.md"), Ok(Opened::NotAFile)));
+        assert!(matches!(
+            open("agents/none.md"),
+            Err(PathError::NotFound(_))
+        ));
+        assert!(matches!(
+            open("agents/a.persona.md/x"),
+            Err(PathError::NotFound(_))
+        ));
+        assert!(matches!(open("../x"), Err(PathError::Parent(_))));
     }
 }

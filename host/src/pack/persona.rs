@@ -49,6 +49,8 @@ pub struct Persona {
     pub hooks: HookSet,
     /// The persona prompt: the markdown body, line ends normalised to `\n`, outer blank space trimmed.
     pub body: SharedText,
+    /// The file as read, for diagnostics found after parsing (e.g. a `skills:` entry that is missing).
+    pub source: SourceFile,
 }
 
 fn all_keys() -> Vec<&'static str> {
@@ -161,6 +163,7 @@ pub fn parse(rel: PathBuf, text: Arc<str>, report: &mut Report) -> Option<Person
         name: name?,
         display_name: display_name?,
         description: description?,
+        source: src,
     };
     if persona.body.is_empty() {
         let d = Diagnostic::warning(

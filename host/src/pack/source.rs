@@ -72,7 +72,7 @@ impl PartialEq for SharedText {
 }
 
 /// One file's text plus what is needed to point at places in it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SourceFile {
     /// Path relative to the pack root, as shown in diagnostics.
     pub rel: PathBuf,
@@ -381,22 +381,22 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
 /// [`read_limited`] with the size already known from an earlier `stat`, which saves asking again.
 /// The size only sizes the buffer; the limit is enforced on what is actually read.
 pub fn read_limited_sized(path: &Path, limit: u64, known: Option<u64>) -> Result<Vec<u8>, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
     let mut bytes = Vec::new();
-    read_limited_into(path, limit, known, &mut bytes)?;
+    read_limited_from(file, limit, known, &mut bytes)?;
     Ok(bytes)
 }
 
-/// [`read_limited_sized`] into `bytes`, replacing what it held: a caller reading many files reuses
-/// one buffer instead of allocating (and first touching) one per file.
-pub fn read_limited_into(
-    path: &Path,
+/// [`read_limited_sized`] from a file already open (e.g. by [`super::paths::open`], which checked
+/// what it opened), into `bytes`, replacing what it held: a caller reading many files reuses one
+/// buffer instead of allocating (and first touching) one per file.
+pub fn read_limited_from(
+    file: std::fs::File,
     limit: u64,
     known: Option<u64>,
     bytes: &mut Vec<u8>,
 ) -> Result<(), String> {
     use std::io::Read;
-    bytes.clear();
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
     // Sized up front so a small file is read in one call, not in growing chunks.
     let size = match known {
         Some(len) => len,
@@ -404,17 +404,20 @@ pub fn read_limited_into(
     }
     .min(limit) as usize;
     let mut file = file.take(limit + 1);
-    bytes.reserve(size + 1);
     if known.is_some() {
         // `known` comes from a `stat` that found a regular file, whose reads come back short only at
         // its end: a file read whole by its first call needs no second call just to see the end
         // (one system call fewer per persona file). A file that grew is read on as usual.
+        // Only bytes the reused buffer never held are zeroed; `read` overwrites the rest.
         bytes.resize(size + 1, 0);
         let n = read_retrying(&mut file, bytes).map_err(|e| format!("cannot read: {e}"))?;
         bytes.truncate(n);
         if n <= size {
             return Ok(());
         }
+    } else {
+        bytes.clear();
+        bytes.reserve(size + 1);
     }
     file.read_to_end(bytes)
         .map_err(|e| format!("cannot read: {e}"))?;
