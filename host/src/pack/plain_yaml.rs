@@ -92,9 +92,13 @@ impl<'a> Reader<'a> {
                 return None;
             }
             let (key, rest) = split_key(line.text)?;
-            if map.contains_key(key) || is_special_word(key) {
+            if is_special_word(key) {
                 return None;
             }
+            // One hash per key: the vacant slot is filled once the value is read.
+            let serde_json::map::Entry::Vacant(slot) = map.entry(key) else {
+                return None;
+            };
             self.pos += 1;
             let value = if rest.is_empty() {
                 self.nested(indent)?
@@ -103,7 +107,7 @@ impl<'a> Reader<'a> {
                 self.no_continuation(indent)?;
                 value
             };
-            map.insert(key.to_string(), value);
+            slot.insert(value);
         }
         Some(map)
     }
@@ -162,12 +166,10 @@ fn is_item(text: &str) -> bool {
 /// Keys a YAML parser may read as a boolean or null rather than a string (libyaml makes `FALSE:`
 /// the key `false`; found by the `plain_yaml` fuzz target): left to libyaml, as such values are.
 fn is_special_word(word: &str) -> bool {
-    word.len() <= 5
-        && matches!(
-            word.to_ascii_lowercase().as_str(),
-            "y" | "n" | "yes" | "no" | "on" | "off" | "null" | "true" | "false"
-        )
+    SPECIAL_WORDS.iter().any(|w| w.eq_ignore_ascii_case(word))
 }
+
+const SPECIAL_WORDS: [&str; 9] = ["y", "n", "yes", "no", "on", "off", "null", "true", "false"];
 
 /// `key: rest` with an identifier key; `rest` is empty for `key:`.
 fn split_key(text: &str) -> Option<(&str, &str)> {
@@ -317,11 +319,7 @@ fn plain(text: &str, in_flow: bool) -> Option<Value> {
         return number(text);
     }
     // YAML 1.1 booleans and other spellings some parsers resolve: never guess.
-    let lower = text.to_ascii_lowercase();
-    if matches!(
-        lower.as_str(),
-        "y" | "n" | "yes" | "no" | "on" | "off" | "null" | "true" | "false"
-    ) {
+    if is_special_word(text) {
         return None;
     }
     Some(Value::String(text.to_string()))
