@@ -31,21 +31,21 @@ pub struct PersonaOverride {
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub path: Option<PathBuf>,
-    entries: HashMap<(String, String), PersonaOverride>,
+    /// Pack id, then persona name: looked up by borrowed names, once per persona resolved.
+    entries: HashMap<String, HashMap<String, PersonaOverride>>,
 }
 
 impl Overrides {
     pub fn get(&self, pack_id: &str, persona: &str) -> Option<&PersonaOverride> {
-        self.entries
-            .get(&(pack_id.to_string(), persona.to_string()))
+        self.entries.get(pack_id)?.get(persona)
     }
 
     /// Persona names the file mentions for `pack_id`, to warn about ones the pack does not have.
     pub fn personas_for<'a>(&'a self, pack_id: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.entries
-            .keys()
-            .filter(move |(p, _)| p == pack_id)
-            .map(|(_, n)| n.as_str())
+            .get(pack_id)
+            .into_iter()
+            .flat_map(|personas| personas.keys().map(String::as_str))
     }
 
     /// The file to use: the explicit path, else `$APIARY_OVERRIDES`, else the user's config dir
@@ -96,7 +96,7 @@ impl Overrides {
         let Ok(Value::Object(packs)) = serde_json::to_value(&table) else {
             return Overrides::default();
         };
-        let mut entries = HashMap::new();
+        let mut entries: HashMap<String, HashMap<String, PersonaOverride>> = HashMap::new();
         let top = Fields {
             src: &src,
             map: &packs,
@@ -120,7 +120,10 @@ impl Overrides {
                     behaviour: BehaviourLayer::read(&f, report, Severity::Error),
                     runtime: f.string(report, "runtime"),
                 };
-                entries.insert((pack_id.clone(), persona.clone()), entry);
+                entries
+                    .entry(pack_id.clone())
+                    .or_default()
+                    .insert(persona.clone(), entry);
             }
         }
         Overrides {
