@@ -212,6 +212,13 @@ fn inline_value(text: &str) -> Option<Value> {
 
 /// `"..."` with the common escapes; returns the string and what follows the closing quote.
 fn double_quoted(text: &str) -> Option<(String, &str)> {
+    // Most quoted values have no escapes: the text up to the closing quote, copied whole.
+    let body = &text[1..];
+    if let Some(end) = memchr::memchr2(b'"', b'\\', body.as_bytes())
+        && body.as_bytes()[end] == b'"'
+    {
+        return Some((body[..end].to_string(), &body[end + 1..]));
+    }
     let mut out = String::new();
     let mut chars = text[1..].char_indices();
     while let Some((i, c)) = chars.next() {
@@ -303,7 +310,9 @@ fn plain(text: &str, in_flow: bool) -> Option<Value> {
     if first == b'.' && text[1..].bytes().all(|b| b.is_ascii_alphanumeric()) {
         return None;
     }
-    if text.contains(": ") || text.ends_with(':') || text.contains(" #") {
+    // `: ` and ` #` in one pass: a mapping or a comment inside the scalar.
+    let pair = |w: &[u8]| matches!(w, b": " | b" #");
+    if text.as_bytes().windows(2).any(pair) || text.ends_with(':') {
         return None;
     }
     if in_flow && text.contains(['[', ']', '{', '}', ',', ':', '#', '"', '\'']) {
@@ -381,6 +390,10 @@ mod tests {
         assert!(agrees(""));
         assert!(agrees("# only a comment\n"));
         assert!(agrees("a: 1\r\nb: x\r\n"));
+        // Quoted values with and without escapes, in a mapping and in a flow list.
+        assert!(agrees(
+            "a: \"say \\\"hi\\\" \\u00e9 \\\\ end\"\nb: \"plain ok\"\nc: [\"x\\ty\", \"z\"]\n"
+        ));
     }
 
     #[test]
@@ -435,6 +448,7 @@ mod tests {
             "- top level list\n",
             "---\na: 1\n",
             "a: \"unterminated\n",
+            "a: \"closed\" then more\n",
             "a: \"bad \\q escape\"\n",
             "a: b: c\n",
             "  a: indented\n",
