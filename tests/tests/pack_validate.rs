@@ -865,3 +865,73 @@ fn mcp_server_without_command_or_url_is_an_error() {
             .contains("broken")
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Large packs are parsed on several threads; what comes out must not depend on which thread
+// parsed which persona.
+
+#[test]
+fn a_large_pack_reports_and_resolves_in_manifest_order_every_time() {
+    let names: Vec<String> = (0..200).map(|i| format!("p{i:03}")).collect();
+    // Prompts of a realistic size, so that every thread gets batches to parse.
+    let prompt = "You help the team review changes with care.\n".repeat(50);
+    let paths: Vec<String> = names
+        .iter()
+        .map(|n| format!("agents/{n}.persona.md"))
+        .collect();
+    let listed: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let pack = ScratchPack::with_manifest(&manifest(&listed, ""), &[]);
+    for (i, (name, path)) in names.iter().zip(&paths).enumerate() {
+        // Every 7th file is missing: those errors all point at the manifest's one `personas` line,
+        // so only the load order can order them. Every 5th has a typo of its own.
+        if i % 7 == 3 {
+            continue;
+        }
+        let extra = if i % 5 == 1 { "temprature: 0.3\n" } else { "" };
+        pack.write(path, &persona(name, extra, &prompt));
+    }
+    let missing: Vec<&String> = paths
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 7 == 3)
+        .map(|(_, p)| p)
+        .collect();
+
+    let first = pack.validate();
+    first.assert_exit(1);
+    let unfound: Vec<String> = first
+        .with_code("manifest.persona-path")
+        .iter()
+        .map(|d| d["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(unfound.len(), missing.len());
+    for (message, path) in unfound.iter().zip(&missing) {
+        assert!(
+            message.contains(path.as_str()),
+            "{message} should name {path}"
+        );
+    }
+    let typos = (0..200).filter(|i| i % 5 == 1 && i % 7 != 3).count();
+    assert_eq!(first.with_code("persona.unknown-key").len(), typos);
+    for _ in 0..4 {
+        assert_eq!(
+            pack.validate().diagnostics(),
+            first.diagnostics(),
+            "same pack, same report"
+        );
+    }
+
+    // Valid once the missing files exist and the typos are gone: personas in manifest order.
+    for (name, path) in names.iter().zip(&paths) {
+        pack.write(path, &persona(name, "", &prompt));
+    }
+    pack.validate().assert_clean();
+    let inspected = pack.inspect(&[]);
+    let order: Vec<&str> = inspected["personas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["identity"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, names);
+}

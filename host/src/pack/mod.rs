@@ -348,36 +348,45 @@ fn not_utf8(msg: String, rel: &Path) -> Diagnostic {
 /// Persona files are independent, so a large pack parses them on every core; results are merged in
 /// manifest order, so the output does not depend on scheduling.
 fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Persona> {
+    /// Personas per batch: small enough that a late-starting or slower thread holds up no one,
+    /// large enough that taking a batch costs nothing next to parsing it.
+    const BATCH: usize = 8;
     const MIN_PER_THREAD: usize = 16;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = cores.min(entries.len() / MIN_PER_THREAD).max(1);
     let lookup: &Report = report;
-    // One report per chunk: chunks are consecutive runs of the manifest's list, so merging them in
-    // chunk order keeps the findings in manifest order.
-    let parse_all = |chunk: &[&str]| -> (Vec<Option<Persona>>, Report) {
+    let batches: Vec<&[&str]> = entries.chunks(BATCH).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    // Every thread takes the next unparsed batch until none is left; each batch has its own
+    // report, and merging them in batch order keeps the findings in manifest order whichever
+    // thread parsed what.
+    let parse_batches = || -> Vec<(usize, Vec<Option<Persona>>, Report)> {
         let mut checked = paths::CheckedDirs::default();
         let mut buf = Vec::new();
-        let mut out = Report::default();
-        let personas = chunk
-            .iter()
-            .map(|entry| load_persona(root, entry, lookup, &mut checked, &mut buf, &mut out))
-            .collect();
-        (personas, out)
-    };
-    let results: Vec<(Vec<Option<Persona>>, Report)> = if threads == 1 {
-        vec![parse_all(entries)]
-    } else {
-        // The first chunk runs on this thread: one thread fewer to start, and its allocations come
-        // from the main heap rather than a new arena grown page by page.
-        let mut chunks = entries.chunks(entries.len().div_ceil(threads));
-        let first = chunks.next().unwrap_or_default();
-        std::thread::scope(|s| {
-            let workers: Vec<_> = chunks
-                .map(|chunk| s.spawn(move || parse_all(chunk)))
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(batch) = batches.get(i) else {
+                return done;
+            };
+            let mut out = Report::default();
+            let personas = batch
+                .iter()
+                .map(|entry| load_persona(root, entry, lookup, &mut checked, &mut buf, &mut out))
                 .collect();
-            let mut all = vec![parse_all(first)];
+            done.push((i, personas, out));
+        }
+    };
+    let mut results = if threads == 1 {
+        parse_batches()
+    } else {
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (1..threads).map(|_| s.spawn(parse_batches)).collect();
+            // This thread parses too: its allocations come from the main heap, and it carries on
+            // alone if the others start late.
+            let mut all = parse_batches();
             for w in workers {
-                all.push(
+                all.extend(
                     w.join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
                 );
@@ -385,8 +394,9 @@ fn load_personas(root: &Path, entries: &[&str], report: &mut Report) -> Vec<Pers
             all
         })
     };
+    results.sort_unstable_by_key(|(i, ..)| *i);
     let mut personas = Vec::with_capacity(entries.len());
-    for (parsed, found) in results {
+    for (_, parsed, found) in results {
         report.extend(found);
         personas.extend(parsed.into_iter().flatten());
     }
