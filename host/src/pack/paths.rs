@@ -168,9 +168,9 @@ pub fn open(root: &Path, rel: &str, checked: &mut CheckedDirs) -> Result<Opened,
         }
     }
     plain.push(last);
-    match open_no_follow(&plain) {
-        Ok(file) => opened(plain, file, rel),
-        Err(e) if is_link_refusal(&e) => {
+    match open_unless_link(&plain) {
+        Ok(Some(file)) => opened(plain, file, rel),
+        Ok(None) => {
             let canonical = canonical_inside(root, rel, path)?;
             open_checked(canonical, rel)
         }
@@ -180,9 +180,9 @@ pub fn open(root: &Path, rel: &str, checked: &mut CheckedDirs) -> Result<Opened,
 
 /// Opens a canonical path found inside the root; a link put in its place since is refused.
 fn open_checked(path: PathBuf, rel: &str) -> Result<Opened, PathError> {
-    match open_no_follow(&path) {
-        Ok(file) => opened(path, file, rel),
-        Err(_) => Err(PathError::NotFound(rel.to_string())),
+    match open_unless_link(&path) {
+        Ok(Some(file)) => opened(path, file, rel),
+        Ok(None) | Err(_) => Err(PathError::NotFound(rel.to_string())),
     }
 }
 
@@ -201,31 +201,30 @@ fn opened(path: PathBuf, file: std::fs::File, rel: &str) -> Result<Opened, PathE
     })
 }
 
+/// Opens `path` for reading, or `None` when its last component is a symbolic link. Never blocks
+/// on a FIFO.
 #[cfg(unix)]
-fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
+fn open_unless_link(path: &Path) -> std::io::Result<Option<std::fs::File>> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    let opened = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-}
-
-#[cfg(unix)]
-fn is_link_refusal(e: &std::io::Error) -> bool {
-    e.raw_os_error() == Some(libc::ELOOP)
-}
-
-#[cfg(not(unix))]
-fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
-    if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
-        return Err(std::io::Error::other("symbolic link"));
+        .open(path);
+    match opened {
+        Ok(file) => Ok(Some(file)),
+        // `O_NOFOLLOW` on a link.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Ok(None),
+        Err(e) => Err(e),
     }
-    std::fs::File::open(path)
 }
 
+/// Without `O_NOFOLLOW`: checked, then opened (a link swapped in between is not caught).
 #[cfg(not(unix))]
-fn is_link_refusal(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::Other
+fn open_unless_link(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+        return Ok(None);
+    }
+    std::fs::File::open(path).map(Some)
 }
 
 fn canonical_inside(root: &Path, rel: &str, path: &Path) -> Result<PathBuf, PathError> {
