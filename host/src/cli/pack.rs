@@ -194,15 +194,38 @@ fn inspect(args: &InspectArgs) -> u8 {
             only,
         });
     } else {
-        let mut resolved = resolve::resolve(&pack, &overrides, &env);
-        resolved
-            .personas
-            .retain(|p| only.is_none_or(|name| p.identity.name == name));
-        print!("{}", render_inspect(&resolved));
-        super::free_at_exit(resolved);
+        print_inspect(&pack, &overrides, &env, only);
     }
     super::free_at_exit((pack, report));
     exit::OK
+}
+
+/// `inspect` for a person: the pack's header, then each persona resolved, written and dropped in
+/// turn (as `--json` does), through one buffer.
+fn print_inspect(
+    pack: &pack::Pack,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+    only: Option<&str>,
+) {
+    use std::io::Write as _;
+    let shown = |name: &str| only.is_none_or(|only| name == only);
+    let count = pack.personas.iter().filter(|p| shown(&p.name)).count();
+    let mut text = String::new();
+    render_pack_header(&mut text, &resolve::summary(pack, overrides), count);
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let mut written = out.write_all(text.as_bytes());
+    for p in resolve::resolve_each(pack, overrides, env).filter(|p| shown(&p.identity.name)) {
+        if written.is_err() {
+            break;
+        }
+        text.clear();
+        render_persona(&mut text, &p);
+        written = out.write_all(text.as_bytes());
+    }
+    if let Err(e) = written.and_then(|()| out.flush()) {
+        eprintln!("error: could not write output: {e}");
+    }
 }
 
 /// `inspect --json`: the JSON of [`resolve::ResolvedPack`], written as each persona is resolved. A
@@ -255,156 +278,177 @@ fn level(l: Level) -> &'static str {
     }
 }
 
-fn render_inspect(r: &resolve::ResolvedPack) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Pack {} ({}) {}",
-        r.pack.name, r.pack.id, r.pack.version
-    );
-    if let Some(req) = &r.pack.engines_buzz {
+/// The pack's lines above its personas; `personas` is how many follow.
+fn render_pack_header(out: &mut String, pack: &resolve::PackSummary, personas: usize) {
+    let _ = writeln!(out, "Pack {} ({}) {}", pack.name, pack.id, pack.version);
+    if let Some(req) = &pack.engines_buzz {
         let _ = writeln!(
             out,
             "  engines.buzz  {req} (apiary provides {})",
             crate::ENGINE_VERSION
         );
     }
-    if let Some(o) = &r.pack.overrides_file {
+    if let Some(o) = &pack.overrides_file {
         let _ = writeln!(out, "  overrides     {}", o.display());
     }
-    let _ = writeln!(out, "  personas      {}", r.personas.len());
-    for p in &r.personas {
-        render_persona(&mut out, p);
-    }
-    out
+    let _ = writeln!(out, "  personas      {personas}");
 }
 
+/// One persona's block. Written with plain pushes rather than `format!`: a 200-persona pack is
+/// 3,000 rows, and formatting machinery was most of the command's time after loading.
 fn render_persona(out: &mut String, p: &ResolvedPersona) {
     let src = |k: &str| p.sources.get(k).map_or("", |l| level(*l));
     let id = &p.identity;
-    let _ = writeln!(
-        out,
-        "\n{} — {}  ({})",
-        id.name,
-        id.display_name,
-        id.file.display()
-    );
-    let mut row = |label: &str, value: String, from: &str| {
-        let from = if from.is_empty() {
-            String::new()
-        } else {
-            format!("  [{from}]")
-        };
-        let _ = writeln!(out, "  {label:<20}{value}{from}");
-    };
-    row("description", id.description.clone(), "");
-    row(
-        "version",
-        p.version.clone(),
-        if src("version") == "persona" {
-            "persona"
-        } else {
-            "pack"
-        },
-    );
-    row("runtime", id.runtime.clone(), src("runtime"));
-    let model = match &p.model {
-        Some(m) => match &m.provider {
-            Some(provider) => format!("{} (provider {provider})", m.model),
-            None => m.model.clone(),
-        },
-        None => "runtime default".into(),
-    };
-    row("model", model, src("model"));
-    row(
-        "temperature",
-        p.temperature
-            .map_or("runtime default".into(), |t| t.to_string()),
-        src("temperature"),
-    );
-    row(
-        "max_context_tokens",
-        p.max_context_tokens
-            .map_or("provider default".into(), |c| c.to_string()),
-        src("max_context_tokens"),
-    );
-    let subscribe = if p.subscribe.is_empty() {
-        "(none)".to_string()
+    for part in ["\n", &id.name, " — ", &id.display_name, "  ("] {
+        out.push_str(part);
+    }
+    out.push_str(&id.file.to_string_lossy());
+    out.push_str(")\n");
+    row(out, "description", &id.description, "");
+    let version_from = if src("version") == "persona" {
+        "persona"
     } else {
-        p.subscribe.join(", ")
+        "pack"
     };
-    row("subscribe", subscribe, src("subscribe"));
+    row(out, "version", &p.version, version_from);
+    row(out, "runtime", &id.runtime, src("runtime"));
+    row_start(out, "model");
+    match &p.model {
+        Some(m) => {
+            out.push_str(&m.model);
+            if let Some(provider) = &m.provider {
+                for part in [" (provider ", provider, ")"] {
+                    out.push_str(part);
+                }
+            }
+        }
+        None => out.push_str("runtime default"),
+    }
+    row_end(out, src("model"));
+    row_start(out, "temperature");
+    match p.temperature {
+        Some(t) => {
+            let _ = write!(out, "{t}");
+        }
+        None => out.push_str("runtime default"),
+    }
+    row_end(out, src("temperature"));
+    row_start(out, "max_context_tokens");
+    match p.max_context_tokens {
+        Some(c) => {
+            let _ = write!(out, "{c}");
+        }
+        None => out.push_str("provider default"),
+    }
+    row_end(out, src("max_context_tokens"));
+    row_start(out, "subscribe");
+    push_list(out, p.subscribe.iter().map(String::as_str), ", ");
+    row_end(out, src("subscribe"));
     let t = &p.triggers;
-    let keywords = t.keywords.join(", ");
+    row_start(out, "triggers");
+    out.push_str(if t.mentions {
+        "mentions true, keywords ["
+    } else {
+        "mentions false, keywords ["
+    });
+    push_joined(out, t.keywords.iter().map(String::as_str), ", ");
+    out.push_str(if t.all_messages {
+        "], all_messages true"
+    } else {
+        "], all_messages false"
+    });
+    row_end(out, src("triggers"));
     row(
-        "triggers",
-        format!(
-            "mentions {}, keywords [{keywords}], all_messages {}",
-            t.mentions, t.all_messages
-        ),
-        src("triggers"),
-    );
-    row(
+        out,
         "thread_replies",
-        p.thread_replies.to_string(),
+        bool_word(p.thread_replies),
         src("thread_replies"),
     );
     row(
+        out,
         "broadcast_replies",
-        p.broadcast_replies.to_string(),
+        bool_word(p.broadcast_replies),
         src("broadcast_replies"),
     );
-    row(
-        "skills",
-        if p.skills.is_empty() {
-            "(none)".into()
-        } else {
-            p.skills.join(", ")
-        },
-        "",
-    );
-    let servers: Vec<String> = p.mcp_servers.iter().map(|s| s.name.clone()).collect();
-    row(
-        "mcp_servers",
-        if servers.is_empty() {
-            "(none)".into()
-        } else {
-            servers.join(", ")
-        },
-        "",
-    );
-    let env: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    row(
-        "env",
-        if env.is_empty() {
-            "(none)".into()
-        } else {
-            env.join(" ")
-        },
-        "",
-    );
+    row_start(out, "skills");
+    push_list(out, p.skills.iter().map(String::as_str), ", ");
+    row_end(out, "");
+    row_start(out, "mcp_servers");
+    push_list(out, p.mcp_servers.iter().map(|s| s.name.as_str()), ", ");
+    row_end(out, "");
+    row_start(out, "env");
+    if p.env.is_empty() {
+        out.push_str("(none)");
+    }
+    for (i, (k, v)) in p.env.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        for part in [k.as_str(), "=", v] {
+            out.push_str(part);
+        }
+    }
+    row_end(out, "");
     for (point, cmd) in p.hooks.entries() {
-        row(&format!("hook {point}"), cmd.to_string(), "");
+        row(out, &format!("hook {point}"), &cmd.to_string(), "");
     }
     let first = p
         .system_prompt
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("");
-    let preview: String = first.chars().take(60).collect();
-    row(
-        "system_prompt",
-        format!(
-            "{} chars: {preview}{}",
-            p.system_prompt.chars().count(),
-            if first.chars().count() > 60 {
-                "…"
-            } else {
-                ""
-            }
-        ),
-        "",
-    );
+    row_start(out, "system_prompt");
+    let _ = write!(out, "{} chars: ", p.system_prompt.chars().count());
+    out.extend(first.chars().take(60));
+    if first.chars().nth(60).is_some() {
+        out.push('…');
+    }
+    row_end(out, "");
+}
+
+/// `  label` padded to a 20-column field; the value follows.
+fn row_start(out: &mut String, label: &str) {
+    out.push_str("  ");
+    out.push_str(label);
+    let width = label.chars().count();
+    out.extend(std::iter::repeat_n(' ', 20usize.saturating_sub(width)));
+}
+
+/// Ends a row, naming the level its value came from when there is one.
+fn row_end(out: &mut String, from: &str) {
+    if !from.is_empty() {
+        for part in ["  [", from, "]"] {
+            out.push_str(part);
+        }
+    }
+    out.push('\n');
+}
+
+fn row(out: &mut String, label: &str, value: &str, from: &str) {
+    row_start(out, label);
+    out.push_str(value);
+    row_end(out, from);
+}
+
+/// The items joined by `sep`, or `(none)`.
+fn push_list<'a>(out: &mut String, items: impl ExactSizeIterator<Item = &'a str>, sep: &str) {
+    if items.len() == 0 {
+        out.push_str("(none)");
+    }
+    push_joined(out, items, sep);
+}
+
+fn push_joined<'a>(out: &mut String, items: impl Iterator<Item = &'a str>, sep: &str) {
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push_str(sep);
+        }
+        out.push_str(item);
+    }
+}
+
+fn bool_word(b: bool) -> &'static str {
+    if b { "true" } else { "false" }
 }
 
 fn migrate(args: &MigrateArgs) -> u8 {
