@@ -102,6 +102,13 @@ fn main() {
             UPSTREAM_CLI_200_MS,
         ),
         (
+            // The upstream CLI's `inspect` prints a text summary per persona: this is its match.
+            "inspect (text), 200 personas",
+            vec!["pack".into(), "inspect".into(), path(dir.path())],
+            PERSONAS,
+            UPSTREAM_CLI_200_MS,
+        ),
+        (
             "inspect --json, 200 personas",
             vec![
                 "pack".into(),
@@ -121,6 +128,12 @@ fn main() {
         cases.push((
             "validate, 1 persona (sms-operator)",
             vec!["pack".into(), "validate".into(), path(small)],
+            1,
+            UPSTREAM_CLI_SMALL_MS,
+        ));
+        cases.push((
+            "inspect (text), 1 persona",
+            vec!["pack".into(), "inspect".into(), path(small)],
             1,
             UPSTREAM_CLI_SMALL_MS,
         ));
