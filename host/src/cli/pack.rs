@@ -390,7 +390,7 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
     }
     row_end(out, "");
     for (point, cmd) in p.hooks.entries() {
-        row(out, &format!("hook {point}"), &cmd.to_string(), "");
+        row(out, &format!("hook {point}"), cmd, "");
     }
     let first = p
         .system_prompt
