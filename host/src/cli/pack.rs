@@ -325,22 +325,20 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
         None => out.push_str("runtime default"),
     }
     row_end(out, src("model"));
-    row_start(out, "temperature");
-    match p.temperature {
-        Some(t) => {
-            let _ = write!(out, "{t}");
-        }
-        None => out.push_str("runtime default"),
-    }
-    row_end(out, src("temperature"));
-    row_start(out, "max_context_tokens");
-    match p.max_context_tokens {
-        Some(c) => {
-            let _ = write!(out, "{c}");
-        }
-        None => out.push_str("provider default"),
-    }
-    row_end(out, src("max_context_tokens"));
+    row_or(
+        out,
+        "temperature",
+        p.temperature,
+        "runtime default",
+        src("temperature"),
+    );
+    row_or(
+        out,
+        "max_context_tokens",
+        p.max_context_tokens,
+        "provider default",
+        src("max_context_tokens"),
+    );
     row_start(out, "subscribe");
     push_list(out, p.subscribe.iter().map(String::as_str), ", ");
     row_end(out, src("subscribe"));
@@ -427,6 +425,24 @@ fn row_end(out: &mut String, from: &str) {
 fn row(out: &mut String, label: &str, value: &str, from: &str) {
     row_start(out, label);
     out.push_str(value);
+    row_end(out, from);
+}
+
+/// A value, or what the agent falls back to when no level sets one.
+fn row_or(
+    out: &mut String,
+    label: &str,
+    value: Option<impl std::fmt::Display>,
+    fallback: &str,
+    from: &str,
+) {
+    row_start(out, label);
+    match value {
+        Some(v) => {
+            let _ = write!(out, "{v}");
+        }
+        None => out.push_str(fallback),
+    }
     row_end(out, from);
 }
 
