@@ -250,6 +250,7 @@ pub fn relative_to(root: &Path, path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tempfile::TempDir;
 
     #[test]
     fn refuses_absolute_and_parent_paths() {
@@ -277,12 +278,18 @@ mod tests {
         assert!(check_relative("./agents/a.persona.md").is_ok());
     }
 
-    #[test]
-    fn symlink_out_of_the_pack_is_an_escape() {
+    /// A directory outside the pack holding `secret_name`, and an empty pack (its canonical root).
+    fn outside_and_pack(secret_name: &str) -> (TempDir, TempDir, PathBuf) {
         let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("secret"), "x").unwrap();
+        std::fs::write(outside.path().join(secret_name), "x").unwrap();
         let pack = tempfile::tempdir().unwrap();
         let root = pack.path().canonicalize().unwrap();
+        (outside, pack, root)
+    }
+
+    #[test]
+    fn symlink_out_of_the_pack_is_an_escape() {
+        let (outside, _pack, root) = outside_and_pack("secret");
         std::os::unix::fs::symlink(outside.path().join("secret"), root.join("link")).unwrap();
         assert!(matches!(
             resolve_inside(&root, "link"),
@@ -296,10 +303,7 @@ mod tests {
 
     #[test]
     fn remembered_directories_do_not_hide_a_link_further_down() {
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("secret.persona.md"), "x").unwrap();
-        let pack = tempfile::tempdir().unwrap();
-        let root = pack.path().canonicalize().unwrap();
+        let (outside, _pack, root) = outside_and_pack("secret.persona.md");
         std::fs::create_dir(root.join("agents")).unwrap();
         std::fs::write(root.join("agents/a.persona.md"), "a").unwrap();
         std::os::unix::fs::symlink(outside.path(), root.join("agents/out")).unwrap();
@@ -315,10 +319,7 @@ mod tests {
 
     #[test]
     fn open_reads_only_regular_files_inside_the_pack() {
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("secret.md"), "s").unwrap();
-        let pack = tempfile::tempdir().unwrap();
-        let root = pack.path().canonicalize().unwrap();
+        let (outside, _pack, root) = outside_and_pack("secret.md");
         std::fs::create_dir(root.join("agents")).unwrap();
         std::fs::write(root.join("agents/a.persona.md"), "abc").unwrap();
         std::os::unix::fs::symlink("a.persona.md", root.join("agents/alias.md")).unwrap();

@@ -298,16 +298,26 @@ impl NostrDatabase for Journal {
 mod tests {
     use super::*;
 
-    /// A relay on a free loopback port without a journal, and a client signing with new keys.
-    async fn relay_and_client() -> (Embedded, nostr_sdk::Client, Keys) {
-        let relay = Embedded::start("127.0.0.1:0".parse().unwrap(), None)
+    /// A relay on a free loopback port without a journal.
+    async fn relay() -> Embedded {
+        Embedded::start("127.0.0.1:0".parse().unwrap(), None)
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// A client of `relay` signing with new keys.
+    async fn client(relay: &Embedded) -> (nostr_sdk::Client, Keys) {
         let keys = Keys::generate();
         let client =
             crate::relay::connect_as(&relay.url, Duration::from_secs(5), Some(keys.clone()))
                 .await
                 .unwrap();
+        (client, keys)
+    }
+
+    async fn relay_and_client() -> (Embedded, nostr_sdk::Client, Keys) {
+        let relay = relay().await;
+        let (client, keys) = client(&relay).await;
         (relay, client, keys)
     }
 
@@ -330,9 +340,7 @@ mod tests {
     #[tokio::test]
     async fn clients_that_never_speak_websocket_do_not_stop_the_relay() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let relay = Embedded::start("127.0.0.1:0".parse().unwrap(), None)
-            .await
-            .unwrap();
+        let relay = relay().await;
         let addr = relay.url.trim_start_matches("ws://").to_string();
         // One sends garbage instead of an HTTP upgrade and is hung up on; another opens a request
         // and never finishes it, and keeps its connection open meanwhile.
@@ -347,11 +355,7 @@ mod tests {
             .await
             .unwrap();
         // Meanwhile a real client publishes and reads back.
-        let keys = Keys::generate();
-        let client =
-            crate::relay::connect_as(&relay.url, Duration::from_secs(5), Some(keys.clone()))
-                .await
-                .unwrap();
+        let (client, keys) = client(&relay).await;
         let ev = crate::relay::message(&keys, "general", "still served", vec![]).unwrap();
         let out = client.send_event(&ev).await.unwrap();
         assert!(!out.success.is_empty(), "refused: {:?}", out.failed);
