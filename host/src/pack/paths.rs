@@ -68,56 +68,79 @@ pub struct CheckedDirs(std::collections::HashSet<PathBuf>);
 /// [`resolve_inside`], remembering checked directories in `checked`.
 pub fn resolve(root: &Path, rel: &str, checked: &mut CheckedDirs) -> Result<Resolved, PathError> {
     let path = check_relative(rel)?;
-    // Common case, one `lstat` per component: when no component is a symbolic link, the root
-    // plus the components is already the canonical path (no `..` can appear, see above).
-    // Only a path through a link pays for full canonicalisation.
-    let mut plain = root.to_path_buf();
-    let mut parts = path
-        .components()
+    let parts = normal_parts(path);
+    let plain = match parts.split_last() {
+        // `check_relative` refused empty paths, but `.` alone names the root itself.
+        None => Some(root.to_path_buf()),
+        Some((last, dirs)) => walk_dirs(root, dirs, checked, rel)?.map(|mut plain| {
+            plain.push(last);
+            plain
+        }),
+    };
+    let plain = match plain {
+        Some(p) => p,
+        None => return resolve_canonical(root, rel, path),
+    };
+    match std::fs::symlink_metadata(&plain) {
+        Ok(meta) if meta.file_type().is_symlink() => resolve_canonical(root, rel, path),
+        Ok(meta) => Ok(Resolved::of(plain, &meta)),
+        Err(_) => Err(PathError::NotFound(rel.to_string())),
+    }
+}
+
+/// The slow path, for a path through a link: canonicalised, checked to stay inside, then stat'ed.
+fn resolve_canonical(root: &Path, rel: &str, path: &Path) -> Result<Resolved, PathError> {
+    let canonical = canonical_inside(root, rel, path)?;
+    let meta = std::fs::metadata(&canonical).map_err(|_| PathError::NotFound(rel.to_string()))?;
+    Ok(Resolved::of(canonical, &meta))
+}
+
+impl Resolved {
+    fn of(path: PathBuf, meta: &std::fs::Metadata) -> Resolved {
+        Resolved {
+            path,
+            is_file: meta.is_file(),
+            is_dir: meta.is_dir(),
+            len: meta.len(),
+        }
+    }
+}
+
+/// The components of a checked relative path that name something (`.` dropped).
+fn normal_parts(path: &Path) -> Vec<&std::ffi::OsStr> {
+    path.components()
         .filter_map(|c| match c {
             Component::Normal(part) => Some(part),
             _ => None,
         })
-        .peekable();
-    let mut last = None;
-    while let Some(part) = parts.next() {
+        .collect()
+}
+
+/// Walks the directories `dirs` under `root`, one `lstat` each unless `checked` already knows it.
+/// When none is a link, the root plus the components is already the canonical path (no `..` can
+/// appear), returned for the caller to extend; `None` when one is a link, so the caller pays for
+/// full canonicalisation only then.
+fn walk_dirs(
+    root: &Path,
+    dirs: &[&std::ffi::OsStr],
+    checked: &mut CheckedDirs,
+    rel: &str,
+) -> Result<Option<PathBuf>, PathError> {
+    let mut plain = root.to_path_buf();
+    for part in dirs {
         plain.push(part);
-        let is_last = parts.peek().is_none();
-        if !is_last && checked.0.contains(&plain) {
+        if checked.0.contains(&plain) {
             continue;
         }
         match std::fs::symlink_metadata(&plain) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let path = canonical_inside(root, rel, path)?;
-                let meta =
-                    std::fs::metadata(&path).map_err(|_| PathError::NotFound(rel.to_string()))?;
-                return Ok(Resolved {
-                    path,
-                    is_file: meta.is_file(),
-                    is_dir: meta.is_dir(),
-                    len: meta.len(),
-                });
+            Ok(meta) if meta.is_dir() => {
+                checked.0.insert(plain.clone());
             }
-            Ok(meta) => {
-                if meta.is_dir() && !is_last {
-                    checked.0.insert(plain.clone());
-                }
-                last = Some(meta);
-            }
-            Err(_) => return Err(PathError::NotFound(rel.to_string())),
+            Ok(meta) if meta.file_type().is_symlink() => return Ok(None),
+            _ => return Err(PathError::NotFound(rel.to_string())),
         }
     }
-    // `check_relative` refused empty paths, but `.` alone names the root itself.
-    let meta = match last {
-        Some(m) => m,
-        None => std::fs::metadata(&plain).map_err(|_| PathError::NotFound(rel.to_string()))?,
-    };
-    Ok(Resolved {
-        path: plain,
-        is_file: meta.is_file(),
-        is_dir: meta.is_dir(),
-        len: meta.len(),
-    })
+    Ok(Some(plain))
 }
 
 /// What [`open`] found at a pack path.
@@ -139,41 +162,18 @@ pub enum Opened {
 /// A link as the last component takes the canonicalising path, like [`resolve`].
 pub fn open(root: &Path, rel: &str, checked: &mut CheckedDirs) -> Result<Opened, PathError> {
     let path = check_relative(rel)?;
-    let parts: Vec<_> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(part) => Some(part),
-            _ => None,
-        })
-        .collect();
+    let parts = normal_parts(path);
     // `.` alone names the root: a directory.
     let Some((last, dirs)) = parts.split_last() else {
         return Ok(Opened::NotAFile);
     };
-    let mut plain = root.to_path_buf();
-    for part in dirs {
-        plain.push(part);
-        if checked.0.contains(&plain) {
-            continue;
-        }
-        match std::fs::symlink_metadata(&plain) {
-            Ok(meta) if meta.is_dir() => {
-                checked.0.insert(plain.clone());
-            }
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let canonical = canonical_inside(root, rel, path)?;
-                return open_checked(canonical, rel);
-            }
-            _ => return Err(PathError::NotFound(rel.to_string())),
-        }
-    }
+    let Some(mut plain) = walk_dirs(root, dirs, checked, rel)? else {
+        return open_checked(canonical_inside(root, rel, path)?, rel);
+    };
     plain.push(last);
     match open_unless_link(&plain) {
         Ok(Some(file)) => opened(plain, file, rel),
-        Ok(None) => {
-            let canonical = canonical_inside(root, rel, path)?;
-            open_checked(canonical, rel)
-        }
+        Ok(None) => open_checked(canonical_inside(root, rel, path)?, rel),
         Err(_) => Err(PathError::NotFound(rel.to_string())),
     }
 }
