@@ -31,3 +31,58 @@ fn bad_command_line_exits_64() {
     let out = apiary().arg("no-such-command").output().unwrap();
     assert_eq!(out.status.code(), Some(64));
 }
+
+/// `apiary` runs the pack checks itself and hands every other command to the `apiary-runtime`
+/// beside it: without that binary the checks still work and the rest fail saying what is missing;
+/// with it, the same `apiary` runs them.
+#[test]
+fn commands_beyond_the_checks_need_apiary_runtime_beside_apiary() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let bin = dir
+        .path()
+        .join(format!("apiary{}", std::env::consts::EXE_SUFFIX));
+    link_or_copy(env!("CARGO_BIN_EXE_apiary"), &bin);
+    let meadow = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/meadow");
+    let root = dir.path().join("root");
+
+    let check = Command::new(&bin)
+        .args(["pack", "validate", meadow])
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(0), "{check:?}");
+
+    let alone = Command::new(&bin)
+        .arg("list")
+        .arg("--root")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(alone.status.code(), Some(1), "{alone:?}");
+    let err = String::from_utf8_lossy(&alone.stderr);
+    assert!(
+        err.contains("apiary-runtime") && err.contains("cargo build --bins"),
+        "{err}"
+    );
+
+    let runtime = dir
+        .path()
+        .join(format!("apiary-runtime{}", std::env::consts::EXE_SUFFIX));
+    link_or_copy(env!("CARGO_BIN_EXE_apiary-runtime"), &runtime);
+    let handed = Command::new(&bin)
+        .arg("list")
+        .arg("--root")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(handed.status.code(), Some(0), "{handed:?}");
+    assert!(
+        String::from_utf8_lossy(&handed.stderr).contains("No packs installed"),
+        "{handed:?}"
+    );
+}
+
+fn link_or_copy(from: &str, to: &std::path::Path) {
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).unwrap();
+    }
+}

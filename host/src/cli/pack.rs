@@ -90,7 +90,7 @@ pub fn run(cmd: PackCommand) -> u8 {
     }
 }
 
-fn validate(args: &ValidateArgs) -> u8 {
+pub(super) fn validate(args: &ValidateArgs) -> u8 {
     let loaded = pack::load(&args.dir);
     super::free_at_exit(loaded.pack);
     let report = loaded.report;
@@ -133,7 +133,7 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-fn inspect(args: &InspectArgs) -> u8 {
+pub(super) fn inspect(args: &InspectArgs) -> u8 {
     let loaded = pack::load(&args.dir);
     let mut report = loaded.report;
     let Some(pack) = loaded.pack else {
@@ -467,7 +467,7 @@ fn bool_word(b: bool) -> &'static str {
     if b { "true" } else { "false" }
 }
 
-fn migrate(args: &MigrateArgs) -> u8 {
+pub(super) fn migrate(args: &MigrateArgs) -> u8 {
     match crate::migrate::migrate(&args.dir, args.dry_run) {
         Ok(changes) => {
             if args.json {
