@@ -658,7 +658,7 @@ pub fn post(args: PostArgs) -> u8 {
 /// frames: the runtime drops them at exit, and a relay logs a connection that just vanishes as an
 /// error (the embedded relay did, for every `post` and `tail`).
 async fn close(client: &Client) {
-    client.shutdown().await;
+    relay::shutdown(client).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
 }
 

@@ -285,7 +285,7 @@ pub async fn run(
         }
     }
     if lives.is_empty() {
-        client.shutdown().await;
+        relay::shutdown(&client).await;
         anyhow::bail!("no persona could start");
     }
 
@@ -427,10 +427,10 @@ pub async fn run(
         }
         live.current().await.client.shutdown().await;
         if let Some(own) = live.own_relay.get() {
-            own.shutdown().await;
+            relay::shutdown(own).await;
         }
     }
-    client.shutdown().await;
+    relay::shutdown(&client).await;
     summary.replies = replies.load(std::sync::atomic::Ordering::SeqCst);
     out(
         Note::new("stopped", format!("stopped replies={}", summary.replies))

@@ -268,6 +268,17 @@ where
     spawn_on(io_runtime()?, "relay I/O", fut).await
 }
 
+/// Shuts `client` down on the [`io_runtime`], where its connection tasks run. nostr-relay-pool 0.44
+/// wakes a connection task before it marks the relay terminated: from another thread the task can
+/// close its websocket in between, find the relay still live and reconnect, and the process then
+/// exits with that new connection open (the relay logs a reset without a closing handshake; 1 in
+/// 15-20 `apiary post`s did). On the runtime's one thread nothing runs between the two steps.
+pub async fn shutdown(client: &Client) {
+    let client = client.clone();
+    // An error means there is no I/O runtime, so no connection task to stop either.
+    let _ = on_io_runtime(async move { client.shutdown().await }).await;
+}
+
 /// Runs `fut` on the [`relay_runtime`]: tasks it spawns (an embedded relay's listener and
 /// connections) live there.
 pub async fn on_relay_runtime<F>(fut: F) -> anyhow::Result<F::Output>
