@@ -37,6 +37,13 @@ fn main() {
     // so rerun when the checkout changes.
     println!("cargo:rerun-if-env-changed=CARGO_MANIFEST_DIR");
 
+    let src = manifest_dir.join("src");
+    watch(&src);
+    println!(
+        "cargo:rustc-env=APIARY_SOURCE_DIGEST={:016x}",
+        source_digest(&src)
+    );
+
     let target_dir = repo.join("target").join("guests");
     let out = target_dir.join("wasm32-wasip2").join("release");
     println!("cargo:rustc-env=APIARY_GUESTS_DIR={}", out.display());
@@ -93,6 +100,36 @@ fn embed_converters(out: &Path) {
         PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("builtin_converters.rs");
     if let Err(e) = std::fs::write(&dest, rows) {
         fail(&format!("cannot write {}: {e}", dest.display()));
+    }
+}
+
+/// A digest of the host's sources, built into `apiary` and `apiary-runtime` alike. `apiary` hands
+/// it over with each command and the runtime refuses another one: `cargo run` relinks `apiary`
+/// only, and would otherwise leave it handing commands to the previous build's runtime.
+fn source_digest(src: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut files = Vec::new();
+    collect_files(src, &mut files);
+    files.sort();
+    let mut hasher = std::hash::DefaultHasher::new();
+    for file in &files {
+        file.strip_prefix(src).unwrap_or(file).hash(&mut hasher);
+        std::fs::read(file).unwrap_or_default().hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            collect_files(&path, files);
+        } else {
+            files.push(path);
+        }
     }
 }
 

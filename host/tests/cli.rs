@@ -86,3 +86,36 @@ fn link_or_copy(from: &str, to: &std::path::Path) {
         std::fs::copy(from, to).unwrap();
     }
 }
+
+/// `apiary-runtime` runs only what an `apiary` of the same sources hands it: after a `cargo run`
+/// (which relinks `apiary` alone) the previous build's runtime must refuse, not run old code.
+#[test]
+fn the_runtime_refuses_an_apiary_of_another_build() {
+    let root = tempfile::tempdir().unwrap();
+    let runtime = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_apiary-runtime"));
+        cmd.arg("list").arg("--root").arg(root.path());
+        cmd
+    };
+    let stale = runtime()
+        .env("APIARY_HANDED_OVER_FROM", "0123456789abcdef")
+        .output()
+        .unwrap();
+    assert_eq!(stale.status.code(), Some(1), "{stale:?}");
+    let err = String::from_utf8_lossy(&stale.stderr);
+    assert!(
+        err.contains("another build") && err.contains("cargo build --bins"),
+        "{err}"
+    );
+
+    // Called directly, or by its own `apiary`, it runs.
+    let direct = runtime().output().unwrap();
+    assert_eq!(direct.status.code(), Some(0), "{direct:?}");
+    let handed = Command::new(env!("CARGO_BIN_EXE_apiary"))
+        .arg("list")
+        .arg("--root")
+        .arg(root.path())
+        .output()
+        .unwrap();
+    assert_eq!(handed.status.code(), Some(0), "{handed:?}");
+}

@@ -189,6 +189,10 @@ fn run_check(verbose: u8, check: impl FnOnce() -> u8) -> ExitCode {
 /// The `apiary-runtime` binary: every command, the live harness, the sandbox and distribution
 /// included. `apiary` hands it its command line unchanged.
 pub fn runtime_main() -> ExitCode {
+    if let Err(e) = runtime::check_same_build() {
+        eprintln!("error: {e}");
+        return ExitCode::from(exit::FAILURE);
+    }
     let cli = match parse() {
         Ok(cli) => cli,
         Err(code) => return code,

@@ -13,6 +13,11 @@ use super::exit;
 
 const RUNTIME: &str = "apiary-runtime";
 
+/// The digest of the host sources this binary was built from (see `build.rs`), and the variable
+/// that carries `apiary`'s to the runtime.
+const SOURCE_DIGEST: &str = env!("APIARY_SOURCE_DIGEST");
+const SOURCE_DIGEST_VAR: &str = "APIARY_HANDED_OVER_FROM";
+
 /// Runs `apiary-runtime` with this process's arguments, in its place where the platform allows.
 /// Returns only when it could not be started.
 pub fn hand_over() -> ExitCode {
@@ -27,8 +32,27 @@ pub fn hand_over() -> ExitCode {
     // Its usage lines then name the program the user typed.
     let arg0 = args.next().unwrap_or_else(|| OsString::from("apiary"));
     let mut command = Command::new(&path);
-    command.args(args);
+    command.args(args).env(SOURCE_DIGEST_VAR, SOURCE_DIGEST);
     run(command, arg0, &path)
+}
+
+/// In `apiary-runtime`: refuses a command handed over by an `apiary` built from other sources (a
+/// `cargo run` relinks `apiary` only). Takes the variable out of the environment, so the agents and
+/// hooks the command starts never see it.
+pub fn check_same_build() -> Result<(), String> {
+    let Some(theirs) = std::env::var_os(SOURCE_DIGEST_VAR) else {
+        return Ok(());
+    };
+    // SAFETY: called first thing in `main`, before any thread exists to read the environment.
+    unsafe { std::env::remove_var(SOURCE_DIGEST_VAR) };
+    if theirs == SOURCE_DIGEST {
+        return Ok(());
+    }
+    let here = std::env::current_exe().map_or_else(|_| RUNTIME.into(), |p| p.display().to_string());
+    Err(format!(
+        "{here} is from another build than the apiary that ran it; rebuild both with \
+         `cargo build --bins` (or reinstall with `cargo install --path host`)"
+    ))
 }
 
 /// `apiary-runtime` beside this executable. Only there: one found on `PATH` could be another
