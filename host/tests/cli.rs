@@ -51,12 +51,7 @@ fn commands_beyond_the_checks_need_apiary_runtime_beside_apiary() {
         .unwrap();
     assert_eq!(check.status.code(), Some(0), "{check:?}");
 
-    let alone = Command::new(&bin)
-        .arg("list")
-        .arg("--root")
-        .arg(&root)
-        .output()
-        .unwrap();
+    let alone = list(&bin, &root).output().unwrap();
     assert_eq!(alone.status.code(), Some(1), "{alone:?}");
     let err = String::from_utf8_lossy(&alone.stderr);
     assert!(
@@ -68,17 +63,19 @@ fn commands_beyond_the_checks_need_apiary_runtime_beside_apiary() {
         .path()
         .join(format!("apiary-runtime{}", std::env::consts::EXE_SUFFIX));
     link_or_copy(env!("CARGO_BIN_EXE_apiary-runtime"), &runtime);
-    let handed = Command::new(&bin)
-        .arg("list")
-        .arg("--root")
-        .arg(&root)
-        .output()
-        .unwrap();
+    let handed = list(&bin, &root).output().unwrap();
     assert_eq!(handed.status.code(), Some(0), "{handed:?}");
     assert!(
         String::from_utf8_lossy(&handed.stderr).contains("No packs installed"),
         "{handed:?}"
     );
+}
+
+/// `<bin> list --root <root>`: a runtime command that needs no set-up.
+fn list(bin: impl AsRef<std::ffi::OsStr>, root: &std::path::Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.arg("list").arg("--root").arg(root);
+    cmd
 }
 
 fn link_or_copy(from: &str, to: &std::path::Path) {
@@ -92,11 +89,7 @@ fn link_or_copy(from: &str, to: &std::path::Path) {
 #[test]
 fn the_runtime_refuses_an_apiary_of_another_build() {
     let root = tempfile::tempdir().unwrap();
-    let runtime = || {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_apiary-runtime"));
-        cmd.arg("list").arg("--root").arg(root.path());
-        cmd
-    };
+    let runtime = || list(env!("CARGO_BIN_EXE_apiary-runtime"), root.path());
     let stale = runtime()
         .env("APIARY_HANDED_OVER_FROM", "0123456789abcdef")
         .output()
@@ -111,10 +104,7 @@ fn the_runtime_refuses_an_apiary_of_another_build() {
     // Called directly, or by its own `apiary`, it runs.
     let direct = runtime().output().unwrap();
     assert_eq!(direct.status.code(), Some(0), "{direct:?}");
-    let handed = Command::new(env!("CARGO_BIN_EXE_apiary"))
-        .arg("list")
-        .arg("--root")
-        .arg(root.path())
+    let handed = list(env!("CARGO_BIN_EXE_apiary"), root.path())
         .output()
         .unwrap();
     assert_eq!(handed.status.code(), Some(0), "{handed:?}");
