@@ -602,7 +602,13 @@ fn reinstall_and_upgrade() {
         ),
     )
     .unwrap();
-    let up = env.install(&zip);
+    // The zip is another source than the directory v1 came from: replacing it is explicit.
+    let zip_arg = zip.display().to_string();
+    let r = env.run(&["install", &zip_arg]);
+    assert_eq!(r.json()["error"]["code"], "install.source-conflict");
+    let r = env.run(&["install", "--replace", &zip_arg]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let up = r.json();
     assert_eq!(up["previous_version"], "1.0.0");
     assert_eq!(up["version"], "2.0.0");
     assert_eq!(up["expert"]["checksum"], "verified");
