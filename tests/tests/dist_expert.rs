@@ -498,9 +498,8 @@ fn hooks_are_quarantined_until_trusted() {
 
     // An upgrade is untrusted again.
     env.run(&["trust", TEAM, "--yes"]);
-    let v2 = env.path("team2");
-    team(&v2, "2.0.0", 3000);
-    env.install(&v2);
+    team(&src, "2.0.0", 3000);
+    env.install(&src);
     assert_eq!(state(&env), (1, 0, 1, 0, true));
 }
 
@@ -752,7 +751,8 @@ fn recovery_finishes_agent_config_writes_after_a_crash() {
         .env("XDG_CACHE_HOME", repo.join("target/tmp/dist-expert-cache"))
         .env("TMPDIR", &scratch)
         .env("APIARY_TEST_STEP_DELAY_MS", "1000")
-        .args(["install", "--json", "--root"])
+        // v2 is another directory than v1 came from: another source.
+        .args(["install", "--json", "--replace", "--root"])
         .arg(env.root())
         .arg(&v2)
         .stdout(std::process::Stdio::null())

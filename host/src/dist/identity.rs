@@ -20,6 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::fetch::Source;
 use super::lock::{Lock, LockEntry};
 use super::{DistError, Result};
 use crate::relay::keys::{KeyStore, Owner};
@@ -194,8 +195,8 @@ pub fn separate_namespace(id: &str, canonical_dir: &Path) -> String {
 ///
 /// - the recorded `source` is the new one: the same path (compared after resolving symlinks and
 ///   `..`, so a `.buzzpack` re-built at the same path is the same source), the same URL (credentials
-///   are never recorded), the same git repository whatever the ref (`github:` owner and repository
-///   compared without case, as GitHub does);
+///   are never recorded), the same git repository whatever the ref (by the URL cloned, without a
+///   trailing `.git`: `github:o/r` is `git+https://github.com/o/r.git`; GitHub names without case);
 /// - or it is, once the installed version is replaced by the new one in it: the next release at the
 ///   same place (`…/v1.2.0/meadow-1.2.0.buzzpack` → `…/v1.3.0/meadow-1.3.0.buzzpack`). Both versions
 ///   must be semantic versions, which cannot hold `/`, `:`, `@` or `%`, so this never changes a host
@@ -219,8 +220,11 @@ fn equivalent(a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }
-    if let (Some(x), Some(y)) = (a.strip_prefix("github:"), b.strip_prefix("github:")) {
-        return x.eq_ignore_ascii_case(y);
+    // Git sources by the repository cloned (`github:o/r` is `git+https://github.com/o/r.git`).
+    if let (Ok(Source::Git { url: x, .. }), Ok(Source::Git { url: y, .. })) =
+        (Source::parse(a), Source::parse(b))
+    {
+        return repository_key(&x) == repository_key(&y);
     }
     // Local paths (file and directory sources are recorded as absolute paths).
     let is_path = |s: &str| Path::new(s).is_absolute() && !s.contains("://");
@@ -229,6 +233,24 @@ fn equivalent(a: &str, b: &str) -> bool {
         return matches!((ca, cb), (Ok(x), Ok(y)) if x == y);
     }
     false
+}
+
+/// A clone URL without a trailing `/` or `.git`, scheme and host in lower case, and all of it for
+/// github.com, whose owner and repository names ignore case.
+fn repository_key(url: &str) -> String {
+    let url = url.trim_end_matches('/');
+    let url = url.strip_suffix(".git").unwrap_or(url);
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = host.to_ascii_lowercase();
+    let path = if host == "github.com" {
+        path.to_ascii_lowercase()
+    } else {
+        path.to_string()
+    };
+    format!("{}://{host}{path}", scheme.to_ascii_lowercase())
 }
 
 #[cfg(test)]
@@ -286,9 +308,25 @@ mod tests {
         let gh = entry("github:Owner/Repo", "1.0.0");
         assert!(same_source(&gh, "github:owner/repo", "2.0.0"));
         assert!(!same_source(&gh, "github:other/repo", "1.0.0"));
+        assert!(same_source(
+            &gh,
+            "git+https://github.com/owner/repo.git",
+            "1.0.0"
+        ));
         assert!(!same_source(
             &gh,
-            "git+https://github.com/owner/repo",
+            "git+https://gitlab.com/owner/repo",
+            "1.0.0"
+        ));
+        let lab = entry("git+https://GitLab.com/Owner/Repo.git", "1.0.0");
+        assert!(same_source(
+            &lab,
+            "git+https://gitlab.com/Owner/Repo/",
+            "1.0.0"
+        ));
+        assert!(!same_source(
+            &lab,
+            "git+https://gitlab.com/owner/repo",
             "1.0.0"
         ));
 
