@@ -59,12 +59,13 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   stopping
   stopped         replies
 
-Identity: persona keys (<data dir>/keys/<namespace>/) and workspaces (<workspace>/<namespace>/<persona>/)
-belong to the installed pack or the directory that owns a pack id, never to whoever declares it.
-The namespace is the pack id for the pack installed as <root>/<pack-id>, and for a directory that is
-not installed when no other pack owns the id (the first directory run under it owns it, recorded in
-<data dir>/keys/<pack-id>/owner.json). Another directory declaring that id is refused, naming the
-owner; with --allow-id-conflict it runs as <pack-id>@<digest of its path>, with keys of its own.
+Identity: persona keys (<data dir>/keys/<namespace>/) and workspaces
+(<workspace>/<namespace>/<persona>/) belong to the installed pack or to the directory that owns a
+pack id, never to whoever declares it. The namespace is the pack id for the pack installed as
+<root>/<pack-id>, and for a directory that is not installed when no other pack owns the id (the
+first directory run under it owns it, recorded in <data dir>/keys/<pack-id>/owner.json). Another
+directory declaring that id is refused, naming the owner; with --allow-id-conflict it runs as
+<pack-id>@<digest of its path>, with keys and workspaces of its own.
 
 Environment:
   AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
