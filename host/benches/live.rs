@@ -178,7 +178,11 @@ fn memory_per_persona() -> Option<f64> {
         });
         let harness = tokio::spawn(dispatch::run(
             config,
-            vec![PackRun { pack, resolved }],
+            vec![PackRun {
+                namespace: pack.manifest.id.clone(),
+                pack,
+                resolved,
+            }],
             Arc::new(NativeTriggers),
             Arc::new(NoHooks),
             out,

@@ -528,7 +528,15 @@ fn write_pack(root: &std::path::Path) -> (Vec<PackRun>, Vec<TriggerPersona>) {
         &apiary::resolve::Overrides::default(),
         &apiary::resolve::process_env,
     );
-    (vec![PackRun { pack, resolved }], trigger_personas)
+    let namespace = pack.manifest.id.clone();
+    (
+        vec![PackRun {
+            pack,
+            resolved,
+            namespace,
+        }],
+        trigger_personas,
+    )
 }
 
 /// Event `i` goes to channel `i % 100`: a mention of one of its personas, a keyword both wake on,

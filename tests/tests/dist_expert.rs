@@ -498,9 +498,8 @@ fn hooks_are_quarantined_until_trusted() {
 
     // An upgrade is untrusted again.
     env.run(&["trust", TEAM, "--yes"]);
-    let v2 = env.path("team2");
-    team(&v2, "2.0.0", 3000);
-    env.install(&v2);
+    team(&src, "2.0.0", 3000);
+    env.install(&src);
     assert_eq!(state(&env), (1, 0, 1, 0, true));
 }
 
@@ -602,7 +601,13 @@ fn reinstall_and_upgrade() {
         ),
     )
     .unwrap();
-    let up = env.install(&zip);
+    // The zip is another source than the directory v1 came from: replacing it is explicit.
+    let zip_arg = zip.display().to_string();
+    let r = env.run(&["install", &zip_arg]);
+    assert_eq!(r.json()["error"]["code"], "install.source-conflict");
+    let r = env.run(&["install", "--replace", &zip_arg]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let up = r.json();
     assert_eq!(up["previous_version"], "1.0.0");
     assert_eq!(up["version"], "2.0.0");
     assert_eq!(up["expert"]["checksum"], "verified");
@@ -746,7 +751,8 @@ fn recovery_finishes_agent_config_writes_after_a_crash() {
         .env("XDG_CACHE_HOME", repo.join("target/tmp/dist-expert-cache"))
         .env("TMPDIR", &scratch)
         .env("APIARY_TEST_STEP_DELAY_MS", "1000")
-        .args(["install", "--json", "--root"])
+        // v2 is another directory than v1 came from: another source.
+        .args(["install", "--json", "--replace", "--root"])
         .arg(env.root())
         .arg(&v2)
         .stdout(std::process::Stdio::null())

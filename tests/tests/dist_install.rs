@@ -223,8 +223,13 @@ fn install_from_git_records_the_resolved_commit() {
     );
     assert_eq!(l[ID]["version"], "1.0.0");
 
-    // a commit id
-    let run = run_root(home.path(), &root, &["install", &format!("{src}#{c2}")]);
+    // a commit id, from the same repository (github: is served from the mirror; without
+    // APIARY_GITHUB_URL it would be github.com, another source)
+    let mut cmd = apiary(home.path());
+    cmd.env("APIARY_GITHUB_URL", format!("file://{}", mirror.display()))
+        .args(["install", "--json", &format!("{src}#{c2}"), "--root"])
+        .arg(&root);
+    let run = Run::of(cmd);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(lock(&root)[ID]["version"], "2.0.0");
 

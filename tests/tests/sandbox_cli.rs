@@ -537,3 +537,61 @@ fn trigger_test_with_a_custom_matcher_and_bad_input() {
         r.stderr
     );
 }
+
+/// `hook run` of a directory declaring an installed pack's id (an impostor) runs its hooks in a
+/// workspace of its own, never the installed personas' (issue 17, finding 8).
+#[test]
+fn hook_run_of_an_impostor_never_gets_the_installed_personas_workspace() {
+    let env = Env::new();
+    let genuine = env.home().join("genuine");
+    pack(&genuine);
+    let out = env.home().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let r = env.run(&[
+        "pack",
+        "build",
+        "--json",
+        "--output",
+        out.to_str().unwrap(),
+        genuine.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let archive = r.json()["build"]["archive"].as_str().unwrap().to_string();
+    let r = env.run(&["install", "--json", &archive]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let installed = env.home().join(".buzz/packs/com.example.hive");
+    let ws = env.workspaces();
+    let hook = |dir: &Path, text: &str| {
+        env.run(&[
+            "hook",
+            "run",
+            dir.to_str().unwrap(),
+            "pip",
+            "on_message",
+            "--message",
+            text,
+            "--workspace-root",
+            ws.to_str().unwrap(),
+        ])
+    };
+    let r = hook(&installed, "genuine");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let genuine_log = ws.join("com.example.hive/pip/audit.log");
+    let before = std::fs::read_to_string(&genuine_log).unwrap();
+
+    let impostor = env.home().join("impostor");
+    pack(&impostor);
+    let r = hook(&impostor, "impostor");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("workspaces of their own"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&genuine_log).unwrap(), before);
+    let own: Vec<_> = std::fs::read_dir(&ws)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("com.example.hive@"))
+        .collect();
+    assert_eq!(own.len(), 1, "{own:?}");
+    let log = std::fs::read_to_string(ws.join(&own[0]).join("pip/audit.log")).unwrap();
+    assert!(log.contains("impostor"), "{log}");
+}

@@ -44,11 +44,18 @@ The checksum is verified before anything is unpacked; the archive is fenced (no 
 pack, no symlinks or devices, capped entry count, sizes and compression ratio); the pack is validated. \
 The install is atomic: an interrupted install leaves the previous version and pack.lock intact. \
 Script hooks arrive quarantined: review and enable them with `apiary trust <pack-id>`.\n\n\
+A pack id is bound to the source it was installed from (pack.lock's `source`). Installing an id \
+that is installed from another source is refused unless --replace is given. The same source is: \
+the same file path (symlinks and `..` resolved; a .buzzpack re-built at the same path), the same \
+URL, the same git repository whatever the ref (by the URL cloned: github:o/r is \
+git+https://github.com/o/r.git), or the recorded source with its version replaced by the new one \
+(…/v1.2.0/team-1.2.0.buzzpack -> …/v1.3.0/team-1.3.0.buzzpack).\n\n\
 An expert pack (seed 004 §4) is converted by the built-in sandboxed converter first (a reports_to \
 cycle refuses it, nothing written); its agents install parents first; each agent.partial.toml is \
 merged into <root>/.apiary/agents/<pack-id>/<persona>/agent.toml without replacing keys already set; \
 its hooks/ are carried quarantined and never run; uninstall takes back exactly what it added.\n\n\
 Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install github:example/meadow-team@v1.2.0 --json\n  apiary install --locked github:example/meadow-team   (the commit pack.lock pins)\n  \
+apiary install --replace github:mirror/meadow-team   (the same id from another source)\n  \
 BUZZ_PACKS_DIR=/srv/packs apiary install https://example.com/meadow-team-1.2.0.buzzpack"
 )]
 pub struct InstallArgs {
@@ -58,6 +65,10 @@ pub struct InstallArgs {
     /// for an archive, refuse unless its digest is the recorded sha256).
     #[arg(long)]
     pub locked: bool,
+    /// Replace an installed pack of the same id that came from another source. The new pack takes
+    /// over its place, persona keys and workspaces; the old one's hook trust is dropped.
+    #[arg(long)]
+    pub replace: bool,
     #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the result as JSON on stdout.
@@ -188,6 +199,7 @@ pub fn install(args: &InstallArgs) -> u8 {
     let opts = install::Options {
         progress: !args.json && stderr_is_terminal(),
         locked: args.locked,
+        replace: args.replace,
         ..Default::default()
     };
     match install::install(&root, &args.source, &opts) {
@@ -200,6 +212,7 @@ pub fn install(args: &InstallArgs) -> u8 {
                     "name": done.name,
                     "version": done.version,
                     "previous_version": done.previous_version,
+                    "replaced_source": done.replaced_source,
                     "dir": done.dir,
                     "lock": done.lock_entry,
                     "files": done.files,
@@ -222,6 +235,9 @@ pub fn install(args: &InstallArgs) -> u8 {
                     done.version,
                     done.dir.display()
                 );
+                if let Some(old) = &done.replaced_source {
+                    eprintln!("  replaced the pack installed from {old}");
+                }
                 if let Some(s) = &done.lock_entry.sha256 {
                     eprintln!("  sha256   {s}");
                 }

@@ -41,7 +41,7 @@ not a terminal (a pipe, a file, a service log), one line per thing that happened
 
 With --json, one JSON object per line instead; `event` names the kind, the other keys are stable:
   relay           url
-  persona_ready   persona pack pubkey channels[] system_prompt (\"session\" | \"prefix\")
+  persona_ready   persona pack identity pubkey channels[] system_prompt (\"session\" | \"prefix\")
   persona_refused persona reason
   ready           personas channels
   message         id channel channel_id author thread (root id or null)   a message received
@@ -58,6 +58,14 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   error           persona channel id reason
   stopping
   stopped         replies
+
+Identity: persona keys (<data dir>/keys/<namespace>/) and workspaces
+(<workspace>/<namespace>/<persona>/) belong to the installed pack or to the directory that owns a
+pack id, never to whoever declares it. The namespace is the pack id for the pack installed as
+<root>/<pack-id>, and for a directory that is not installed when no other pack owns the id (the
+first directory run under it owns it, recorded in <data dir>/keys/<pack-id>/owner.json). Another
+directory declaring that id is refused, naming the owner; with --allow-id-conflict it runs as
+<pack-id>@<digest of its path>, with keys and workspaces of its own.
 
 Environment:
   AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
@@ -116,6 +124,16 @@ pub struct UpArgs {
     /// On SIGINT/SIGTERM, wait this long for queued messages (seconds).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub drain_timeout: u64,
+    /// Install root whose packs own their ids (default: $BUZZ_PACKS_DIR, else ~/.buzz/packs). A
+    /// directory declaring the id of a pack installed there is refused, unless
+    /// --allow-id-conflict.
+    #[arg(long, env = crate::dist::ROOT_ENV, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Run a directory whose pack id belongs to another pack (installed, or first run from another
+    /// directory) under an identity of its own: new persona keys and workspaces, bound to the
+    /// directory (`<pack-id>@<digest>`). Without it such a directory is refused.
+    #[arg(long)]
+    pub allow_id_conflict: bool,
     /// Run every script (non-.wasm) hook on the host, unsandboxed, without asking the trust store.
     /// Without it a script hook runs only when `apiary trust <pack-id>` recorded trust for it.
     #[arg(long)]
@@ -288,7 +306,52 @@ fn default_agent() -> AgentCommand {
     }
 }
 
-fn load_packs(dirs: &[PathBuf], overrides: Option<&Path>) -> Result<Vec<PackRun>, ()> {
+/// Where persona identities come from (see [`crate::dist::identity`]).
+struct Identities<'a> {
+    /// The operator's install root, when one is known.
+    root: Option<PathBuf>,
+    keys: &'a KeyStore,
+    allow_conflict: bool,
+}
+
+impl Identities<'_> {
+    /// The namespace `dir` (declaring `id`) runs under, or the refusal printed on stderr.
+    fn namespace(&self, dir: &Path, id: &str) -> Result<String, ()> {
+        use crate::dist::identity::{self, Kind, Request};
+        let identity = identity::resolve(&Request {
+            root: self.root.as_deref(),
+            keys: self.keys,
+            dir,
+            id,
+            allow_conflict: self.allow_conflict,
+            claim: true,
+        })
+        .map_err(|e| {
+            eprintln!("error: {}", e.message);
+            if let Some(h) = &e.help {
+                eprintln!("  help: {h}");
+            }
+        })?;
+        match &identity.kind {
+            Kind::Installed { source } => {
+                tracing::info!(pack = id, %source, "running the installed pack")
+            }
+            Kind::Owner => {}
+            Kind::Separate { owner } => eprintln!(
+                "warning: {} declares the pack id `{id}`, which belongs to {owner}; running it under an identity of its own, {} (--allow-id-conflict)",
+                dir.display(),
+                identity.namespace
+            ),
+        }
+        Ok(identity.namespace)
+    }
+}
+
+fn load_packs(
+    dirs: &[PathBuf],
+    overrides: Option<&Path>,
+    identities: &Identities<'_>,
+) -> Result<Vec<PackRun>, ()> {
     let overrides = match Overrides::locate(overrides) {
         Some(path) => {
             let mut report = Report::default();
@@ -312,8 +375,26 @@ fn load_packs(dirs: &[PathBuf], overrides: Option<&Path>) -> Result<Vec<PackRun>
         if loaded.report.warnings() > 0 {
             eprint!("{}", loaded.report.render(stderr_is_terminal()));
         }
+        // Hooks, overrides and the status view are keyed by pack id: one pack per id.
+        if let Some(other) = runs
+            .iter()
+            .find(|r: &&PackRun| r.pack.manifest.id == pack.manifest.id)
+        {
+            eprintln!(
+                "error: {} and {} both declare the pack id `{}`; `up` runs one pack per id",
+                other.pack.root.display(),
+                dir.display(),
+                pack.manifest.id
+            );
+            return Err(());
+        }
+        let namespace = identities.namespace(dir, &pack.manifest.id)?;
         let resolved = resolve::resolve(&pack, &overrides, &resolve::process_env);
-        runs.push(PackRun { pack, resolved });
+        runs.push(PackRun {
+            pack,
+            resolved,
+            namespace,
+        });
     }
     Ok(runs)
 }
@@ -360,7 +441,14 @@ pub fn up(args: UpArgs) -> u8 {
         }
         pack_dirs.push(dir);
     }
-    let Ok(packs) = load_packs(&pack_dirs, args.overrides.as_deref()) else {
+    let keys = KeyStore::new(data.join("keys"));
+    let identities = Identities {
+        root: crate::dist::resolve_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty()))
+            .ok(),
+        keys: &keys,
+        allow_conflict: args.allow_id_conflict,
+    };
+    let Ok(packs) = load_packs(&pack_dirs, args.overrides.as_deref(), &identities) else {
         return exit::FAILURE;
     };
     let base_prompt = match dispatch::prompt::base_from_env(&resolve::process_env) {
@@ -451,7 +539,7 @@ pub fn up(args: UpArgs) -> u8 {
             turn_timeout: Duration::from_secs(args.turn_timeout.max(1)),
             drain_timeout: Duration::from_secs(args.drain_timeout),
             workspace_root,
-            keys: KeyStore::new(data.join("keys")),
+            keys,
             base_prompt,
             // Only our own embedded relay: it checked each event before storing it.
             relay_in_process: embedded.is_some(),

@@ -363,8 +363,47 @@ pub fn default_workspace_root() -> Option<PathBuf> {
     dirs::data_dir().map(|d| d.join("apiary").join("workspaces"))
 }
 
-fn workspace_for(root: &Path, pack_id: &str, persona: &str) -> std::io::Result<PathBuf> {
-    let dir = root.join(pack_id).join(persona);
+/// The identity namespace `up` would give the pack in `dir` (see [`crate::dist::identity`]), without
+/// recording anything: a directory whose id belongs to another pack gets a workspace of its own,
+/// never that pack's.
+fn hook_namespace(dir: &Path, pack_id: &str) -> String {
+    use crate::dist::identity::{self, Kind, Request};
+    let keys = crate::relay::keys::KeyStore::new(super::live::data_dir().join("keys"));
+    let root = crate::dist::resolve_root(None).ok();
+    let found = identity::resolve(&Request {
+        root: root.as_deref(),
+        keys: &keys,
+        dir,
+        id: pack_id,
+        allow_conflict: true,
+        claim: false,
+    });
+    match found {
+        Ok(i) => {
+            if let Kind::Separate { owner } = &i.kind {
+                eprintln!(
+                    "note: {} declares the pack id `{pack_id}`, which belongs to {owner}; its hooks run in workspaces of their own ({})",
+                    dir.display(),
+                    i.namespace
+                );
+            }
+            i.namespace
+        }
+        // Unknown ownership (an unreadable lock or owner record): never the id's own workspace.
+        Err(e) => {
+            eprintln!(
+                "note: {}; using a workspace bound to {}",
+                e.message,
+                dir.display()
+            );
+            let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+            identity::separate_namespace(pack_id, &canonical)
+        }
+    }
+}
+
+fn workspace_for(root: &Path, namespace: &str, persona: &str) -> std::io::Result<PathBuf> {
+    let dir = root.join(namespace).join(persona);
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -438,7 +477,8 @@ fn hook_run(args: &HookRunArgs) -> u8 {
         eprintln!("error: no data directory for workspaces; pass --workspace-root");
         return exit::USAGE;
     };
-    let workspace = match workspace_for(&root, &resolved.pack.id, &persona.identity.name) {
+    let namespace = hook_namespace(&args.pack, &resolved.pack.id);
+    let workspace = match workspace_for(&root, &namespace, &persona.identity.name) {
         Ok(w) => w,
         Err(e) => {
             eprintln!(

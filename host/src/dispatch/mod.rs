@@ -78,7 +78,7 @@ pub struct Config {
     pub idle_timeout: Duration,
     pub turn_timeout: Duration,
     pub drain_timeout: Duration,
-    /// Each persona works in `<workspace_root>/<pack-id>/<persona>/`.
+    /// Each persona works in `<workspace_root>/<namespace>/<persona>/` (see [`PackRun::namespace`]).
     pub workspace_root: PathBuf,
     pub keys: KeyStore,
     /// The `[Base]` layer (`None`: off).
@@ -96,6 +96,9 @@ pub type Out = Arc<dyn Fn(Note) + Send + Sync>;
 pub struct PackRun {
     pub pack: Pack,
     pub resolved: ResolvedPack,
+    /// The identity namespace its persona keys and workspaces live in: the pack id for the installed
+    /// pack or the directory owning the id, never another pack's (see [`crate::dist::identity`]).
+    pub namespace: String,
 }
 
 /// A persona that started.
@@ -265,6 +268,7 @@ pub async fn run(
                     )
                     .with("persona", name.as_str())
                     .with("pack", live.pack_id.as_str())
+                    .with("identity", run.namespace.as_str())
                     .with("pubkey", pubkey)
                     .with("channels", live.channels.values().cloned().collect::<Vec<_>>())
                     .with("system_prompt", system_prompt));
@@ -454,7 +458,7 @@ async fn start_persona(
     // MCP servers first: an unresolved ${VAR} refuses the persona before anything runs.
     crate::acp::mcp::to_acp(&persona.mcp_servers, &env, true).map_err(|e| e.to_string())?;
 
-    let cwd = workspace::persona_dir(&config.workspace_root, &pack_id, &name);
+    let cwd = workspace::persona_dir(&config.workspace_root, &run.namespace, &name);
     std::fs::create_dir_all(&cwd)
         .map_err(|e| format!("cannot create workspace {}: {e}", cwd.display()))?;
     let cwd = cwd.canonicalize().unwrap_or(cwd);
@@ -466,7 +470,7 @@ async fn start_persona(
 
     let keys = config
         .keys
-        .persona(&pack_id, &name)
+        .persona(&run.namespace, &name)
         .map_err(|e| format!("key store: {e:#}"))?;
 
     hooks

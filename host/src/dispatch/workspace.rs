@@ -10,12 +10,14 @@ use crate::pack::Skill;
 const MAX_FILES: usize = 256;
 const MAX_BYTES: u64 = 64 * 1024 * 1024;
 
-/// `<root>/<pack-id>/<persona>/`.
-pub fn persona_dir(root: &Path, pack_id: &str, persona: &str) -> PathBuf {
+/// `<root>/<namespace>/<persona>/`. The namespace is the pack's identity (see
+/// [`crate::dist::identity`]): its id when it owns the id, `<id>@<digest>` otherwise.
+pub fn persona_dir(root: &Path, namespace: &str, persona: &str) -> PathBuf {
     let clean = |s: &str| -> String {
         s.chars()
             .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                // `@` separates a pack id from a directory digest; pack ids never contain it.
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '@') {
                     c
                 } else {
                     '_'
@@ -25,7 +27,7 @@ pub fn persona_dir(root: &Path, pack_id: &str, persona: &str) -> PathBuf {
             .trim_start_matches('.')
             .to_string()
     };
-    root.join(clean(pack_id)).join(clean(persona))
+    root.join(clean(namespace)).join(clean(persona))
 }
 
 /// What happened to each skill.

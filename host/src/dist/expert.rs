@@ -312,7 +312,7 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
         resolved: None,
         expert: Some(converted),
     };
-    install::commit(&guard, &id, stage, files, provenance)
+    install::commit(&guard, &id, stage, files, provenance, opts)
 }
 
 fn not_expert(label: &str, why: &str) -> DistError {

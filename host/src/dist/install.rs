@@ -6,8 +6,10 @@
 //! 2. **fetch** the source into `.apiary/staging/work-*` (checksum verified before anything is
 //!    unpacked), then **stage** the pack into `.apiary/staging/pack-*` (fenced extraction, or a copy
 //!    of a git checkout's shippable files), every file mode 0644 so no script lands executable;
-//! 3. **validate** the staged pack (errors, including an engine that is too new, refuse) and write
-//!    the install record (`.apiary-install.json`: file digests, hooks); fsync files and directories;
+//! 3. **validate** the staged pack (errors, including an engine that is too new, refuse), refuse an
+//!    id installed from another source unless `--replace` ([`super::identity::same_source`]), and
+//!    write the install record (`.apiary-install.json`: file digests, hooks); fsync files and
+//!    directories;
 //! 4. write the **journal** (`.apiary/journal.json`: pack id, where the old version goes, the lock
 //!    entry about to be committed);
 //! 5. rename the installed version (if any) to `.apiary/old/`, rename the staged pack to
@@ -230,6 +232,23 @@ pub fn pack_dir_name(id: &str) -> Result<&str> {
     }
 }
 
+/// Refuses an id that differs from an installed one only in case: on a case-insensitive filesystem
+/// both would be the same directory, so one would silently take the other's place.
+fn check_case_twin(lock: &Lock, pack_id: &str) -> Result<()> {
+    match lock
+        .packs
+        .keys()
+        .find(|k| k.as_str() != pack_id && k.eq_ignore_ascii_case(pack_id))
+    {
+        Some(twin) => Err(DistError::new(
+            "install.id-case",
+            format!("{pack_id} differs only in case from the installed pack {twin}; refusing to install it beside it"),
+        )
+        .help(format!("`apiary uninstall {twin}` first if this pack should take its place"))),
+        None => Ok(()),
+    }
+}
+
 /// Removes a scratch directory when dropped (error paths).
 pub(crate) struct Scratch(pub(crate) PathBuf);
 impl Drop for Scratch {
@@ -247,6 +266,9 @@ pub struct Options {
     /// Install exactly what `pack.lock` pins for this source: the recorded commit of a git source,
     /// or an archive whose digest equals the recorded `sha256`.
     pub locked: bool,
+    /// Replace an installed pack of the same id that came from another source (without it, that is
+    /// refused: see [`super::identity::same_source`]).
+    pub replace: bool,
 }
 
 /// What `install` did.
@@ -256,6 +278,8 @@ pub struct Installed {
     pub name: String,
     pub version: String,
     pub previous_version: Option<String>,
+    /// The source of the installed pack this install replaced (`--replace`), when it was another.
+    pub replaced_source: Option<String>,
     pub dir: PathBuf,
     pub lock_entry: LockEntry,
     pub files: usize,
@@ -322,7 +346,7 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
         resolved,
         expert: None,
     };
-    commit(&guard, &id, stage, files, provenance)
+    commit(&guard, &id, stage, files, provenance, opts)
 }
 
 /// Where a staged pack came from, for its lock entry.
@@ -343,6 +367,7 @@ pub(crate) fn commit(
     stage: Scratch,
     files: Vec<FileDigest>,
     provenance: Provenance,
+    opts: &Options,
 ) -> Result<Installed> {
     let root = guard.root.as_path();
     let id = id.to_string();
@@ -361,6 +386,7 @@ pub(crate) fn commit(
     let pack_id = pack_dir_name(&pack.manifest.id)?.to_string();
     let mut hooks = hook_records(&pack, &files);
     let mut lock = Lock::load(&guard.root)?;
+    check_case_twin(&lock, &pack_id)?;
     let previous = lock.packs.get(&pack_id).cloned();
     let mut extra = BTreeMap::new();
     let mut partials = Vec::new();
@@ -370,6 +396,27 @@ pub(crate) fn commit(
         partials = expert.partials.clone();
         extra.insert("converted_from".to_string(), expert.lock_value());
     }
+    // The id is self-declared: an install from another source is another pack claiming it.
+    let replaced_source = match &previous {
+        Some(prev)
+            if !super::identity::same_source(prev, &provenance.source, &pack.manifest.version) =>
+        {
+            if !opts.replace {
+                return Err(DistError::new(
+                    "install.source-conflict",
+                    format!(
+                        "{pack_id} {} is installed from {}; refusing to replace it with {pack_id} {} from {}, another source",
+                        prev.version, prev.source, pack.manifest.version, provenance.source
+                    ),
+                )
+                .help(format!(
+                    "check where this source comes from; if you want its pack in place of the installed one (a mirror, a fork you chose), install again with --replace: it takes over {pack_id}'s place, persona keys and workspaces, and its hooks must be trusted anew"
+                )));
+            }
+            Some(prev.source.clone())
+        }
+        _ => None,
+    };
     // The operator-side agent config: the previous install's additions are taken back (where the
     // operator left them unchanged) and this pack's `agent.partial.toml` keys merged in.
     let before = previous
@@ -440,6 +487,11 @@ pub(crate) fn commit(
         None
     };
 
+    if replaced_source.is_some() {
+        // Trust was given to the pack from the other source: this one's hooks are reviewed anew.
+        // Before the swap, so a failed install leaves less trust behind, never more.
+        super::trust::forget(guard, &pack_id)?;
+    }
     let journal = Journal {
         pack_id: pack_id.clone(),
         install_id: id.clone(),
@@ -484,6 +536,7 @@ pub(crate) fn commit(
         name: pack.manifest.name.clone(),
         version: entry.version.clone(),
         previous_version,
+        replaced_source,
         dir: target,
         lock_entry: entry,
         files: files.len(),

@@ -9,6 +9,8 @@
 //! - [`install`]: staging, validating and atomically swapping a pack into the install root, with a
 //!   journal so an interrupted install is rolled back (or completed) by the next command;
 //! - [`lock`]: `pack.lock` as spec §11 shows it, and the per-pack install record used by `verify`;
+//! - [`identity`]: installs bound to their source, persona keys and workspaces bound to the installed
+//!   pack or the directory that owns an id, never to a self-declared id alone;
 //! - [`trust`]: the operator's trust decisions for script hooks and hook components;
 //! - [`verify`]: re-hashing installed packs against what was recorded at install time;
 //! - [`expert`]: installing a DuDuClaw expert pack by converting it (seed 004 §4), and
@@ -31,6 +33,7 @@ pub mod archive;
 pub mod build;
 pub mod expert;
 pub mod fetch;
+pub mod identity;
 pub mod install;
 pub mod lock;
 pub mod trust;

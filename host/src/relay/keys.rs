@@ -1,6 +1,10 @@
-//! The operator's key store: one secret key per persona (`<dir>/<pack-id>/<persona>.key`) and one for
-//! the operator's own posts (`<dir>/operator.key`), generated on first use. Keys live under the
+//! The operator's key store: one secret key per persona (`<dir>/<namespace>/<persona>.key`) and one
+//! for the operator's own posts (`<dir>/operator.key`), generated on first use. Keys live under the
 //! operator's data dir, never inside a pack; directories are 0700 and files 0600 on Unix.
+//!
+//! A namespace is a pack's identity, not its self-declared id: `<pack-id>` for the installed pack
+//! (and for a directory that owns that id), `<pack-id>@<digest>` for another directory with the same
+//! id (see [`crate::dist::identity`]). `<dir>/<namespace>/owner.json` records who owns a namespace.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,19 +25,105 @@ impl KeyStore {
         &self.dir
     }
 
-    /// The key a persona of a pack signs with.
-    pub fn persona(&self, pack_id: &str, persona: &str) -> anyhow::Result<Keys> {
-        let path = self
-            .dir
-            .join(safe_component(pack_id))
-            .join(format!("{}.key", safe_component(persona)));
-        load_or_create(&path)
-    }
-
     /// The key `apiary post` signs with.
     pub fn operator(&self) -> anyhow::Result<Keys> {
         load_or_create(&self.dir.join("operator.key"))
     }
+
+    /// The key a persona signs with, in the identity namespace of its pack.
+    pub fn persona(&self, namespace: &str, persona: &str) -> anyhow::Result<Keys> {
+        let path = self
+            .namespace_dir(namespace)
+            .join(format!("{}.key", safe_component(persona)));
+        load_or_create(&path)
+    }
+
+    /// `<dir>/<namespace>/`, where a namespace's keys and its owner record live.
+    pub fn namespace_dir(&self, namespace: &str) -> PathBuf {
+        self.dir.join(safe_component(namespace))
+    }
+
+    /// The owner record of `namespace` (`owner.json`), `None` when there is none yet.
+    pub fn owner(&self, namespace: &str) -> anyhow::Result<Option<Owner>> {
+        use anyhow::Context;
+        let path = self.namespace_dir(namespace).join(OWNER_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) if bytes.len() > 64 * 1024 => {
+                anyhow::bail!("{} is too large to be an owner record", path.display())
+            }
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .with_context(|| format!("{} is not a valid owner record", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    /// Records `owner` for `namespace` unless it has one already; returns the owner in force (ours,
+    /// or the one another process wrote first).
+    pub fn claim(&self, namespace: &str, owner: &Owner) -> anyhow::Result<Owner> {
+        use anyhow::Context;
+        let dir = self.namespace_dir(namespace);
+        create_private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(OWNER_FILE);
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        match opts.open(&path) {
+            Ok(mut f) => {
+                f.write_all(&owner_json(owner))
+                    .and_then(|_| f.sync_all())
+                    .with_context(|| format!("writing {}", path.display()))?;
+                Ok(owner.clone())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
+                .owner(namespace)?
+                .with_context(|| format!("{} vanished", path.display())),
+            Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
+        }
+    }
+
+    /// Records `owner` for `namespace`, replacing any earlier owner (temporary file and rename).
+    pub fn set_owner(&self, namespace: &str, owner: &Owner) -> anyhow::Result<()> {
+        use anyhow::Context;
+        let dir = self.namespace_dir(namespace);
+        create_private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(OWNER_FILE);
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".owner-")
+            .tempfile_in(&dir)
+            .with_context(|| format!("writing {}", path.display()))?;
+        tmp.write_all(&owner_json(owner))
+            .and_then(|_| tmp.as_file().sync_all())
+            .with_context(|| format!("writing {}", path.display()))?;
+        tmp.persist(&path)
+            .map_err(|e| e.error)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
+    }
+}
+
+/// The owner record's file name inside a namespace directory.
+pub const OWNER_FILE: &str = "owner.json";
+
+/// Who a key namespace belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Owner {
+    /// The pack installed as `<root>/<pack-id>` from `source` (its `pack.lock` entry).
+    Installed { root: PathBuf, source: String },
+    /// A pack directory that is not installed, by its canonical path.
+    Directory { path: PathBuf },
+}
+
+fn owner_json(owner: &Owner) -> Vec<u8> {
+    let mut text = serde_json::to_vec_pretty(owner).unwrap_or_default();
+    text.push(b'\n');
+    text
 }
 
 /// A name made safe as one path component.
@@ -41,7 +131,8 @@ fn safe_component(name: &str) -> String {
     let s: String = name
         .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+            // `@` separates a pack id from a directory digest; pack ids never contain it.
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '@') {
                 c
             } else {
                 '_'
