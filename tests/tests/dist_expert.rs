@@ -863,3 +863,64 @@ fn an_expert_zip_with_vcs_metadata_is_refused() {
     assert_eq!(r.json()["error"]["code"], "archive.vcs", "{}", r.stdout);
     assert!(!env.root().exists());
 }
+
+/// At a terminal the operator is asked instead; only a yes installs. (Runs apiary on a pseudo
+/// terminal through util-linux `script`; skipped where it is missing.)
+#[test]
+fn at_a_terminal_the_operator_is_asked() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no `script` command to provide a terminal");
+        return;
+    }
+    let env = Env::new();
+    let src = env.path("team");
+    team(&src, "1.0.0", 1);
+    let zip = env.path("team.zip");
+    zip_of(&src, &zip, None);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let line = format!(
+        "'{}' install '{}' --root '{}'",
+        apiary_e2e::apiary_bin().display(),
+        zip.display(),
+        env.root().display()
+    );
+    let answer = |reply: &str| {
+        let mut cmd = std::process::Command::new("script");
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", env.home.path())
+            .env("NO_COLOR", "1")
+            .env("APIARY_DATA_DIR", env.path("data"))
+            .env("XDG_CACHE_HOME", repo.join("target/tmp/dist-expert-cache"))
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(reply.as_bytes()).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = answer("n\n");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("Install it anyway? [y/N]"), "{text}");
+    assert!(
+        text.contains("refusing to install it unconfirmed"),
+        "{text}"
+    );
+    assert!(!env.root().join("pack.lock").exists());
+    let (code, text) = answer("y\n");
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(env.lock()[TEAM]["converted_from"]["checksum"], "absent");
+}

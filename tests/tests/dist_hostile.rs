@@ -785,7 +785,9 @@ fn credentials_in_a_source_url_never_show() {
         runs
     };
     let pin = ["--sha256", sha.as_str()];
-    let failing: Vec<(Vec<String>, Option<(&str, String)>)> = vec![
+    // (arguments, an extra environment variable)
+    type Case<'a> = (Vec<String>, Option<(&'a str, String)>);
+    let failing: Vec<Case> = vec![
         // refused as plain http
         (
             vec![format!("http://user:{SECRET}@{host}/missing.buzzpack")],

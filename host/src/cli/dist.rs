@@ -40,7 +40,7 @@ pub struct BuildArgs {
 ./expert-pack/, ./expert-pack.zip   a DuDuClaw expert pack (expert.toml), converted to a persona pack\n  \
 https://host/expert-pack.zip        the same over https (<url>.sha256 verified when published)\n  \
 https://host/my-pack-1.2.0.buzzpack  fetches <url>.sha256 from the same place (or --sha256)\n  \
-http://host/my-pack-1.2.0.buzzpack   plain http only with --sha256 (its .sha256 would prove nothing)\n  \
+http://host/my-pack-1.2.0.buzzpack   only with --sha256: a .sha256 over http proves nothing\n  \
 github:owner/repo[@ref]             a branch, tag or commit\n  \
 git+https://host/repo.git[#ref]\n  git+file:///path/to/repo[#ref]\n\n\
 The checksum is verified before anything is unpacked; the archive is fenced (no paths outside the \
