@@ -861,6 +861,12 @@ fn an_expert_zip_with_vcs_metadata_is_refused() {
     let r = env.run(&["install", "--yes", &zip.display().to_string()]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert_eq!(r.json()["error"]["code"], "archive.vcs", "{}", r.stdout);
+    assert!(
+        r.json()["error"]["help"]
+            .as_str()
+            .unwrap()
+            .contains("version-control")
+    );
     assert!(!env.root().exists());
 }
 

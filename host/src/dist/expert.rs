@@ -280,6 +280,10 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
             fs::create_dir(&tree).map_err(|e| DistError::io("cannot create", &tree, e))?;
             let bar = super::progress_bar(0, "unpacking", opts.progress);
             archive::extract(&zip, &label, &tree, &limits, &bar).map_err(|mut e| {
+                if e.code == "archive.vcs" {
+                    e.help = Some("an expert pack zip may not carry version-control metadata (.git/ and the like); zip the pack without it".into());
+                    return e;
+                }
                 e.help = Some(format!(
                     "an expert pack zip may only hold relative paths inside the pack, at most {} MiB unpacked (seed 004 §4.1)",
                     MAX_UNPACKED >> 20
