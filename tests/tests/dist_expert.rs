@@ -57,7 +57,15 @@ impl Env {
     }
 
     fn install(&self, src: &Path) -> Value {
-        let r = self.run(&["install", &src.display().to_string()]);
+        self.install_with(src, &[])
+    }
+
+    /// `install <src> <extra...>`, which must succeed.
+    fn install_with(&self, src: &Path, extra: &[&str]) -> Value {
+        let src_text = src.display().to_string();
+        let mut args = vec!["install", src_text.as_str()];
+        args.extend(extra);
+        let r = self.run(&args);
         assert_eq!(
             r.code,
             0,
@@ -233,7 +241,8 @@ fn corpus_starters_install_from_directories_and_zips() {
         } else {
             let zip = env.path(&format!("{name}.zip"));
             zip_of(src, &zip, Some(&format!("{name}-main")));
-            env.install(&zip)
+            // No checksum published: the operator accepts it.
+            env.install_with(&zip, &["--yes"])
         };
         assert_eq!(v["pack_id"], name.as_str());
         assert_eq!(v["expert"]["format"], "duduclaw-expert");
@@ -350,7 +359,7 @@ fn reports_to_cycle_is_refused_with_nothing_written() {
     let zip = env.path("cycle.zip");
     zip_of(&src, &zip, None);
     for s in [src.clone(), zip] {
-        let r = env.run(&["install", &s.display().to_string()]);
+        let r = env.run(&["install", "--yes", &s.display().to_string()]);
         assert_eq!(r.json()["error"]["code"], "expert.reports-to-cycle");
         assert_eq!(snapshot(&env.root(), &[]), before, "{}", s.display());
     }
@@ -692,7 +701,7 @@ fn zip_fence_and_url_sources() {
     entries.push(RawEntry::file("../escape.txt", b"x"));
     let slip = env.path("slip.zip");
     std::fs::write(&slip, raw_zip(&entries)).unwrap();
-    let r = env.run(&["install", &slip.display().to_string()]);
+    let r = env.run(&["install", "--yes", &slip.display().to_string()]);
     assert_eq!(r.code, 1);
     assert_eq!(r.json()["error"]["code"], "archive.path");
     assert!(!env.path("escape.txt").exists() && !env.root().exists());
@@ -704,7 +713,7 @@ fn zip_fence_and_url_sources() {
     entries.push(RawEntry::file("wiki/big2.md", &half));
     let big = env.path("big.zip");
     std::fs::write(&big, raw_zip(&entries)).unwrap();
-    let r = env.run(&["install", &big.display().to_string()]);
+    let r = env.run(&["install", "--yes", &big.display().to_string()]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     let code = r.json()["error"]["code"].as_str().unwrap().to_string();
     assert!(code.starts_with("archive."), "{code}");
@@ -712,18 +721,20 @@ fn zip_fence_and_url_sources() {
     std::fs::remove_file(&big).unwrap();
     entries.truncate(entries.len() - 2);
 
-    // Over http, with and without a published checksum.
+    // Over plain http only with a pinned digest, published checksum or not (and --yes does not
+    // stand in for it: the server that serves the zip would serve its checksum too).
     let served = env.path("served");
     std::fs::create_dir_all(&served).unwrap();
-    std::fs::write(served.join("team.zip"), raw_zip(&entries)).unwrap();
+    let zip = raw_zip(&entries);
+    std::fs::write(served.join("team.zip"), &zip).unwrap();
+    dist_common::write_checksum(&served.join("team.zip"));
     let base = serve(&served);
     let url = format!("{base}/team.zip");
-    let v = env.install(Path::new(&url));
-    assert_eq!(v["expert"]["checksum"], "absent");
+    let r = env.run(&["install", "--yes", &url]);
+    assert_eq!(r.json()["error"]["code"], "fetch.insecure-http");
+    let v = env.install_with(Path::new(&url), &["--sha256", &sha256_hex(&zip)]);
+    assert_eq!(v["expert"]["checksum"], "pinned");
     assert_eq!(env.lock()[TEAM]["source"], url.as_str());
-    dist_common::write_checksum(&served.join("team.zip"));
-    let v = env.install(Path::new(&url));
-    assert_eq!(v["expert"]["checksum"], "verified");
 
     // A directory that is not an expert pack is refused, listing what it is.
     let persona = env.path("persona");
@@ -781,4 +792,147 @@ fn recovery_finishes_agent_config_writes_after_a_crash() {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(toml_of(&lead)["budget.monthly_limit_cents"], "200");
     assert!(!env.root().join(".apiary/journal.json").exists());
+}
+
+/// Finding 11: an expert `.zip` that publishes no checksum installs only with a pinned digest or
+/// the operator's explicit yes; with no terminal to ask on it is refused before it is unpacked,
+/// naming both ways.
+#[test]
+fn an_unverified_expert_zip_needs_a_pin_or_a_yes() {
+    let env = Env::new();
+    let src = env.path("team");
+    team(&src, "1.0.0", 1);
+    let zip = env.path("team.zip");
+    zip_of(&src, &zip, None);
+    let sha = sha256_hex(&std::fs::read(&zip).unwrap());
+    let z = zip.display().to_string();
+
+    let r = env.run(&["install", &z]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let e = &r.json()["error"];
+    assert_eq!(e["code"], "expert.unverified", "{}", r.stdout);
+    assert!(e["message"].as_str().unwrap().contains(&sha));
+    let help = e["help"].as_str().unwrap();
+    assert!(
+        help.contains("--sha256") && help.contains("--yes"),
+        "{help}"
+    );
+    assert!(!env.root().exists(), "the root was created");
+    // The human form says the same on stderr (stdin is not a terminal here: no prompt).
+    let human = env.cmd(&["install", &z, "--root", &env.root().display().to_string()]);
+    assert_eq!(human.code, 1);
+    assert!(
+        human.stderr.contains("--sha256") && human.stderr.contains("--yes"),
+        "{}",
+        human.stderr
+    );
+
+    // A wrong pin refuses; the right one installs, recorded as pinned.
+    let r = env.run(&["install", "--sha256", &"0".repeat(64), &z]);
+    assert_eq!(r.json()["error"]["code"], "checksum.mismatch");
+    assert!(!env.root().join("pack.lock").exists());
+    let v = env.install_with(&zip, &["--sha256", &sha]);
+    assert_eq!(v["expert"]["checksum"], "pinned");
+    assert_eq!(env.lock()[TEAM]["converted_from"]["checksum"], "pinned");
+    assert_eq!(env.lock()[TEAM]["sha256"], sha.as_str());
+
+    // --yes accepts it as it is.
+    let v = env.install_with(&zip, &["--yes"]);
+    assert_eq!(v["expert"]["checksum"], "absent");
+    // --locked pins what the lock recorded, no confirmation needed.
+    let r = env.run(&["install", "--locked", &z]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+
+    // A directory has no digest to pin.
+    let r = env.run(&["install", "--sha256", &sha, &src.display().to_string()]);
+    assert_eq!(r.json()["error"]["code"], "expert.sha256-directory");
+}
+
+/// Finding 6 for expert packs: a `.git/` in the zip is refused like in any archive.
+#[test]
+fn an_expert_zip_with_vcs_metadata_is_refused() {
+    let env = Env::new();
+    let src = env.path("team");
+    team(&src, "1.0.0", 1);
+    let mut entries: Vec<RawEntry> = snapshot(&src, &[])
+        .into_iter()
+        .map(|(rel, b)| RawEntry::file(&rel, &b))
+        .collect();
+    entries.push(RawEntry::file(
+        ".git/config",
+        b"[core]\n\tfsmonitor = touch pwned\n",
+    ));
+    let zip = env.path("vcs.zip");
+    std::fs::write(&zip, raw_zip(&entries)).unwrap();
+    let r = env.run(&["install", "--yes", &zip.display().to_string()]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert_eq!(r.json()["error"]["code"], "archive.vcs", "{}", r.stdout);
+    assert!(
+        r.json()["error"]["help"]
+            .as_str()
+            .unwrap()
+            .contains("version-control")
+    );
+    assert!(!env.root().exists());
+}
+
+/// At a terminal the operator is asked instead; only a yes installs. (Runs apiary on a pseudo
+/// terminal through util-linux `script`; skipped where it is missing.)
+#[test]
+fn at_a_terminal_the_operator_is_asked() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no `script` command to provide a terminal");
+        return;
+    }
+    let env = Env::new();
+    let src = env.path("team");
+    team(&src, "1.0.0", 1);
+    let zip = env.path("team.zip");
+    zip_of(&src, &zip, None);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let line = format!(
+        "'{}' install '{}' --root '{}'",
+        apiary_e2e::apiary_bin().display(),
+        zip.display(),
+        env.root().display()
+    );
+    let answer = |reply: &str| {
+        let mut cmd = std::process::Command::new("script");
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", env.home.path())
+            .env("NO_COLOR", "1")
+            .env("APIARY_DATA_DIR", env.path("data"))
+            .env("XDG_CACHE_HOME", repo.join("target/tmp/dist-expert-cache"))
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(reply.as_bytes()).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = answer("n\n");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("Install it anyway? [y/N]"), "{text}");
+    assert!(
+        text.contains("refusing to install it unconfirmed"),
+        "{text}"
+    );
+    assert!(!env.root().join("pack.lock").exists());
+    let (code, text) = answer("y\n");
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(env.lock()[TEAM]["converted_from"]["checksum"], "absent");
 }

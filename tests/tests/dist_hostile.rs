@@ -424,8 +424,8 @@ fn the_same_id_from_another_source_does_not_replace_the_installed_pack() {
     )
     .unwrap();
     std::fs::create_dir_all(h.join("downloads")).unwrap();
-    let (fake, _) = build(h, &impostor, &h.join("downloads"));
-    // Over HTTP and from git as well.
+    let (fake, fake_sha) = build(h, &impostor, &h.join("downloads"));
+    // Over HTTP (plain http needs a pinned digest) and from git as well.
     let site = h.join("site");
     std::fs::create_dir_all(&site).unwrap();
     let name = fake.file_name().unwrap().to_str().unwrap().to_string();
@@ -442,7 +442,11 @@ fn the_same_id_from_another_source_does_not_replace_the_installed_pack() {
     let repo = format!("git+file://{}", impostor.display());
 
     for src in [fake.to_str().unwrap(), url.as_str(), repo.as_str()] {
-        let run = run_root(h, &root, &["install", src]);
+        let mut args = vec!["install", src];
+        if src.starts_with("http://") {
+            args.extend(["--sha256", fake_sha.as_str()]);
+        }
+        let run = run_root(h, &root, &args);
         assert_eq!(run.code, 1, "{src}: {}", run.stdout);
         let e = &run.json()["error"];
         assert_eq!(e["code"], "install.source-conflict", "{src}");
@@ -518,4 +522,492 @@ fn an_id_differing_only_in_case_is_refused() {
         }
     }
     assert_root_clean(&root, &[".apiary", "pack.lock", ID]);
+}
+/// A real repository's `.git/` (index included) whose config runs `touch <marker>` as its
+/// fsmonitor hook whenever git looks at the work tree, as raw entries under `prefix`.
+fn armed_git_dir(prefix: &str, marker: &Path) -> Vec<RawEntry> {
+    let tmp = tempfile::tempdir().unwrap();
+    dist_common::write_pack(tmp.path(), ID, "1.0.0");
+    dist_common::git(tmp.path(), &["init", "-q"]);
+    dist_common::git(tmp.path(), &["add", "-A"]);
+    dist_common::git(tmp.path(), &["commit", "-q", "-m", "x"]);
+    let config = tmp.path().join(".git/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "[core]\n\tfsmonitor = touch {}\n",
+        marker.display()
+    ));
+    std::fs::write(&config, text).unwrap();
+    snapshot(&tmp.path().join(".git"), &[])
+        .into_iter()
+        .map(|(rel, data)| RawEntry::file(&format!("{prefix}{rel}"), &data))
+        .collect()
+}
+
+fn dir_entry(name: &str) -> RawEntry {
+    RawEntry {
+        name: name.into(),
+        data: Vec::new(),
+        mode: 0o040_755,
+        declared: None,
+    }
+}
+
+/// Runs `git status` in `dir` the way a shell prompt would, never looking above `ceiling`.
+fn git_status(dir: &Path, ceiling: &Path) -> std::process::Output {
+    std::process::Command::new("git")
+        .current_dir(dir)
+        .env("GIT_CEILING_DIRECTORIES", ceiling)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", ceiling)
+        .args(["status", "--short"])
+        .output()
+        .unwrap()
+}
+
+/// Finding 6: a `.git/` inside an archive would be installed, and its config run commands as soon
+/// as git looks at the pack directory (shell prompts do on `cd`). Every disguise of VCS metadata
+/// is refused before anything is unpacked.
+#[test]
+fn vcs_metadata_in_an_archive_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let marker = home.path().join("pwned");
+
+    // The payload is live: unpacked anywhere, `git status` runs it.
+    let control = home.path().join("control");
+    for e in pack_entries(ID, "1.0.0")
+        .into_iter()
+        .chain(armed_git_dir(".git/", &marker))
+    {
+        let p = control.join(&e.name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, &e.data).unwrap();
+    }
+    git_status(&control, home.path());
+    assert!(marker.exists(), "the test payload does not fire");
+    std::fs::remove_file(&marker).unwrap();
+    std::fs::remove_dir_all(&control).unwrap();
+
+    let mut armed = pack_entries(ID, "1.0.0");
+    armed.extend(armed_git_dir(".git/", &marker));
+    let root = home.path().join("root");
+    let archive = home.path().join("armed-1.0.0.buzzpack");
+    std::fs::write(&archive, raw_zip(&armed)).unwrap();
+    write_checksum(&archive);
+    let run = run_root(home.path(), &root, &["install", archive.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.json()["error"]["code"], "archive.vcs", "{}", run.stdout);
+    // Had it been installed, a prompt in the pack directory would have run the payload.
+    if root.join(ID).exists() {
+        git_status(&root.join(ID), home.path());
+    }
+    assert!(!marker.exists(), "the archive's git config ran a command");
+    assert!(
+        !snapshot(&root, &[])
+            .keys()
+            .any(|k| k.to_lowercase().contains(".git")),
+        "VCS metadata landed in the install root"
+    );
+    assert_root_clean(&root, &[".apiary"]);
+
+    // Every disguise.
+    let variants: Vec<(&str, Vec<RawEntry>)> = vec![
+        ("upper.buzzpack", armed_git_dir(".GIT/", &marker)),
+        (
+            "nested.buzzpack",
+            armed_git_dir("skills/notes/.git/", &marker),
+        ),
+        ("dot.buzzpack", armed_git_dir(".git./", &marker)),
+        ("zwnj.buzzpack", armed_git_dir(".g\u{200c}it/", &marker)),
+        ("short.buzzpack", armed_git_dir("GIT~1/", &marker)),
+        // `.git` as a file pointing git at a repository elsewhere in the pack.
+        (
+            "gitfile.buzzpack",
+            [RawEntry::file(".git", b"gitdir: assets/repo\n")]
+                .into_iter()
+                .chain(armed_git_dir("assets/repo/", &marker))
+                .collect(),
+        ),
+        // A bare repository under an innocent name: git discovers it from inside.
+        ("bare.buzzpack", armed_git_dir("assets/repo/", &marker)),
+        (
+            "bare-empty-dirs.buzzpack",
+            vec![
+                RawEntry::file("wiki/HEAD", b"ref: refs/heads/main\n"),
+                RawEntry::file(
+                    "wiki/config",
+                    format!("[core]\n\tfsmonitor = touch {}\n", marker.display()).as_bytes(),
+                ),
+                dir_entry("wiki/objects/"),
+                dir_entry("wiki/refs/"),
+            ],
+        ),
+        (
+            "hg.buzzpack",
+            vec![RawEntry::file(
+                ".hg/hgrc",
+                b"[hooks]\npre-status = touch evil\n",
+            )],
+        ),
+        (
+            "svn.buzzpack",
+            vec![RawEntry::file("skills/.SVN/entries", b"12\n")],
+        ),
+        (
+            "jj.buzzpack",
+            vec![RawEntry::file(".jj/repo/config.toml", b"x")],
+        ),
+        (
+            "darcs.buzzpack",
+            vec![RawEntry::file("_darcs/prefs/defaults", b"x")],
+        ),
+        (
+            "bzr.buzzpack",
+            vec![RawEntry::file(".bzr/branch/branch.conf", b"x")],
+        ),
+    ];
+    for (name, extra) in variants {
+        let mut entries = pack_entries(ID, "1.0.0");
+        entries.extend(extra);
+        let needle = if name.starts_with("bare") {
+            "laid out as a git repository"
+        } else {
+            "version-control metadata"
+        };
+        refuse(name, &raw_zip(&entries), true, "archive.vcs", needle);
+        assert!(!marker.exists(), "{name}: the payload ran");
+    }
+}
+
+/// Finding 6 for git sources: the clone's own `.git/` and any VCS metadata the repository tracks
+/// are dropped, a tracked bare repository is refused, and the operator's git config (here a filter
+/// that runs a command on checkout) plays no part in the clone.
+#[test]
+fn a_git_source_brings_no_vcs_metadata() {
+    let home = tempfile::tempdir().unwrap();
+    let marker = home.path().join("pwned");
+    std::fs::write(
+        home.path().join(".gitconfig"),
+        format!(
+            "[filter \"note\"]\n\tsmudge = touch {}; cat\n[core]\n\tfsmonitor = touch {}\n",
+            marker.display(),
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let repo = home.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    dist_common::git(&repo, &["init", "-q"]);
+    dist_common::write_pack(&repo, ID, "1.0.0");
+    for (rel, text) in [
+        (".gitattributes", "*.md filter=note\n"),
+        (".hg/hgrc", "[hooks]\npre-status = touch evil\n"),
+        ("skills/notes/.svn/entries", "12\n"),
+        ("skills/.Jj/repo/config.toml", "x\n"),
+        ("_darcs/prefs/defaults", "x\n"),
+    ] {
+        let p = repo.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dist_common::git(&repo, &["add", "-A"]);
+    dist_common::git(&repo, &["commit", "-q", "-m", "v1"]);
+    let root = home.path().join("root");
+    let src = format!("git+file://{}", repo.display());
+    let run = run_root(home.path(), &root, &["install", &src]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        !marker.exists(),
+        "the operator's git config ran during the clone"
+    );
+    let installed = snapshot(&root.join(ID), &[]);
+    assert!(installed.contains_key("agents/pip.persona.md"));
+    for k in installed.keys() {
+        let lower = k.to_lowercase();
+        assert!(
+            ![".git/", ".hg/", ".svn/", ".jj/", "_darcs/"]
+                .iter()
+                .any(|v| format!("/{lower}").contains(&format!("/{v}"))),
+            "{k} was installed"
+        );
+    }
+    assert!(!root.join(ID).join(".git").exists());
+    // The pack directory is no repository: git finds none there.
+    let out = git_status(&root.join(ID), home.path());
+    assert!(!out.status.success());
+    assert!(!marker.exists());
+    assert_root_clean(&root, &[".apiary", "pack.lock", ID]);
+
+    // A bare repository tracked under another name is refused, nothing installed.
+    let bare = repo.join("assets/repo");
+    for (rel, text) in [
+        ("HEAD", "ref: refs/heads/main\n".to_string()),
+        (
+            "config",
+            format!("[core]\n\tfsmonitor = touch {}\n", marker.display()),
+        ),
+        ("objects/info/packs", String::new()),
+        ("refs/heads/.keep", String::new()),
+    ] {
+        let p = bare.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dist_common::write_pack(&repo, ID, "2.0.0");
+    dist_common::git(&repo, &["add", "-A"]);
+    dist_common::git(&repo, &["commit", "-q", "-m", "v2"]);
+    let lock_before = std::fs::read(root.join("pack.lock")).unwrap();
+    let run = run_root(home.path(), &root, &["install", &src]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(run.json()["error"]["code"], "build.vcs", "{}", run.stdout);
+    assert_eq!(std::fs::read(root.join("pack.lock")).unwrap(), lock_before);
+    assert!(!root.join(ID).join("assets").exists());
+    assert!(!marker.exists());
+    assert_root_clean(&root, &[".apiary", "pack.lock", ID]);
+}
+
+/// Pseudo-random, incompressible bytes (git cannot shrink them below their size).
+fn noise(len: usize) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut out = Vec::with_capacity(len + 32);
+    let mut block = Sha256::digest(b"noise").to_vec();
+    while out.len() < len {
+        block = Sha256::digest(&block).to_vec();
+        out.extend_from_slice(&block);
+    }
+    out.truncate(len);
+    out
+}
+
+/// Finding 11: a git source is cloned under a size cap enforced while git runs; a repository over
+/// it is refused with nothing left behind, and the full-clone fallback for a commit id does not
+/// get a second try.
+#[test]
+fn an_oversized_git_repository_is_stopped() {
+    let home = tempfile::tempdir().unwrap();
+    let repo = home.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    dist_common::git(&repo, &["init", "-q"]);
+    dist_common::write_pack(&repo, ID, "1.0.0");
+    std::fs::write(repo.join("wiki.bin"), noise(3 << 20)).unwrap();
+    dist_common::git(&repo, &["add", "-A"]);
+    dist_common::git(&repo, &["commit", "-q", "-m", "big"]);
+    let commit = dist_common::git(&repo, &["rev-parse", "HEAD"]);
+    let root = home.path().join("root");
+    let src = format!("git+file://{}", repo.display());
+    for s in [src.clone(), format!("{src}#{commit}")] {
+        let mut cmd = apiary_e2e::apiary(home.path());
+        cmd.env("APIARY_GIT_MAX_MIB", "1")
+            .args(["install", "--json", &s, "--root"])
+            .arg(&root);
+        let run = apiary_e2e::Run::of(cmd);
+        assert_eq!(run.code, 1, "{s}: {}\n{}", run.stdout, run.stderr);
+        let e = &run.json()["error"];
+        assert_eq!(e["code"], "git.too-large", "{s}: {}", run.stdout);
+        assert!(e["message"].as_str().unwrap().contains("1 MiB"), "{e}");
+        assert!(e["help"].as_str().unwrap().contains("APIARY_GIT_MAX_MIB"));
+        assert_root_clean(&root, &[".apiary"]);
+    }
+    // Within the (default) cap it installs.
+    let run = run_root(home.path(), &root, &["install", &src]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+}
+
+/// Finding 11: a server that accepts the connection and never answers holds the clone only until
+/// the deadline; then git and its transport helper are killed (the server sees the connection
+/// close) and nothing is left behind.
+#[test]
+fn a_stalling_git_server_is_cut_off() {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Hold every connection open without a word.
+        for stream in listener.incoming().flatten() {
+            let _ = tx.send(stream);
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    let started = std::time::Instant::now();
+    let mut cmd = apiary_e2e::apiary(home.path());
+    cmd.env("APIARY_GIT_TIMEOUT_SECS", "2")
+        .args([
+            "install",
+            "--json",
+            &format!("git+https://{addr}/team.git"),
+            "--root",
+        ])
+        .arg(&root);
+    let run = apiary_e2e::Run::of(cmd);
+    let took = started.elapsed();
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let e = &run.json()["error"];
+    assert_eq!(e["code"], "git.timeout", "{}", run.stdout);
+    assert!(
+        e["help"]
+            .as_str()
+            .unwrap()
+            .contains("APIARY_GIT_TIMEOUT_SECS")
+    );
+    assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+    assert_root_clean(&root, &[".apiary"]);
+    // git's https helper is gone: its connection is closed.
+    let mut stream = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("git connected");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the connection is still open after the timeout: {e}"),
+        }
+    }
+}
+
+/// Finding 11: credentials in a source URL (user info, a token as user name, `?token=`) appear
+/// nowhere: not in errors (apiary's, git's or the HTTP client's), not in the JSON output, not in
+/// debug logs, not in pack.lock or the install record.
+#[test]
+fn credentials_in_a_source_url_never_show() {
+    const SECRET: &str = "s3cretTOKEN42";
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    let site = home.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    let bytes = raw_zip(&pack_entries(ID, "1.0.0"));
+    let sha = dist_common::sha256_hex(&bytes);
+    std::fs::write(site.join("good-1.0.0.buzzpack"), &bytes).unwrap();
+    let base = dist_common::serve(&site);
+    let host = base.strip_prefix("http://").unwrap();
+    // https and git sources go to a port nobody listens on (the test server speaks no TLS).
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+
+    let check = |run: &apiary_e2e::Run, what: &str| {
+        for (name, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+            assert!(
+                !text.contains(SECRET),
+                "{what}: the secret is in {name}:\n{text}"
+            );
+        }
+    };
+    let install = |args: &[&str], env: Option<(&str, String)>| {
+        let mut runs = Vec::new();
+        for json in [true, false] {
+            let mut cmd = apiary_e2e::apiary(home.path());
+            if let Some((k, v)) = &env {
+                cmd.env(k, v);
+            }
+            cmd.arg("-vv")
+                .arg("install")
+                .args(args)
+                .arg("--root")
+                .arg(&root);
+            if json {
+                cmd.arg("--json");
+            }
+            runs.push(apiary_e2e::Run::of(cmd));
+        }
+        runs
+    };
+    let pin = ["--sha256", sha.as_str()];
+    // (arguments, an extra environment variable)
+    type Case<'a> = (Vec<String>, Option<(&'a str, String)>);
+    let failing: Vec<Case> = vec![
+        // refused as plain http
+        (
+            vec![format!("http://user:{SECRET}@{host}/missing.buzzpack")],
+            None,
+        ),
+        // 404
+        (
+            vec![
+                pin[0].into(),
+                pin[1].into(),
+                format!("http://user:{SECRET}@{host}/missing.buzzpack"),
+            ],
+            None,
+        ),
+        (
+            vec![
+                pin[0].into(),
+                pin[1].into(),
+                format!("http://{host}/missing.buzzpack?access_token={SECRET}"),
+            ],
+            None,
+        ),
+        // https: connection refused
+        (
+            vec![format!("https://user:{SECRET}@{dead}/missing.buzzpack")],
+            None,
+        ),
+        (
+            vec![format!(
+                "https://{dead}/missing.buzzpack?token={SECRET}&v=1"
+            )],
+            None,
+        ),
+        (vec![format!("https://user:{SECRET}@{dead}/team.zip")], None),
+        // git over https, failing the same way; a token as the user name
+        (
+            vec![format!("git+https://user:{SECRET}@{dead}/team.git")],
+            None,
+        ),
+        (
+            vec![format!("git+https://{SECRET}@{dead}/team.git#main")],
+            None,
+        ),
+        (
+            vec!["github:example/team".into()],
+            Some((
+                "APIARY_GITHUB_URL",
+                format!("https://x-access-token:{SECRET}@{dead}"),
+            )),
+        ),
+        // not a supported source at all
+        (
+            vec![format!("git+http://user:{SECRET}@{host}/team.git")],
+            None,
+        ),
+        (vec![format!("ftp://user:{SECRET}@{host}/x.buzzpack")], None),
+    ];
+    for (args, env) in failing {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        for run in install(&args, env.clone()) {
+            assert_eq!(run.code, 1, "{args:?}: {}\n{}", run.stdout, run.stderr);
+            check(&run, &format!("{args:?}"));
+        }
+        assert!(!root.join("pack.lock").exists());
+    }
+
+    // A successful install over an authenticated URL records it without the credentials.
+    let url = format!("http://user:{SECRET}@{host}/good-1.0.0.buzzpack?token={SECRET}");
+    for run in install(&[pin[0], pin[1], &url], None) {
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        check(&run, "successful install");
+    }
+    for f in [
+        root.join("pack.lock"),
+        root.join(ID).join(".apiary-install.json"),
+    ] {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(!text.contains(SECRET), "{}: {text}", f.display());
+        assert!(
+            text.contains(&format!("http://{host}/good-1.0.0.buzzpack?token=REDACTED")),
+            "{text}"
+        );
+    }
+    for cmd in [&["list"][..], &["verify"][..]] {
+        let run = run_root(home.path(), &root, cmd);
+        check(&run, &format!("{cmd:?}"));
+    }
 }

@@ -95,11 +95,15 @@ fn install_from_a_file_records_the_lock_and_quarantines_hooks() {
     assert!(home.path().join(".buzz/packs").join(ID).is_dir());
 }
 
+/// Finding 11: over plain http the `.sha256` comes from the same unauthenticated server as the
+/// archive, so whoever swaps one swaps both. Plain http installs only with a digest the operator
+/// pins with `--sha256`.
 #[test]
-fn install_over_http_fetches_the_checksum_from_the_same_base_url() {
+fn install_over_plain_http_needs_a_pinned_digest() {
     let home = tempfile::tempdir().unwrap();
     let root = home.path().join("root");
     let (archive, sha, _) = built(home.path(), "1.0.0");
+    let (evil, evil_sha, _) = built(home.path(), "6.6.6");
     let site = home.path().join("site");
     std::fs::create_dir_all(site.join("releases")).unwrap();
     std::fs::copy(&archive, site.join("releases/dist-test-1.0.0.buzzpack")).unwrap();
@@ -108,60 +112,114 @@ fn install_over_http_fetches_the_checksum_from_the_same_base_url() {
         site.join("releases/dist-test-1.0.0.buzzpack.sha256"),
     )
     .unwrap();
-    // A second copy with no checksum, and a third with a wrong one.
-    std::fs::copy(&archive, site.join("releases/nosum.buzzpack")).unwrap();
-    std::fs::copy(&archive, site.join("releases/wrong.buzzpack")).unwrap();
+    // A tampered archive with a checksum file that matches it.
+    std::fs::copy(&evil, site.join("releases/tampered.buzzpack")).unwrap();
     std::fs::write(
-        site.join("releases/wrong.buzzpack.sha256"),
-        format!("{}  wrong.buzzpack\n", sha256_hex(b"something else")),
+        site.join("releases/tampered.buzzpack.sha256"),
+        format!("{evil_sha}  tampered.buzzpack\n"),
     )
     .unwrap();
     let base = serve(&site);
-
     let url = format!("{base}/releases/dist-test-1.0.0.buzzpack");
-    let run = run_root(home.path(), &root, &["install", &url]);
+    let tampered = format!("{base}/releases/tampered.buzzpack");
+
+    // Without a pin, plain http is refused before anything is fetched, matching checksum or not.
+    for u in [&url, &tampered] {
+        let run = run_root(home.path(), &root, &["install", u]);
+        assert_eq!(run.code, 1, "{}", run.stdout);
+        let e = &run.json()["error"];
+        assert_eq!(e["code"], "fetch.insecure-http", "{}", run.stdout);
+        assert!(e["help"].as_str().unwrap().contains("--sha256"));
+        assert!(!root.join("pack.lock").exists());
+    }
+    // The genuine digest refuses the tampered archive; a wrong one refuses the genuine archive.
+    for (pin, u) in [(&sha, &tampered), (&"0".repeat(64), &url)] {
+        let run = run_root(home.path(), &root, &["install", "--sha256", pin, u]);
+        assert_eq!(run.code, 1, "{}", run.stdout);
+        assert_eq!(run.json()["error"]["code"], "checksum.mismatch");
+        assert!(!root.join("pack.lock").exists());
+    }
+    let run = run_root(home.path(), &root, &["install", "--sha256", "xyz", &url]);
+    assert_eq!(run.code, 64, "a malformed digest is a usage error");
+    // The genuine digest installs the genuine archive (upper case works too).
+    let run = run_root(
+        home.path(),
+        &root,
+        &["install", "--sha256", &sha.to_uppercase(), &url],
+    );
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let l = lock(&root);
     assert_eq!(l[ID]["source"], url.as_str());
     assert_eq!(l[ID]["sha256"], sha.as_str());
+    assert_eq!(l[ID]["version"], "1.0.0");
 
+    // A missing archive is an HTTP error.
     let run = run_root(
         home.path(),
         &root,
-        &["install", &format!("{base}/releases/nosum.buzzpack")],
+        &[
+            "install",
+            "--sha256",
+            &sha,
+            &format!("{base}/releases/absent.buzzpack"),
+        ],
     );
     assert_eq!(run.code, 1);
-    assert_eq!(run.json()["error"]["code"], "checksum.missing");
-    let run = run_root(
-        home.path(),
-        &root,
-        &["install", &format!("{base}/releases/wrong.buzzpack")],
-    );
-    assert_eq!(run.code, 1);
-    assert_eq!(run.json()["error"]["code"], "checksum.mismatch");
-    let run = run_root(
-        home.path(),
-        &root,
-        &["install", &format!("{base}/releases/absent.buzzpack")],
-    );
-    assert_eq!(run.code, 1);
+    assert_eq!(run.json()["error"]["code"], "fetch.http-status");
     // The lock still names the good install.
     assert_eq!(lock(&root)[ID]["sha256"], sha.as_str());
     assert_eq!(run_root(home.path(), &root, &["verify"]).code, 0);
 
     // --locked: the same archive again is fine; a different one at the same URL is refused.
-    let run = run_root(home.path(), &root, &["install", "--locked", &url]);
+    let run = run_root(
+        home.path(),
+        &root,
+        &["install", "--locked", "--sha256", &sha, &url],
+    );
     assert_eq!(run.code, 0, "{}", run.stdout);
-    let (other, other_sha, _) = built(home.path(), "1.0.1");
-    std::fs::copy(&other, site.join("releases/dist-test-1.0.0.buzzpack")).unwrap();
-    std::fs::write(
-        site.join("releases/dist-test-1.0.0.buzzpack.sha256"),
-        format!("{other_sha}  dist-test-1.0.0.buzzpack\n"),
-    )
-    .unwrap();
-    let run = run_root(home.path(), &root, &["install", "--locked", &url]);
+    std::fs::copy(&evil, site.join("releases/dist-test-1.0.0.buzzpack")).unwrap();
+    let run = run_root(
+        home.path(),
+        &root,
+        &["install", "--locked", "--sha256", &evil_sha, &url],
+    );
     assert_eq!(run.code, 1);
     assert_eq!(run.json()["error"]["code"], "lock.mismatch");
+    assert_eq!(lock(&root)[ID]["sha256"], sha.as_str());
+
+    // --sha256 pins archives, not git sources.
+    let run = run_root(
+        home.path(),
+        &root,
+        &["install", "--sha256", &sha, "git+file:///nowhere"],
+    );
+    assert_eq!(run.json()["error"]["code"], "source.sha256-git");
+}
+
+/// `--sha256` also stands in for a missing `.sha256` beside a local archive.
+#[test]
+fn a_pinned_digest_replaces_the_checksum_file() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    let (archive, sha, _) = built(home.path(), "1.0.0");
+    std::fs::remove_file(format!("{}.sha256", archive.display())).unwrap();
+    let path = archive.to_str().unwrap();
+    let run = run_root(home.path(), &root, &["install", path]);
+    assert_eq!(run.json()["error"]["code"], "checksum.missing");
+    assert!(
+        run.json()["error"]["help"]
+            .as_str()
+            .unwrap()
+            .contains("--sha256")
+    );
+    let run = run_root(
+        home.path(),
+        &root,
+        &["install", "--sha256", &"1".repeat(64), path],
+    );
+    assert_eq!(run.json()["error"]["code"], "checksum.mismatch");
+    let run = run_root(home.path(), &root, &["install", "--sha256", &sha, path]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(lock(&root)[ID]["sha256"], sha.as_str());
 }
 

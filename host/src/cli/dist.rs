@@ -16,8 +16,10 @@ const ROOT_HELP: &str = "Install root. Default: $BUZZ_PACKS_DIR, else ~/.buzz/pa
     after_help = "The archive is `<pack-name>-<version>.buzzpack`, where <pack-name> is the last \
 dot-separated segment of the manifest id (com.example.meadow-team -> meadow-team); beside it goes \
 `<archive>.sha256` in sha256sum format. Builds are reproducible: the same files give the same bytes.\n\n\
-Skipped: VCS folders, agent state (.agents/, .goose/, ...), build artefacts, pack.lock.\n\
-Refused: files that look like secrets (.env, private keys, credentials), symlinks.\n\n\
+Skipped: VCS metadata (.git folders and files, .hg, .svn, ...), agent state (.agents/, .goose/, ...), \
+build artefacts, pack.lock.\n\
+Refused: files that look like secrets (.env, private keys, credentials), symlinks, a folder laid out \
+as a git repository.\n\n\
 Examples:\n  apiary pack build ./my-pack\n  apiary pack build ./my-pack --output dist/\n  sha256sum -c my-pack-1.2.0.buzzpack.sha256"
 )]
 pub struct BuildArgs {
@@ -34,14 +36,20 @@ pub struct BuildArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Sources:\n  ./my-pack-1.2.0.buzzpack            needs ./my-pack-1.2.0.buzzpack.sha256 beside it\n  \
+    after_help = "Sources:\n  ./my-pack-1.2.0.buzzpack            needs ./my-pack-1.2.0.buzzpack.sha256 beside it (or --sha256)\n  \
 ./expert-pack/, ./expert-pack.zip   a DuDuClaw expert pack (expert.toml), converted to a persona pack\n  \
 https://host/expert-pack.zip        the same over https (<url>.sha256 verified when published)\n  \
-https://host/my-pack-1.2.0.buzzpack  fetches <url>.sha256 from the same place\n  \
+https://host/my-pack-1.2.0.buzzpack  fetches <url>.sha256 from the same place (or --sha256)\n  \
+http://host/my-pack-1.2.0.buzzpack   only with --sha256: a .sha256 over http proves nothing\n  \
 github:owner/repo[@ref]             a branch, tag or commit\n  \
 git+https://host/repo.git[#ref]\n  git+file:///path/to/repo[#ref]\n\n\
 The checksum is verified before anything is unpacked; the archive is fenced (no paths outside the \
-pack, no symlinks or devices, capped entry count, sizes and compression ratio); the pack is validated. \
+pack, no symlinks or devices, no VCS metadata such as .git/, capped entry count, sizes and \
+compression ratio); the pack is validated. An expert pack .zip without a published checksum needs \
+--sha256 or your confirmation (--yes, or a prompt at a terminal). Git clones run without your git \
+config, hooks or credential helpers, and are stopped after $APIARY_GIT_TIMEOUT_SECS seconds (default \
+300) or past $APIARY_GIT_MAX_MIB MiB (default 512); their .git/ is never installed. Credentials in a \
+source URL are kept out of messages and pack.lock. \
 The install is atomic: an interrupted install leaves the previous version and pack.lock intact. \
 Script hooks arrive quarantined: review and enable them with `apiary trust <pack-id>`.\n\n\
 A pack id is bound to the source it was installed from (pack.lock's `source`). Installing an id \
@@ -54,7 +62,8 @@ An expert pack (seed 004 §4) is converted by the built-in sandboxed converter f
 cycle refuses it, nothing written); its agents install parents first; each agent.partial.toml is \
 merged into <root>/.apiary/agents/<pack-id>/<persona>/agent.toml without replacing keys already set; \
 its hooks/ are carried quarantined and never run; uninstall takes back exactly what it added.\n\n\
-Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install github:example/meadow-team@v1.2.0 --json\n  apiary install --locked github:example/meadow-team   (the commit pack.lock pins)\n  \
+Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install github:example/meadow-team@v1.2.0 --json\n  \
+apiary install --sha256 <64 hex digits> http://mirror.internal/meadow-team-1.2.0.buzzpack\n  apiary install --locked github:example/meadow-team   (the commit pack.lock pins)\n  \
 apiary install --replace github:mirror/meadow-team   (the same id from another source)\n  \
 BUZZ_PACKS_DIR=/srv/packs apiary install https://example.com/meadow-team-1.2.0.buzzpack"
 )]
@@ -69,11 +78,27 @@ pub struct InstallArgs {
     /// over its place, persona keys and workspaces; the old one's hook trust is dropped.
     #[arg(long)]
     pub replace: bool,
+    /// The archive's SHA-256 (64 hex digits) from a place you trust: the archive must have it, and
+    /// no .sha256 file is needed. Required for plain http:// URLs.
+    #[arg(long, value_name = "DIGEST", value_parser = parse_sha256)]
+    pub sha256: Option<String>,
+    /// Install an expert pack .zip that publishes no checksum without asking.
+    #[arg(long, short)]
+    pub yes: bool,
     #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_sha256(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err("expected 64 hex digits (the output of sha256sum)".into())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -196,10 +221,19 @@ pub fn install(args: &InstallArgs) -> u8 {
         Ok(r) => r,
         Err(c) => return c,
     };
+    let unverified = if args.yes {
+        dist::expert::Unverified::Accept
+    } else if !args.json && std::io::stdin().is_terminal() {
+        dist::expert::Unverified::Ask(ask_yes_no)
+    } else {
+        dist::expert::Unverified::Refuse
+    };
     let opts = install::Options {
         progress: !args.json && stderr_is_terminal(),
         locked: args.locked,
         replace: args.replace,
+        sha256: args.sha256.clone(),
+        unverified,
         ..Default::default()
     };
     match install::install(&root, &args.source, &opts) {
@@ -259,6 +293,15 @@ pub fn install(args: &InstallArgs) -> u8 {
         }
         Err(e) => fail(&e, args.json),
     }
+}
+
+/// Asks `question` on the terminal; only `y`/`yes` is a yes.
+fn ask_yes_no(question: &str) -> bool {
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes")
 }
 
 fn plural(n: usize) -> &'static str {

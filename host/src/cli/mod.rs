@@ -254,11 +254,13 @@ fn grow_heaps_in_large_steps() {
 
 fn init_logging(verbose: u8, live: bool) {
     use tracing_subscriber::EnvFilter;
+    // The HTTP client logs request URLs at debug and raw bytes at trace: credentials in a source
+    // URL (`?token=`) would reach the log. It stays at info unless RUST_LOG names it.
     let default = match verbose {
         0 if live => "warn,apiary=info",
         0 => "warn",
-        1 => "debug",
-        _ => "trace",
+        1 => "debug,ureq=info,ureq_proto=info",
+        _ => "trace,ureq=info,ureq_proto=info",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()

@@ -6,7 +6,9 @@
 //!
 //! Reading is a fence. Before a single byte is decompressed, the central directory is checked as a
 //! whole: entry count, declared total size, per-entry size and compression ratio, names (no `..`,
-//! absolute paths, drive letters, backslashes, NUL or control characters), entry types (no symlinks,
+//! absolute paths, drive letters, backslashes, NUL or control characters), version-control metadata
+//! (`.git` as a directory or a file, `.hg`, `.svn`, ... in any case, or a directory laid out as a
+//! git repository: git runs commands a repository's config names), entry types (no symlinks,
 //! devices, FIFOs, sockets, encryption), duplicates (also after normalisation and case folding) and
 //! file/directory clashes. Extraction then counts real bytes, so an entry that lies about its size
 //! is stopped at the declared size, and every file is created fresh (`create_new`) under the
@@ -130,6 +132,82 @@ pub fn check_entry_name(name: &str, limits: &Limits) -> Result<String> {
         return Err(refuse("uses a name apiary reserves for its install record"));
     }
     Ok(normal)
+}
+
+/// Version-control metadata, as names fold on a case-insensitive filesystem (see [`fold_name`]).
+/// Git (and Mercurial, Jujutsu, darcs, Fossil) run commands that a repository's own config names,
+/// and shells run git whenever a prompt shows the branch: a pack must never bring one along.
+/// `git~1` is the Windows short name of `.git`.
+const VCS_NAMES: &[&str] = &[
+    ".git",
+    "git~1",
+    ".hg",
+    ".svn",
+    ".bzr",
+    ".jj",
+    "_darcs",
+    ".pijul",
+    ".fslckout",
+    "_fossil_",
+];
+
+/// How a case-insensitive filesystem may see `name`: without the code points HFS+ ignores,
+/// without the trailing dots and spaces Windows drops, lower-cased (`.GIT`, `.git.`, `.g\u{200c}it`
+/// all open `.git` somewhere).
+fn fold_name(name: &str) -> String {
+    let kept: String = name
+        .chars()
+        .filter(|c| {
+            !matches!(c,
+                '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}')
+        })
+        .collect();
+    kept.trim_end_matches(['.', ' ']).to_lowercase()
+}
+
+/// Whether a file or directory called `name` is version-control metadata (`.git` as a directory,
+/// or as a file pointing at one elsewhere, `.hg`, `.svn`, ... in any case).
+pub fn is_vcs_name(name: &str) -> bool {
+    VCS_NAMES.contains(&fold_name(name).as_str())
+}
+
+/// The first component of the `/`-separated `rel` that is version-control metadata.
+pub fn vcs_component(rel: &str) -> Option<&str> {
+    rel.split('/').find(|p| is_vcs_name(p))
+}
+
+/// A directory among `files` and `dirs` (pack-relative, `/`-separated) laid out as a git
+/// repository under another name: `HEAD` beside `objects/` and `refs/`, or beside `commondir`.
+/// Git treats such a directory as a bare repository when a shell prompt runs in it, and then
+/// reads its `config`. Returns the directory (`.` for the pack root).
+pub fn embedded_git_dir<'a>(
+    files: impl IntoIterator<Item = &'a String>,
+    dirs: impl IntoIterator<Item = &'a String>,
+) -> Option<String> {
+    let split = |p: &str| match p.rsplit_once('/') {
+        Some((parent, name)) => (parent.to_string(), fold_name(name)),
+        None => (String::new(), fold_name(p)),
+    };
+    let files: HashSet<(String, String)> = files.into_iter().map(|f| split(f)).collect();
+    let dirs: HashSet<(String, String)> = dirs.into_iter().map(|d| split(d)).collect();
+    let mut found: Vec<&String> = files
+        .iter()
+        .filter(|(parent, name)| {
+            let has_dir = |d: &str| dirs.contains(&(parent.clone(), d.to_string()));
+            name == "head"
+                && ((has_dir("objects") && has_dir("refs"))
+                    || files.contains(&(parent.clone(), "commondir".to_string())))
+        })
+        .map(|(parent, _)| parent)
+        .collect();
+    found.sort();
+    found.first().map(|p| {
+        if p.is_empty() {
+            ".".to_string()
+        } else {
+            p.to_string()
+        }
+    })
 }
 
 /// Writes a reproducible archive of `files` (pack-relative, `/`-separated) read from `root`.
@@ -305,6 +383,13 @@ pub fn extract(
                 ),
             ));
         }
+        if let Some(vcs) = vcs_component(&normal) {
+            return Err(refuse(
+                "archive.vcs",
+                format!("is version-control metadata (`{}`); git and other tools run commands its config names when they look at the pack directory", vcs.escape_debug()),
+            )
+            .help("a .buzzpack never carries VCS metadata; rebuild it with `apiary pack build`, which leaves it out"));
+        }
         let is_dir = entry.is_dir();
         if !seen.insert(normal.clone()) || !seen_folded.insert(normal.to_lowercase()) {
             return Err(refuse(
@@ -366,6 +451,13 @@ pub fn extract(
                 limits.max_ratio
             ),
         ));
+    }
+    if let Some(repo) = embedded_git_dir(&files, &dirs) {
+        return Err(DistError::new(
+            "archive.vcs",
+            format!("{label}: `{repo}` is laid out as a git repository (HEAD with objects/ and refs/, or commondir); git would read its config when a shell looks at that directory"),
+        )
+        .help("a .buzzpack never carries VCS metadata; rebuild it with `apiary pack build`"));
     }
     if let Some(clash) = files.intersection(&dirs).next() {
         return Err(DistError::new(
@@ -514,6 +606,57 @@ mod tests {
             let len = f.metadata().unwrap().len();
             assert_eq!(declared_entries(&mut f, len), Some(n as u64));
         }
+    }
+
+    #[test]
+    fn vcs_metadata_in_any_disguise() {
+        for bad in [
+            ".git/config",
+            "a/.git",
+            ".GIT/config",
+            "x/.Git/HEAD",
+            ".git./config",
+            ".git /config",
+            ".g\u{200c}it/config",
+            "\u{feff}.git",
+            "GIT~1/config",
+            ".hg/hgrc",
+            "s/.HG/hgrc",
+            ".svn/entries",
+            ".bzr/branch",
+            ".jj/repo",
+            "_darcs/prefs",
+            "_DARCS/prefs",
+            ".pijul/config",
+            ".fslckout",
+            "_FOSSIL_",
+        ] {
+            assert!(vcs_component(bad).is_some(), "{bad:?} not caught");
+        }
+        for ok in [
+            ".gitignore",
+            ".gitattributes",
+            "git/x",
+            "docs/.github/x",
+            "hg",
+            "cvs/x",
+        ] {
+            assert!(vcs_component(ok).is_none(), "{ok:?} caught");
+        }
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let files = s(&["x/HEAD", "x/config", "README.md"]);
+        assert_eq!(
+            embedded_git_dir(&files, &s(&["x", "x/objects", "x/refs"])).as_deref(),
+            Some("x")
+        );
+        assert_eq!(embedded_git_dir(&files, &s(&["x", "x/objects"])), None);
+        let files = s(&["head", "commondir"]);
+        assert_eq!(embedded_git_dir(&files, &s(&[])).as_deref(), Some("."));
+        let files = s(&["a/Head", "a/Objects/x", "a/REFS/heads/main"]);
+        assert_eq!(
+            embedded_git_dir(&files, &s(&["a", "a/Objects", "a/REFS", "a/REFS/heads"])).as_deref(),
+            Some("a")
+        );
     }
 
     #[test]

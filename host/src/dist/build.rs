@@ -3,14 +3,16 @@
 //!
 //! What ships is decided by [`collect`], which `install` also uses for git checkouts, so a pack
 //! installed from git holds exactly what a build of the same tree would:
-//! - skipped: VCS folders (`.git`, `.hg`, `.svn`, ...), agent working state (`.agents`, `.goose`,
+//! - skipped: VCS metadata (`.git` folders and `.git` files, `.hg`, `.svn`, ..., in any case), agent working state (`.agents`, `.goose`,
 //!   `.claude`, `.codex`, `.cursor`), editor and OS litter, build artefacts (`target`,
 //!   `node_modules`, `__pycache__`, `.venv`, earlier `*.buzzpack` files), `pack.lock` at the root
 //!   (it describes one machine's installs) and apiary's own install record;
 //! - refused with an error naming every match: files that look like secrets (`.env` and
 //!   `.env.*` other than `.example`/`.sample`/`.template`, private keys and certificates stores,
 //!   `.netrc`, `.npmrc`, `.pypirc`, credentials files, any file containing a PEM private key);
-//! - refused: symbolic links and special files (an archive cannot carry them safely).
+//! - refused: symbolic links and special files (an archive cannot carry them safely), and a
+//!   directory laid out as a git repository under another name (`HEAD` with `objects/` and
+//!   `refs/`): git would read its config when a shell prompt looks at it.
 //!
 //! The archive is named `<pack-name>-<version>.buzzpack`, where `<pack-name>` is the last
 //! dot-separated segment of the manifest `id` (`com.hivepack.ship-squad` -> `ship-squad`), lower-cased
@@ -26,14 +28,9 @@ use super::archive::{self, Limits, RECORD_NAME};
 use super::{DistError, Result};
 use crate::pack;
 
+/// Skipped besides version-control metadata ([`archive::is_vcs_name`]: `.git` as a directory or a
+/// file, `.hg`, `.svn`, ... in any case), which `install` refuses in an archive.
 const SKIP_DIRS: &[&str] = &[
-    // version control
-    ".git",
-    ".hg",
-    ".svn",
-    ".bzr",
-    ".jj",
-    "_darcs",
     // agent working state
     ".agents",
     ".goose",
@@ -157,6 +154,21 @@ pub fn collect(root: &Path, limits: &Limits) -> Result<Vec<String>> {
         .help("remove them from the pack directory; reference secrets as ${VAR_NAME} in env blocks (spec §13). A template such as .env.example is fine"));
     }
     files.sort();
+    let dirs: std::collections::BTreeSet<String> = files
+        .iter()
+        .flat_map(|f| {
+            f.match_indices('/')
+                .map(|(i, _)| f[..i].to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if let Some(repo) = archive::embedded_git_dir(&files, &dirs) {
+        return Err(DistError::new(
+            "build.vcs",
+            format!("`{repo}` in {} is laid out as a git repository (HEAD with objects/ and refs/, or commondir); a pack may not carry one: git would read its config when a shell looks at that directory", root.display()),
+        )
+        .help("remove that directory from the pack (keep test repositories outside it)"));
+    }
     Ok(files)
 }
 
@@ -196,6 +208,10 @@ fn walk(
         let meta =
             fs::symlink_metadata(&path).map_err(|e| DistError::io("cannot stat", &path, e))?;
         let ft = meta.file_type();
+        // `.git` may also be a file pointing at a repository elsewhere (worktrees, submodules).
+        if archive::is_vcs_name(&name) {
+            continue;
+        }
         if ft.is_dir() {
             if SKIP_DIRS.contains(&name.as_str()) {
                 continue;

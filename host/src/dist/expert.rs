@@ -6,8 +6,11 @@
 //! 1. **Fence the archive.** The zip goes through [`super::archive::extract`] with the seed's cap
 //!    (50 MiB unpacked; zip-slip, symlinks, devices, ratios and entry counts refused as for any
 //!    `.buzzpack`); a directory is copied with the same cap, refusing symlinks that leave it. A
-//!    `<source>.sha256` beside the zip (or at `<url>.sha256`) is verified when present; without one
-//!    the digest is recorded as found (trust on first use) and `--locked` pins it.
+//!    `<source>.sha256` beside the zip (or at `<url>.sha256`) is verified when present, or the
+//!    operator pins the digest with `--sha256`. A zip nothing vouches for is installed only when
+//!    the operator confirms it (`--yes`, or a prompt at a terminal; refused otherwise, before it is
+//!    unpacked); its digest is then recorded as found and `--locked` pins it. Plain `http://`
+//!    needs `--sha256` as for any archive.
 //! 2. **Topological order.** The converter writes the personas parents-first by `reports_to` and
 //!    refuses a cycle (`reports-to-cycle:`); the install then fails with nothing written, because
 //!    the conversion happens before the install root is touched. Personas, and their agent config,
@@ -40,7 +43,7 @@ use serde_json::{Value, json};
 
 use super::agent_config::{Merge, Partial};
 use super::archive::{self, FileDigest, Limits};
-use super::fetch::{self, Source};
+use super::fetch::{self, Source, Vouched};
 use super::install::{self, Installed, Options, Provenance, RootGuard, Scratch};
 use super::lock::{HookKind, HookRecord, Lock, LockEntry};
 use super::{DistError, Result, nonce};
@@ -107,6 +110,39 @@ fn zip_has_expert_toml(path: &Path) -> bool {
     })
 }
 
+/// What to do with an expert `.zip` that no checksum vouches for (no `.sha256` published, no
+/// `--sha256` given).
+#[derive(Debug, Clone, Copy, Default)]
+pub enum Unverified {
+    /// Refuse it, naming `--sha256` and `--yes` (no one to ask).
+    #[default]
+    Refuse,
+    /// Install it (`--yes`).
+    Accept,
+    /// Ask this function (the question, then `true` to go on): a prompt at a terminal.
+    Ask(fn(&str) -> bool),
+}
+
+/// Lets an unvouched zip through only when the operator says so.
+fn confirm_unverified(label: &str, sha256: &str, how: Unverified) -> Result<()> {
+    let question = format!(
+        "{label} publishes no checksum: nothing vouches for its contents (sha256 {sha256}). Install it anyway?"
+    );
+    let accepted = match how {
+        Unverified::Accept => true,
+        Unverified::Refuse => false,
+        Unverified::Ask(ask) => ask(&question),
+    };
+    if accepted {
+        return Ok(());
+    }
+    Err(DistError::new(
+        "expert.unverified",
+        format!("{label} publishes no checksum (no .sha256 beside it), so nothing vouches for its contents (sha256 {sha256}); refusing to install it unconfirmed"),
+    )
+    .help("pass --sha256 <digest> with the digest its publisher gives you, or --yes to accept it as it is"))
+}
+
 /// One installed agent, in install (parents-first) order.
 #[derive(Debug, Clone, Serialize)]
 pub struct Agent {
@@ -127,7 +163,8 @@ pub struct Converted {
     pub converter_digest: String,
     /// SHA-256 over the expert pack's files (sorted `path\0sha256\n` lines).
     pub tree_sha256: String,
-    /// `verified` (a `.sha256` matched), `absent` (no `.sha256` published) or `directory`.
+    /// `verified` (a `.sha256` matched), `pinned` (the `--sha256` digest matched), `absent` (no
+    /// `.sha256` published; accepted by the operator or pinned by `--locked`) or `directory`.
     pub checksum: &'static str,
     pub agents: Vec<Agent>,
     /// `(persona, agent.partial.toml as JSON)`, parents first.
@@ -198,6 +235,12 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
     let label = source.lock_source();
     let (sha256, checksum) = match source {
         Source::File(dir) if dir.is_dir() => {
+            if opts.sha256.is_some() {
+                return Err(DistError::new(
+                    "expert.sha256-directory",
+                    format!("--sha256 pins an archive; {label} is a directory"),
+                ));
+            }
             let caps = convert::stage::Caps {
                 max_entries: limits.max_entries,
                 max_bytes: MAX_UNPACKED,
@@ -211,25 +254,43 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
         Source::File(_) | Source::Http(_) => {
             let work = tmp.path().join("work");
             fs::create_dir(&work).map_err(|e| DistError::io("cannot create", &work, e))?;
-            let (zip, sha, verified) = match source {
+            let pin = opts.sha256.as_deref();
+            let (zip, sha, vouched) = match source {
                 Source::File(p) => {
-                    fetch::fetch_file_checked(p, &work, &limits, opts.progress, false)?
+                    fetch::fetch_file_checked(p, &work, &limits, opts.progress, pin, false)?
                 }
                 Source::Http(u) => {
-                    fetch::fetch_http_checked(u, &work, &limits, opts.progress, false)?
+                    fetch::fetch_http_checked(u, &work, &limits, opts.progress, pin, false)?
                 }
                 Source::Git { .. } => unreachable!("matched above"),
+            };
+            let checksum = match vouched {
+                Vouched::Checksum => "verified",
+                Vouched::Pinned => "pinned",
+                // The digest pack.lock recorded pins it (checked here, before unpacking).
+                Vouched::Nothing if opts.locked => {
+                    check_pin(root, &label, Some(&sha), &tree)?;
+                    "absent"
+                }
+                Vouched::Nothing => {
+                    confirm_unverified(&label, &sha, opts.unverified)?;
+                    "absent"
+                }
             };
             fs::create_dir(&tree).map_err(|e| DistError::io("cannot create", &tree, e))?;
             let bar = super::progress_bar(0, "unpacking", opts.progress);
             archive::extract(&zip, &label, &tree, &limits, &bar).map_err(|mut e| {
+                if e.code == "archive.vcs" {
+                    e.help = Some("an expert pack zip may not carry version-control metadata (.git/ and the like); zip the pack without it".into());
+                    return e;
+                }
                 e.help = Some(format!(
                     "an expert pack zip may only hold relative paths inside the pack, at most {} MiB unpacked (seed 004 §4.1)",
                     MAX_UNPACKED >> 20
                 ));
                 e
             })?;
-            (Some(sha), if verified { "verified" } else { "absent" })
+            (Some(sha), checksum)
         }
         Source::Git { .. } => {
             return Err(DistError::new(

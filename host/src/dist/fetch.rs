@@ -3,20 +3,32 @@
 //! | source | fetched as | integrity |
 //! |---|---|---|
 //! | `./x.buzzpack` (any path) | copied into the work dir while hashed | `./x.buzzpack.sha256` must exist and match |
-//! | `https://…/x.buzzpack`, `http://…` | downloaded (size-capped) while hashed | `<url>.sha256` must exist and match |
+//! | `https://…/x.buzzpack` | downloaded (size-capped) while hashed | `<url>.sha256` must exist and match |
+//! | `http://…/x.buzzpack` | the same, only with `--sha256` | the pinned digest must match |
 //! | `github:owner/repo[@ref]` | `git clone` of `https://github.com/owner/repo.git` | the resolved commit is recorded |
 //! | `git+https://host/path[#ref]` | `git clone` of `https://host/path` | the resolved commit is recorded |
 //! | `git+file:///path[#ref]` | `git clone` of a local repository | the resolved commit is recorded |
 //!
-//! Git runs as a subprocess with hooks disabled, only the one transport the source names allowed,
-//! no terminal prompts and no submodules. `APIARY_GITHUB_URL` replaces `https://github.com` for
-//! `github:` sources (mirrors, and tests).
+//! `--sha256 <digest>` pins an archive source: the archive must have that digest, and no `.sha256`
+//! file is needed. Plain `http://` needs it: a checksum fetched from the same unauthenticated server
+//! as the archive proves nothing, since whoever can swap one can swap both.
+//!
+//! Git runs as a subprocess in a clean environment (no system or user config, no credential
+//! helpers, no terminal prompts), with hooks and fsmonitor disabled, only the one transport the
+//! source names allowed and no submodules, in its own process group: the whole group is killed
+//! when the clone outlives `APIARY_GIT_TIMEOUT_SECS` (default 300) or the clone directory grows
+//! past `APIARY_GIT_MAX_MIB` (default 512), both checked while git runs. `APIARY_GITHUB_URL`
+//! replaces `https://github.com` for `github:` sources (mirrors, and tests).
+//!
+//! Credentials in a source URL (`https://user:token@host/…`, `?token=…`) never reach a message,
+//! `pack.lock` or the JSON output: [`redact`] drops them from URLs apiary prints, and
+//! [`scrub_error`] removes them from any error text (git's and the HTTP client's included).
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -24,6 +36,12 @@ use super::archive::Limits;
 use super::{DistError, Result, hex, is_sha256_hex};
 
 pub const GITHUB_ENV: &str = "APIARY_GITHUB_URL";
+/// Wall-clock limit for the git commands of one install, in seconds.
+pub const GIT_TIMEOUT_ENV: &str = "APIARY_GIT_TIMEOUT_SECS";
+/// Size limit of a git clone (objects and checkout), in MiB.
+pub const GIT_MAX_ENV: &str = "APIARY_GIT_MAX_MIB";
+const GIT_TIMEOUT_DEFAULT: u64 = 300;
+const GIT_MAX_MIB_DEFAULT: u64 = 512;
 const MAX_CHECKSUM_BYTES: u64 = 4096;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +60,7 @@ pub enum Source {
 }
 
 fn bad_source(s: &str, why: &str) -> DistError {
+    let s = redact(s);
     DistError::new("source.invalid", format!("install source `{s}`: {why}")).help(
         "use a .buzzpack path, an http(s):// URL, github:owner/repo[@ref], git+https://host/repo[#ref] or git+file:///path[#ref]",
     )
@@ -166,16 +185,114 @@ impl Source {
     }
 }
 
-/// `scheme://user:secret@host/...` -> `scheme://host/...`.
+/// `scheme://user:secret@host/p?token=x&v=1` -> `scheme://host/p?token=REDACTED&v=1`: without the
+/// user info, and without the values of query parameters whose names look like credentials.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-        None => url.to_string(),
+    let (authority, tail) = rest.split_at(authority_end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let tail = match tail.split_once('?') {
+        None => tail.to_string(),
+        Some((path, query)) => {
+            let (query, fragment) = match query.find('#') {
+                Some(i) => query.split_at(i),
+                None => (query, ""),
+            };
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, v)) if secret_param(k) && !v.is_empty() => format!("{k}=REDACTED"),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            format!("{path}?{}{fragment}", query.join("&"))
+        }
+    };
+    format!("{scheme}://{host}{tail}")
+}
+
+/// A query parameter that carries a credential (`token`, `access_token`, `api_key`, `sig`,
+/// `X-Amz-Signature`, `X-Amz-Credential`, `password`, ...).
+fn secret_param(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "token", "secret", "pass", "pwd", "key", "sig", "auth", "cred", "session",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
+/// The credentials in a source URL, as they may appear in other programs' messages: the user
+/// info, its password part and the values of credential query parameters, each also
+/// percent-decoded. Very short values are left out (scrubbing them would mangle messages).
+pub fn secrets_of(source: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some((_, rest)) = source.split_once("://") else {
+        return out;
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    if let Some((info, _)) = rest[..authority_end].rsplit_once('@') {
+        out.push(info.to_string());
+        if let Some((_, password)) = info.split_once(':') {
+            out.push(password.to_string());
+        }
     }
+    if let Some((_, query)) = rest.split_once('?') {
+        let query = query.split('#').next().unwrap_or("");
+        for (k, v) in query.split('&').filter_map(|kv| kv.split_once('=')) {
+            if secret_param(k) {
+                out.push(v.to_string());
+            }
+        }
+    }
+    let decoded: Vec<String> = out.iter().map(|s| percent_decode(s)).collect();
+    out.extend(decoded);
+    out.retain(|s| s.chars().count() >= 4);
+    // Longest first, so a password inside the user info does not leave the user name behind.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `text` with every one of `secrets` replaced by `REDACTED`.
+pub fn scrub(text: &str, secrets: &[String]) -> String {
+    secrets
+        .iter()
+        .fold(text.to_string(), |t, s| t.replace(s.as_str(), "REDACTED"))
+}
+
+/// The error with the credentials of `source` scrubbed from its message and help: the last line
+/// of defence for text apiary does not compose itself (git's stderr, the HTTP client's errors).
+pub fn scrub_error(mut e: DistError, source: &str) -> DistError {
+    let secrets = secrets_of(source);
+    if !secrets.is_empty() {
+        e.message = scrub(&e.message, &secrets);
+        e.help = e.help.map(|h| scrub(&h, &secrets));
+    }
+    e
 }
 
 /// `<url>.sha256`, keeping a query string (e.g. a signed download link) after the new suffix.
@@ -185,8 +302,6 @@ pub fn checksum_url(url: &str) -> String {
         None => format!("{url}.sha256"),
     }
 }
-
-impl Source {}
 
 /// What a source turned into, inside the caller's work directory.
 #[derive(Debug)]
@@ -235,6 +350,47 @@ fn name_note(expected_name: Option<&str>, actual: &str) {
     }
 }
 
+/// What vouches for the bytes of a fetched archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vouched {
+    /// The published `.sha256` beside it matched.
+    Checksum,
+    /// The digest the operator pinned with `--sha256` matched.
+    Pinned,
+    /// Nothing: no checksum was published (allowed only where the caller said so).
+    Nothing,
+}
+
+/// Checks the digest `actual` of `what` against the operator's pin, else the published checksum.
+fn verdict(
+    what: &str,
+    file_name: &str,
+    pin: Option<&str>,
+    published: Option<(String, Option<String>)>,
+    actual: &str,
+) -> Result<Vouched> {
+    if let Some(pin) = pin {
+        if !pin.eq_ignore_ascii_case(actual) {
+            return Err(DistError::new(
+                "checksum.mismatch",
+                format!("checksum mismatch for {what}: --sha256 pins {pin}, the archive is {actual}; refusing to install"),
+            )
+            .help("the archive is not the one you pinned: it was tampered with, or the digest belongs to another release"));
+        }
+        return Ok(Vouched::Pinned);
+    }
+    match published {
+        Some((expected, name)) => {
+            if actual != expected {
+                return Err(mismatch(what, &expected, actual));
+            }
+            name_note(name.as_deref(), file_name);
+            Ok(Vouched::Checksum)
+        }
+        None => Ok(Vouched::Nothing),
+    }
+}
+
 /// Copies `from` to `to` while hashing, stopping at `cap` bytes.
 fn copy_hashing(
     from: &mut dyn Read,
@@ -275,34 +431,53 @@ fn copy_hashing(
     Ok(hex(&h.finalize()))
 }
 
-/// Fetches `source` into `work` (an empty scratch directory the caller removes).
-pub fn fetch(source: &Source, work: &Path, limits: &Limits, progress: bool) -> Result<Fetched> {
+/// Fetches `source` into `work` (an empty scratch directory the caller removes). `pin` is the
+/// archive digest the operator gave with `--sha256` (archive sources only).
+pub fn fetch(
+    source: &Source,
+    work: &Path,
+    limits: &Limits,
+    progress: bool,
+    pin: Option<&str>,
+) -> Result<Fetched> {
     match source {
-        Source::File(path) => fetch_file(path, work, limits, progress),
-        Source::Http(url) => fetch_http(url, work, limits, progress),
+        Source::File(path) => {
+            let (path, sha256, _) = fetch_file_checked(path, work, limits, progress, pin, true)?;
+            Ok(Fetched::Archive { path, sha256 })
+        }
+        Source::Http(url) => {
+            let (path, sha256, _) = fetch_http_checked(url, work, limits, progress, pin, true)?;
+            Ok(Fetched::Archive { path, sha256 })
+        }
         Source::Git {
             url,
             reference,
             protocol,
-            ..
-        } => fetch_git(url, reference.as_deref(), protocol, work),
+            display,
+        } => {
+            if pin.is_some() {
+                return Err(DistError::new(
+                    "source.sha256-git",
+                    format!("--sha256 pins an archive; {} is a git source", redact(display)),
+                )
+                .help("pin a git source to a commit instead: git+https://host/repo#<commit> or github:owner/repo@<commit>"));
+            }
+            fetch_git(url, reference.as_deref(), protocol, work)
+        }
     }
 }
 
-fn fetch_file(path: &Path, work: &Path, limits: &Limits, progress: bool) -> Result<Fetched> {
-    let (path, sha256, _) = fetch_file_checked(path, work, limits, progress, true)?;
-    Ok(Fetched::Archive { path, sha256 })
-}
-
-/// Copies the archive `path` into `work` while hashing it, checked against `<path>.sha256`. Without
-/// that file: an error when `required`, else the copy and its digest, unverified (`false`).
+/// Copies the archive `path` into `work` while hashing it, checked against `pin` when given, else
+/// against `<path>.sha256`. Without that file: an error when `required`, else the copy and its
+/// digest, vouched for by nothing.
 pub fn fetch_file_checked(
     path: &Path,
     work: &Path,
     limits: &Limits,
     progress: bool,
+    pin: Option<&str>,
     required: bool,
-) -> Result<(PathBuf, String, bool)> {
+) -> Result<(PathBuf, String, Vouched)> {
     let meta = std::fs::metadata(path).map_err(|e| {
         DistError::new(
             "source.not-found",
@@ -319,23 +494,20 @@ pub fn fetch_file_checked(
         ));
     }
     let sum_path = PathBuf::from(format!("{}.sha256", path.display()));
-    let sum_text = match std::fs::metadata(&sum_path) {
-        Ok(m) if m.len() <= MAX_CHECKSUM_BYTES => std::fs::read_to_string(&sum_path)
-            .map_err(|e| DistError::io("cannot read", &sum_path, e))?,
+    let published = match std::fs::metadata(&sum_path) {
+        _ if pin.is_some() => None,
+        Ok(m) if m.len() <= MAX_CHECKSUM_BYTES => {
+            let text = std::fs::read_to_string(&sum_path)
+                .map_err(|e| DistError::io("cannot read", &sum_path, e))?;
+            Some(parse_checksum(&text, &sum_path.display().to_string())?)
+        }
         Ok(_) => {
             return Err(DistError::new(
                 "checksum.invalid",
                 format!("{} is too large to be a checksum file", sum_path.display()),
             ));
         }
-        Err(_) if !required => {
-            let mut input = File::open(path).map_err(|e| DistError::io("cannot open", path, e))?;
-            let copy = work.join("download.zip");
-            let bar = super::progress_bar(meta.len(), "copying", progress);
-            let what = path.display().to_string();
-            let actual = copy_hashing(&mut input, &copy, limits.max_archive_bytes, &what, &bar)?;
-            return Ok((copy, actual, false));
-        }
+        Err(_) if !required => None,
         Err(_) => {
             return Err(DistError::new(
                 "checksum.missing",
@@ -344,86 +516,91 @@ pub fn fetch_file_checked(
                     sum_path.display()
                 ),
             )
-            .help("put the <name>.buzzpack.sha256 from the release beside the archive (`apiary pack build` writes both)"));
+            .help("put the <name>.buzzpack.sha256 from the release beside the archive (`apiary pack build` writes both), or pin the digest with --sha256 <64 hex digits>"));
         }
     };
-    let (expected, name) = parse_checksum(&sum_text, &sum_path.display().to_string())?;
     let mut input = File::open(path).map_err(|e| DistError::io("cannot open", path, e))?;
-    let copy = work.join("download.buzzpack");
+    let copy = work.join("download");
     let bar = super::progress_bar(meta.len(), "copying", progress);
-    let actual = copy_hashing(
-        &mut input,
-        &copy,
-        limits.max_archive_bytes,
-        &path.display().to_string(),
-        &bar,
-    )?;
-    if actual != expected {
-        return Err(mismatch(&path.display().to_string(), &expected, &actual));
-    }
+    let what = path.display().to_string();
+    let actual = copy_hashing(&mut input, &copy, limits.max_archive_bytes, &what, &bar)?;
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    name_note(name.as_deref(), file_name);
-    Ok((copy, actual, true))
+    let vouched = verdict(&what, file_name, pin, published, &actual)?;
+    Ok((copy, actual, vouched))
 }
 
-fn agent() -> ureq::Agent {
+/// Over `https://`, redirects to plain `http://` are refused too.
+fn agent(https_only: bool) -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(300)))
         .max_redirects(5)
+        .https_only(https_only)
         .user_agent(concat!("apiary/", env!("CARGO_PKG_VERSION")))
         .build()
         .new_agent()
 }
 
-fn http_error(url: &str, e: ureq::Error) -> DistError {
+/// `shown` is the redacted URL.
+fn http_error(shown: &str, e: ureq::Error) -> DistError {
     match e {
         ureq::Error::StatusCode(code) => DistError::new(
             "fetch.http-status",
-            format!("GET {} answered HTTP {code}", redact(url)),
+            format!("GET {shown} answered HTTP {code}"),
         ),
-        other => DistError::new("fetch.http", format!("GET {} failed: {other}", redact(url))),
+        other => DistError::new("fetch.http", format!("GET {shown} failed: {other}")),
     }
 }
 
-fn fetch_http(url: &str, work: &Path, limits: &Limits, progress: bool) -> Result<Fetched> {
-    let (path, sha256, _) = fetch_http_checked(url, work, limits, progress, true)?;
-    Ok(Fetched::Archive { path, sha256 })
-}
-
-/// Downloads `url` into `work` while hashing it, checked against `<url>.sha256`. When the server
-/// has no such file (an HTTP error status): an error when `required`, else the download and its
-/// digest, unverified (`false`).
+/// Downloads `url` into `work` while hashing it, checked against `pin` when given, else against
+/// `<url>.sha256`. A plain `http://` URL needs `pin`. When the server has no `.sha256` (an HTTP
+/// error status): an error when `required`, else the download and its digest, vouched for by
+/// nothing.
 pub fn fetch_http_checked(
     url: &str,
     work: &Path,
     limits: &Limits,
     progress: bool,
+    pin: Option<&str>,
     required: bool,
-) -> Result<(PathBuf, String, bool)> {
-    let agent = agent();
+) -> Result<(PathBuf, String, Vouched)> {
+    let shown = redact(url);
+    let https = url.starts_with("https://");
+    if !https && pin.is_none() {
+        return Err(DistError::new(
+            "fetch.insecure-http",
+            format!("{shown} is plain http: its .sha256 would come from the same unauthenticated server as the archive, so it cannot vouch for it; refusing to install"),
+        )
+        .help("use an https:// URL, or pin the digest you got from a trusted place: apiary install --sha256 <64 hex digits> <url>"));
+    }
+    let agent = agent(https);
     let sum_url = checksum_url(url);
-    let sum_text = match agent.get(&sum_url).call() {
-        Ok(mut resp) => resp
-            .body_mut()
-            .with_config()
-            .limit(MAX_CHECKSUM_BYTES)
-            .read_to_string()
-            .map(Some)
-            .map_err(|e| {
-                DistError::new("checksum.invalid", format!("cannot read {sum_url}: {e}"))
-            })?,
-        Err(ureq::Error::StatusCode(_)) if !required => None,
-        Err(ureq::Error::StatusCode(code)) => {
-            return Err(DistError::new(
-                "checksum.missing",
-                format!("no checksum at {sum_url} (HTTP {code}): a .buzzpack must ship with its .sha256 (spec §11); refusing to install"),
-            )
-            .help("publish <name>.buzzpack.sha256 beside the archive (`apiary pack build` writes it)"));
-        }
-        Err(e) => return Err(http_error(&sum_url, e)),
+    let sum_shown = redact(&sum_url);
+    let published = if pin.is_some() {
+        None
+    } else {
+        let text = match agent.get(&sum_url).call() {
+            Ok(mut resp) => resp
+                .body_mut()
+                .with_config()
+                .limit(MAX_CHECKSUM_BYTES)
+                .read_to_string()
+                .map(Some)
+                .map_err(|e| {
+                    DistError::new("checksum.invalid", format!("cannot read {sum_shown}: {e}"))
+                })?,
+            Err(ureq::Error::StatusCode(_)) if !required => None,
+            Err(ureq::Error::StatusCode(code)) => {
+                return Err(DistError::new(
+                    "checksum.missing",
+                    format!("no checksum at {sum_shown} (HTTP {code}): a .buzzpack must ship with its .sha256 (spec §11); refusing to install"),
+                )
+                .help("publish <name>.buzzpack.sha256 beside the archive (`apiary pack build` writes it), or pin the digest with --sha256 <64 hex digits>"));
+            }
+            Err(e) => return Err(http_error(&sum_shown, e)),
+        };
+        text.map(|t| parse_checksum(&t, &sum_shown)).transpose()?
     };
-    let expected = sum_text.map(|t| parse_checksum(&t, &sum_url)).transpose()?;
-    let mut resp = agent.get(url).call().map_err(|e| http_error(url, e))?;
+    let mut resp = agent.get(url).call().map_err(|e| http_error(&shown, e))?;
     let len = resp.body().content_length();
     if let Some(n) = len
         && n > limits.max_archive_bytes
@@ -431,103 +608,300 @@ pub fn fetch_http_checked(
         return Err(DistError::new(
             "archive.too-large",
             format!(
-                "{url} is {n} bytes; the limit is {} MiB",
+                "{shown} is {n} bytes; the limit is {} MiB",
                 limits.max_archive_bytes / (1024 * 1024)
             ),
         ));
     }
     let bar = super::progress_bar(len.unwrap_or(0), "downloading", progress);
-    let copy = work.join("download.buzzpack");
+    let copy = work.join("download");
     let mut reader = resp
         .body_mut()
         .with_config()
         .limit(limits.max_archive_bytes.saturating_add(1))
         .reader();
-    let actual = copy_hashing(&mut reader, &copy, limits.max_archive_bytes, url, &bar)?;
-    let Some((expected, name)) = expected else {
-        return Ok((copy, actual, false));
-    };
-    if actual != expected {
-        return Err(mismatch(url, &expected, &actual));
-    }
+    let actual = copy_hashing(&mut reader, &copy, limits.max_archive_bytes, &shown, &bar)?;
     let file_name = url
         .split(['?', '#'])
         .next()
         .and_then(|u| u.rsplit('/').next())
         .unwrap_or("");
-    name_note(name.as_deref(), file_name);
-    Ok((copy, actual, true))
+    let vouched = verdict(&shown, file_name, pin, published, &actual)?;
+    Ok((copy, actual, vouched))
 }
 
-fn git(protocol: &str) -> Command {
+/// Environment variables git may keep: finding programs, temporary files, and the operator's
+/// proxy and certificate settings for https. Everything else (`GIT_*` overrides, `HOME` with its
+/// config and credential helpers) is left behind.
+const GIT_PASS_ENV: &[&str] = &[
+    "PATH",
+    "TMPDIR",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH",
+    "CURL_CA_BUNDLE",
+];
+
+/// The limits on the git commands of one install.
+struct GitBudget {
+    deadline: Instant,
+    timeout: Duration,
+    max_bytes: u64,
+    /// The user URL's credentials, scrubbed from git's messages.
+    secrets: Vec<String>,
+}
+
+fn env_number(name: &str, default: u64) -> Result<u64> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(v) if v.trim().is_empty() => Ok(default),
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                DistError::new(
+                    "source.git-limit",
+                    format!("{name}=`{v}` is not a positive whole number"),
+                )
+            }),
+    }
+}
+
+impl GitBudget {
+    fn from_env(url: &str) -> Result<GitBudget> {
+        let timeout = Duration::from_secs(env_number(GIT_TIMEOUT_ENV, GIT_TIMEOUT_DEFAULT)?);
+        let max_bytes = env_number(GIT_MAX_ENV, GIT_MAX_MIB_DEFAULT)?.saturating_mul(1 << 20);
+        Ok(GitBudget {
+            deadline: Instant::now() + timeout,
+            timeout,
+            max_bytes,
+            secrets: secrets_of(url),
+        })
+    }
+}
+
+/// A git command for `protocol` in a clean environment whose `HOME` is the empty `home`.
+fn git(protocol: &str, home: &Path) -> Command {
     let mut cmd = Command::new("git");
-    cmd.env("GIT_TERMINAL_PROMPT", "0")
+    cmd.env_clear();
+    for name in GIT_PASS_ENV {
+        if let Some(v) = std::env::var_os(name) {
+            cmd.env(name, v);
+        }
+    }
+    cmd.env("HOME", home)
+        .env("XDG_CONFIG_HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ALLOW_PROTOCOL", protocol)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
+        .env("GIT_PROTOCOL_FROM_USER", "0")
+        .env("LC_ALL", "C")
         .args(["-c", "core.hooksPath=/dev/null"])
+        .args(["-c", "core.fsmonitor=false"])
+        .args(["-c", "core.protectNTFS=true"])
+        .args(["-c", "core.protectHFS=true"])
+        .args(["-c", "credential.helper="])
         .args(["-c", "protocol.allow=never"])
         .args(["-c", &format!("protocol.{protocol}.allow=always")])
+        .args(["-c", "submodule.recurse=false"])
         .args(["-c", "transfer.fsckObjects=true"])
+        .args(["-c", "gc.auto=0"])
+        .args(["-c", "maintenance.auto=false"])
         .args(["-c", "advice.detachedHead=false"])
         .stdin(std::process::Stdio::null());
     cmd
 }
 
-fn run_git(mut cmd: Command, what: &str) -> Result<String> {
-    let out = cmd.output().map_err(|e| {
+/// Bytes of the regular files under `dir` (vanishing files are skipped: git renames as it goes).
+fn tree_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    total
+}
+
+/// Kills git and everything it started (transport helpers, index-pack): they share its process
+/// group. Called before the leader is reaped, so the group id cannot have been reused.
+#[cfg(unix)]
+fn kill_group(child: &mut std::process::Child) {
+    let pgid = child.id() as libc::pid_t;
+    // SAFETY: plain syscalls on a process group this process created and has not yet reaped.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    let _ = child.wait();
+    // The helpers die asynchronously; give them a moment so nothing writes after we clean up.
+    let until = Instant::now() + Duration::from_secs(1);
+    // SAFETY: as above; signal 0 only checks whether any member is left.
+    while Instant::now() < until && unsafe { libc::kill(-pgid, 0) } == 0 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(not(unix))]
+fn kill_group(child: &mut std::process::Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Runs a git command within `budget`, watching the size of `watch` (the clone directory) while
+/// it runs. Returns stdout.
+fn run_git(mut cmd: Command, what: &str, budget: &GitBudget, watch: &Path) -> Result<String> {
+    let spawn_err = |e: std::io::Error| {
         DistError::new("git.missing", format!("cannot run git for {what}: {e}"))
             .help("git sources need the `git` command on PATH")
-    })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let err: String = err.trim().chars().take(2000).collect();
+    };
+    // Files rather than pipes: nothing to drain while we poll, and a chatty git cannot block.
+    let mut out = tempfile::tempfile().map_err(spawn_err)?;
+    let mut err = tempfile::tempfile().map_err(spawn_err)?;
+    cmd.stdout(out.try_clone().map_err(spawn_err)?)
+        .stderr(err.try_clone().map_err(spawn_err)?);
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().map_err(spawn_err)?;
+    let mut next_size_check = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => {
+                kill_group(&mut child);
+                return Err(DistError::new(
+                    "git.failed",
+                    format!("{what}: cannot wait for git: {e}"),
+                ));
+            }
+        }
+        let now = Instant::now();
+        if now >= budget.deadline {
+            kill_group(&mut child);
+            return Err(DistError::new(
+                "git.timeout",
+                format!(
+                    "{what} did not finish within {} s; stopped it",
+                    budget.timeout.as_secs()
+                ),
+            )
+            .help(format!("a slow or stalling server; if the repository is just slow to fetch, raise {GIT_TIMEOUT_ENV}")));
+        }
+        if now >= next_size_check {
+            let size = tree_bytes(watch);
+            if size > budget.max_bytes {
+                kill_group(&mut child);
+                return Err(too_large(what, size, budget));
+            }
+            next_size_check = now + Duration::from_millis(200);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let read = |f: &mut File| {
+        let mut text = String::new();
+        let _ = f.rewind();
+        let _ = f.take(64 * 1024).read_to_string(&mut text);
+        text
+    };
+    if !status.success() {
+        let text = read(&mut err);
+        let text: String = text.trim().chars().take(2000).collect();
         return Err(DistError::new(
             "git.failed",
-            format!("{what} failed: {err}"),
+            format!("{what} failed: {}", scrub(&text, &budget.secrets)),
         ));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    Ok(read(&mut out).trim().to_string())
+}
+
+fn too_large(what: &str, size: u64, budget: &GitBudget) -> DistError {
+    DistError::new(
+        "git.too-large",
+        format!(
+            "{what}: the clone grew past the {} MiB limit ({size} bytes so far); stopped it",
+            budget.max_bytes >> 20
+        ),
+    )
+    .help(format!(
+        "a pack repository should be small; if this one really is larger, raise {GIT_MAX_ENV} (MiB)"
+    ))
 }
 
 fn fetch_git(url: &str, reference: Option<&str>, protocol: &str, work: &Path) -> Result<Fetched> {
     if url.starts_with('-') {
         return Err(bad_source(url, "a repository URL cannot start with `-`"));
     }
+    let budget = GitBudget::from_env(url)?;
+    let home = work.join("git-home");
+    std::fs::create_dir(&home).map_err(|e| DistError::io("cannot create", &home, e))?;
     let dir = work.join("checkout");
     let what = format!("git clone {}", redact(url));
     let shallow = {
-        let mut cmd = git(protocol);
+        let mut cmd = git(protocol, &home);
         cmd.args(["clone", "--quiet", "--no-tags", "--depth", "1"]);
         if let Some(r) = reference {
             cmd.args(["--branch", r]);
         }
         cmd.arg("--").arg(url).arg(&dir);
-        run_git(cmd, &what)
+        run_git(cmd, &what, &budget, &dir)
     };
-    if let Err(e) = shallow {
-        let Some(r) = reference else { return Err(e) };
-        // `--branch` takes branches and tags; a commit id needs a full clone and a checkout.
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut cmd = git(protocol);
-        cmd.args(["clone", "--quiet", "--no-checkout", "--"])
-            .arg(url)
-            .arg(&dir);
-        run_git(cmd, &what)?;
-        let mut cmd = git(protocol);
-        cmd.arg("-C")
-            .arg(&dir)
-            .args(["checkout", "--quiet", "--detach", r, "--"]);
-        run_git(cmd, &format!("git checkout {r}")).map_err(|e2| {
-            DistError::new(
-                "git.ref",
-                format!("cannot find ref `{r}` in {}: {}", redact(url), e2.message),
-            )
-        })?;
+    match shallow {
+        Ok(_) => {}
+        // Only a ref `--branch` does not take is worth a second, full clone; never a clone that
+        // was stopped for its size or time.
+        Err(e) if e.code != "git.failed" => return Err(e),
+        Err(e) => {
+            let Some(r) = reference else { return Err(e) };
+            // `--branch` takes branches and tags; a commit id needs a full clone and a checkout.
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut cmd = git(protocol, &home);
+            cmd.args(["clone", "--quiet", "--no-checkout", "--"])
+                .arg(url)
+                .arg(&dir);
+            run_git(cmd, &what, &budget, &dir)?;
+            let mut cmd = git(protocol, &home);
+            cmd.arg("-C")
+                .arg(&dir)
+                .args(["checkout", "--quiet", "--detach", r, "--"]);
+            run_git(cmd, &format!("git checkout {r}"), &budget, &dir).map_err(|e2| {
+                if e2.code != "git.failed" {
+                    return e2;
+                }
+                DistError::new(
+                    "git.ref",
+                    format!("cannot find ref `{r}` in {}: {}", redact(url), e2.message),
+                )
+            })?;
+        }
     }
-    let mut cmd = git(protocol);
+    // A clone that finished between two size checks is measured once more.
+    let size = tree_bytes(&dir);
+    if size > budget.max_bytes {
+        return Err(too_large(&what, size, &budget));
+    }
+    let mut cmd = git(protocol, &home);
     cmd.arg("-C").arg(&dir).args(["rev-parse", "HEAD"]);
-    let commit = run_git(cmd, "git rev-parse HEAD")?;
+    let commit = run_git(cmd, "git rev-parse HEAD", &budget, &dir)?;
     if !(commit.len() == 40 || commit.len() == 64) || !commit.bytes().all(|b| b.is_ascii_hexdigit())
     {
         return Err(DistError::new(
@@ -596,6 +970,31 @@ mod tests {
         );
         let s = Source::parse("git+https://me:secret@h.example/r.git").unwrap();
         assert_eq!(s.lock_source(), "git+https://h.example/r.git");
+        assert_eq!(
+            redact("https://h/x.zip?X-Amz-Signature=abc&v=2&api_key=&token=t#f"),
+            "https://h/x.zip?X-Amz-Signature=REDACTED&v=2&api_key=&token=REDACTED#f"
+        );
+        assert_eq!(redact("https://tok@h/a?b"), "https://h/a?b");
+    }
+
+    #[test]
+    fn secrets_are_found_and_scrubbed() {
+        let s = secrets_of("git+https://user:p%40ssw0rd@h/r.git?token=abcdef&v=1");
+        for want in ["user:p%40ssw0rd", "p%40ssw0rd", "p@ssw0rd", "abcdef"] {
+            assert!(s.iter().any(|x| x == want), "{want} missing from {s:?}");
+        }
+        assert!(!s.iter().any(|x| x == "1"));
+        // A token as the user name; a short user name alone is not scrubbed from prose.
+        assert_eq!(secrets_of("https://ghp_0123456789@h/r"), ["ghp_0123456789"]);
+        assert!(secrets_of("https://git@h/r").is_empty());
+        let text = "fatal: unable to access 'https://user:p%40ssw0rd@h/r.git/': p@ssw0rd";
+        let clean = scrub(text, &s);
+        assert!(!clean.contains("ssw0rd"), "{clean}");
+        let e = scrub_error(
+            DistError::new("x", format!("GET {text}")).help("see abcdef"),
+            "https://user:p%40ssw0rd@h/r?token=abcdef",
+        );
+        assert!(!e.message.contains("ssw0rd") && !e.help.unwrap().contains("abcdef"));
     }
 
     #[test]

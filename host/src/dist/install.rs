@@ -269,6 +269,10 @@ pub struct Options {
     /// Replace an installed pack of the same id that came from another source (without it, that is
     /// refused: see [`super::identity::same_source`]).
     pub replace: bool,
+    /// `--sha256`: the digest the archive must have (archive sources; stands in for its `.sha256`).
+    pub sha256: Option<String>,
+    /// What to do with an expert `.zip` that no checksum vouches for.
+    pub unverified: super::expert::Unverified,
 }
 
 /// What `install` did.
@@ -290,7 +294,12 @@ pub struct Installed {
     pub expert: Option<super::expert::Summary>,
 }
 
+/// Credentials in `source` are scrubbed from any error, whoever wrote its text.
 pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
+    install_from(root, source, opts).map_err(|e| fetch::scrub_error(e, source))
+}
+
+fn install_from(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
     let source = Source::parse(source)?;
     if super::expert::is_expert_source(&source)? {
         return super::expert::install(root, &source, opts);
@@ -311,7 +320,13 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
     } else {
         None
     };
-    let fetched = fetch::fetch(&source, &work.0, &limits, opts.progress)?;
+    let fetched = fetch::fetch(
+        &source,
+        &work.0,
+        &limits,
+        opts.progress,
+        opts.sha256.as_deref(),
+    )?;
     if let (Some(Pin::Sha256(want)), Fetched::Archive { sha256, .. }) = (&pinned, &fetched)
         && want != sha256
     {

@@ -249,7 +249,8 @@ pub fn serve(dir: &Path) -> String {
                 }
                 let text = String::from_utf8_lossy(&req);
                 let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
-                let rel = path.trim_start_matches('/');
+                // The query string (a signed link's token) does not name the file.
+                let rel = path.split('?').next().unwrap_or("").trim_start_matches('/');
                 let file = dir.join(rel);
                 let body = if rel.split('/').any(|p| p == "..") {
                     None
