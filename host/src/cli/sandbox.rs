@@ -169,12 +169,17 @@ fn sandbox_or_fail() -> Result<&'static Sandbox, u8> {
     })
 }
 
+/// The largest component file read (the live harness caps hooks the same).
+const MAX_COMPONENT_FILE: u64 = 64 * 1024 * 1024;
+
 fn read_component(path: &Path) -> Result<(String, Vec<u8>), u8> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
-    match std::fs::read(path) {
+    // Not blocking on a FIFO, not reading a device without end.
+    match crate::safe_fs::read_regular(path, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT_FILE)
+    {
         Ok(bytes) => Ok((name, bytes)),
         Err(e) => {
             eprintln!("error: cannot read {}: {e}", path.display());
@@ -364,18 +369,8 @@ pub fn default_workspace_root() -> Option<PathBuf> {
 }
 
 fn workspace_for(root: &Path, pack_id: &str, persona: &str) -> std::io::Result<PathBuf> {
-    let dir = root.join(pack_id).join(persona);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
-    }
-    #[cfg(not(unix))]
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+    // As `up` opens it: created without following links a hook or agent may have planted.
+    crate::dispatch::workspace::open(root, pack_id, persona).map(|ws| ws.path)
 }
 
 /// A pack-relative hook path, refused when absolute or escaping the pack.
@@ -558,22 +553,23 @@ fn run_component_hook(
 ) -> Result<HookOutcome, (String, String)> {
     let fail = |e: SandboxError| (e.kind().to_string(), e.to_string());
     let sb = Sandbox::shared().map_err(|e| ("setup".to_string(), e))?;
-    let (name, bytes) = std::fs::read(file)
-        .map(|b| {
-            (
-                file.file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned(),
-                b,
-            )
-        })
-        .map_err(|e| {
-            (
-                "io".to_string(),
-                format!("cannot read {}: {e}", file.display()),
-            )
-        })?;
+    let (name, bytes) =
+        crate::safe_fs::read_regular(file, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT_FILE)
+            .map(|b| {
+                (
+                    file.file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
+                    b,
+                )
+            })
+            .map_err(|e| {
+                (
+                    "io".to_string(),
+                    format!("cannot read {}: {e}", file.display()),
+                )
+            })?;
     let runner = HookRunner::new(sb.load(&name, &bytes).map_err(fail)?).map_err(fail)?;
     let msg = (point == HookPoint::OnMessage).then_some(message);
     let out = runner

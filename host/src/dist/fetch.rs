@@ -320,8 +320,14 @@ pub fn fetch_file_checked(
     }
     let sum_path = PathBuf::from(format!("{}.sha256", path.display()));
     let sum_text = match std::fs::metadata(&sum_path) {
-        Ok(m) if m.len() <= MAX_CHECKSUM_BYTES => std::fs::read_to_string(&sum_path)
-            .map_err(|e| DistError::io("cannot read", &sum_path, e))?,
+        // A FIFO reports size 0: read without blocking, regular files only.
+        Ok(m) if m.len() <= MAX_CHECKSUM_BYTES => crate::safe_fs::read_regular(
+            &sum_path,
+            crate::safe_fs::FinalLink::Follow,
+            MAX_CHECKSUM_BYTES,
+        )
+        .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
+        .map_err(|e| DistError::io("cannot read", &sum_path, e))?,
         Ok(_) => {
             return Err(DistError::new(
                 "checksum.invalid",
@@ -329,7 +335,9 @@ pub fn fetch_file_checked(
             ));
         }
         Err(_) if !required => {
-            let mut input = File::open(path).map_err(|e| DistError::io("cannot open", path, e))?;
+            let mut input = crate::safe_fs::open_regular(path, crate::safe_fs::FinalLink::Follow)
+                .map_err(|e| DistError::io("cannot open", path, e))?
+                .0;
             let copy = work.join("download.zip");
             let bar = super::progress_bar(meta.len(), "copying", progress);
             let what = path.display().to_string();
@@ -348,7 +356,9 @@ pub fn fetch_file_checked(
         }
     };
     let (expected, name) = parse_checksum(&sum_text, &sum_path.display().to_string())?;
-    let mut input = File::open(path).map_err(|e| DistError::io("cannot open", path, e))?;
+    let mut input = crate::safe_fs::open_regular(path, crate::safe_fs::FinalLink::Follow)
+        .map_err(|e| DistError::io("cannot open", path, e))?
+        .0;
     let copy = work.join("download.buzzpack");
     let bar = super::progress_bar(meta.len(), "copying", progress);
     let actual = copy_hashing(
