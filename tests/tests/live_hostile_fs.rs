@@ -250,8 +250,9 @@ fn up_refuses_fifos_for_the_base_prompt_and_the_overrides() {
         }
         Run::bounded(cmd, 30)
     };
+    // A bad environment setting is a usage error (64), as before; the point is that it returns.
     let run = up(&[], Some(&fifo));
-    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 64, "{}\n{}", run.stdout, run.stderr);
     assert!(
         run.stderr.contains("BUZZ_ACP_BASE_PROMPT_FILE") && run.stderr.contains("FIFO"),
         "{}",
@@ -262,6 +263,6 @@ fn up_refuses_fifos_for_the_base_prompt_and_the_overrides() {
     assert!(run.stderr.contains("FIFO"), "{}", run.stderr);
     // A device is refused the same way.
     let run = up(&[], Some(Path::new("/dev/zero")));
-    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 64, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("character device"), "{}", run.stderr);
 }
