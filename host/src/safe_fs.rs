@@ -36,13 +36,8 @@ pub fn open_nonblocking(path: &Path, link: FinalLink) -> io::Result<File> {
 /// Without `O_NONBLOCK` and `O_NOFOLLOW`: checked, then opened (a swap in between is not caught).
 #[cfg(not(unix))]
 pub fn open_nonblocking(path: &Path, link: FinalLink) -> io::Result<File> {
-    let meta = if link == FinalLink::Refuse {
-        std::fs::symlink_metadata(path)?
-    } else {
-        std::fs::metadata(path)?
-    };
-    if meta.file_type().is_symlink() || !meta.is_file() {
-        return Err(not_regular(&meta.file_type()));
+    if link == FinalLink::Refuse && std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+        return Err(not_regular(&std::fs::symlink_metadata(path)?.file_type()));
     }
     File::open(path)
 }

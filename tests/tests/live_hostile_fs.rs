@@ -266,3 +266,75 @@ fn up_refuses_fifos_for_the_base_prompt_and_the_overrides() {
     assert_eq!(run.code, 64, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("character device"), "{}", run.stderr);
 }
+
+/// Finding 11, the other files `install` and `list` read: a FIFO as the `.sha256` beside an
+/// archive, as `pack.lock` or as `.apiary/trust.json` in the install root is refused promptly.
+#[test]
+fn install_and_list_refuse_fifos_in_place_of_their_files() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("pack");
+    write_pack(
+        &pack,
+        "com.example.fifo",
+        &[("bee", &persona("bee", "", "You are Bee."))],
+        &[],
+    );
+    let out = home.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let mut build = apiary(home.path());
+    build
+        .args(["pack", "build", "--json", "--output"])
+        .arg(&out)
+        .arg(&pack);
+    let run = Run::bounded(build, 60);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let archive = PathBuf::from(run.json()["build"]["archive"].as_str().unwrap());
+    let sum = PathBuf::from(format!("{}.sha256", archive.display()));
+    std::fs::remove_file(&sum).unwrap();
+    mkfifo(&sum);
+    let root = home.path().join("root");
+    let install = |root: &Path| {
+        let mut cmd = apiary(home.path());
+        cmd.arg("install").arg(&archive).arg("--root").arg(root);
+        Run::bounded(cmd, 60)
+    };
+    let run = install(&root);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("FIFO"), "{}", run.stderr);
+    assert!(!root.join("com.example.fifo").exists());
+
+    // The install root's own records: `pack.lock` (read by `list`) and the trust store (read by
+    // `trust`, here of a pack installed cleanly first).
+    let lock_root = home.path().join("root-lock");
+    std::fs::create_dir_all(&lock_root).unwrap();
+    mkfifo(&lock_root.join("pack.lock"));
+    let mut cmd = apiary(home.path());
+    cmd.arg("list").arg("--root").arg(&lock_root);
+    let run = Run::bounded(cmd, 60);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("FIFO"), "{}", run.stderr);
+
+    std::fs::remove_file(&sum).unwrap();
+    let digest = {
+        let mut cmd = std::process::Command::new("sha256sum");
+        cmd.arg(&archive);
+        let out = cmd.output().expect("sha256sum");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let name = archive.file_name().unwrap().to_string_lossy().into_owned();
+    std::fs::write(&sum, format!("{digest}  {name}\n")).unwrap();
+    let trust_root = home.path().join("root-trust");
+    let run = install(&trust_root);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    mkfifo(&trust_root.join(".apiary/trust.json"));
+    let mut cmd = apiary(home.path());
+    cmd.args(["trust", "com.example.fifo", "--yes", "--root"])
+        .arg(&trust_root);
+    let run = Run::bounded(cmd, 60);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("FIFO"), "{}", run.stderr);
+}

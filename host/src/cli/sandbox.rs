@@ -50,7 +50,8 @@ persona's workspace preopened read-write at /workspace and nothing else: no envi
 5 s deadline, 64 MiB memory. Any other hook is a script: it runs on the host, unsandboxed, so it only
 runs when you pass --trust-hooks (then as the spec says: cwd = workspace, message on stdin, 5 s).
 
-The persona's workspace ($AGENT_CWD) is <workspace-root>/<pack-id>/<persona>/, created if missing.
+The persona's workspace ($AGENT_CWD) is <workspace-root>/<pack-id>/<persona>/, created if missing
+(mode 0700); a symbolic link in place of either directory is refused, never followed.
 Default workspace root: $APIARY_WORKSPACE_ROOT, else $XDG_DATA_HOME/apiary/workspaces (else
 ~/.local/share/apiary/workspaces).
 
