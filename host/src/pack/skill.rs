@@ -259,3 +259,36 @@ pub fn resolve_reference(
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::check_load_key;
+
+    #[test]
+    fn load_keys_follow_the_agent_skills_rule() {
+        for ok in ["a", "code-review", "pdf2txt", "a-b-c", &"x".repeat(64)] {
+            assert_eq!(check_load_key(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "/etc",
+            "a/b",
+            "a\\b",
+            "a\0b",
+            "Review",
+            "café",
+            "my_skill",
+            "a.b",
+            "-rf",
+            "x-",
+            "a--b",
+            " a",
+            &"x".repeat(65),
+        ] {
+            assert!(check_load_key(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}
