@@ -14,6 +14,7 @@ pub mod migrate;
 pub mod pack;
 pub mod relay;
 pub mod resolve;
+pub mod safe_fs;
 pub mod sandbox;
 
 /// The Buzz engine version apiary implements, as a literal so `--version` can include it.

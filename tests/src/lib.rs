@@ -67,6 +67,38 @@ impl Run {
             )
         })
     }
+
+    /// Like [`Run::of`] with stdin closed, but kills the command and fails the test when it runs
+    /// longer than `secs`: for inputs that used to hang (a FIFO where a file was expected).
+    pub fn bounded(mut cmd: Command, secs: u64) -> Run {
+        use std::process::Stdio;
+        use std::time::{Duration, Instant};
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run apiary");
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while child.try_wait().expect("wait for apiary").is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("apiary output");
+                panic!(
+                    "still running after {secs} s (blocked?)\nstdout:\n{}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().expect("apiary output");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
 }
 
 /// `../shared/corpus` relative to the repository (CI lays `shared/` beside the checkout).

@@ -625,3 +625,102 @@ fn sse_transport_and_literal_secrets() {
         "the secret itself is echoed in the report"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Skill names become directory names (issue 17, finding 2).
+
+#[test]
+fn unsafe_skill_names_are_located_errors_and_nothing_is_built() {
+    let home = tempfile::tempdir().unwrap();
+    let outside = home.path().join("escaped");
+    let pack = ScratchPack::with_manifest(&manifest(&[A], ""), &[(A, &persona("a", "", "A."))]);
+    let names = [
+        "../../../../../escaped".to_string(),
+        outside.display().to_string(),
+        "Review".to_string(),
+        "a/b".to_string(),
+        "café".to_string(),
+        "-rf".to_string(),
+        "two--hyphens".to_string(),
+        "x".repeat(65),
+    ];
+    for (i, name) in names.iter().enumerate() {
+        pack.write(
+            &format!("skills/s{i}/SKILL.md"),
+            &format!("---\ndescription: d\nname: \"{name}\"\n---\nbody\n"),
+        );
+    }
+    // The longest valid key, and ordinary ones, are accepted.
+    pack.write(
+        &format!("skills/{}/SKILL.md", "y".repeat(64)),
+        &format!("---\nname: {}\ndescription: d\n---\n", "y".repeat(64)),
+    );
+    pack.write(
+        "skills/code-review-2/SKILL.md",
+        "---\nname: code-review-2\ndescription: d\n---\n",
+    );
+    let v = pack.validate();
+    v.assert_exit(1);
+    let found = v.with_code("skill.name");
+    assert_eq!(found.len(), names.len(), "{:#}", v.json);
+    for (i, d) in found.iter().enumerate() {
+        // Sorted by file: s0..s7.
+        assert_at(d, &format!("skills/s{i}/SKILL.md"), 3);
+        assert!(d["help"].as_str().unwrap().contains("lowercase"), "{d:#}");
+    }
+    // `pack build` validates first: no archive carries such a name to an install.
+    let mut build = pack.cmd();
+    build
+        .args(["pack", "build"])
+        .arg(pack.path())
+        .arg("--output")
+        .arg(home.path().join("x.buzzpack"));
+    let run = apiary_e2e::Run::of(build);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(!home.path().join("x.buzzpack").exists());
+    assert!(!outside.exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Special files the operator names (issue 17, finding 11).
+
+pub fn mkfifo(path: &std::path::Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo")
+        .success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+#[test]
+fn an_overrides_file_that_is_a_fifo_or_a_directory_is_refused_promptly() {
+    let pack = one_persona_pack("");
+    let fifo = pack.home.path().join("overrides.fifo");
+    mkfifo(&fifo);
+    let dir = pack.home.path().join("overrides.d");
+    std::fs::create_dir(&dir).unwrap();
+    for (path, kind) in [(&fifo, "FIFO"), (&dir, "directory")] {
+        // As a flag and through $APIARY_OVERRIDES.
+        let mut by_flag = pack.cmd();
+        by_flag
+            .args(["pack", "inspect"])
+            .arg(pack.path())
+            .arg("--overrides")
+            .arg(path);
+        let mut by_env = pack.cmd();
+        by_env
+            .args(["pack", "inspect"])
+            .arg(pack.path())
+            .env("APIARY_OVERRIDES", path);
+        for cmd in [by_flag, by_env] {
+            let run = checked(apiary_e2e::Run::bounded(cmd, 20));
+            assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+            assert!(
+                run.stderr.contains(kind) && run.stderr.contains("not a regular file"),
+                "{}",
+                run.stderr
+            );
+        }
+    }
+}

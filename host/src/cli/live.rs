@@ -71,7 +71,8 @@ Environment:
   AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
   APIARY_DATA_DIR            data dir: key store, workspaces, example pack (default: ~/.local/share/apiary)
   BUZZ_ACP_NO_BASE_PROMPT    leave the [Base] prompt layer out
-  BUZZ_ACP_BASE_PROMPT_FILE  replace the [Base] layer with this file's text";
+  BUZZ_ACP_BASE_PROMPT_FILE  replace the [Base] layer with this file's text (a regular file, at
+                             most 1 MiB: a FIFO or device is refused)";
 
 #[derive(Debug, Args)]
 #[command(after_help = UP_EXAMPLES)]
@@ -106,7 +107,9 @@ pub struct UpArgs {
     /// How agents' permission requests are answered.
     #[arg(long, value_enum, default_value_t = PermissionPolicy::Deny)]
     pub permission: PermissionPolicy,
-    /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/).
+    /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/). Links found
+    /// in a workspace (in place of it, `.agents` or `.agents/skills`) are never followed: that
+    /// persona is refused with a message naming the link.
     #[arg(long, value_name = "DIR", env = "AGENT_CWD")]
     pub workspace: Option<PathBuf>,
     /// Operator overrides file (precedence level 2).

@@ -50,7 +50,8 @@ persona's workspace preopened read-write at /workspace and nothing else: no envi
 5 s deadline, 64 MiB memory. Any other hook is a script: it runs on the host, unsandboxed, so it only
 runs when you pass --trust-hooks (then as the spec says: cwd = workspace, message on stdin, 5 s).
 
-The persona's workspace ($AGENT_CWD) is <workspace-root>/<pack-id>/<persona>/, created if missing.
+The persona's workspace ($AGENT_CWD) is <workspace-root>/<pack-id>/<persona>/, created if missing
+(mode 0700); a symbolic link in place of either directory is refused, never followed.
 Default workspace root: $APIARY_WORKSPACE_ROOT, else $XDG_DATA_HOME/apiary/workspaces (else
 ~/.local/share/apiary/workspaces).
 
@@ -169,12 +170,17 @@ fn sandbox_or_fail() -> Result<&'static Sandbox, u8> {
     })
 }
 
+/// The largest component file read (the live harness caps hooks the same).
+const MAX_COMPONENT_FILE: u64 = 64 * 1024 * 1024;
+
 fn read_component(path: &Path) -> Result<(String, Vec<u8>), u8> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
-    match std::fs::read(path) {
+    // Not blocking on a FIFO, not reading a device without end.
+    match crate::safe_fs::read_regular(path, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT_FILE)
+    {
         Ok(bytes) => Ok((name, bytes)),
         Err(e) => {
             eprintln!("error: cannot read {}: {e}", path.display());
@@ -403,18 +409,8 @@ fn hook_namespace(dir: &Path, pack_id: &str) -> String {
 }
 
 fn workspace_for(root: &Path, namespace: &str, persona: &str) -> std::io::Result<PathBuf> {
-    let dir = root.join(namespace).join(persona);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
-    }
-    #[cfg(not(unix))]
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+    // As `up` opens it: created without following links a hook or agent may have planted.
+    crate::dispatch::workspace::open(root, namespace, persona).map(|ws| ws.path)
 }
 
 /// A pack-relative hook path, refused when absolute or escaping the pack.
@@ -598,22 +594,23 @@ fn run_component_hook(
 ) -> Result<HookOutcome, (String, String)> {
     let fail = |e: SandboxError| (e.kind().to_string(), e.to_string());
     let sb = Sandbox::shared().map_err(|e| ("setup".to_string(), e))?;
-    let (name, bytes) = std::fs::read(file)
-        .map(|b| {
-            (
-                file.file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned(),
-                b,
-            )
-        })
-        .map_err(|e| {
-            (
-                "io".to_string(),
-                format!("cannot read {}: {e}", file.display()),
-            )
-        })?;
+    let (name, bytes) =
+        crate::safe_fs::read_regular(file, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT_FILE)
+            .map(|b| {
+                (
+                    file.file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
+                    b,
+                )
+            })
+            .map_err(|e| {
+                (
+                    "io".to_string(),
+                    format!("cannot read {}: {e}", file.display()),
+                )
+            })?;
     let runner = HookRunner::new(sb.load(&name, &bytes).map_err(fail)?).map_err(fail)?;
     let msg = (point == HookPoint::OnMessage).then_some(message);
     let out = runner

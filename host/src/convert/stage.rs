@@ -170,13 +170,34 @@ fn copy_file(
             rel.display()
         ));
     }
-    // Creating files dominates a conversion's cost (an inode each); a link needs none.
-    if std::fs::hard_link(from, to).is_err() {
-        std::fs::copy(from, to).map_err(|e| format!("cannot copy {}: {e}", rel.display()))?;
+    // Creating files dominates a conversion's cost (an inode each); a link needs none. The entry
+    // was a regular file when listed; a hard link takes whatever is there now (`linkat` does not
+    // follow a link), so only a regular file may stay, and the copy reads only a regular file.
+    if std::fs::hard_link(from, to).is_ok() {
+        if !std::fs::symlink_metadata(to).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::remove_file(to);
+            return Err(format!(
+                "{} changed into a link or a special file while it was copied; refused",
+                rel.display()
+            ));
+        }
+    } else {
+        copy_regular(from, to).map_err(|e| format!("cannot copy {}: {e}", rel.display()))?;
     }
     counts.bytes += len;
     counts.files += 1;
     Ok(())
+}
+
+/// Copies the regular file `from` (a final link refused) into the new file `to`.
+fn copy_regular(from: &Path, to: &Path) -> std::io::Result<()> {
+    use crate::safe_fs::{FinalLink, open_regular};
+    let (mut src, _) = open_regular(from, FinalLink::Refuse)?;
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)?;
+    std::io::copy(&mut src, &mut dst).map(drop)
 }
 
 /// Checks a tree a converter wrote: regular files and directories only, UTF-8 names, within caps.

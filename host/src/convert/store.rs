@@ -114,7 +114,8 @@ impl Store {
             ));
         }
         let bytes =
-            std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            crate::safe_fs::read_regular(file, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         let label = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -206,7 +207,8 @@ impl Store {
         }
         let path = self.wasm_path(&entry.name);
         let bytes =
-            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            crate::safe_fs::read_regular(&path, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let digest = cache::sha256_hex(&bytes);
         if digest != entry.digest {
             return Err(format!(

@@ -458,12 +458,12 @@ async fn start_persona(
     // MCP servers first: an unresolved ${VAR} refuses the persona before anything runs.
     crate::acp::mcp::to_acp(&persona.mcp_servers, &env, true).map_err(|e| e.to_string())?;
 
-    let cwd = workspace::persona_dir(&config.workspace_root, &run.namespace, &name);
-    std::fs::create_dir_all(&cwd)
-        .map_err(|e| format!("cannot create workspace {}: {e}", cwd.display()))?;
-    let cwd = cwd.canonicalize().unwrap_or(cwd);
+    let ws = workspace::open(&config.workspace_root, &run.namespace, &name)
+        .map_err(|e| format!("cannot open the workspace: {e}"))?;
     let skills = run.pack.skills_for(index);
-    let copy = workspace::copy_skills(&cwd, &skills).map_err(|e| e.to_string())?;
+    let copy = workspace::copy_skills(&ws, &run.pack.root, &skills)
+        .map_err(|e| format!("skills not copied: {e}"))?;
+    let cwd = ws.path;
     for warning in &copy.skipped {
         tracing::warn!(persona = %name, "{warning}");
     }

@@ -187,8 +187,8 @@ fn interpreter(file: &Path) -> Option<(PathBuf, Option<String>)> {
         }
     }
     let mut head = [0u8; MAX_SHEBANG];
-    let n = std::fs::File::open(file)
-        .and_then(|mut f| f.read(&mut head))
+    let n = crate::safe_fs::open_regular(file, crate::safe_fs::FinalLink::Follow)
+        .and_then(|(mut f, _)| f.read(&mut head))
         .unwrap_or(0);
     let head = &head[..n];
     let sh = || Some((PathBuf::from("/bin/sh"), None));

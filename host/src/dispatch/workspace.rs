@@ -1,33 +1,109 @@
 //! A persona's workspace (`$AGENT_CWD`) and the skills copied into it (spec §6): pack skills go to
 //! `<cwd>/.agents/skills/<load key>/`; an existing directory there is never overwritten (operators
 //! pin their own versions), and each such collision is reported (PF-3).
+//!
+//! A workspace is written by the persona's hooks and its agent, so nothing found in it is trusted:
+//! every operation goes through capability handles ([`cap_std::fs::Dir`]) that cannot resolve a
+//! path outside the directory they were opened on, and the directories apiary creates or copies
+//! into are opened without following a link at all. A link a hook planted (`.agents/skills ->
+//! ../../../victim`) makes the copy fail with an error naming it; nothing is written through it.
+//! The pack side is read the same way: through a handle on the pack root, links not followed.
 
+use std::io;
 use std::path::{Path, PathBuf};
+
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, DirBuilder, OpenOptions};
 
 use crate::pack::Skill;
 
 /// Caps for one skill copy: hostile packs must not fill the disk.
-const MAX_FILES: usize = 256;
+const MAX_ENTRIES: usize = 256;
 const MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// Nesting of one skill's directories; deeper is refused rather than recursed into.
+const MAX_DEPTH: usize = 16;
 
 /// `<root>/<namespace>/<persona>/`. The namespace is the pack's identity (see
 /// [`crate::dist::identity`]): its id when it owns the id, `<id>@<digest>` otherwise.
 pub fn persona_dir(root: &Path, namespace: &str, persona: &str) -> PathBuf {
-    let clean = |s: &str| -> String {
-        s.chars()
-            .map(|c| {
-                // `@` separates a pack id from a directory digest; pack ids never contain it.
-                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '@') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect::<String>()
-            .trim_start_matches('.')
-            .to_string()
-    };
-    root.join(clean(namespace)).join(clean(persona))
+    root.join(component(namespace)).join(component(persona))
+}
+
+/// A namespace or persona name as one directory name: anything but `[A-Za-z0-9._@-]` becomes `_`
+/// (`@` separates a pack id from a directory digest; pack ids never contain it), and
+/// leading dots go (so never `.`, `..` or hidden). Both are validated before they get here; this
+/// keeps the workspace path one level per name whatever reaches it.
+fn component(s: &str) -> String {
+    let clean: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '@') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_start_matches('.')
+        .to_string();
+    if clean.is_empty() {
+        "_".to_string()
+    } else {
+        clean
+    }
+}
+
+/// A persona's workspace: its path (for the agent's `cwd` and the hooks' preopen) and a handle
+/// confined to it.
+pub struct Workspace {
+    pub path: PathBuf,
+    pub dir: Dir,
+}
+
+/// Creates (when missing) and opens `<root>/<namespace>/<persona>/`. The root is the operator's; the
+/// two levels below it are created and opened without following links, so a workspace that
+/// someone replaced with a link is refused instead of used.
+pub fn open(root: &Path, namespace: &str, persona: &str) -> io::Result<Workspace> {
+    std::fs::create_dir_all(root)?;
+    let root = root.canonicalize()?;
+    let mut dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority())?;
+    let mut path = root;
+    for name in [component(namespace), component(persona)] {
+        path.push(&name);
+        dir = ensure_dir(&dir, &name).map_err(|e| explain(e, &path))?;
+    }
+    Ok(Workspace { path, dir })
+}
+
+/// Creates `name` in `parent` when missing (mode 0700: workspaces hold the agents' work) and opens
+/// it, refusing a symbolic link.
+fn ensure_dir(parent: &Dir, name: &str) -> io::Result<Dir> {
+    let mut builder = DirBuilder::new();
+    #[cfg(unix)]
+    cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    match parent.create_dir_with(name, &builder) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    parent.open_dir_nofollow(name).map_err(|e| {
+        match parent.symlink_metadata(name) {
+            Ok(m) if m.file_type().is_symlink() => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "is a symbolic link; apiary does not follow links inside a workspace (a hook or an agent may have planted it): remove it",
+            ),
+            Ok(m) if !m.is_dir() => io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "exists and is not a directory: remove it",
+            ),
+            _ => e,
+        }
+    })
+}
+
+/// `<path>: <error>`.
+fn explain(e: io::Error, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 /// What happened to each skill.
@@ -38,59 +114,132 @@ pub struct SkillCopy {
     pub skipped: Vec<String>,
 }
 
-/// Copies `skills` into `<cwd>/.agents/skills/`, never overwriting.
-pub fn copy_skills(cwd: &Path, skills: &[&Skill]) -> std::io::Result<SkillCopy> {
-    let dest_root = cwd.join(".agents").join("skills");
-    std::fs::create_dir_all(&dest_root)?;
+/// Copies `skills` (from the pack at `pack_root`) into `<workspace>/.agents/skills/`, never
+/// overwriting.
+pub fn copy_skills(ws: &Workspace, pack_root: &Path, skills: &[&Skill]) -> io::Result<SkillCopy> {
     let mut out = SkillCopy::default();
+    if skills.is_empty() {
+        return Ok(out);
+    }
+    let agents_path = ws.path.join(".agents");
+    let agents = ensure_dir(&ws.dir, ".agents").map_err(|e| explain(e, &agents_path))?;
+    let dest_path = agents_path.join("skills");
+    let dest = ensure_dir(&agents, "skills").map_err(|e| explain(e, &dest_path))?;
+    let pack = Dir::open_ambient_dir(pack_root, cap_std::ambient_authority())
+        .map_err(|e| explain(e, pack_root))?;
     for skill in skills {
-        let dest = dest_root.join(&skill.name);
-        if dest.symlink_metadata().is_ok() {
+        let fail =
+            |e: io::Error| io::Error::new(e.kind(), format!("copying skill `{}`: {e}", skill.name));
+        // The pack was validated, but the name becomes a directory name here whatever happened
+        // since: only a safe load key is ever joined.
+        crate::pack::skill::check_load_key(&skill.name).map_err(|why| {
+            fail(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the name {why}"),
+            ))
+        })?;
+        if dest.symlink_metadata(&skill.name).is_ok() {
             out.skipped.push(format!(
                 "Skill \"{}\" already exists at .agents/skills/{}/; skipping pack version",
                 skill.name, skill.name
             ));
             continue;
         }
-        // Copy into a temporary sibling, then rename: a failed copy leaves nothing half written.
-        let tmp = dest_root.join(format!(".{}.partial-{}", skill.name, std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        let mut budget = (MAX_FILES, MAX_BYTES);
-        let result =
-            copy_tree(&skill.dir, &tmp, &mut budget).and_then(|_| std::fs::rename(&tmp, &dest));
-        if let Err(e) = result {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(std::io::Error::new(
+        // The skill directory, opened through the pack root: a path leading out of it fails.
+        let from = pack.open_dir(&skill.rel).map_err(|e| {
+            fail(io::Error::new(
                 e.kind(),
-                format!("copying skill `{}`: {e}", skill.name),
-            ));
+                format!("cannot open {} in the pack: {e}", skill.rel.display()),
+            ))
+        })?;
+        // Copy into a temporary sibling, then rename: a failed copy leaves nothing half written.
+        let tmp = format!(".{}.partial-{}", skill.name, std::process::id());
+        let _ = dest.remove_dir_all(&tmp);
+        let mut budget = Budget {
+            entries: MAX_ENTRIES,
+            bytes: MAX_BYTES,
+        };
+        let result = ensure_dir(&dest, &tmp)
+            .and_then(|to| copy_tree(&from, &to, &mut budget, 0))
+            .and_then(|()| dest.rename(&tmp, &dest, &skill.name));
+        if let Err(e) = result {
+            let _ = dest.remove_dir_all(&tmp);
+            return Err(fail(e));
         }
         out.copied.push(skill.name.clone());
     }
     Ok(out)
 }
 
-/// Regular files and directories only: symlinks in a pack are not followed.
-fn copy_tree(from: &Path, to: &Path, budget: &mut (usize, u64)) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
+struct Budget {
+    entries: usize,
+    bytes: u64,
+}
+
+impl Budget {
+    fn take(&mut self, bytes: u64) -> io::Result<()> {
+        if self.entries == 0 || self.bytes < bytes {
+            return Err(io::Error::other(format!(
+                "the skill is larger than {MAX_ENTRIES} files and directories or {} MiB",
+                MAX_BYTES >> 20
+            )));
+        }
+        self.entries -= 1;
+        self.bytes -= bytes;
+        Ok(())
+    }
+}
+
+/// Regular files and directories only; links, FIFOs, devices and sockets in a pack are not copied
+/// (nor followed, nor opened).
+fn copy_tree(from: &Dir, to: &Dir, budget: &mut Budget, depth: usize) -> io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(io::Error::other(format!(
+            "the skill nests deeper than {MAX_DEPTH} directories"
+        )));
+    }
+    for entry in from.entries()? {
         let entry = entry?;
+        let name = entry.file_name();
         let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
         if kind.is_dir() {
-            copy_tree(&entry.path(), &target, budget)?;
+            budget.take(0)?;
+            let sub_from = from.open_dir_nofollow(&name)?;
+            to.create_dir(&name)?;
+            let sub_to = to.open_dir_nofollow(&name)?;
+            copy_tree(&sub_from, &sub_to, budget, depth + 1)?;
         } else if kind.is_file() {
-            let len = entry.metadata()?.len();
-            if budget.0 == 0 || budget.1 < len {
-                return Err(std::io::Error::other(
-                    "skill is larger than 256 files / 64 MiB",
-                ));
-            }
-            budget.0 -= 1;
-            budget.1 -= len;
-            std::fs::copy(entry.path(), &target)?;
+            copy_file(from, to, &name, budget)?;
         }
     }
+    Ok(())
+}
+
+fn copy_file(from: &Dir, to: &Dir, name: &std::ffi::OsStr, budget: &mut Budget) -> io::Result<()> {
+    let mut read = OpenOptions::new();
+    read.read(true).follow(FollowSymlinks::No);
+    // A FIFO swapped in since the listing must not hold the start up.
+    #[cfg(unix)]
+    cap_std::fs::OpenOptionsExt::custom_flags(&mut read, libc::O_NONBLOCK);
+    let src = from.open_with(name, &read)?;
+    let meta = src.metadata()?;
+    // Swapped for something else since the directory was listed: skipped, like any special file.
+    if !meta.is_file() {
+        return Ok(());
+    }
+    budget.take(meta.len())?;
+    let mut write = OpenOptions::new();
+    write.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use cap_std::fs::PermissionsExt;
+        // Keeps a script executable; drops set-id bits and write access for others.
+        let mode = meta.permissions().mode() & 0o755;
+        cap_std::fs::OpenOptionsExt::mode(&mut write, mode | 0o600);
+    }
+    let mut dst = to.open_with(name, &write)?;
+    // A file that grew since its size was taken is cut at that size, within the budget.
+    io::copy(&mut io::Read::take(src, meta.len()), &mut dst)?;
     Ok(())
 }
 
@@ -98,10 +247,18 @@ fn copy_tree(from: &Path, to: &Path, budget: &mut (usize, u64)) -> std::io::Resu
 mod tests {
     use super::*;
 
-    #[test]
-    fn copies_once_and_warns_on_collision() {
-        let tmp = tempfile::tempdir().unwrap();
-        let src = tmp.path().join("pack/skills/review");
+    fn skill(root: &Path, name: &str) -> Skill {
+        let rel = PathBuf::from("skills").join(name);
+        Skill {
+            name: name.into(),
+            description: "d".into(),
+            dir: root.join(&rel),
+            rel,
+        }
+    }
+
+    fn pack_with_review(root: &Path) {
+        let src = root.join("skills/review");
         std::fs::create_dir_all(src.join("docs")).unwrap();
         std::fs::write(
             src.join("SKILL.md"),
@@ -109,23 +266,87 @@ mod tests {
         )
         .unwrap();
         std::fs::write(src.join("docs/a.md"), "a").unwrap();
-        let skill = Skill {
-            name: "review".into(),
-            description: "d".into(),
-            dir: src.clone(),
-            rel: "skills/review".into(),
-        };
-        let cwd = persona_dir(&tmp.path().join("ws"), "com.x", "pip");
-        let first = copy_skills(&cwd, &[&skill]).unwrap();
+    }
+
+    #[test]
+    fn copies_once_and_warns_on_collision() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pack = tmp.path().join("pack");
+        pack_with_review(&pack);
+        let review = skill(&pack, "review");
+        let ws = open(&tmp.path().join("ws"), "com.x", "pip").unwrap();
+        let cwd = ws.path.clone();
+        assert_eq!(cwd, persona_dir(&tmp.path().join("ws"), "com.x", "pip"));
+        let first = copy_skills(&ws, &pack, &[&review]).unwrap();
         assert_eq!(first.copied, ["review"]);
         assert!(cwd.join(".agents/skills/review/docs/a.md").is_file());
         std::fs::write(cwd.join(".agents/skills/review/SKILL.md"), "pinned").unwrap();
-        let second = copy_skills(&cwd, &[&skill]).unwrap();
+        let second = copy_skills(&ws, &pack, &[&review]).unwrap();
         assert!(second.copied.is_empty());
         assert!(second.skipped[0].contains("already exists at .agents/skills/review/"));
         assert_eq!(
             std::fs::read_to_string(cwd.join(".agents/skills/review/SKILL.md")).unwrap(),
             "pinned"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_planted_in_the_workspace_or_the_pack_are_not_followed() {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = tmp.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        let pack = tmp.path().join("pack");
+        pack_with_review(&pack);
+        // A link inside the skill leading out of the pack is neither followed nor copied.
+        symlink(&victim, pack.join("skills/review/out")).unwrap();
+        std::fs::write(victim.join("secret"), "s").unwrap();
+        let review = skill(&pack, "review");
+        let root = tmp.path().join("ws");
+
+        // `.agents/skills` planted as a relative link out of the workspace.
+        let ws = open(&root, "p", "a").unwrap();
+        std::fs::create_dir(ws.path.join(".agents")).unwrap();
+        symlink("../../../../victim", ws.path.join(".agents/skills")).unwrap();
+        let e = copy_skills(&ws, &pack, &[&review]).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(e.to_string().contains(".agents/skills"), "{e}");
+        // `.agents` itself as a link, and an absolute one.
+        let ws = open(&root, "p", "b").unwrap();
+        symlink(&victim, ws.path.join(".agents")).unwrap();
+        assert!(copy_skills(&ws, &pack, &[&review]).is_err());
+        // The persona workspace replaced by a link.
+        std::fs::create_dir(root.join("q")).unwrap();
+        symlink(&victim, root.join("q/c")).unwrap();
+        let e = open(&root, "q", "c").err().expect("refused");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(
+            std::fs::read_dir(&victim).unwrap().count(),
+            1,
+            "the victim directory is untouched"
+        );
+
+        // A clean workspace gets the skill, without the pack's outbound link.
+        let ws = open(&root, "p", "d").unwrap();
+        copy_skills(&ws, &pack, &[&review]).unwrap();
+        let copied = ws.path.join(".agents/skills/review");
+        assert!(copied.join("docs/a.md").is_file());
+        assert!(std::fs::symlink_metadata(copied.join("out")).is_err());
+    }
+
+    #[test]
+    fn an_unsafe_name_is_refused_even_if_it_got_this_far() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pack = tmp.path().join("pack");
+        pack_with_review(&pack);
+        let ws = open(&tmp.path().join("ws"), "p", "a").unwrap();
+        for name in ["../../escape", "/tmp/x", "a/b", "..", "UPPER"] {
+            let mut s = skill(&pack, "review");
+            s.name = name.into();
+            let e = copy_skills(&ws, &pack, &[&s]).unwrap_err();
+            assert!(e.to_string().contains("the name"), "{name}: {e}");
+        }
+        assert!(!tmp.path().join("escape").exists());
     }
 }

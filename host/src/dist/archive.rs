@@ -232,7 +232,10 @@ pub fn write(out: &Path, root: &Path, files: &[String]) -> Result<()> {
     };
     for rel in sorted {
         let path = root.join(rel);
-        let bytes = fs::read(&path).map_err(|e| DistError::io("cannot read", &path, e))?;
+        // Listed as a regular file: a link or FIFO swapped in since is refused, not followed.
+        let bytes =
+            crate::safe_fs::read_regular(&path, crate::safe_fs::FinalLink::Refuse, u64::MAX)
+                .map_err(|e| DistError::io("cannot read", &path, e))?;
         zip.start_file(rel.as_str(), options).map_err(zerr)?;
         zip.write_all(&bytes)
             .map_err(|e| DistError::io("cannot write", out, e))?;
@@ -567,7 +570,13 @@ pub(crate) fn declared_entries(file: &mut File, len: u64) -> Option<u64> {
 fn create_dir(path: &Path) -> Result<()> {
     match fs::create_dir(path) {
         Ok(()) => set_mode(path, 0o755),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
+        // An existing directory only, never a link to one: nothing is written through a link.
+        Err(e)
+            if e.kind() == std::io::ErrorKind::AlreadyExists
+                && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) =>
+        {
+            Ok(())
+        }
         Err(e) => Err(DistError::io("cannot create directory", path, e)),
     }
 }

@@ -88,7 +88,8 @@ pub fn is_expert_source(source: &Source) -> Result<bool> {
 
 /// Reads only the central directory (after the size and entry-count checks the fence makes first).
 fn zip_has_expert_toml(path: &Path) -> bool {
-    let Ok(mut file) = fs::File::open(path) else {
+    let Ok((mut file, _)) = crate::safe_fs::open_regular(path, crate::safe_fs::FinalLink::Follow)
+    else {
         return false;
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);

@@ -496,9 +496,15 @@ pub fn fetch_file_checked(
     let sum_path = PathBuf::from(format!("{}.sha256", path.display()));
     let published = match std::fs::metadata(&sum_path) {
         _ if pin.is_some() => None,
+        // A FIFO reports size 0: read without blocking, regular files only.
         Ok(m) if m.len() <= MAX_CHECKSUM_BYTES => {
-            let text = std::fs::read_to_string(&sum_path)
-                .map_err(|e| DistError::io("cannot read", &sum_path, e))?;
+            let text = crate::safe_fs::read_regular(
+                &sum_path,
+                crate::safe_fs::FinalLink::Follow,
+                MAX_CHECKSUM_BYTES,
+            )
+            .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
+            .map_err(|e| DistError::io("cannot read", &sum_path, e))?;
             Some(parse_checksum(&text, &sum_path.display().to_string())?)
         }
         Ok(_) => {
@@ -519,7 +525,9 @@ pub fn fetch_file_checked(
             .help("put the <name>.buzzpack.sha256 from the release beside the archive (`apiary pack build` writes both), or pin the digest with --sha256 <64 hex digits>"));
         }
     };
-    let mut input = File::open(path).map_err(|e| DistError::io("cannot open", path, e))?;
+    let mut input = crate::safe_fs::open_regular(path, crate::safe_fs::FinalLink::Follow)
+        .map_err(|e| DistError::io("cannot open", path, e))?
+        .0;
     let copy = work.join("download");
     let bar = super::progress_bar(meta.len(), "copying", progress);
     let what = path.display().to_string();

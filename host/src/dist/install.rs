@@ -618,7 +618,13 @@ pub(crate) fn copy_tree(src: &Path, dest: &Path, limits: &Limits) -> Result<Vec<
         if let Some(parent) = to.parent() {
             fs::create_dir_all(parent).map_err(|e| DistError::io("cannot create", parent, e))?;
         }
-        let bytes = fs::read(&from).map_err(|e| DistError::io("cannot read", &from, e))?;
+        // Listed as a regular file: a link or FIFO swapped in since is refused, not followed.
+        let bytes = crate::safe_fs::read_regular(
+            &from,
+            crate::safe_fs::FinalLink::Refuse,
+            limits.max_file_bytes,
+        )
+        .map_err(|e| DistError::io("cannot read", &from, e))?;
         {
             use std::io::Write;
             let mut f = fs::OpenOptions::new()

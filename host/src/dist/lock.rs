@@ -49,9 +49,12 @@ fn read_capped(path: &Path) -> Result<Option<Vec<u8>>> {
             "lock.too-large",
             format!("{} is larger than {MAX_LOCK_BYTES} bytes", path.display()),
         )),
-        Ok(_) => std::fs::read(path)
-            .map(Some)
-            .map_err(|e| DistError::io("cannot read", path, e)),
+        // Not blocking on a FIFO put in its place, not reading more than the cap.
+        Ok(_) => {
+            crate::safe_fs::read_regular(path, crate::safe_fs::FinalLink::Follow, MAX_LOCK_BYTES)
+                .map(Some)
+                .map_err(|e| DistError::io("cannot read", path, e))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(DistError::io("cannot read", path, e)),
     }

@@ -50,8 +50,13 @@ impl TrustStore {
                 format!("{} is too large", path.display()),
             )),
             Ok(_) => {
-                let bytes =
-                    std::fs::read(&path).map_err(|e| DistError::io("cannot read", &path, e))?;
+                // Not blocking on a FIFO put in its place, not reading more than the cap.
+                let bytes = crate::safe_fs::read_regular(
+                    &path,
+                    crate::safe_fs::FinalLink::Follow,
+                    16 * 1024 * 1024,
+                )
+                .map_err(|e| DistError::io("cannot read", &path, e))?;
                 serde_json::from_slice(&bytes).map_err(|e| {
                     DistError::new(
                         "trust.invalid",

@@ -203,28 +203,19 @@ fn opened(path: PathBuf, file: std::fs::File, rel: &str) -> Result<Opened, PathE
 
 /// Opens `path` for reading, or `None` when its last component is a symbolic link. Never blocks
 /// on a FIFO.
-#[cfg(unix)]
 fn open_unless_link(path: &Path) -> std::io::Result<Option<std::fs::File>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path);
-    match opened {
+    use crate::safe_fs::{FinalLink, open_nonblocking};
+    match open_nonblocking(path, FinalLink::Refuse) {
         Ok(file) => Ok(Some(file)),
         // `O_NOFOLLOW` on a link.
+        #[cfg(unix)]
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Ok(None),
+        #[cfg(not(unix))]
+        Err(_) if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
+            Ok(None)
+        }
         Err(e) => Err(e),
     }
-}
-
-/// Without `O_NOFOLLOW`: checked, then opened (a link swapped in between is not caught).
-#[cfg(not(unix))]
-fn open_unless_link(path: &Path) -> std::io::Result<Option<std::fs::File>> {
-    if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
-        return Ok(None);
-    }
-    std::fs::File::open(path).map(Some)
 }
 
 fn canonical_inside(root: &Path, rel: &str, path: &Path) -> Result<PathBuf, PathError> {

@@ -102,6 +102,17 @@ pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
     let name = required("name");
     let description = required("description");
     let (name, description) = (name?, description?);
+    // The load key becomes a directory name in every persona's workspace: an unsafe one is refused
+    // here, and the copy refuses it again (dispatch::workspace).
+    if let Err(why) = check_load_key(&name) {
+        let d = Diagnostic::error(
+            "skill.name",
+            format!("skill name \"{}\" {why}", name.escape_debug()),
+        )
+        .help("a skill name is 1-64 lowercase letters, digits and single hyphens, not starting or ending with a hyphen (Agent Skills); use the directory name, e.g. `name: code-review`");
+        report.push(src.diag(d, &["name"]));
+        return None;
+    }
     let dir_name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -122,6 +133,44 @@ pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
         dir: dir.to_path_buf(),
         rel: rel_dir,
     })
+}
+
+/// Longest load key (Agent Skills: 1-64 characters).
+pub const MAX_LOAD_KEY: usize = 64;
+
+/// Checks a load key against the Agent Skills `name` rule: 1-64 characters, lowercase ASCII
+/// letters, digits and hyphens, no hyphen first or last, no two in a row. The charset is what keeps
+/// it one safe path component (no `/`, `\`, `.`, `..`, NUL, no case or Unicode look-alikes that a
+/// file system could fold together); the hyphen rules are the specification's too, and also keep a
+/// name from reading as an option to the tools an agent runs on its workspace (`-rf`). The
+/// specification's reference validator also accepts non-ASCII lowercase letters; apiary does not,
+/// because Unicode normalisation differs between file systems. The error completes "skill name …".
+pub fn check_load_key(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("is empty".into());
+    }
+    if name.len() > MAX_LOAD_KEY {
+        return Err(format!(
+            "is {} bytes long; the limit is {MAX_LOAD_KEY}",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return Err(format!(
+            "contains `{}`; only lowercase letters a-z, digits and `-` are allowed (it names a directory in each workspace)",
+            c.escape_debug()
+        ));
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return Err("starts or ends with `-`".into());
+    }
+    if name.contains("--") {
+        return Err("contains `--`".into());
+    }
+    Ok(())
 }
 
 /// Entries of `skills/` that are symbolic links leading out of the pack: refused, never read (they are
@@ -208,5 +257,38 @@ pub fn resolve_reference(
                 .map_err(|_| paths::PathError::NotFound(entry.to_string()))
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_load_key;
+
+    #[test]
+    fn load_keys_follow_the_agent_skills_rule() {
+        for ok in ["a", "code-review", "pdf2txt", "a-b-c", &"x".repeat(64)] {
+            assert_eq!(check_load_key(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "/etc",
+            "a/b",
+            "a\\b",
+            "a\0b",
+            "Review",
+            "café",
+            "my_skill",
+            "a.b",
+            "-rf",
+            "x-",
+            "a--b",
+            " a",
+            &"x".repeat(65),
+        ] {
+            assert!(check_load_key(bad).is_err(), "{bad:?} accepted");
+        }
     }
 }

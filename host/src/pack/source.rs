@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::frontmatter;
 use crate::diag::{Diagnostic, Report};
+use crate::safe_fs::FinalLink;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Syntax {
@@ -373,17 +374,32 @@ pub fn suggest(unknown: &str, known: &[&str]) -> Option<String> {
         .map(|(_, k)| k.to_string())
 }
 
-/// Reads a file that must stay small; refuses anything larger than `limit` bytes before reading it.
+/// Reads a file the operator named (an overrides file, a base prompt) that must stay small. A final
+/// symbolic link is followed (the operator's own choice); anything but a regular file (a FIFO, a
+/// device) is refused without waiting on it, and more than `limit` bytes are never read.
 pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
-    read_limited_sized(path, limit, None)
+    read_opened(path, FinalLink::Follow, limit, None)
 }
 
-/// [`read_limited`] with the size already known from an earlier `stat`, which saves asking again.
-/// The size only sizes the buffer; the limit is enforced on what is actually read.
+/// Reads a file of a pack at a path already resolved inside it, that must stay small: as
+/// [`read_limited`], but a final link (swapped in after the resolution) is refused. `known` is the
+/// size an earlier `stat` gave; it only sizes the buffer, the limit is enforced on what is read.
 pub fn read_limited_sized(path: &Path, limit: u64, known: Option<u64>) -> Result<Vec<u8>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    read_opened(path, FinalLink::Refuse, limit, known)
+}
+
+fn read_opened(
+    path: &Path,
+    link: FinalLink,
+    limit: u64,
+    known: Option<u64>,
+) -> Result<Vec<u8>, String> {
+    let (file, len) = crate::safe_fs::open_regular(path, link).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => e.to_string(),
+        _ => format!("cannot open: {e}"),
+    })?;
     let mut bytes = Vec::new();
-    read_limited_from(file, limit, known, &mut bytes)?;
+    read_limited_from(file, limit, known.or(Some(len)), &mut bytes)?;
     Ok(bytes)
 }
 
