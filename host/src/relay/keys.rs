@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use nostr_sdk::prelude::{Keys, SecretKey};
+use nostr_sdk::prelude::{Keys, PublicKey, SecretKey};
 
 #[derive(Debug, Clone)]
 pub struct KeyStore {
@@ -33,6 +33,44 @@ impl KeyStore {
     /// The key `apiary post` signs with.
     pub fn operator(&self) -> anyhow::Result<Keys> {
         load_or_create(&self.dir.join("operator.key"))
+    }
+
+    /// The embedded relay's own key: it advertises it (NIP-11 `pubkey`) and only group metadata
+    /// signed with it is authoritative.
+    pub fn relay(&self) -> anyhow::Result<Keys> {
+        load_or_create(&self.dir.join("relay.key"))
+    }
+
+    /// The public keys of every key in the store (the operator's, the relay's, every persona's),
+    /// for the embedded relay's NIP-42 allow-list. Unreadable or invalid files are skipped: the
+    /// list only ever grants, so a bad file grants nothing.
+    pub fn public_keys(&self) -> Vec<PublicKey> {
+        let mut out = Vec::new();
+        collect_public_keys(&self.dir, 2, &mut out);
+        out
+    }
+}
+
+/// Reads `*.key` files under `dir`, `depth` levels deep, without following links.
+fn collect_public_keys(dir: &Path, depth: u8, out: &mut Vec<PublicKey>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        if kind.is_dir() && depth > 1 {
+            collect_public_keys(&path, depth - 1, out);
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == "key") {
+            let key = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| SecretKey::from_hex(t.trim()).ok());
+            if let Some(sk) = key {
+                out.push(Keys::new(sk).public_key());
+            }
+        }
     }
 }
 
@@ -125,6 +163,9 @@ mod tests {
             let mode = std::fs::metadata(&path).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+        let listed = store.public_keys();
+        assert!(listed.contains(&a.public_key()) && listed.contains(&b.public_key()));
+        assert_eq!(listed.len(), 2);
         assert_eq!(safe_component("../x"), ".._x");
         assert_eq!(safe_component(".."), "_..");
     }
