@@ -15,10 +15,11 @@
 //! `live_agents` bench, 0.35 ms without).
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 use futures_util::{SinkExt, StreamExt};
 use nostr_relay_builder::prelude::*;
@@ -39,13 +40,15 @@ const MAX_REQUEST_HEAD: usize = 16 * 1024;
 const PIPE_BYTES: usize = 256 * 1024;
 
 /// Who may authenticate (NIP-42) when the relay requires it: the keys of the operator's key store
-/// (the operator's and every persona's, read again when an unknown key asks, at most once a
-/// second, so personas started after the relay are admitted) and keys named by the operator.
+/// (the operator's and every persona's; the store is looked at again whenever an unknown key asks,
+/// so personas started after the relay are admitted) and keys named by the operator. A key file is
+/// read once per modification time, so a stranger repeating `AUTH` costs a directory listing.
 #[derive(Debug)]
 pub struct AllowList {
     extra: HashSet<PublicKey>,
     store: Option<KeyStore>,
-    cache: Mutex<(Option<Instant>, HashSet<PublicKey>)>,
+    /// Key file → (modification time, its public key).
+    cache: Mutex<HashMap<PathBuf, (Option<SystemTime>, Option<PublicKey>)>>,
 }
 
 impl AllowList {
@@ -65,19 +68,20 @@ impl AllowList {
             return false;
         };
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.1.contains(key) {
-            return true;
+        let files = store.key_files();
+        cache.retain(|path, _| files.contains(path));
+        for path in files {
+            let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+            // An unreadable file (e.g. one being written) is read again next time.
+            let fresh = cache
+                .get(&path)
+                .is_some_and(|(m, pk)| *m == modified && m.is_some() && pk.is_some());
+            if !fresh {
+                let pk = super::keys::public_key_of(&path);
+                cache.insert(path, (modified, pk));
+            }
         }
-        let stale = cache
-            .0
-            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
-        if stale {
-            *cache = (
-                Some(Instant::now()),
-                store.public_keys().into_iter().collect(),
-            );
-        }
-        cache.1.contains(key)
+        cache.values().any(|(_, pk)| pk.as_ref() == Some(key))
     }
 }
 

@@ -41,18 +41,30 @@ impl KeyStore {
         load_or_create(&self.dir.join("relay.key"))
     }
 
-    /// The public keys of every key in the store (the operator's, the relay's, every persona's),
-    /// for the embedded relay's NIP-42 allow-list. Unreadable or invalid files are skipped: the
-    /// list only ever grants, so a bad file grants nothing.
+    /// The public keys of every key in the store (the operator's, the relay's, every persona's).
     pub fn public_keys(&self) -> Vec<PublicKey> {
+        self.key_files()
+            .iter()
+            .filter_map(|p| public_key_of(p))
+            .collect()
+    }
+
+    /// Every `*.key` file of the store (two levels deep, links not followed).
+    pub fn key_files(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
-        collect_public_keys(&self.dir, 2, &mut out);
+        collect_key_files(&self.dir, 2, &mut out);
         out
     }
 }
 
-/// Reads `*.key` files under `dir`, `depth` levels deep, without following links.
-fn collect_public_keys(dir: &Path, depth: u8, out: &mut Vec<PublicKey>) {
+/// The public key of the secret key in `path`; `None` when unreadable or invalid.
+pub fn public_key_of(path: &Path) -> Option<PublicKey> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let sk = SecretKey::from_hex(text.trim()).ok()?;
+    Some(Keys::new(sk).public_key())
+}
+
+fn collect_key_files(dir: &Path, depth: u8, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -62,14 +74,9 @@ fn collect_public_keys(dir: &Path, depth: u8, out: &mut Vec<PublicKey>) {
         };
         let path = entry.path();
         if kind.is_dir() && depth > 1 {
-            collect_public_keys(&path, depth - 1, out);
+            collect_key_files(&path, depth - 1, out);
         } else if kind.is_file() && path.extension().is_some_and(|e| e == "key") {
-            let key = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| SecretKey::from_hex(t.trim()).ok());
-            if let Some(sk) = key {
-                out.push(Keys::new(sk).public_key());
-            }
+            out.push(path);
         }
     }
 }
