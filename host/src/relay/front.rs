@@ -214,7 +214,11 @@ async fn serve_connection(
         anyhow::Ok(())
     }
     .await;
+    // Close the library's side with a handshake (it answers our Close and then ends), so it does
+    // not write into a pipe already gone (which it logs as an error).
     let _ = inner.close(None).await;
+    let drained = async { while let Some(Ok(_)) = inner.next().await {} };
+    let _ = tokio::time::timeout(Duration::from_secs(2), drained).await;
     drop(inner);
     let _ = served.await;
     result
