@@ -175,20 +175,9 @@ fn strangers_cannot_repoint_a_channel_or_name_two() {
 }
 
 #[test]
-fn oversized_events_floods_and_storage_fills_are_refused() {
+fn oversized_events_are_refused() {
     let home = tempfile::tempdir().unwrap();
-    let relay = apiary_relay(
-        home.path(),
-        &[
-            "--ephemeral",
-            "--key-rate",
-            "20",
-            "--connection-rate",
-            "30",
-            "--max-stored-events",
-            "70",
-        ],
-    );
+    let relay = apiary_relay(home.path(), &["--ephemeral"]);
     let relay_url = url(&relay);
 
     // An event over the 64 KiB default: OK false, naming the limit.
@@ -209,6 +198,29 @@ fn oversized_events_floods_and_storage_fills_are_refused() {
     );
     let answer = w.publish(&huge);
     assert!(answer.is_none() && w.closed, "{answer:?}");
+    // The relay still serves, and stored neither.
+    let stored = Wire::connect(&relay_url)
+        .req(serde_json::json!({"kinds": [9]}))
+        .unwrap();
+    assert!(stored.is_empty(), "{} events stored", stored.len());
+}
+
+#[test]
+fn floods_and_storage_fills_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let relay = apiary_relay(
+        home.path(),
+        &[
+            "--ephemeral",
+            "--key-rate",
+            "20",
+            "--connection-rate",
+            "30",
+            "--max-stored-events",
+            "70",
+        ],
+    );
+    let relay_url = url(&relay);
 
     // One connection, a new key per event: the connection's budget ends it.
     let mut w = Wire::connect(&relay_url);
