@@ -229,7 +229,7 @@ pub struct RelayArgs {
 /// The embedded relay's caps (see [`relay::limits::Limits`] for the defaults).
 #[derive(Debug, Args)]
 pub struct RelayLimitArgs {
-    /// Embedded relay: largest EVENT message accepted, in bytes [default: 65536].
+    /// Embedded relay: largest EVENT message accepted, in bytes, at least 1024 [default: 65536].
     #[arg(long, value_name = "BYTES")]
     pub max_event_bytes: Option<usize>,
     /// Embedded relay: events stored before new ones are refused [default: 50000].

@@ -47,9 +47,11 @@ const PIPE_BYTES: usize = 256 * 1024;
 pub struct AllowList {
     extra: HashSet<PublicKey>,
     store: Option<KeyStore>,
-    /// Key file → (modification time, its public key).
-    cache: Mutex<HashMap<PathBuf, (Option<SystemTime>, Option<PublicKey>)>>,
+    cache: Mutex<HashMap<PathBuf, KeyFile>>,
 }
+
+/// A key file as last read: its modification time and public key.
+type KeyFile = (Option<SystemTime>, Option<PublicKey>);
 
 impl AllowList {
     pub fn new(store: Option<KeyStore>, extra: impl IntoIterator<Item = PublicKey>) -> AllowList {
