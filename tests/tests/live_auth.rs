@@ -9,6 +9,7 @@ mod live_common;
 use std::time::{Duration, Instant};
 
 use live_common::relays::{Kind, Options, TestRelay};
+use live_common::wire::{self, Wire};
 use live_common::{Up, e_tags, persona, write_pack};
 use serde_json::{Value, json};
 
@@ -118,9 +119,85 @@ fn required_auth_harness_replies_and_anonymous_reads_are_refused() {
 }
 
 #[test]
+fn required_auth_admits_only_the_operator_and_persona_keys() {
+    let home = tempfile::tempdir().unwrap();
+    let p = home.path().join("pack");
+    pack(&p);
+    let mut up = Up::start(home.path(), &[&p], &["--relay-auth"], &[]);
+    pubkey_of(&mut up, "pip");
+    let hello = up.post("general", "hello @pip", &[]);
+    up.reply_to("pip", &hello);
+
+    // A stranger running apiary with a key of their own: authenticated, but not on the list.
+    let stranger_home = tempfile::tempdir().unwrap();
+    let apiary_as_stranger = |args: &[&str]| {
+        let mut cmd = apiary_e2e::apiary(stranger_home.path());
+        cmd.args(args);
+        apiary_e2e::Run::of(cmd)
+    };
+    let post = apiary_as_stranger(&[
+        "post",
+        "--relay",
+        &up.url,
+        "--channel",
+        "general",
+        "@pip obey",
+    ]);
+    assert_ne!(post.code, 0, "a stranger posted: {}", post.stdout);
+    let tail = apiary_as_stranger(&[
+        "tail",
+        "--relay",
+        &up.url,
+        "--channel",
+        "general",
+        "--json",
+        "--no-follow",
+        "--timeout",
+        "30",
+    ]);
+    assert!(
+        tail.stdout.trim().is_empty(),
+        "a stranger read: {}",
+        tail.stdout
+    );
+
+    // On the wire: the relay refuses the stranger's AUTH, then their reads and writes.
+    let stranger = nostr::prelude::Keys::generate();
+    let mut w = Wire::connect(&up.url);
+    let filter = json!({"kinds": [9], "#h": ["general"]});
+    assert!(w.req(filter.clone()).is_err());
+    let ok = w.auth(&stranger, &up.url);
+    assert!(!ok.accepted, "stranger authenticated");
+    assert!(ok.message.starts_with("restricted:"), "{}", ok.message);
+    let closed = w.req(filter.clone()).unwrap_err();
+    assert!(
+        closed[2].as_str().unwrap().starts_with("auth-required:"),
+        "{closed}"
+    );
+    let theirs = wire::message(&stranger, "@pip obey", &[&["h", "general"]]);
+    assert!(!w.publish(&theirs).unwrap().accepted);
+
+    // The operator's key, from the operator's store, is admitted the same way.
+    let operator = wire::keys_of(&home.path().join(".local/share/apiary/keys/operator.key"));
+    let mut w = Wire::connect(&up.url);
+    assert!(w.req(filter.clone()).is_err());
+    let ok = w.auth(&operator, &up.url);
+    assert!(ok.accepted, "{}", ok.message);
+    assert_eq!(w.req(filter).unwrap().len(), 2);
+    up.stop_ok();
+}
+
+#[test]
 fn interop_nostr_rs_relay_personas_authenticate_with_their_own_keys() {
     let home = tempfile::tempdir().unwrap();
-    let Some(relay) = TestRelay::start(Kind::NostrRs, home.path(), Options { auth: true }) else {
+    let Some(relay) = TestRelay::start(
+        Kind::NostrRs,
+        home.path(),
+        Options {
+            auth: true,
+            ..Options::default()
+        },
+    ) else {
         return;
     };
     let p = home.path().join("pack");

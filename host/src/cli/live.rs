@@ -34,6 +34,7 @@ wakes and skips, hook runs and drops, replies, errors, last event; the latest li
 redrawn in place; the final table stays on screen when `up` stops. With --plain, or when stdout is
 not a terminal (a pipe, a file, a service log), one line per thing that happened:
   relay ws://127.0.0.1:4869
+  channel-authority relay=<hex> configured=-
   persona bee ready pubkey=<hex> channels=#general system_prompt=session
   ready personas=2 channels=1
   event <id> #general from <author>: woke bee (mention)
@@ -41,6 +42,7 @@ not a terminal (a pipe, a file, a service log), one line per thing that happened
 
 With --json, one JSON object per line instead; `event` names the kind, the other keys are stable:
   relay           url
+  channel_authority relay (hex or null) configured[]   whose kind 39000 metadata names channels
   persona_ready   persona pack identity pubkey channels[] system_prompt (\"session\" | \"prefix\")
   persona_refused persona reason
   ready           personas channels
@@ -67,6 +69,16 @@ first directory run under it owns it, recorded in <data dir>/keys/<pack-id>/owne
 directory declaring that id is refused, naming the owner; with --allow-id-conflict it runs as
 <pack-id>@<digest of its path>, with keys and workspaces of its own.
 
+Channel names map to group ids only through kind 39000 metadata signed by the relay's own key (the
+`pubkey` of its NIP-11 document; the embedded relay's is <data dir>/keys/relay.key) or by a key given
+with --channel-authority; anyone else's metadata is ignored. Without any, a name is its own id.
+
+The embedded relay's limits (defaults; the same flags on `apiary relay`): events up to 64 KiB
+(--max-event-bytes), 50000 events and 64 MiB stored (--max-stored-events, --max-stored-bytes), 120
+events a minute per key (--key-rate) and 600 per connection (--connection-rate). With --relay-auth
+only keys of the operator's key store (<data dir>/keys: the operator's and the personas') and
+--relay-allow-key keys may authenticate.
+
 Environment:
   AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
   APIARY_DATA_DIR            data dir: key store, workspaces, example pack (default: ~/.local/share/apiary)
@@ -89,9 +101,19 @@ pub struct UpArgs {
     #[arg(long, conflicts_with = "relay")]
     pub ephemeral: bool,
     /// The embedded relay requires NIP-42 authentication to read or publish (every persona
-    /// authenticates with its own key; `post` and `tail` with the operator key).
+    /// authenticates with its own key; `post` and `tail` with the operator key). Only keys of the
+    /// operator's key store and --relay-allow-key keys may authenticate.
     #[arg(long, conflicts_with = "relay")]
     pub relay_auth: bool,
+    /// With --relay-auth, also let this key (hex or npub) authenticate; repeatable.
+    #[arg(long, value_name = "PUBKEY", requires = "relay_auth")]
+    pub relay_allow_key: Vec<String>,
+    /// Also accept kind 39000 channel metadata signed by this key (hex or npub); repeatable. By
+    /// default only the relay's own key (NIP-11 `pubkey`) names channels.
+    #[arg(long, value_name = "PUBKEY")]
+    pub channel_authority: Vec<String>,
+    #[command(flatten)]
+    pub limits: RelayLimitArgs,
     /// The agent runtime command line (default: the bundled `apiary-agent`).
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
@@ -166,13 +188,16 @@ pub struct PostArgs {
     /// Mention this public key (hex or npub) with a `p` tag; repeatable.
     #[arg(long, value_name = "PUBKEY")]
     pub mention: Vec<String>,
+    /// Also accept channel metadata (kind 39000) signed by this key; repeatable (as `up`).
+    #[arg(long, value_name = "PUBKEY")]
+    pub channel_authority: Vec<String>,
     /// The message text.
     pub text: String,
 }
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  apiary tail --channel general\n  apiary tail --channel general --json --count 2 --timeout 30\n\nPrints the last --history messages, then new ones as they arrive. Authenticates (NIP-42), when the relay asks, with the operator key."
+    after_help = "Examples:\n  apiary tail --channel general\n  apiary tail --channel general --json --count 2 --timeout 30\n\nPrints the last --history messages, then new ones as they arrive. Authenticates (NIP-42), when the relay asks, with the operator key. Control characters, bidirectional overrides and other invisible formatting in message text are shown escaped (`\\u{1b}`); --json prints events exactly as received."
 )]
 pub struct TailArgs {
     /// Relay URL (default: the last `apiary up` embedded relay, else ws://127.0.0.1:4869).
@@ -196,11 +221,14 @@ pub struct TailArgs {
     /// Exit after this many seconds (status 1 if --count was not reached).
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
+    /// Also accept channel metadata (kind 39000) signed by this key; repeatable (as `up`).
+    #[arg(long, value_name = "PUBKEY")]
+    pub channel_authority: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  apiary relay\n  apiary relay --listen 127.0.0.1:0\n\nRuns only the embedded relay (events journaled under <data dir>/relay/) until SIGINT/SIGTERM; the first stdout line names its URL. With --require-auth, clients must authenticate (NIP-42) to read or publish. Use it for `apiary up --relay URL` set-ups where the harness restarts independently."
+    after_help = "Examples:\n  apiary relay\n  apiary relay --listen 127.0.0.1:0\n\nRuns only the embedded relay (events journaled under <data dir>/relay/) until SIGINT/SIGTERM; the first stdout line names its URL, the second its key (NIP-11 `pubkey`, <data dir>/keys/relay.key). With --require-auth, clients must authenticate (NIP-42) with a key of the operator's key store (<data dir>/keys) or an --allow-key key to read or publish. Use it for `apiary up --relay URL` set-ups where the harness restarts independently.\n\nLimits: events over --max-event-bytes are refused (OK false), a message over four times that (at least 1 MiB more) closes the connection; past --max-stored-events or --max-stored-bytes new events are refused (storage full); --key-rate and --connection-rate cap events a minute. A journal that cannot be replayed whole (an invalid line, over the storage limits) stops the start with a message naming it."
 )]
 pub struct RelayArgs {
     /// Where the relay listens (port 0: any free port).
@@ -212,6 +240,89 @@ pub struct RelayArgs {
     /// Require NIP-42 authentication before a connection may read or publish.
     #[arg(long)]
     pub require_auth: bool,
+    /// With --require-auth, also let this key (hex or npub) authenticate; repeatable.
+    #[arg(long, value_name = "PUBKEY", requires = "require_auth")]
+    pub allow_key: Vec<String>,
+    #[command(flatten)]
+    pub limits: RelayLimitArgs,
+}
+
+/// The embedded relay's caps (see [`relay::limits::Limits`] for the defaults).
+#[derive(Debug, Args)]
+pub struct RelayLimitArgs {
+    /// Embedded relay: largest EVENT message accepted, in bytes, at least 1024 [default: 65536].
+    #[arg(long, value_name = "BYTES")]
+    pub max_event_bytes: Option<usize>,
+    /// Embedded relay: events stored before new ones are refused [default: 50000].
+    #[arg(long, value_name = "N")]
+    pub max_stored_events: Option<u64>,
+    /// Embedded relay: bytes stored (the journal's size) before new events are refused
+    /// [default: 67108864].
+    #[arg(long, value_name = "BYTES")]
+    pub max_stored_bytes: Option<u64>,
+    /// Embedded relay: events a minute one key may publish [default: 120].
+    #[arg(long, value_name = "N")]
+    pub key_rate: Option<u32>,
+    /// Embedded relay: events a minute one connection may publish [default: 600].
+    #[arg(long, value_name = "N")]
+    pub connection_rate: Option<u32>,
+}
+
+impl RelayLimitArgs {
+    fn given(&self) -> bool {
+        self.max_event_bytes.is_some()
+            || self.max_stored_events.is_some()
+            || self.max_stored_bytes.is_some()
+            || self.key_rate.is_some()
+            || self.connection_rate.is_some()
+    }
+
+    fn limits(&self) -> relay::limits::Limits {
+        let d = relay::limits::Limits::default();
+        relay::limits::Limits {
+            max_event_bytes: self.max_event_bytes.unwrap_or(d.max_event_bytes).max(1024),
+            max_stored_events: self.max_stored_events.unwrap_or(d.max_stored_events),
+            max_stored_bytes: self.max_stored_bytes.unwrap_or(d.max_stored_bytes),
+            per_key_per_minute: self.key_rate.unwrap_or(d.per_key_per_minute).max(1),
+            per_connection_per_minute: self
+                .connection_rate
+                .unwrap_or(d.per_connection_per_minute)
+                .max(1),
+        }
+    }
+}
+
+/// Public keys given on the command line (hex or npub); a usage error names the bad one.
+fn parse_keys(flag: &str, values: &[String]) -> Result<Vec<PublicKey>, u8> {
+    values
+        .iter()
+        .map(|v| {
+            PublicKey::parse(v).map_err(|_| {
+                eprintln!("error: {flag} `{v}` is not a public key (hex or npub)");
+                exit::USAGE
+            })
+        })
+        .collect()
+}
+
+/// The embedded relay's settings from the command line.
+fn embedded_settings(
+    data: &Path,
+    ephemeral: bool,
+    auth: bool,
+    allow: Vec<PublicKey>,
+    limits: &RelayLimitArgs,
+) -> anyhow::Result<relay::embedded::Settings> {
+    let store = KeyStore::new(data.join("keys"));
+    let keys = store
+        .relay()
+        .map_err(|e| anyhow::anyhow!("key store: {e:#}"))?;
+    Ok(relay::embedded::Settings {
+        journal: (!ephemeral).then(|| data.join("relay").join("events.jsonl")),
+        keys,
+        limits: limits.limits(),
+        auth: auth.then(|| relay::front::AllowList::new(Some(store), allow)),
+    })
 }
 
 /// The operator's data dir: `$APIARY_DATA_DIR`, else `<XDG data>/apiary`.
@@ -471,6 +582,27 @@ pub fn up(args: UpArgs) -> u8 {
         },
         None => default_agent(),
     };
+    let (Ok(authorities), Ok(allow)) = (
+        parse_keys("--channel-authority", &args.channel_authority),
+        parse_keys("--relay-allow-key", &args.relay_allow_key),
+    ) else {
+        return exit::USAGE;
+    };
+    if args.relay.is_some() && args.limits.given() {
+        eprintln!("error: the relay limit flags apply to the embedded relay, not to --relay");
+        return exit::USAGE;
+    }
+    let settings = if args.relay.is_none() {
+        match embedded_settings(&data, args.ephemeral, args.relay_auth, allow, &args.limits) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return exit::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let Some(rt) = runtime() else {
         return exit::FAILURE;
     };
@@ -479,7 +611,7 @@ pub fn up(args: UpArgs) -> u8 {
         .clone()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| data.join("workspaces"));
-    let journal = (!args.ephemeral).then(|| data.join("relay").join("events.jsonl"));
+    let journal = settings.as_ref().and_then(|s| s.journal.clone());
     let (printer, out) = if args.json || args.plain || !view::wanted() {
         let (thread, out) = printer(args.json);
         (Printer::Lines(thread), out)
@@ -498,14 +630,14 @@ pub fn up(args: UpArgs) -> u8 {
     };
     let code = rt.block_on(async {
         let shutdown = shutdown_signal();
-        let embedded = match &args.relay {
-            Some(_) => None,
-            None => {
+        let embedded = match settings {
+            None => None,
+            Some(settings) => {
                 // On a thread of its own, apart from dispatch and from the harness's relay
                 // connection: neither queues behind the relay's work.
-                let (listen, journal, auth) = (args.listen, journal.clone(), args.relay_auth);
+                let listen = args.listen;
                 let started = relay::on_relay_runtime(async move {
-                    relay::embedded::Embedded::start_with(listen, journal.as_deref(), auth).await
+                    relay::embedded::Embedded::start_with(listen, settings).await
                 })
                 .await;
                 match started.and_then(|r| r) {
@@ -523,6 +655,20 @@ pub fn up(args: UpArgs) -> u8 {
             (None, None) => unreachable!("an embedded relay was started"),
         };
         out(Note::new("relay", format!("relay {relay_url}")).with("url", relay_url.as_str()));
+        // Who names channels: the relay's own key (known for ours, else its NIP-11 document) and
+        // the operator's.
+        let relay_key = match &embedded {
+            Some(e) => Some(e.pubkey),
+            None => relay::relay_pubkey(&relay_url, Duration::from_secs(5)).await,
+        };
+        let channel_authority = relay::ChannelAuthority {
+            relay: relay_key,
+            configured: authorities,
+        };
+        let (relay_hex, configured_hex) = channel_authority.to_json();
+        out(Note::new("channel_authority", channel_authority.describe())
+            .with("relay", relay_hex)
+            .with("configured", configured_hex));
         if embedded.is_some() {
             let _ = std::fs::create_dir_all(&data);
             let _ = std::fs::write(data.join("relay.url"), format!("{relay_url}\n"));
@@ -546,6 +692,7 @@ pub fn up(args: UpArgs) -> u8 {
             base_prompt,
             // Only our own embedded relay: it checked each event before storing it.
             relay_in_process: embedded.is_some(),
+            channel_authority,
         };
         // Triggers: the sandbox's built-in component (the native matcher implements the same
         // semantics and stays as the fallback and the benchmark baseline).
@@ -632,16 +779,25 @@ pub fn relay(args: RelayArgs) -> u8 {
     let Some(rt) = runtime() else {
         return exit::FAILURE;
     };
+    let Ok(allow) = parse_keys("--allow-key", &args.allow_key) else {
+        return exit::USAGE;
+    };
+    let settings = match embedded_settings(
+        &data_dir(),
+        args.ephemeral,
+        args.require_auth,
+        allow,
+        &args.limits,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return exit::FAILURE;
+        }
+    };
     let code = rt.block_on(async {
         let shutdown = shutdown_signal();
-        let journal = (!args.ephemeral).then(|| data_dir().join("relay").join("events.jsonl"));
-        let relay = match relay::embedded::Embedded::start_with(
-            args.listen,
-            journal.as_deref(),
-            args.require_auth,
-        )
-        .await
-        {
+        let relay = match relay::embedded::Embedded::start_with(args.listen, settings).await {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -649,6 +805,7 @@ pub fn relay(args: RelayArgs) -> u8 {
             }
         };
         say(format!("relay {}", relay.url));
+        say(format!("pubkey {}", relay.pubkey.to_hex()));
         shutdown.await;
         relay.shutdown();
         say("stopped".to_string());
@@ -672,6 +829,9 @@ fn relay_url(arg: &Option<String>) -> String {
 }
 
 pub fn post(args: PostArgs) -> u8 {
+    let Ok(authorities) = parse_keys("--channel-authority", &args.channel_authority) else {
+        return exit::USAGE;
+    };
     let url = relay_url(&args.relay);
     let channel = args.channel.trim_start_matches('#').to_string();
     let Some(rt) = runtime() else {
@@ -685,13 +845,14 @@ pub fn post(args: PostArgs) -> u8 {
                 return exit::FAILURE;
             }
         };
-        let (client, channel_id) = match connect_to_channel(&url, &channel, &keys).await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return exit::FAILURE;
-            }
-        };
+        let (client, channel_id) =
+            match connect_to_channel(&url, &channel, &keys, &authorities).await {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return exit::FAILURE;
+                }
+            };
         let mut tags = vec![relay::channel_tag(&channel_id)];
         if let Some(parent) = &args.reply_to {
             let Ok(parent) = EventId::parse(parent) else {
@@ -759,11 +920,21 @@ async fn connect_to_channel(
     url: &str,
     channel: &str,
     keys: &Keys,
+    configured: &[PublicKey],
 ) -> anyhow::Result<(Client, String)> {
     let client = relay::connect_as(url, Duration::from_secs(10), Some(keys.clone())).await?;
     let name = channel.to_string();
-    let ids =
-        relay::resolve_channels(&client, std::slice::from_ref(&name), Duration::from_secs(3)).await;
+    let authority = relay::ChannelAuthority {
+        relay: relay::relay_pubkey(url, Duration::from_secs(3)).await,
+        configured: configured.to_vec(),
+    };
+    let ids = relay::resolve_channels(
+        &client,
+        std::slice::from_ref(&name),
+        &authority,
+        Duration::from_secs(3),
+    )
+    .await;
     let id = ids.get(&name).cloned().unwrap_or(name);
     Ok((client, id))
 }
@@ -784,11 +955,37 @@ fn print_event(ev: &Event, json: bool) {
         relay::short(&ev.id.to_hex()),
         relay::short(&ev.pubkey.to_hex()),
         thread,
-        ev.content.replace('\n', "\n    ")
+        terminal_safe(&ev.content).replace('\n', "\n    ")
     ));
 }
 
+/// `text` safe to print on a terminal: control characters (C0 but newline and tab, DEL, C1) and
+/// invisible formatting that can re-order or hide what is shown (bidirectional overrides and
+/// isolates, line and paragraph separators, zero-width characters) become visible `\u{..}` escapes;
+/// a backslash before `u{` is doubled so an escape cannot be faked.
+fn terminal_safe(text: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let hidden = matches!(c,
+            '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}' | '\u{feff}');
+        if (c.is_control() && c != '\n' && c != '\t') || hidden {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else if c == '\\' && chars.peek() == Some(&'u') {
+            out.push_str("\\\\");
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 pub fn tail(args: TailArgs) -> u8 {
+    let Ok(authorities) = parse_keys("--channel-authority", &args.channel_authority) else {
+        return exit::USAGE;
+    };
     let url = relay_url(&args.relay);
     let channel = args.channel.trim_start_matches('#').to_string();
     let Some(rt) = runtime() else {
@@ -802,13 +999,14 @@ pub fn tail(args: TailArgs) -> u8 {
                 return exit::FAILURE;
             }
         };
-        let (client, channel_id) = match connect_to_channel(&url, &channel, &keys).await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return exit::FAILURE;
-            }
-        };
+        let (client, channel_id) =
+            match connect_to_channel(&url, &channel, &keys, &authorities).await {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return exit::FAILURE;
+                }
+            };
         let mut printed = 0usize;
         let mut seen = std::collections::HashSet::new();
         let deadline = args
@@ -895,4 +1093,24 @@ pub fn tail(args: TailArgs) -> u8 {
     });
     rt.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    #[test]
+    fn terminal_output_shows_controls_and_bidi_escaped() {
+        let text = "a\u{1b}[2Jb\r\u{7}\u{9b}31m\u{202e}evil\u{2066}\nnext\tcol \\u{1b}";
+        let safe = terminal_safe(text);
+        assert_eq!(
+            safe,
+            "a\\u{1b}[2Jb\\u{d}\\u{7}\\u{9b}31m\\u{202e}evil\\u{2066}\nnext\tcol \\\\u{1b}"
+        );
+        assert!(
+            !safe
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+    }
 }

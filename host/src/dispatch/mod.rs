@@ -87,6 +87,8 @@ pub struct Config {
     /// signature before storing it: the subscription's events are not checked a second time (see
     /// `relay::echo`). Never set for a relay of another process.
     pub relay_in_process: bool,
+    /// Whose kind 39000 metadata maps channel names to group ids.
+    pub channel_authority: relay::ChannelAuthority,
 }
 
 /// Where the harness reports what it does, one note per event (stdout for `apiary up`).
@@ -493,7 +495,13 @@ async fn start_persona(
         policy: config.policy,
         nice: config.agent_nice,
     };
-    let ids = relay::resolve_channels(client, &persona.subscribe, RELAY_TIMEOUT).await;
+    let ids = relay::resolve_channels(
+        client,
+        &persona.subscribe,
+        &config.channel_authority,
+        RELAY_TIMEOUT,
+    )
+    .await;
     let channels: BTreeMap<String, String> = persona
         .subscribe
         .iter()

@@ -9,7 +9,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use nostr_sdk::prelude::{Keys, SecretKey};
+use nostr_sdk::prelude::{Keys, PublicKey, SecretKey};
 
 #[derive(Debug, Clone)]
 pub struct KeyStore {
@@ -105,6 +105,27 @@ impl KeyStore {
             .with_context(|| format!("writing {}", path.display()))?;
         Ok(())
     }
+
+    /// The embedded relay's own key: it advertises it (NIP-11 `pubkey`) and only group metadata
+    /// signed with it is authoritative.
+    pub fn relay(&self) -> anyhow::Result<Keys> {
+        load_or_create(&self.dir.join("relay.key"))
+    }
+
+    /// The public keys of every key in the store (the operator's, the relay's, every persona's).
+    pub fn public_keys(&self) -> Vec<PublicKey> {
+        self.key_files()
+            .iter()
+            .filter_map(|p| public_key_of(p))
+            .collect()
+    }
+
+    /// Every `*.key` file of the store (two levels deep, links not followed).
+    pub fn key_files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        collect_key_files(&self.dir, 2, &mut out);
+        out
+    }
 }
 
 /// The owner record's file name inside a namespace directory.
@@ -124,6 +145,31 @@ fn owner_json(owner: &Owner) -> Vec<u8> {
     let mut text = serde_json::to_vec_pretty(owner).unwrap_or_default();
     text.push(b'\n');
     text
+}
+
+
+/// The public key of the secret key in `path`; `None` when unreadable or invalid.
+pub fn public_key_of(path: &Path) -> Option<PublicKey> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let sk = SecretKey::from_hex(text.trim()).ok()?;
+    Some(Keys::new(sk).public_key())
+}
+
+fn collect_key_files(dir: &Path, depth: u8, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        if kind.is_dir() && depth > 1 {
+            collect_key_files(&path, depth - 1, out);
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == "key") {
+            out.push(path);
+        }
+    }
 }
 
 /// A name made safe as one path component.
@@ -216,6 +262,9 @@ mod tests {
             let mode = std::fs::metadata(&path).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+        let listed = store.public_keys();
+        assert!(listed.contains(&a.public_key()) && listed.contains(&b.public_key()));
+        assert_eq!(listed.len(), 2);
         assert_eq!(safe_component("../x"), ".._x");
         assert_eq!(safe_component(".."), "_..");
     }

@@ -1,11 +1,14 @@
 //! The Buzz relay model over Nostr (NIP-01 websocket through `nostr-sdk`):
 //!
-//! - a channel is a NIP-29 group: its id travels in an `h` tag; a channel *name* (what `subscribe`
-//!   lists, `#` stripped) maps to an id through kind 39000 group metadata (`d` = id, `name` tag);
-//!   a relay without metadata for a name (the embedded one) uses the name itself as the id;
+//! - a channel is a NIP-29 group: its id travels in an `h` tag (the first; an event whose `h` tags
+//!   disagree belongs to no channel); a channel *name* (what `subscribe` lists, `#` stripped) maps
+//!   to an id through kind 39000 group metadata (`d` = id, `name` tag) signed by a
+//!   [`ChannelAuthority`] (the relay's own key from its NIP-11 document, or keys the operator
+//!   names), never by whoever publishes it; without such metadata a name is its own id;
 //! - messages are kind 9; NIP-10 `e` tags with `root`/`reply` markers make threads; `p` tags are
 //!   mentions;
-//! - [`embedded`] runs a relay in-process on 127.0.0.1 for the zero-set-up case;
+//! - [`embedded`] runs a relay in-process on 127.0.0.1 for the zero-set-up case, behind [`front`]
+//!   (NIP-11, message caps, the NIP-42 allow-list) with [`limits`] (rate and storage caps);
 //! - [`echo`] drops the harness's own events coming back on its subscription before they are
 //!   verified again;
 //! - [`keys`] is the operator's key store: each persona signs with its own key, and, when the relay
@@ -16,7 +19,9 @@
 
 pub mod echo;
 pub mod embedded;
+pub mod front;
 pub mod keys;
+pub mod limits;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -73,9 +78,13 @@ impl Message {
                     .collect(),
             );
             match s {
-                [k, v, ..] if k == "h" && channel.is_none() => {
-                    channel = Some(v.chars().take(256).collect::<String>())
-                }
+                [k, v, ..] if k == "h" => match &channel {
+                    None => channel = Some(v.chars().take(256).collect::<String>()),
+                    // Two channels in one event: which one it is for depends on who reads it
+                    // (a relay matches `#h` on any of them), so it is for none.
+                    Some(first) if !v.chars().take(256).eq(first.chars()) => return None,
+                    Some(_) => {}
+                },
                 [k, v, rest @ ..] if k == "e" => {
                     let Ok(id) = EventId::from_hex(v) else {
                         continue;
@@ -373,38 +382,123 @@ async fn connect_here(
     Ok((client, notifications))
 }
 
-/// Maps channel names to group ids through kind 39000 metadata; a name without metadata is its own id.
+/// Whose kind 39000 group metadata names channels: the relay's own key (the `pubkey` of its NIP-11
+/// document) and keys the operator configured. Metadata from any other key is ignored, so a
+/// stranger cannot re-point a channel name to a group of their own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChannelAuthority {
+    /// The relay's key, when its information document names one.
+    pub relay: Option<PublicKey>,
+    /// Keys the operator named (`--channel-authority`).
+    pub configured: Vec<PublicKey>,
+}
+
+impl ChannelAuthority {
+    pub fn keys(&self) -> Vec<PublicKey> {
+        let mut keys: Vec<PublicKey> = self.relay.iter().copied().collect();
+        keys.extend(self.configured.iter().filter(|k| Some(**k) != self.relay));
+        keys
+    }
+
+    /// One line for humans: who names channels.
+    pub fn describe(&self) -> String {
+        if self.relay.is_none() && self.configured.is_empty() {
+            return "channel-authority none (channel metadata ignored: names are ids)".into();
+        }
+        let relay = self.relay.map_or("-".to_string(), |k| k.to_hex());
+        let configured: Vec<String> = self.configured.iter().map(|k| k.to_hex()).collect();
+        format!(
+            "channel-authority relay={relay} configured={}",
+            if configured.is_empty() {
+                "-".to_string()
+            } else {
+                configured.join(",")
+            }
+        )
+    }
+
+    /// For `--json`: `{"relay": hex|null, "configured": [hex]}`.
+    pub fn to_json(&self) -> (Option<String>, Vec<String>) {
+        (
+            self.relay.map(|k| k.to_hex()),
+            self.configured.iter().map(|k| k.to_hex()).collect(),
+        )
+    }
+}
+
+/// The `pubkey` of the relay information document (NIP-11) of the relay at `url`, fetched over
+/// HTTP(S) with `Accept: application/nostr+json`; `None` when it has none or cannot be reached.
+pub async fn relay_pubkey(url: &str, timeout: Duration) -> Option<PublicKey> {
+    let info = front::info_url(url)?;
+    let fetched = tokio::task::spawn_blocking(move || {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .max_redirects(0)
+            .user_agent(concat!("apiary/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .new_agent();
+        agent
+            .get(&info)
+            .header("Accept", "application/nostr+json")
+            .call()
+            .ok()?
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024)
+            .read_to_string()
+            .ok()
+    })
+    .await
+    .ok()
+    .flatten()?;
+    let doc: serde_json::Value = serde_json::from_str(&fetched).ok()?;
+    PublicKey::from_hex(doc.get("pubkey")?.as_str()?).ok()
+}
+
+/// Maps channel names to group ids through kind 39000 metadata signed by `authority`; a name
+/// without such metadata is its own id. When an authority names one channel twice, its newest
+/// metadata wins.
 pub async fn resolve_channels(
     client: &Client,
     names: &[String],
+    authority: &ChannelAuthority,
     timeout: Duration,
 ) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = names.iter().map(|n| (n.clone(), n.clone())).collect();
-    if names.is_empty() {
+    let authors = authority.keys();
+    if names.is_empty() || authors.is_empty() {
         return out;
     }
     let filter = Filter::new()
         .kind(Kind::Custom(KIND_GROUP_METADATA))
+        .authors(authors.iter().copied())
         .limit(500);
-    if let Ok(events) = client.fetch_events(filter, timeout).await {
-        for ev in events.iter() {
-            let mut id = None;
-            let mut name = None;
-            for t in ev.tags.iter() {
-                match t.as_slice() {
-                    [k, v, ..] if k == "d" => id = Some(v.clone()),
-                    [k, v, ..] if k == "name" => name = Some(v.clone()),
-                    _ => {}
-                }
-            }
-            if let (Some(id), Some(name)) = (id, name)
-                && let Some(slot) = out.get_mut(&name)
-            {
-                *slot = id;
-            }
+    let Ok(events) = client.fetch_events(filter, timeout).await else {
+        return out;
+    };
+    let mut newest: BTreeMap<String, (Timestamp, EventId)> = BTreeMap::new();
+    // The relay's filter is not trusted to have applied `authors`.
+    for ev in events.iter().filter(|e| authors.contains(&e.pubkey)) {
+        let (Some(id), Some(name)) = (first_tag(ev, "d"), first_tag(ev, "name")) else {
+            continue;
+        };
+        let Some(slot) = out.get_mut(name) else {
+            continue;
+        };
+        let stamp = (ev.created_at, ev.id);
+        if newest.get(name).is_none_or(|n| stamp > *n) {
+            newest.insert(name.to_string(), stamp);
+            *slot = id.to_string();
         }
     }
     out
+}
+
+fn first_tag<'a>(ev: &'a Event, name: &str) -> Option<&'a str> {
+    ev.tags.iter().find_map(|t| match t.as_slice() {
+        [k, v, ..] if k == name => Some(v.as_str()),
+        _ => None,
+    })
 }
 
 /// The short form of an id for human output.
@@ -494,5 +588,15 @@ mod tests {
             .sign_with_keys(&k)
             .unwrap();
         assert!(Message::parse(&no_h).is_none());
+    }
+
+    #[test]
+    fn events_naming_two_channels_belong_to_none() {
+        let k = Keys::generate();
+        let h = |c: &str| channel_tag(c);
+        let two = ev(&k, "x", vec![h("general"), h("elsewhere")]);
+        assert!(Message::parse(&two).is_none());
+        let same = ev(&k, "x", vec![h("general"), h("general")]);
+        assert_eq!(Message::parse(&same).unwrap().channel, "general");
     }
 }

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod relays;
+pub mod wire;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -29,6 +29,8 @@ pub struct Options {
     /// NIP-42: `apiary relay --require-auth`; for nostr-rs-relay `nip42_auth = true` (it then
     /// challenges every connection; it cannot refuse unauthenticated reads).
     pub auth: bool,
+    /// More arguments for `apiary relay` (limits).
+    pub args: &'static [&'static str],
 }
 
 /// The relay of one test: `None` for the embedded relay (`apiary up` picks its URL).
@@ -143,6 +145,7 @@ impl External {
                 if self.opts.auth {
                     cmd.arg("--require-auth");
                 }
+                cmd.args(self.opts.args);
                 cmd
             }
         };
