@@ -170,6 +170,8 @@ fn memory_per_persona() -> Option<f64> {
             base_prompt: None,
             // The embedded relay, as `apiary up` without `--relay`.
             relay_in_process: true,
+            // Measures the harness, not the flood limits.
+            limits: dispatch::TurnLimits::UNLIMITED,
         };
         let out: dispatch::Out = Arc::new(move |n: dispatch::Note| {
             if let Some(l) = n.text {

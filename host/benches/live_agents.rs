@@ -172,6 +172,8 @@ fn main() {
         // In-process like the embedded relay, which checks each event before fanning it out.
         // APIARY_BENCH_VERIFY_TWICE=1: verified again by the relay pool, as for an external relay.
         relay_in_process: std::env::var_os("APIARY_BENCH_VERIFY_TWICE").is_none(),
+        // Measures the harness, not the flood limits.
+        limits: dispatch::TurnLimits::UNLIMITED,
     };
     let roots = packs
         .iter()
