@@ -17,7 +17,8 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 /// or on a blocking-pool thread; through `block_in_place` on a multi-thread runtime's worker (its
 /// other tasks move to another thread meanwhile); on a scoped thread of its own inside a
 /// current-thread runtime, which has no other thread to hand its tasks to. `Err` is the message
-/// of a panic in `f`.
+/// of a panic in `f`. (`block_in_place` on an idle worker costs about 0.4 µs a call: routing calls
+/// the trigger component this way for every event.)
 pub(crate) fn outside_async<R: Send>(f: impl FnOnce() -> R + Send) -> Result<R, String> {
     let guarded = move || catch_unwind(AssertUnwindSafe(f)).map_err(panic_text);
     match Handle::try_current().map(|h| h.runtime_flavor()) {
