@@ -91,7 +91,7 @@ pub async fn off_async<T: Send + 'static>(
 }
 
 fn human(d: Duration) -> String {
-    if d.as_millis() % 1000 == 0 {
+    if d.as_millis().is_multiple_of(1000) {
         format!("{} s", d.as_secs())
     } else {
         format!("{} ms", d.as_millis())

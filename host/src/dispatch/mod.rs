@@ -789,8 +789,9 @@ impl Turns {
             let why = match dropped.limit {
                 "queue" => format!("dropped: {} messages already wait", flood::MAX_WAITING),
                 _ => format!(
-                    "dropped: more than {} messages of this author wait (the oldest go)",
-                    flood::MAX_WAITING_PER_AUTHOR
+                    "dropped: more than {} messages of author {} wait (the oldest go)",
+                    flood::MAX_WAITING_PER_AUTHOR,
+                    relay::short(&dropped.message.author.to_hex())
                 ),
             };
             self.limited(dropped, &why);
@@ -802,13 +803,16 @@ impl Turns {
         let name = &self.live.trigger.name;
         let id = l.message.id.to_hex();
         let author = l.message.author.to_hex();
-        let over = match l.limit {
-            "author" => format!(
+        // A held message says which rate it is over; a dropped one says why in `what`.
+        let over = match (l.action, l.limit) {
+            ("coalesced", "author") => format!(
                 "author {} is over {name}'s {}",
                 relay::short(&author),
                 l.rate
             ),
-            "channel" => format!("#{} is over {name}'s {}", self.channel_name, l.rate),
+            ("coalesced", "channel") => {
+                format!("#{} is over {name}'s {}", self.channel_name, l.rate)
+            }
             _ => String::new(),
         };
         let text = if over.is_empty() {
