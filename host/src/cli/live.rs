@@ -67,8 +67,9 @@ Flood limits: each persona gives one author at most --author-turns turns a minut
 its channels) and takes at most --channel-turns turns a minute in one channel (token buckets: a
 full minute's turns at once, then one at a time as they refill). Messages over a limit wait and
 are answered together in the author's next turn, while other authors are served; only an author's
-messages beyond 20 waiting (the oldest) are dropped. Each is reported as `limited`. Waiting
-messages of one author, or of one thread, are answered in one turn.
+messages beyond 20 waiting (the oldest) are dropped, and on stopping whatever still waits for a
+turn. Each is reported as `limited`. Waiting messages of one author, or of one thread, are
+answered in one turn.
 
 Environment:
   AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
