@@ -171,6 +171,8 @@ fn memory_per_persona() -> Option<f64> {
             // The embedded relay, as `apiary up` without `--relay`.
             relay_in_process: true,
             channel_authority: Default::default(),
+            // Measures the harness, not the flood limits.
+            limits: dispatch::TurnLimits::UNLIMITED,
         };
         let out: dispatch::Out = Arc::new(move |n: dispatch::Note| {
             if let Some(l) = n.text {

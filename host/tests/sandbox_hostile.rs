@@ -348,6 +348,7 @@ fn circuit_breaker_opens_for_the_failing_component_only() {
             cooldown: std::time::Duration::from_secs(3600),
         },
         pool_instances: 8,
+        pooling: true,
     })
     .unwrap();
     let s = scratch();
@@ -418,4 +419,79 @@ fn circuit_breaker_opens_for_the_failing_component_only() {
             &s.workspace,
         )
         .expect("another component is unaffected");
+}
+
+/// Issue 17, finding 12: a component whose core module declares a table far larger than any real
+/// component's (2^24 elements, 128 MiB of host memory; `guests/hostile-table`) is refused by the
+/// table cap without the pooling allocator (the on-demand fallback, where only the store's limiter
+/// caps tables) as with it; and what apiary ships still runs on the fallback path.
+#[test]
+fn an_oversized_table_is_refused_with_or_without_the_pool() {
+    let s = scratch();
+    let on_demand = Sandbox::new(SandboxConfig {
+        cache_dir: None,
+        pooling: false,
+        breaker: BreakerPolicy {
+            threshold: u32::MAX,
+            ..BreakerPolicy::default()
+        },
+        ..SandboxConfig::default()
+    })
+    .expect("on-demand sandbox");
+    // Without the pool, only the store's limiter stands between the component and the table.
+    let hook = HookRunner::new(load(&on_demand, "hostile_table")).unwrap();
+    let err = hook
+        .run(
+            &on_demand,
+            HookPoint::OnStart,
+            "pack",
+            "eve",
+            None,
+            &s.workspace,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, SandboxError::TableCap { limit: 20_000, attempted, .. } if attempted >= 1 << 24),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("table cap of 20000 elements"),
+        "{err}"
+    );
+    // The pool's table slots have the same size: it refuses the component when loading it.
+    let err = sandbox()
+        .load("hostile_table", &guest("hostile_table"))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("exceeds the limit of 20000"),
+        "{err}"
+    );
+    // The shipped hook and trigger run within the per-store limits on the fallback path.
+    let audit = HookRunner::new(load(&on_demand, "hook_audit")).unwrap();
+    let msg = HookMessage {
+        id: "m".into(),
+        text: "fits".into(),
+        ..Default::default()
+    };
+    audit
+        .run(
+            &on_demand,
+            HookPoint::OnMessage,
+            "pack",
+            "eve",
+            Some(&msg),
+            &s.workspace,
+        )
+        .expect("hook-audit without the pool");
+    let trigger = TriggerRunner::builtin(&on_demand).unwrap();
+    let d = trigger
+        .decide(
+            &on_demand,
+            &persona("eve", &[]),
+            &message("general", "hi @eve"),
+        )
+        .expect("trigger-default without the pool")
+        .value;
+    assert!(d.wake);
+    others_still_work(&s);
 }

@@ -383,8 +383,16 @@ fn a_burst_in_one_thread_is_answered_in_one_turn() {
         "{}",
         prompts[1]
     );
-    assert!(prompts[1].contains("Text: @pip second"), "{}", prompts[1]);
-    assert!(prompts[1].contains("Content: @pip third"), "{}", prompts[1]);
+    assert!(
+        prompts[1].contains("Text:\n> @pip second"),
+        "{}",
+        prompts[1]
+    );
+    assert!(
+        prompts[1].contains("Content:\n> @pip third"),
+        "{}",
+        prompts[1]
+    );
     // Two replies in all: to the first message and to the burst's newest.
     let events = up.history("general");
     assert_eq!(events.len(), 5, "{events:#?}");

@@ -52,13 +52,26 @@ fn recurse(depth: u64) -> u64 {
     r.wrapping_mul(r).wrapping_add(depth)
 }
 
+/// For a persona named `noisy`: what any real hook does at start and stop, print and write a
+/// file in its workspace. These are blocking WASI calls, which once panicked on the harness's
+/// async runtime and took `apiary up` down with every pack.
+fn noisy(persona: &Persona, point: &str) -> Result<(), String> {
+    if persona.name != "noisy" {
+        return Ok(());
+    }
+    println!("{point} for {}/{}", persona.pack_id, persona.name);
+    eprintln!("{point}: writing /workspace/{point}.txt");
+    std::fs::write(format!("/workspace/{point}.txt"), format!("{point} {}\n", persona.name))
+        .map_err(|e| format!("cannot write /workspace/{point}.txt: {e}"))
+}
+
 impl Guest for Hostile {
-    fn on_start(_persona: Persona) -> Result<(), String> {
-        Ok(())
+    fn on_start(persona: Persona) -> Result<(), String> {
+        noisy(&persona, "on_start")
     }
 
-    fn on_stop(_persona: Persona) -> Result<(), String> {
-        Ok(())
+    fn on_stop(persona: Persona) -> Result<(), String> {
+        noisy(&persona, "on_stop")
     }
 
     fn on_message(context: MessageContext) -> Result<(), String> {

@@ -413,14 +413,20 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
     agent.respond(&id, json!({"stopReason": "end_turn"}));
 }
 
-/// The triggering message: the `Content:` line of the `[Buzz event]` section when present.
+/// The triggering message: the quoted lines after `Content:` in the last `[Buzz event]` section
+/// (a section starts a line; message text inside the prompt is quoted with `> `).
 fn event_content(prompt: &str) -> String {
-    let event = prompt
-        .rfind("[Buzz event")
-        .map(|i| &prompt[i..])
-        .unwrap_or(prompt);
-    if let Some(line) = event.lines().find_map(|l| l.strip_prefix("Content: ")) {
-        return line.to_string();
+    let lines: Vec<&str> = prompt.lines().collect();
+    let event = lines
+        .iter()
+        .rposition(|l| l.starts_with("[Buzz event"))
+        .unwrap_or(0);
+    if let Some(at) = lines[event..].iter().position(|l| *l == "Content:") {
+        let quoted: Vec<&str> = lines[event + at + 1..]
+            .iter()
+            .map_while(|l| l.strip_prefix("> "))
+            .collect();
+        return quoted.join("\n");
     }
     prompt
         .lines()

@@ -54,10 +54,14 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   hook_ran        persona channel id hook kept           an on_message hook ran (kept: true|false)
   dropped         persona channel id hook reason         the on_message hook dropped the message
   crashed         persona channel id attempt             the agent died mid-turn; retried
+  limited         persona channel id author limit action [turns per_secs]
+                  a message over a flood limit (limit: author | channel | queue | stopping):
+                  action \"coalesced\" waits and is answered with the author's next turn,
+                  \"dropped\" is not answered
   restarted       persona restart window_secs
   turn            persona channel id published reason [bytes]       a turn without a reply
   reply           persona channel id to thread           reply `id` published, answering `to`
-  error           persona channel id reason
+  error           persona channel id reason     (a failed turn, trigger or hook; an internal error)
   stopping
   stopped         replies
 
@@ -78,6 +82,13 @@ The embedded relay's limits (defaults; the same flags on `apiary relay`): events
 events a minute per key (--key-rate) and 600 per connection (--connection-rate). With --relay-auth
 only keys of the operator's key store (<data dir>/keys: the operator's and the personas') and
 --relay-allow-key keys may authenticate.
+Flood limits: each persona gives one author at most --author-turns turns a minute (over all
+its channels) and takes at most --channel-turns turns a minute in one channel (token buckets: a
+full minute's turns at once, then one at a time as they refill). Messages over a limit wait and
+are answered together in the author's next turn, while other authors are served; only an author's
+messages beyond 20 waiting (the oldest) are dropped, and on stopping whatever still waits for a
+turn. Each is reported as `limited`. Waiting messages of one author, or of one thread, are
+answered in one turn.
 
 Environment:
   AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
@@ -146,6 +157,12 @@ pub struct UpArgs {
     /// Decide wakes with the native matcher instead of the sandboxed `trigger-default` component.
     #[arg(long)]
     pub native_triggers: bool,
+    /// Turns a minute each persona gives one author, over all its channels (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = dispatch::flood::DEFAULT_AUTHOR_TURNS)]
+    pub author_turns: u32,
+    /// Turns a minute each persona takes in one channel (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = dispatch::flood::DEFAULT_CHANNEL_TURNS)]
+    pub channel_turns: u32,
     /// On SIGINT/SIGTERM, wait this long for queued messages (seconds).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub drain_timeout: u64,
@@ -693,13 +710,23 @@ pub fn up(args: UpArgs) -> u8 {
             // Only our own embedded relay: it checked each event before storing it.
             relay_in_process: embedded.is_some(),
             channel_authority,
+            limits: dispatch::TurnLimits {
+                per_author: dispatch::Rate::per_minute(args.author_turns),
+                per_channel: dispatch::Rate::per_minute(args.channel_turns),
+            },
         };
         // Triggers: the sandbox's built-in component (the native matcher implements the same
         // semantics and stays as the fallback and the benchmark baseline).
         let matcher: Arc<dyn TriggerMatcher> = if args.native_triggers {
             Arc::new(NativeTriggers)
         } else {
-            match SandboxTriggers::builtin() {
+            // Compiling is blocking work: off the async threads, bounded.
+            let builtin = dispatch::hooks::off_async(
+                "compiling the trigger component",
+                dispatch::hooks::LOAD_DEADLINE,
+                SandboxTriggers::builtin,
+            );
+            match builtin.await {
                 Ok(t) => Arc::new(t),
                 Err(e) => {
                     tracing::warn!("trigger component unavailable, using the native matcher: {e}");

@@ -2,9 +2,20 @@
 //! (issue 3) and script hooks only after operator trust, without the dispatcher knowing which.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::relay::Message;
 use crate::resolve::ResolvedPersona;
+use crate::sandbox::blocking::panic_text;
+
+/// The `on_message` deadline (spec §9), wall clock, whatever the hook.
+pub const ON_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
+/// The default wall-clock bound on `on_start` and `on_stop` (a runner says its own through
+/// [`HookRunner::deadline`]).
+pub const LIFECYCLE_DEADLINE: Duration = Duration::from_secs(330);
+/// Loading a persona's hooks (reading and compiling their components) at start-up, wall clock.
+/// A compilation cannot be interrupted: one still running then finishes on its own thread.
+pub const LOAD_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The three hook points of spec §9.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,8 +36,9 @@ impl HookPoint {
 }
 
 /// Runs a persona's hook for one point. `Ok` when there is none or it succeeded; `Err(why)` makes
-/// `on_start` refuse the persona and `on_message` drop the message (`on_stop`: logged). Called from a
-/// blocking thread; the dispatcher enforces the `on_message` deadline.
+/// `on_start` refuse the persona and `on_message` drop the message (`on_stop`: logged). Called on
+/// a blocking thread (see [`off_async`]), never on the harness's async threads: components block
+/// there (WASI), and so do script hooks.
 pub trait HookRunner: Send + Sync {
     fn run(
         &self,
@@ -36,6 +48,54 @@ pub trait HookRunner: Send + Sync {
         workspace: &Path,
         message: Option<&Message>,
     ) -> Result<(), String>;
+
+    /// Loads (compiles) the persona's hooks before its first hook runs, so that no call's deadline
+    /// has to cover a compilation. Called on a blocking thread within [`LOAD_DEADLINE`]; `Err`
+    /// refuses the persona.
+    fn prepare(&self, _pack_id: &str, _persona: &ResolvedPersona) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The wall-clock bound the dispatcher puts around one call of `point`: a backstop beyond
+    /// the runner's own deadlines for a call stuck in the host (a sandboxed hook reading a FIFO
+    /// it made in its workspace blocks in a WASI host call, which no epoch deadline interrupts).
+    fn deadline(&self, point: HookPoint, _persona: &ResolvedPersona) -> Duration {
+        match point {
+            HookPoint::OnMessage => ON_MESSAGE_DEADLINE,
+            HookPoint::OnStart | HookPoint::OnStop => LIFECYCLE_DEADLINE,
+        }
+    }
+}
+
+/// Runs `f` on tokio's blocking pool within `deadline` of wall-clock time, for work that blocks
+/// (hook calls, compiling components). A panic in `f` is an `Err` naming it, not the end of the
+/// harness; past the deadline `f` is abandoned (its thread finishes on its own) and the answer
+/// is an `Err` saying so.
+pub async fn off_async<T: Send + 'static>(
+    what: &str,
+    deadline: Duration,
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    match tokio::time::timeout(deadline, tokio::task::spawn_blocking(f)).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) if e.is_panic() => Err(format!(
+            "{what} panicked in the host: {}",
+            panic_text(e.into_panic())
+        )),
+        Ok(Err(e)) => Err(format!("{what} did not finish: {e}")),
+        Err(_) => Err(format!(
+            "{what} exceeded its {} deadline and was abandoned",
+            human(deadline)
+        )),
+    }
+}
+
+fn human(d: Duration) -> String {
+    if d.as_millis().is_multiple_of(1000) {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
 }
 
 /// Runs nothing. A persona with hooks configured is told so once, at `on_start`.

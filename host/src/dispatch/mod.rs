@@ -7,12 +7,21 @@
 //!
 //! Each message: one relay subscription for every subscribed channel → parse (hostile input, capped)
 //! → drop duplicates and the harness's own personas' messages (no loops) → the trigger matcher per
-//! persona subscribed to that channel → the (persona, channel) FIFO, one prompt in flight each →
-//! `on_message` (5 s; failure drops the message) → prompt assembly → `session/prompt` → the final
-//! text published as that persona's kind-9 reply (unless publishing is off).
+//! persona subscribed to that channel → the (persona, channel) queue, one prompt in flight each,
+//! turns limited per author and per channel ([`flood`]) → `on_message` (5 s; failure drops the
+//! message) → prompt assembly → `session/prompt` → the final text published as that persona's
+//! kind-9 reply (unless publishing is off).
+//!
+//! Blocking and panics: every hook call and component compilation runs off the async threads
+//! ([`hooks::off_async`]; the sandbox itself keeps every component call off them too), each with a
+//! wall-clock deadline. A panic in one persona's path (starting it, a turn, publishing a reply,
+//! routing an event) is caught where that path starts, reported as that persona's `error` or
+//! `persona_refused`, and the rest runs on; after a panic in a turn the persona's agent is
+//! restarted under the circuit breaker like after a crash.
 //!
 //! Shutdown: stop taking events, let queues drain (bounded), `on_stop`, stop agents, disconnect.
 
+pub mod flood;
 pub mod hooks;
 pub mod note;
 pub mod prompt;
@@ -24,12 +33,14 @@ pub mod workspace;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agent_client_protocol_schema::v1 as acp;
+use futures_util::FutureExt;
 use nostr_sdk::prelude::*;
 use tokio::sync::mpsc;
 
@@ -37,18 +48,18 @@ use crate::acp::{AcpClient, AcpError, AgentCommand, PermissionPolicy, SpawnSpec}
 use crate::pack::Pack;
 use crate::relay::{self, KIND_MESSAGE, Message, ReplyMode, keys::KeyStore};
 use crate::resolve::{ResolvedPack, ResolvedPersona};
+pub use flood::{Rate, TurnLimits};
 pub use hooks::{HookPoint, HookRunner, NoHooks};
 pub use note::Note;
 pub use trigger::{NativeTriggers, Reason, TriggerMatcher, TriggerPersona};
 
-/// At most this many queued messages of one thread go into one turn.
-const MAX_BATCH: usize = 20;
-/// Messages waiting per (persona, channel) beyond this are dropped, oldest kept.
+/// At most this many queued messages (of one author or one thread) go into one turn.
+const MAX_BATCH: usize = flood::MAX_WAITING_PER_AUTHOR;
+/// Messages routed to a (persona, channel) worker and not yet taken into its queue beyond this are
+/// dropped, oldest kept (the worker takes them even during a turn; see [`flood::Waiting`]).
 const QUEUE_CAP: usize = 500;
 /// Event ids remembered for de-duplication.
 const SEEN_CAP: usize = 65_536;
-/// The `on_message` deadline (spec §9).
-const ON_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 const RELAY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Supervision: a turn is tried at most this many times when the agent dies under it; restarts
 /// back off from [`RESTART_BACKOFF`], doubling; [`BREAKER_RESTARTS`] restarts within
@@ -89,6 +100,8 @@ pub struct Config {
     pub relay_in_process: bool,
     /// Whose kind 39000 metadata maps channel names to group ids.
     pub channel_authority: relay::ChannelAuthority,
+    /// Turns each persona gives one author and one channel (see [`flood`]).
+    pub limits: TurnLimits,
 }
 
 /// Where the harness reports what it does, one note per event (stdout for `apiary up`).
@@ -123,6 +136,8 @@ struct Live {
     restarts: std::sync::Mutex<VecDeque<std::time::Instant>>,
     /// Triggers this persona already answered: a retried turn never publishes twice.
     answered: std::sync::Mutex<Seen>,
+    /// Turns given to each author, over all this persona's channels (see [`flood`]).
+    authors: std::sync::Mutex<flood::Authors>,
 }
 
 /// One run of a persona's agent process.
@@ -247,7 +262,17 @@ pub async fn run(
         for (index, persona) in run.resolved.personas.iter().enumerate() {
             let name = persona.identity.name.clone();
             note_challenges(&mut notifications, &auth);
-            match start_persona(&config, &client, run, index, persona, hooks.as_ref()).await {
+            let started =
+                AssertUnwindSafe(start_persona(&config, &client, run, index, persona, &hooks))
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|panic| {
+                        Err(format!(
+                            "internal error while starting: {}",
+                            crate::sandbox::blocking::panic_text(panic)
+                        ))
+                    });
+            match started {
                 Ok(live) => {
                     if auth.load(Ordering::SeqCst) {
                         persona_relay(&live, &client, &auth, &config.relay_url).await;
@@ -422,13 +447,7 @@ pub async fn run(
         workers.abort_all();
     }
     for live in &lives {
-        let hooks = Arc::clone(&hooks);
-        let l = Arc::clone(live);
-        let r = tokio::task::spawn_blocking(move || {
-            hooks.run(HookPoint::OnStop, &l.pack_id, &l.resolved, &l.cwd, None)
-        })
-        .await;
-        if let Ok(Err(e)) = r {
+        if let Err(e) = run_hook(&hooks, HookPoint::OnStop, live, None).await {
             tracing::warn!(persona = %live.trigger.name, "on_stop failed: {e}");
         }
         live.current().await.client.shutdown().await;
@@ -451,7 +470,7 @@ async fn start_persona(
     run: &PackRun,
     index: usize,
     persona: &ResolvedPersona,
-    hooks: &dyn HookRunner,
+    runner: &Arc<dyn HookRunner>,
 ) -> Result<Live, String> {
     let pack_id = run.resolved.pack.id.clone();
     let name = persona.identity.name.clone();
@@ -475,9 +494,29 @@ async fn start_persona(
         .persona(&run.namespace, &name)
         .map_err(|e| format!("key store: {e:#}"))?;
 
-    hooks
-        .run(HookPoint::OnStart, &pack_id, persona, &cwd, None)
+    // Off the async threads, each bounded: compiling the persona's hooks, then `on_start`.
+    if !persona.hooks.is_empty() {
+        let (h, id, p) = (Arc::clone(runner), pack_id.clone(), persona.clone());
+        hooks::off_async("loading the hooks", hooks::LOAD_DEADLINE, move || {
+            h.prepare(&id, &p)
+        })
+        .await
+        .map_err(|e| format!("hook cannot be loaded: {e}"))?;
+    }
+    if persona.hooks.on_start.is_some() {
+        let (h, id, p, dir) = (
+            Arc::clone(runner),
+            pack_id.clone(),
+            persona.clone(),
+            cwd.clone(),
+        );
+        let deadline = runner.deadline(HookPoint::OnStart, persona);
+        hooks::off_async("on_start", deadline, move || {
+            h.run(HookPoint::OnStart, &id, &p, &dir, None)
+        })
+        .await
         .map_err(|e| format!("on_start hook failed: {e}"))?;
+    }
 
     let mut child_env: Vec<(String, String)> = persona
         .env
@@ -537,6 +576,7 @@ async fn start_persona(
         agent: tokio::sync::Mutex::new(Arc::new(agent)),
         restarts: Default::default(),
         answered: Default::default(),
+        authors: std::sync::Mutex::new(flood::Authors::new(config.limits.per_author)),
     })
 }
 
@@ -628,9 +668,6 @@ async fn worker(
     let Some(channel_name) = live.channels.get(&channel).cloned() else {
         return;
     };
-    let name = live.trigger.name.clone();
-    // Every note of this worker names its persona and channel.
-    let note = |event: &'static str, text: String| channel_note(event, text, &name, &channel_name);
     let (publish_tx, publish_rx) = mpsc::channel(QUEUE_CAP);
     let publisher = tokio::spawn(publisher(
         Arc::clone(&live),
@@ -643,29 +680,203 @@ async fn worker(
         replies,
         echoes,
     ));
-    // A message taken from the queue that belongs to another thread than the batch being built.
-    let mut carry: Option<(Message, Reason)> = None;
+    let limits = config.limits;
+    let turns = Turns {
+        live,
+        channel,
+        channel_name,
+        config,
+        shared,
+        auth,
+        hooks,
+        out,
+        publish_tx,
+    };
+    // Messages taken from the queue and waiting for their turn, and this channel's turn bucket.
+    let mut waiting = flood::Waiting::default();
+    let mut bucket = flood::Bucket::new(limits.per_channel, Instant::now());
+    let mut open = true;
     loop {
-        let first = match carry.take() {
-            Some(x) => x,
-            None => match rx.recv().await {
-                Some(x) => x,
-                None => break,
-            },
-        };
-        // Benchmark probe (`benches/live_agents.rs`): the worker has the message.
-        tracing::trace!(target: "apiary::probe", persona = %name, id = %first.0.id, "message taken");
-        // Bursts: messages already waiting in the same thread go into one turn.
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        while open {
             match rx.try_recv() {
-                Ok(x) if x.0.root == batch[0].0.root => batch.push(x),
-                Ok(x) => {
-                    carry = Some(x);
-                    break;
-                }
-                Err(_) => break,
+                Ok((m, r)) => turns.admit(&mut waiting, m, r),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
             }
+        }
+        let mut held = Vec::new();
+        let next = {
+            let mut authors = turns.live.authors.lock().unwrap_or_else(|e| e.into_inner());
+            waiting.next(
+                Instant::now(),
+                &mut bucket,
+                limits.per_channel,
+                &mut authors,
+                MAX_BATCH,
+                &mut held,
+            )
+        };
+        for h in held {
+            turns.limited(h, "it waits and is answered with their next turn");
+        }
+        match next {
+            flood::Next::Turn(batch) => {
+                // The queue is read during the turn too, so a long turn never fills it and the
+                // limits see every message; a panic ends this turn only.
+                let turn = AssertUnwindSafe(turns.turn(batch)).catch_unwind();
+                tokio::pin!(turn);
+                let ended = loop {
+                    tokio::select! {
+                        biased;
+                        ended = &mut turn => break ended,
+                        got = rx.recv(), if open => match got {
+                            Some((m, r)) => turns.admit(&mut waiting, m, r),
+                            None => open = false,
+                        },
+                    }
+                };
+                if let Err(panic) = ended {
+                    turns
+                        .panicked(crate::sandbox::blocking::panic_text(panic))
+                        .await;
+                }
+            }
+            // Stopping: nothing more arrives, and the harness does not wait for tokens.
+            flood::Next::WaitUntil(_) if !open => {
+                for m in waiting.drain() {
+                    turns.limited(
+                        flood::Limited {
+                            message: m,
+                            limit: "stopping",
+                            rate: limits.per_author,
+                            action: "dropped",
+                        },
+                        "dropped: the harness is stopping and the message was waiting for a turn",
+                    );
+                }
+            }
+            flood::Next::WaitUntil(at) => {
+                tokio::select! {
+                    got = rx.recv() => match got {
+                        Some((m, r)) => turns.admit(&mut waiting, m, r),
+                        None => open = false,
+                    },
+                    _ = tokio::time::sleep_until(at.into()) => {}
+                }
+            }
+            flood::Next::Idle if !open => break,
+            flood::Next::Idle => match rx.recv().await {
+                Some((m, r)) => turns.admit(&mut waiting, m, r),
+                None => open = false,
+            },
+        }
+    }
+    // Draining covers the replies still being published.
+    drop(turns);
+    let _ = publisher.await;
+}
+
+/// What one (persona, channel) worker needs for its turns.
+struct Turns {
+    live: Arc<Live>,
+    channel: String,
+    channel_name: String,
+    config: Config,
+    shared: Client,
+    auth: Arc<AtomicBool>,
+    hooks: Arc<dyn HookRunner>,
+    out: Out,
+    publish_tx: mpsc::Sender<Reply>,
+}
+
+impl Turns {
+    /// A note naming this worker's persona and channel.
+    fn note(&self, event: &'static str, text: String) -> Note {
+        channel_note(event, text, &self.live.trigger.name, &self.channel_name)
+    }
+
+    /// Takes a routed message into the waiting queue, reporting any the queue's bounds drop.
+    fn admit(&self, waiting: &mut flood::Waiting, message: Message, reason: Reason) {
+        for dropped in waiting.push(message, reason, self.config.limits.per_author) {
+            let why = match dropped.limit {
+                "queue" => format!("dropped: {} messages already wait", flood::MAX_WAITING),
+                _ => format!(
+                    "dropped: more than {} messages of author {} wait (the oldest go)",
+                    flood::MAX_WAITING_PER_AUTHOR,
+                    relay::short(&dropped.message.author.to_hex())
+                ),
+            };
+            self.limited(dropped, &why);
+        }
+    }
+
+    /// Reports a message held back or dropped by the flood limits (`limited`).
+    fn limited(&self, l: flood::Limited, what: &str) {
+        let name = &self.live.trigger.name;
+        let id = l.message.id.to_hex();
+        let author = l.message.author.to_hex();
+        // A held message says which rate it is over; a dropped one says why in `what`.
+        let over = match (l.action, l.limit) {
+            ("coalesced", "author") => format!(
+                "author {} is over {name}'s {}",
+                relay::short(&author),
+                l.rate
+            ),
+            ("coalesced", "channel") => {
+                format!("#{} is over {name}'s {}", self.channel_name, l.rate)
+            }
+            _ => String::new(),
+        };
+        let text = if over.is_empty() {
+            format!("limited {name} {id}: {what}")
+        } else {
+            format!("limited {name} {id}: {over}; {what}")
+        };
+        tracing::info!(persona = %name, event = %id, "{text}");
+        let mut note = self
+            .note("limited", text)
+            .with("id", id.as_str())
+            .with("author", author)
+            .with("limit", l.limit)
+            .with("action", l.action);
+        if !over.is_empty() {
+            note = note
+                .with("turns", l.rate.turns)
+                .with("per_secs", l.rate.per.as_secs());
+        }
+        (self.out)(note);
+    }
+
+    /// After a panic in a turn: report it, and restart the agent (its state is unknown), which
+    /// the circuit breaker counts like a crash.
+    async fn panicked(&self, panic: String) {
+        let name = &self.live.trigger.name;
+        let why = format!("internal error during the turn: {panic}");
+        tracing::error!(persona = %name, channel = %self.channel, "{why}");
+        (self.out)(
+            self.note("error", format!("error {name}: {why}"))
+                .with("reason", why),
+        );
+        let generation = self.live.current().await.generation;
+        if let Err(e) = self.live.restart(generation, &self.out).await {
+            (self.out)(
+                self.note("error", format!("error {name}: {e}"))
+                    .with("reason", e),
+            );
+        }
+    }
+
+    /// One turn: `on_message` for each message of the batch, the prompt (answering the newest,
+    /// the others with it), supervision, then the reply handed to the publisher.
+    async fn turn(&self, batch: Vec<(Message, Reason)>) {
+        let live = &self.live;
+        let config = &self.config;
+        let out = &self.out;
+        let name = &live.trigger.name;
+        let note = |event: &'static str, text: String| self.note(event, text);
+        // Benchmark probe (`benches/live_agents.rs`): the worker has the message.
+        if let Some((first, _)) = batch.first() {
+            tracing::trace!(target: "apiary::probe", persona = %name, id = %first.id, "message taken");
         }
         let mut kept = Vec::with_capacity(batch.len());
         for (message, reason) in batch {
@@ -677,7 +888,7 @@ async fn worker(
             {
                 continue;
             }
-            let verdict = on_message(&hooks, &live, &message).await;
+            let verdict = on_message(&self.hooks, live, &message).await;
             // For the status view's hook counts (a drop is also its own `dropped` note).
             if live.resolved.hooks.on_message.is_some() {
                 out(note("hook_ran", String::new())
@@ -702,7 +913,7 @@ async fn worker(
         }
         // The turn answers the newest message; the earlier ones of the burst come with it.
         let Some((message, reason)) = kept.pop() else {
-            continue;
+            return;
         };
         let earlier: Vec<(Message, String)> =
             kept.into_iter().map(|(m, r)| (m, r.to_string())).collect();
@@ -718,11 +929,11 @@ async fn worker(
         }
 
         let ctx = prompt::Context {
-            channel_name: &channel_name,
-            persona: &name,
+            channel_name: &self.channel_name,
+            persona: name,
             publish: config.publish,
         };
-        let client = persona_relay(&live, &shared, &auth, &config.relay_url).await;
+        let client = persona_relay(live, &self.shared, &self.auth, &config.relay_url).await;
         let thread = match message.root {
             Some(root) => thread_context(&client, &message, root).await,
             None => Vec::new(),
@@ -732,12 +943,12 @@ async fn worker(
         let turn = loop {
             let mut agent = live.current().await;
             if !agent.client.is_alive() {
-                match live.restart(agent.generation, &out).await {
+                match live.restart(agent.generation, out).await {
                     Ok(a) => agent = a,
                     Err(e) => break Err(e),
                 }
             }
-            let Some(session) = agent.sessions.get(&channel).cloned() else {
+            let Some(session) = agent.sessions.get(&self.channel).cloned() else {
                 break Err("no session for this channel".to_string());
             };
             let prefix = agent
@@ -773,14 +984,14 @@ async fn worker(
                     )
                     .with("id", id.as_str())
                     .with("attempt", attempts));
-                    if let Err(e) = live.restart(agent.generation, &out).await {
+                    if let Err(e) = live.restart(agent.generation, out).await {
                         break Err(e);
                     }
                 }
                 Err(e) => break Err(e.to_string()),
             }
         };
-        tracing::trace!(target: "apiary::probe", persona = %name, channel = %channel, "turn ended");
+        tracing::trace!(target: "apiary::probe", persona = %name, channel = %self.channel, "turn ended");
         let turn = match turn {
             Ok(t) => t,
             Err(e) => {
@@ -788,14 +999,14 @@ async fn worker(
                 out(note("error", format!("error {name} {id}: {e}"))
                     .with("id", id.as_str())
                     .with("reason", e));
-                continue;
+                return;
             }
         };
         // Never two replies to one trigger, whatever happened above.
         {
             let mut answered = live.answered.lock().unwrap_or_else(|e| e.into_inner());
             if !answered.insert(message.id) {
-                continue;
+                return;
             }
             for (m, _) in &earlier {
                 answered.insert(m.id);
@@ -808,7 +1019,7 @@ async fn worker(
                 .with("id", id.as_str())
                 .with("published", false)
                 .with("reason", format!("no text ({stop})")));
-            continue;
+            return;
         }
         if !config.publish {
             out(note(
@@ -822,11 +1033,12 @@ async fn worker(
             .with("published", false)
             .with("bytes", reply.len())
             .with("reason", "--no-publish"));
-            continue;
+            return;
         }
         // Signing and the relay's acknowledgement happen on the publisher: the next message of
         // this (persona, channel) does not wait for them.
-        if publish_tx
+        if self
+            .publish_tx
             .send(Reply {
                 trigger: message,
                 text: reply.to_string(),
@@ -837,9 +1049,6 @@ async fn worker(
             tracing::error!(persona = %name, event = %id, "reply publisher stopped; reply lost");
         }
     }
-    // Draining covers the replies still being published.
-    drop(publish_tx);
-    let _ = publisher.await;
 }
 
 /// A note about one persona in one channel (the worker's and its publisher's).
@@ -873,72 +1082,85 @@ async fn publisher(
     let note = |event: &'static str, text: String| channel_note(event, text, &name, &channel_name);
     while let Some(Reply { trigger, text }) = rx.recv().await {
         let id = trigger.id.to_hex();
-        let mode = ReplyMode {
-            thread_replies: live.resolved.thread_replies,
-            broadcast_replies: live.resolved.broadcast_replies,
-        };
-        let tags = relay::reply_tags(&trigger, mode);
-        let keys = live.keys.clone();
-        let channel = trigger.channel.clone();
-        let signed = tokio::task::spawn_blocking(move || {
-            relay::message(&keys, &channel, &text, tags).map_err(|e| e.to_string())
-        })
-        .await
-        .unwrap_or_else(|e| Err(e.to_string()));
-        let event = match signed {
-            Ok(e) => e,
-            Err(e) => {
-                out(note(
+        // A panic while publishing loses this reply only, and says so.
+        let one = async {
+            let mode = ReplyMode {
+                thread_replies: live.resolved.thread_replies,
+                broadcast_replies: live.resolved.broadcast_replies,
+            };
+            let tags = relay::reply_tags(&trigger, mode);
+            let keys = live.keys.clone();
+            let channel = trigger.channel.clone();
+            let signed = tokio::task::spawn_blocking(move || {
+                relay::message(&keys, &channel, &text, tags).map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+            let event = match signed {
+                Ok(e) => e,
+                Err(e) => {
+                    out(note(
+                        "error",
+                        format!("error {name} {id}: signing the reply: {e}"),
+                    )
+                    .with("id", id.as_str())
+                    .with("reason", format!("signing the reply: {e}")));
+                    return;
+                }
+            };
+            echoes.expect(event.id);
+            let client = persona_relay(&live, &shared, &auth, &relay_url).await;
+            let mut sent = client.send_event(&event).await;
+            // A relay that wants authentication only for writing says so now: retry once on the
+            // persona's own authenticated connection.
+            if let Ok(o) = &sent
+                && o.success.is_empty()
+                && o.failed
+                    .values()
+                    .any(|why| why.starts_with("auth-required:"))
+                && !auth.swap(true, Ordering::SeqCst)
+            {
+                let own = persona_relay(&live, &shared, &auth, &relay_url).await;
+                sent = own.send_event(&event).await;
+            }
+            match sent {
+                Ok(o) if !o.success.is_empty() => {
+                    replies.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let reply_id = event.id.to_hex();
+                    out(note("reply", format!("reply {name} {reply_id} to {id}"))
+                        .with("id", reply_id)
+                        .with("to", id.as_str())
+                        .with(
+                            "thread",
+                            Message::parse(&event)
+                                .and_then(|m| m.root)
+                                .map(|r| r.to_hex()),
+                        ));
+                }
+                Ok(o) => {
+                    let why: Vec<String> = o.failed.values().cloned().collect();
+                    let why = format!("the relay refused the reply: {}", why.join("; "));
+                    out(note("error", format!("error {name} {id}: {why}"))
+                        .with("id", id.as_str())
+                        .with("reason", why));
+                }
+                Err(e) => out(note(
                     "error",
-                    format!("error {name} {id}: signing the reply: {e}"),
+                    format!("error {name} {id}: publishing the reply: {e}"),
                 )
                 .with("id", id.as_str())
-                .with("reason", format!("signing the reply: {e}")));
-                continue;
+                .with("reason", format!("publishing the reply: {e}"))),
             }
         };
-        echoes.expect(event.id);
-        let client = persona_relay(&live, &shared, &auth, &relay_url).await;
-        let mut sent = client.send_event(&event).await;
-        // A relay that wants authentication only for writing says so now: retry once on the
-        // persona's own authenticated connection.
-        if let Ok(o) = &sent
-            && o.success.is_empty()
-            && o.failed
-                .values()
-                .any(|why| why.starts_with("auth-required:"))
-            && !auth.swap(true, Ordering::SeqCst)
-        {
-            let own = persona_relay(&live, &shared, &auth, &relay_url).await;
-            sent = own.send_event(&event).await;
-        }
-        match sent {
-            Ok(o) if !o.success.is_empty() => {
-                replies.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let reply_id = event.id.to_hex();
-                out(note("reply", format!("reply {name} {reply_id} to {id}"))
-                    .with("id", reply_id)
-                    .with("to", id.as_str())
-                    .with(
-                        "thread",
-                        Message::parse(&event)
-                            .and_then(|m| m.root)
-                            .map(|r| r.to_hex()),
-                    ));
-            }
-            Ok(o) => {
-                let why: Vec<String> = o.failed.values().cloned().collect();
-                let why = format!("the relay refused the reply: {}", why.join("; "));
-                out(note("error", format!("error {name} {id}: {why}"))
-                    .with("id", id.as_str())
-                    .with("reason", why));
-            }
-            Err(e) => out(note(
-                "error",
-                format!("error {name} {id}: publishing the reply: {e}"),
-            )
-            .with("id", id.as_str())
-            .with("reason", format!("publishing the reply: {e}"))),
+        if let Err(panic) = AssertUnwindSafe(one).catch_unwind().await {
+            let why = format!(
+                "internal error while publishing the reply: {}",
+                crate::sandbox::blocking::panic_text(panic)
+            );
+            tracing::error!(persona = %name, event = %id, "{why}");
+            out(note("error", format!("error {name} {id}: {why}"))
+                .with("id", id.as_str())
+                .with("reason", why));
         }
     }
 }
@@ -980,7 +1202,8 @@ fn note_challenges(
     }
 }
 
-/// Runs the persona's `on_message` hook (read-only, [`ON_MESSAGE_DEADLINE`]); `Err` drops the message.
+/// Runs the persona's `on_message` hook (read-only, [`hooks::ON_MESSAGE_DEADLINE`]); `Err` drops
+/// the message.
 async fn on_message(
     hooks: &Arc<dyn HookRunner>,
     live: &Arc<Live>,
@@ -990,27 +1213,23 @@ async fn on_message(
     if live.resolved.hooks.on_message.is_none() {
         return Ok(());
     }
-    let h = Arc::clone(hooks);
-    let l = Arc::clone(live);
-    let m = message.clone();
-    let hook = tokio::time::timeout(
-        ON_MESSAGE_DEADLINE,
-        tokio::task::spawn_blocking(move || {
-            h.run(
-                HookPoint::OnMessage,
-                &l.pack_id,
-                &l.resolved,
-                &l.cwd,
-                Some(&m),
-            )
-        }),
-    )
-    .await;
-    match hook {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(format!("hook task failed: {e}")),
-        Err(_) => Err("on_message exceeded its 5 s deadline".to_string()),
-    }
+    run_hook(hooks, HookPoint::OnMessage, live, Some(message)).await
+}
+
+/// Runs one of a started persona's hooks off the async threads, within the runner's wall-clock
+/// deadline for that point.
+async fn run_hook(
+    hooks: &Arc<dyn HookRunner>,
+    point: HookPoint,
+    live: &Arc<Live>,
+    message: Option<&Message>,
+) -> Result<(), String> {
+    let (h, l, m) = (Arc::clone(hooks), Arc::clone(live), message.cloned());
+    let deadline = hooks.deadline(point, &live.resolved);
+    hooks::off_async(point.as_str(), deadline, move || {
+        h.run(point, &l.pack_id, &l.resolved, &l.cwd, m.as_ref())
+    })
+    .await
 }
 
 /// The thread a message belongs to, oldest first: the root and the latest replies before it (at most

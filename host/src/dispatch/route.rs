@@ -25,11 +25,31 @@ pub(super) type Queues = HashMap<(usize, String), mpsc::Sender<(Message, Reason)
 /// stops (events still arriving are not routed, and the queues are gone so the workers drain).
 pub(super) type Shared = Arc<Mutex<Option<Router>>>;
 
-/// Routes `event` if the harness still runs; whether it woke a persona.
+/// Routes `event` if the harness still runs; whether it woke a persona. A panic while routing
+/// (a bug, in the matcher or here) is reported as an `error` for that event and routing goes on:
+/// on the relay connection's thread it would otherwise end the connection, and with it every
+/// persona's input.
 pub(super) fn route(shared: &Shared, event: &Event) -> bool {
-    match shared.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        Some(router) => router.route(event),
-        None => false,
+    let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(router) = guard.as_mut() else {
+        return false;
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| router.route(event))) {
+        Ok(woke) => woke,
+        Err(panic) => {
+            let why = format!(
+                "internal error while routing: {}",
+                crate::sandbox::blocking::panic_text(panic)
+            );
+            let id = event.id.to_hex();
+            tracing::error!(event = %id, "{why}");
+            (router.out)(
+                Note::new("error", format!("error {id}: {why}"))
+                    .with("id", id)
+                    .with("reason", why),
+            );
+            false
+        }
     }
 }
 
@@ -81,11 +101,37 @@ impl Router {
         let mut decided: Vec<(&str, &'static str, String)> = Vec::new();
         let personas: Vec<&TriggerPersona> =
             targets.iter().map(|&i| &self.lives[i].trigger).collect();
-        let decisions = self.matcher.decide_all(&message, &personas);
+        let channel_name = self.lives[targets[0]]
+            .channels
+            .get(&message.channel)
+            .map(String::as_str)
+            .unwrap_or(&message.channel);
+        let id = message.id.to_hex();
+        // A failed matcher wakes nobody; each persona it decided for is told why.
+        let mut failed = None;
+        let decisions = self
+            .matcher
+            .decide_all(&message, &personas)
+            .unwrap_or_else(|e| {
+                let why = format!("trigger failed: {e}");
+                for p in &personas {
+                    tracing::warn!(persona = %p.name, event = %id, "{why}");
+                    (self.out)(
+                        Note::new("error", format!("error {} {id}: {why}", p.name))
+                            .with("persona", p.name.as_str())
+                            .with("channel", channel_name)
+                            .with("id", id.as_str())
+                            .with("reason", why.as_str()),
+                    );
+                }
+                failed = Some(why);
+                vec![None; personas.len()]
+            });
         for (&i, decision) in targets.iter().zip(decisions) {
             let name = self.lives[i].trigger.name.as_str();
             let Some(reason) = decision else {
-                decided.push((name, "skipped", "no trigger matched".into()));
+                let why = failed.as_deref().unwrap_or("no trigger matched");
+                decided.push((name, "skipped", why.to_string()));
                 continue;
             };
             let Some(tx) = self.queues.get(&(i, message.channel.clone())) else {
@@ -104,12 +150,6 @@ impl Router {
                 }
             }
         }
-        let channel_name = self.lives[targets[0]]
-            .channels
-            .get(&message.channel)
-            .map(String::as_str)
-            .unwrap_or(&message.channel);
-        let id = message.id.to_hex();
         let author = message.author.to_hex();
         (self.out)(
             Note::new(

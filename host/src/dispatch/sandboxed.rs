@@ -34,8 +34,9 @@ impl SandboxTriggers {
     }
 }
 
-impl TriggerMatcher for SandboxTriggers {
-    fn decide(&self, m: &Message, p: &TriggerPersona) -> Option<Reason> {
+impl SandboxTriggers {
+    /// One persona's decision; `Err` when the component failed.
+    fn decide_one(&self, m: &Message, p: &TriggerPersona) -> Result<Option<Reason>, String> {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         // Routing already matched the channel; the component sees it as subscribed.
         let persona = WPersona {
@@ -57,26 +58,36 @@ impl TriggerMatcher for SandboxTriggers {
             },
         };
         match self.runner.decide(self.sandbox, &persona, &message) {
-            Ok(out) if out.value.wake => match out.value.reason {
+            Ok(out) if out.value.wake => Ok(match out.value.reason {
                 WReason::Mentioned => Some(Reason::Mention),
                 WReason::Keyword(k) => Some(Reason::Keyword(k)),
                 WReason::AllMessages => Some(Reason::AllMessages),
                 WReason::NotSubscribed | WReason::NoMatch => None,
-            },
-            Ok(_) => None,
-            Err(e) => {
-                tracing::warn!(persona = %p.name, "trigger component failed (not woken): {e}");
-                None
-            }
+            }),
+            Ok(_) => Ok(None),
+            Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+impl TriggerMatcher for SandboxTriggers {
+    fn decide(&self, m: &Message, p: &TriggerPersona) -> Option<Reason> {
+        self.decide_one(m, p).unwrap_or_else(|e| {
+            tracing::warn!(persona = %p.name, "trigger component failed (not woken): {e}");
+            None
+        })
     }
 
     /// One component instance per event instead of one per (event, persona): each instance costs a
     /// fresh linear memory.
-    fn decide_all(&self, m: &Message, personas: &[&TriggerPersona]) -> Vec<Option<Reason>> {
+    fn decide_all(
+        &self,
+        m: &Message,
+        personas: &[&TriggerPersona],
+    ) -> Result<Vec<Option<Reason>>, String> {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         if personas.len() < 2 {
-            return personas.iter().map(|p| self.decide(m, p)).collect();
+            return personas.iter().map(|p| self.decide_one(m, p)).collect();
         }
         let wpersonas: Vec<WPersona> = personas
             .iter()
@@ -114,11 +125,9 @@ impl TriggerMatcher for SandboxTriggers {
                     };
                 }
             }
-            Err(e) => {
-                tracing::warn!(channel = %m.channel, "trigger component failed (nobody woken): {e}")
-            }
+            Err(e) => return Err(e.to_string()),
         }
-        out
+        Ok(out)
     }
 
     fn name(&self) -> &str {
@@ -226,10 +235,15 @@ impl SandboxHooks {
     }
 
     fn runner(&self, file: &Path) -> Result<Arc<sandbox::hook::HookRunner>, String> {
-        let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(r) = runners.get(file) {
-            return Ok(Arc::clone(r));
+        let cached = |runners: &Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>| {
+            let runners = runners.lock().unwrap_or_else(|e| e.into_inner());
+            runners.get(file).map(Arc::clone)
+        };
+        if let Some(r) = cached(&self.runners) {
+            return Ok(r);
         }
+        // Compiled without holding the lock: one slow compilation must not stall the hooks of
+        // every other persona (two personas loading one file at once compile it once each).
         let sb = Sandbox::shared()?;
         let bytes = crate::pack::source::read_limited(file, MAX_HOOK_FILE)?;
         let name = file
@@ -238,10 +252,36 @@ impl SandboxHooks {
             .unwrap_or_default();
         let loaded = sb.load(&name, &bytes).map_err(|e| e.to_string())?;
         let runner = Arc::new(sandbox::hook::HookRunner::new(loaded).map_err(|e| e.to_string())?);
-        runners.insert(file.to_path_buf(), Arc::clone(&runner));
-        Ok(runner)
+        let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(Arc::clone(
+            runners.entry(file.to_path_buf()).or_insert(runner),
+        ))
+    }
+
+    /// The component file of a `.wasm` hook (`None`: a script hook).
+    fn wasm_file(root: &Path, hook: &str) -> Option<Result<PathBuf, String>> {
+        hook.trim_end().ends_with(".wasm").then(|| {
+            crate::pack::paths::resolve_inside(root, hook)
+                .map_err(|e| format!("hook `{hook}`: {e}"))
+        })
     }
 }
+
+/// The hook configured for `point`.
+fn hook_for(persona: &ResolvedPersona, point: HookPoint) -> Option<&String> {
+    let hooks = &persona.hooks;
+    match point {
+        HookPoint::OnStart => hooks.on_start.as_ref(),
+        HookPoint::OnStop => hooks.on_stop.as_ref(),
+        HookPoint::OnMessage => hooks.on_message.as_ref(),
+    }
+}
+
+/// Beyond a component's own epoch deadline, the time its host side may take (opening the store,
+/// WASI calls) before the dispatcher stops waiting.
+const WASM_SLACK: Duration = Duration::from_secs(5);
+/// Beyond a script's own deadline (which kills it), the time to collect its output.
+const SCRIPT_SLACK: Duration = Duration::from_secs(5);
 
 impl HookRunner for SandboxHooks {
     fn run(
@@ -252,22 +292,16 @@ impl HookRunner for SandboxHooks {
         workspace: &Path,
         message: Option<&Message>,
     ) -> Result<(), String> {
-        let hooks = &persona.hooks;
-        let hook = match point {
-            HookPoint::OnStart => &hooks.on_start,
-            HookPoint::OnStop => &hooks.on_stop,
-            HookPoint::OnMessage => &hooks.on_message,
+        let Some(hook) = hook_for(persona, point) else {
+            return Ok(());
         };
-        let Some(hook) = hook else { return Ok(()) };
         let Some(root) = self.roots.get(pack_id) else {
             return Err(format!("pack {pack_id} is not known to the hook runner"));
         };
-        if !hook.trim_end().ends_with(".wasm") {
+        let Some(file) = Self::wasm_file(root, hook) else {
             return self.run_script(point, pack_id, root, persona, workspace, message, hook);
-        }
-        let file = crate::pack::paths::resolve_inside(root, hook)
-            .map_err(|e| format!("hook `{hook}`: {e}"))?;
-        let runner = self.runner(&file)?;
+        };
+        let runner = self.runner(&file?)?;
         let sb = Sandbox::shared()?;
         let msg = message.map(|m| sandbox::hook::HookMessage {
             id: m.id.to_hex(),
@@ -292,6 +326,32 @@ impl HookRunner for SandboxHooks {
             )
             .map(|_| ())
             .map_err(|e| e.to_string())
+    }
+
+    /// Compiles every `.wasm` hook of the persona (script hooks have nothing to load).
+    fn prepare(&self, pack_id: &str, persona: &ResolvedPersona) -> Result<(), String> {
+        let Some(root) = self.roots.get(pack_id) else {
+            return Ok(());
+        };
+        for point in [HookPoint::OnStart, HookPoint::OnMessage, HookPoint::OnStop] {
+            let Some(hook) = hook_for(persona, point) else {
+                continue;
+            };
+            if let Some(file) = Self::wasm_file(root, hook) {
+                self.runner(&file?)
+                    .map_err(|e| format!("{} hook `{hook}`: {e}", point.as_str()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn deadline(&self, point: HookPoint, persona: &ResolvedPersona) -> Duration {
+        let wasm = hook_for(persona, point).is_some_and(|h| h.trim_end().ends_with(".wasm"));
+        match point {
+            HookPoint::OnMessage => super::hooks::ON_MESSAGE_DEADLINE,
+            _ if wasm => sandbox::Limits::hook().deadline + WASM_SLACK,
+            _ => SCRIPT_LIFECYCLE_DEADLINE + SCRIPT_SLACK,
+        }
     }
 }
 
@@ -333,9 +393,9 @@ mod tests {
         ] {
             let ev = crate::relay::message(&author, "general", text, tags).unwrap();
             let m = Message::parse(&ev).unwrap();
-            let batch = sandbox.decide_all(&m, &refs);
+            let batch = sandbox.decide_all(&m, &refs).unwrap();
             let single: Vec<Option<Reason>> = refs.iter().map(|p| sandbox.decide(&m, p)).collect();
-            let native = NativeTriggers.decide_all(&m, &refs);
+            let native = NativeTriggers.decide_all(&m, &refs).unwrap();
             assert_eq!(batch, single, "{text}");
             assert_eq!(batch, native, "{text}");
         }

@@ -40,10 +40,15 @@ impl std::fmt::Display for Reason {
 /// Decides whether `message` (already known to be in a channel the persona subscribes to) wakes it.
 pub trait TriggerMatcher: Send + Sync {
     fn decide(&self, message: &Message, persona: &TriggerPersona) -> Option<Reason>;
-    /// The decision for each of `personas` (all subscribed to the message's channel), in order.
-    /// Matchers with a per-call cost (a sandbox instance) decide them all at once.
-    fn decide_all(&self, message: &Message, personas: &[&TriggerPersona]) -> Vec<Option<Reason>> {
-        personas.iter().map(|p| self.decide(message, p)).collect()
+    /// The decision for each of `personas` (all subscribed to the message's channel), in order;
+    /// `Err` when the matcher failed (nobody wakes, and the harness reports why). Matchers with a
+    /// per-call cost (a sandbox instance) decide them all at once.
+    fn decide_all(
+        &self,
+        message: &Message,
+        personas: &[&TriggerPersona],
+    ) -> Result<Vec<Option<Reason>>, String> {
+        Ok(personas.iter().map(|p| self.decide(message, p)).collect())
     }
     /// A name for logs.
     fn name(&self) -> &str;

@@ -54,11 +54,25 @@ impl Limits {
     }
 }
 
+/// Elements of one wasm table (8 to 16 bytes of host memory each). The pooling allocator's
+/// table slots are this size; without the pool (the on-demand fallback) only the store's limiter
+/// caps them, and a component could otherwise declare or grow a table of 2^32 elements. Rust
+/// guests have a few hundred.
+pub const MAX_TABLE_ELEMENTS: usize = 20_000;
+/// Per store (one component instance): core instances, tables and linear memories. The memory
+/// cap holds per memory, so the number of memories bounds the total. Generous for what
+/// `wasm32-wasip2` toolchains emit (one memory, a few tables and core instances).
+pub const MAX_INSTANCES: usize = 64;
+pub const MAX_TABLES: usize = 64;
+pub const MAX_MEMORIES: usize = 4;
+
 /// wasmtime's [`StoreLimits`] (with `trap_on_grow_failure`), plus a record of a refused growth so
 /// the host can say "memory cap" instead of a bare trap, and of the largest memory granted.
 pub(crate) struct Limiter {
     inner: StoreLimits,
     pub(crate) refused_growth: Option<usize>,
+    /// The table size last refused, for the same reason.
+    pub(crate) refused_table: Option<usize>,
     pub(crate) grown_to: usize,
 }
 
@@ -67,9 +81,14 @@ impl Limiter {
         Limiter {
             inner: StoreLimitsBuilder::new()
                 .memory_size(memory)
+                .table_elements(MAX_TABLE_ELEMENTS)
+                .instances(MAX_INSTANCES)
+                .tables(MAX_TABLES)
+                .memories(MAX_MEMORIES)
                 .trap_on_grow_failure(true)
                 .build(),
             refused_growth: None,
+            refused_table: None,
             grown_to: 0,
         }
     }
@@ -97,7 +116,11 @@ impl ResourceLimiter for Limiter {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        self.inner.table_growing(current, desired, maximum)
+        let answer = self.inner.table_growing(current, desired, maximum);
+        if !matches!(answer, Ok(true)) {
+            self.refused_table = Some(desired);
+        }
+        answer
     }
 
     fn instances(&self) -> usize {

@@ -13,6 +13,7 @@
 //! - Front ends per world: [`hook`], [`trigger`], [`converter`].
 
 pub mod bindings;
+pub mod blocking;
 pub mod breaker;
 pub mod cache;
 pub mod converter;
@@ -85,6 +86,14 @@ pub enum SandboxError {
         limit: usize,
         attempted: usize,
     },
+    #[error(
+        "{name} exceeded the table cap of {limit} elements (it tried to make a table of {attempted}) and was stopped"
+    )]
+    TableCap {
+        name: String,
+        limit: usize,
+        attempted: usize,
+    },
     #[error("{name} overflowed its stack (recursion too deep) and was stopped")]
     StackOverflow { name: String },
     #[error("{name} trapped: {detail}")]
@@ -113,6 +122,8 @@ pub enum SandboxError {
     },
     #[error("{name}: {detail}")]
     Setup { name: String, detail: String },
+    #[error("{name} was stopped: the host panicked while running it ({detail})")]
+    HostPanic { name: String, detail: String },
 }
 
 impl SandboxError {
@@ -128,6 +139,7 @@ impl SandboxError {
             SandboxError::Link { .. } => "link",
             SandboxError::Deadline { .. } => "deadline",
             SandboxError::MemoryCap { .. } => "memory-cap",
+            SandboxError::TableCap { .. } => "table-cap",
             SandboxError::StackOverflow { .. } => "stack-overflow",
             SandboxError::Trap { .. } => "trap",
             SandboxError::Guest { .. } => "guest-error",
@@ -135,6 +147,7 @@ impl SandboxError {
             SandboxError::Invalid { .. } => "invalid-answer",
             SandboxError::CircuitOpen { .. } => "circuit-open",
             SandboxError::Setup { .. } => "setup",
+            SandboxError::HostPanic { .. } => "host-panic",
         }
     }
 }
@@ -244,6 +257,10 @@ pub struct SandboxConfig {
     pub breaker: BreakerPolicy,
     /// Instances the pooling allocator keeps ready (also the most calls in flight at once).
     pub pool_instances: u32,
+    /// Use the pooling allocator when it can be set up (the default). `false` allocates every
+    /// instance on demand, as the sandbox does when the pool's address space cannot be reserved;
+    /// the per-store limits ([`Limits`]) hold on both paths.
+    pub pooling: bool,
 }
 
 impl Default for SandboxConfig {
@@ -252,6 +269,7 @@ impl Default for SandboxConfig {
             cache_dir: CompileCache::default_dir(),
             breaker: BreakerPolicy::default(),
             pool_instances: 128,
+            pooling: true,
         }
     }
 }
@@ -274,6 +292,9 @@ fn engine_config(pool: Option<u32>) -> Config {
             .total_memories(n)
             .total_tables(n * 4)
             .max_memory_size(256 << 20)
+            // The same table cap as every store's limiter (limits.rs), which is all that caps
+            // tables when the pool is unavailable.
+            .table_elements(limits::MAX_TABLE_ELEMENTS)
             // Reset memories with memset instead of madvise: instantiation then scales across
             // threads inside a VM (feasibility.md, section 5). Rust guests use a bit over 1 MiB.
             .linear_memory_keep_resident(4 << 20)
@@ -294,7 +315,13 @@ impl Sandbox {
     }
 
     pub fn new(config: SandboxConfig) -> Result<Sandbox, String> {
-        let engine = match Engine::new(&engine_config(Some(config.pool_instances))) {
+        let pooled = match config.pooling {
+            true => Engine::new(&engine_config(Some(config.pool_instances))),
+            false => Err(wasmtime::Error::msg(
+                "turned off in the sandbox configuration",
+            )),
+        };
+        let engine = match pooled {
             Ok(e) => e,
             Err(e) => {
                 // Pooling reserves a lot of virtual address space; some environments cap it.
@@ -411,26 +438,26 @@ impl Sandbox {
     /// One call in a fresh store with `limits` and `grants`: `f` calls into the instance, then
     /// the store is dropped. Output is forwarded to the log; failures are classified and counted
     /// by the circuit breaker.
-    pub(crate) fn call<R>(
+    pub(crate) fn call<R: Send>(
         &self,
         loaded: &Loaded,
         limits: &Limits,
         grants: &Grants,
-        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>>,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>> + Send,
     ) -> Result<CallOutput<R>, SandboxError> {
         self.call_in(loaded, limits, grants, &mut None, f)
     }
 
     /// Like [`Sandbox::call`], in a store parked in `pool` under `key` if there is one (else a
     /// fresh one), parking the store again afterwards if the call ended normally.
-    pub(crate) fn call_warm<K: PartialEq, R>(
+    pub(crate) fn call_warm<K: PartialEq, R: Send>(
         &self,
         loaded: &Loaded,
         limits: &Limits,
         grants: &Grants,
         pool: &WarmPool<K>,
         key: K,
-        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>>,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>> + Send,
     ) -> Result<CallOutput<R>, SandboxError> {
         let mut slot = pool.take(&key);
         let out = self.call_in(loaded, limits, grants, &mut slot, f);
@@ -443,13 +470,13 @@ impl Sandbox {
     /// One call in `slot`'s store, or in a fresh one left in `slot`. The store stays in `slot`
     /// only when the call ended normally (an answer or the component's own error result) and
     /// [`Live::served`] agrees; otherwise `slot` is emptied, so the next call starts fresh.
-    fn call_in<R>(
+    fn call_in<R: Send>(
         &self,
         loaded: &Loaded,
         limits: &Limits,
         grants: &Grants,
         slot: &mut Option<Live>,
-        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>>,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>> + Send,
     ) -> Result<CallOutput<R>, SandboxError> {
         let name = &*loaded.name;
         self.admit(loaded)?;
@@ -461,7 +488,8 @@ impl Sandbox {
         let ticks = limits.deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
         live.store.set_epoch_deadline(ticks);
         let start = Instant::now();
-        let result = match live.instance {
+        // Off the async threads (see [`blocking`]); a host panic ends this call only.
+        let run = || match live.instance {
             Some(instance) => f(&mut live.store, &instance),
             // Instantiation runs under the deadline too.
             None => loaded
@@ -472,16 +500,24 @@ impl Sandbox {
                     f(&mut live.store, &instance)
                 }),
         };
+        let result = blocking::outside_async(run);
         let elapsed = start.elapsed();
         let state = live.store.data();
         let refused_growth = state.limiter.refused_growth;
+        let refused_table = state.limiter.refused_table;
         let stdout = state.stdout.take();
         let stderr = state.stderr.take();
         forward_output(name, "stdout", &stdout);
         forward_output(name, "stderr", &stderr);
-        let result = result
-            .map_err(|e| classify(name, limits, refused_growth, &stderr, e))
-            .and_then(|r| r);
+        let result = match result {
+            Ok(r) => r
+                .map_err(|e| classify(name, limits, (refused_growth, refused_table), &stderr, e))
+                .and_then(|r| r),
+            Err(panic) => Err(SandboxError::HostPanic {
+                name: name.to_string(),
+                detail: truncate(&panic, 300).to_string(),
+            }),
+        };
         let normal = matches!(&result, Ok(_) | Err(SandboxError::Guest { .. }));
         if !(normal && live.served()) {
             *slot = None;
@@ -574,18 +610,26 @@ fn forward_output(name: &str, stream: &str, captured: &Captured) {
     }
 }
 
+/// What a failed call was, given the sizes the limiter refused (memory, table).
 fn classify(
     name: &str,
     limits: &Limits,
-    refused_growth: Option<usize>,
+    (refused_memory, refused_table): (Option<usize>, Option<usize>),
     stderr: &Captured,
     e: wasmtime::Error,
 ) -> SandboxError {
     let name = name.to_string();
-    if let Some(attempted) = refused_growth {
+    if let Some(attempted) = refused_memory {
         return SandboxError::MemoryCap {
             name,
             limit: limits.memory,
+            attempted,
+        };
+    }
+    if let Some(attempted) = refused_table {
+        return SandboxError::TableCap {
+            name,
+            limit: limits::MAX_TABLE_ELEMENTS,
             attempted,
         };
     }

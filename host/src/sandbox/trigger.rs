@@ -160,10 +160,10 @@ impl TriggerRunner {
     }
 
     /// One call into the matcher, in its parked store: no filesystem grants, its own limits.
-    fn call<R>(
+    fn call<R: Send>(
         &self,
         sandbox: &Sandbox,
-        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>>,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>> + Send,
     ) -> Result<CallOutput<R>, SandboxError> {
         let grants = Grants::none();
         sandbox.call_warm(&self.loaded, &self.limits, &grants, &self.warm, (), f)

@@ -273,6 +273,9 @@ impl Status {
                 row.in_flight(id, false);
             }
             "restarted" => row.agent = Agent::Ready,
+            // Over a flood limit: a dropped message leaves the queue; a coalesced one stays
+            // until the turn that answers it.
+            "limited" if str_of("action") == "dropped" => row.finish(id),
             "turn" => row.finish(id),
             "reply" => {
                 row.replies += 1;
@@ -610,6 +613,21 @@ mod tests {
         let bee = s.row("bee").unwrap();
         assert_eq!((bee.hook_runs, bee.hook_drops, bee.queue()), (2, 1, 1));
         assert_eq!(s.log.back().unwrap(), "dropped bee a: on_message: no");
+    }
+
+    #[test]
+    fn a_message_over_a_flood_limit_leaves_the_queue_only_when_dropped() {
+        let now = Instant::now();
+        let mut s = running(now);
+        s.apply(&note("woken", "bee", "a"), now);
+        s.apply(&note("woken", "bee", "b"), now);
+        s.apply(
+            &note("limited", "bee", "a").with("action", "coalesced"),
+            now,
+        );
+        assert_eq!(s.row("bee").unwrap().queue(), 2);
+        s.apply(&note("limited", "bee", "b").with("action", "dropped"), now);
+        assert_eq!(s.row("bee").unwrap().queue(), 1);
     }
 
     #[test]
