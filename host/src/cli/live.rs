@@ -13,6 +13,7 @@ use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
 use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers};
 use crate::dispatch::{self, NativeTriggers, Note, PackRun, TriggerMatcher};
+use crate::dist::trust::{PackRef, TrustView};
 use crate::relay::{self, keys::KeyStore};
 use crate::resolve::{self, Overrides};
 
@@ -43,6 +44,9 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   relay           url
   persona_ready   persona pack pubkey channels[] system_prompt (\"session\" | \"prefix\")
   persona_refused persona reason
+  untrusted       persona pack kind (\"hook\" | \"mcp_server\") name command reason help
+                  a script hook not run, or a stdio MCP server not handed to the agent: the
+                  operator's trust store does not trust it (see `apiary trust`)
   ready           personas channels
   message         id channel channel_id author thread (root id or null)   a message received
   woken           persona channel id reason (mention, keyword, all_messages...)
@@ -58,6 +62,15 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   error           persona channel id reason
   stopping
   stopped         replies
+
+Trust: script hooks and stdio MCP servers run on this host, outside the sandbox, so only what the
+operator trusted runs: `apiary trust <pack-id>` for an installed pack (<root>/<pack-id>/),
+`apiary trust ./dir` for a pack directory, recorded in <root>/.apiary/trust.json for that location,
+the manifest's id and version and the exact files and command lines (nothing beside a pack counts).
+The store is used only when it, .apiary/ and the root belong to you and nobody else can write them.
+An MCP `${VAR}` reads only variables the operator allows for the pack in the overrides file:
+  [\"com.example.pack\"]
+  allow_env = [\"GITHUB_TOKEN\"]
 
 Environment:
   AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
@@ -116,10 +129,15 @@ pub struct UpArgs {
     /// On SIGINT/SIGTERM, wait this long for queued messages (seconds).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub drain_timeout: u64,
-    /// Run every script (non-.wasm) hook on the host, unsandboxed, without asking the trust store.
-    /// Without it a script hook runs only when `apiary trust <pack-id>` recorded trust for it.
+    /// Trust every script (non-.wasm) hook and every stdio MCP server of these packs without
+    /// asking the trust store: they run on the host, unsandboxed (for a pack you are writing).
+    /// Without it they run only when `apiary trust` recorded trust for them. MCP `${VAR}`s still
+    /// need the pack's `allow_env`.
     #[arg(long)]
     pub trust_hooks: bool,
+    #[arg(long, env = crate::dist::ROOT_ENV, value_name = "DIR",
+          help = "Install root whose trust store decides what runs. Default: $BUZZ_PACKS_DIR, else ~/.buzz/packs")]
+    pub root: Option<PathBuf>,
     /// Print one JSON object per line (keys listed below) instead of plain lines.
     #[arg(long)]
     pub json: bool,
@@ -318,6 +336,46 @@ fn load_packs(dirs: &[PathBuf], overrides: Option<&Path>) -> Result<Vec<PackRun>
     Ok(runs)
 }
 
+/// Takes every stdio MCP server the operator's trust store does not trust out of the personas'
+/// configuration (the persona runs without it) and returns an `untrusted` note for each.
+fn withhold_untrusted_mcp(packs: &mut [PackRun], refs: &[PackRef], trust: &TrustView) -> Vec<Note> {
+    let mut notes = Vec::new();
+    for (run, pack) in packs.iter_mut().zip(refs) {
+        for persona in &mut run.resolved.personas {
+            let name = persona.identity.name.clone();
+            persona.mcp_servers.retain(|server| {
+                let Err(why) = trust.mcp_server(pack, server) else {
+                    return true;
+                };
+                let line = crate::dist::trust::command_line(server).unwrap_or_default();
+                let help = format!(
+                    "review it, then `{}` or `apiary up --trust-hooks`",
+                    trust.remedy(pack)
+                );
+                tracing::warn!(persona = %name, "MCP server `{}` (`{line}`) not handed to the agent: {why}; {help}", server.name);
+                notes.push(
+                    Note::new(
+                        "untrusted",
+                        format!(
+                            "untrusted {name} mcp_server {}: not handed to the agent: {why}; command: {line}; {help}",
+                            server.name
+                        ),
+                    )
+                    .with("persona", name.as_str())
+                    .with("pack", pack.id.as_str())
+                    .with("kind", "mcp_server")
+                    .with("name", server.name.as_str())
+                    .with("command", line)
+                    .with("reason", why)
+                    .with("help", help),
+                );
+                false
+            });
+        }
+    }
+    notes
+}
+
 /// Registers SIGINT/SIGTERM handlers now (so a signal during start-up is not lost) and returns a
 /// future that completes on the first of them. Must be called inside the runtime.
 fn shutdown_signal() -> impl std::future::Future<Output = ()> {
@@ -360,8 +418,26 @@ pub fn up(args: UpArgs) -> u8 {
         }
         pack_dirs.push(dir);
     }
-    let Ok(packs) = load_packs(&pack_dirs, args.overrides.as_deref()) else {
+    let Ok(mut packs) = load_packs(&pack_dirs, args.overrides.as_deref()) else {
         return exit::FAILURE;
+    };
+    let trust = match crate::dist::resolve_root(args.root.as_deref()) {
+        Ok(root) => TrustView::load(&root),
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            return exit::FAILURE;
+        }
+    };
+    if let Some(problem) = trust.problem() {
+        eprintln!(
+            "warning: {problem}; no script hook or stdio MCP server of a pack is trusted (fix it with chmod go-w, or run with --trust-hooks)"
+        );
+    }
+    let pack_refs: Vec<PackRef> = packs.iter().map(|p| PackRef::of(&p.pack)).collect();
+    let trust_notes = if args.trust_hooks {
+        Vec::new()
+    } else {
+        withhold_untrusted_mcp(&mut packs, &pack_refs, &trust)
     };
     let base_prompt = match dispatch::prompt::base_from_env(&resolve::process_env) {
         Ok(b) => b,
@@ -432,6 +508,9 @@ pub fn up(args: UpArgs) -> u8 {
             (None, None) => unreachable!("an embedded relay was started"),
         };
         out(Note::new("relay", format!("relay {relay_url}")).with("url", relay_url.as_str()));
+        for note in trust_notes {
+            out(note);
+        }
         if embedded.is_some() {
             let _ = std::fs::create_dir_all(&data);
             let _ = std::fs::write(data.join("relay.url"), format!("{relay_url}\n"));
@@ -478,7 +557,12 @@ pub fn up(args: UpArgs) -> u8 {
             config,
             packs,
             matcher,
-            Arc::new(SandboxHooks::new(roots).trust_all_scripts(args.trust_hooks)),
+            Arc::new(
+                SandboxHooks::new(roots)
+                    .trust_all_scripts(args.trust_hooks)
+                    .with_trust(trust, &pack_refs)
+                    .report_to(Arc::clone(&out)),
+            ),
             out,
             shutdown,
         )
