@@ -132,12 +132,18 @@ fn trusted_script_hooks_run_and_a_failing_on_message_drops_the_message() {
     let run = Run::of(cmd);
     assert_eq!(run.code, 0, "{}", run.stderr);
 
+    // The operator's store is the install root's (here --root; by default ~/.buzz/packs).
     let installed = root.join(ID);
     let ws = home.path().join("ws");
     let mut up = Up::start(
         home.path(),
         &[&installed],
-        &["--workspace", ws.to_str().unwrap()],
+        &[
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ],
         &[],
     );
     let started = std::fs::read_to_string(workspace(&ws).join("started.txt")).unwrap();

@@ -125,28 +125,6 @@ impl TrustStore {
         super::write_atomic(&path, &guard.state, text.as_bytes())
             .map_err(|e| DistError::io("cannot write", &path, e))
     }
-
-    pub fn trusts(&self, pack_id: &str, version: &str, hook_path: &str, digest: &str) -> bool {
-        self.packs.get(pack_id).is_some_and(|p| {
-            p.version == version
-                && p.hooks
-                    .iter()
-                    .any(|h| h.path == hook_path && h.sha256.eq_ignore_ascii_case(digest))
-        })
-    }
-}
-
-/// Whether the operator trusted the hook file `hook_path` (pack-relative, `/`-separated) with SHA-256
-/// `digest` in version `version` of pack `pack_id` installed under `root`. Any doubt (no store, an
-/// unreadable store, another version or digest) is `false`.
-pub fn is_hook_trusted(
-    root: &Path,
-    pack_id: &str,
-    version: &str,
-    hook_path: &str,
-    digest: &str,
-) -> bool {
-    TrustStore::load(root).is_ok_and(|s| s.trusts(pack_id, version, hook_path, digest))
 }
 
 /// Checks that only the current user can change `path`: it belongs to them and is not writable by
@@ -613,7 +591,11 @@ pub fn review(root: &Path, target: &Target) -> Result<Review> {
     let (pack, version, mut hooks, recorded) = match target {
         Target::Installed(id) => {
             let (version, hooks) = status(root, id)?;
-            let pack = load_pack(&root.join(id))?;
+            // A pack changed after install may no longer load: say which hook drifted first.
+            let pack = load_pack(&root.join(id)).map_err(|e| match drifted(id, &hooks) {
+                Some(drift) => drift,
+                None => e.help("run `apiary verify` and reinstall the pack"),
+            })?;
             let recorded = store.packs.get(id).filter(|p| p.version == version);
             (pack, version, hooks, recorded)
         }
@@ -672,6 +654,19 @@ fn dir_hooks(pack: &Pack) -> Vec<HookStatus> {
         .collect()
 }
 
+/// The refusal to trust a hook whose file no longer matches its recorded digest, if one does not.
+fn drifted(pack_id: &str, hooks: &[HookStatus]) -> Option<DistError> {
+    let h = hooks.iter().find(|h| !h.intact)?;
+    Some(DistError::new(
+        "trust.drift",
+        format!(
+            "{} in {pack_id} no longer matches the digest recorded at install (or cannot be read); refusing to trust it",
+            h.path
+        ),
+    )
+    .help("run `apiary verify` and reinstall the pack"))
+}
+
 /// Records trust for what `review` lists of `target`: its hooks when `hooks`, its stdio MCP servers
 /// when `mcp`; the other kind keeps what was recorded for the same version. Refuses when a hook file
 /// no longer matches its recorded digest.
@@ -682,15 +677,8 @@ pub fn record(
     hooks: bool,
     mcp: bool,
 ) -> Result<()> {
-    if hooks && let Some(h) = review.hooks.iter().find(|h| !h.intact) {
-        return Err(DistError::new(
-            "trust.drift",
-            format!(
-                "{} in {} no longer matches the digest recorded at install (or cannot be read); refusing to trust it",
-                h.path, review.pack_id
-            ),
-        )
-        .help("run `apiary verify` and reinstall the pack"));
+    if hooks && let Some(drift) = drifted(&review.pack_id, &review.hooks) {
+        return Err(drift);
     }
     let mut store = TrustStore::load(&guard.root)?;
     let now = super::now_rfc3339();
