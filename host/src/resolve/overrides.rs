@@ -209,3 +209,40 @@ fn check_keys(f: &Fields<'_>, report: &mut Report) {
         report.push(f.src.diag(d, &[&f.prefix[..], &[key.as_str()]].concat()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> (Overrides, Report) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("overrides.toml");
+        std::fs::write(&path, text).unwrap();
+        let mut report = Report::default();
+        let o = Overrides::load(&path, &mut report);
+        (o, report)
+    }
+
+    #[test]
+    fn allow_env_is_a_per_pack_list_of_names() {
+        let (o, report) = load(
+            "[\"com.example.p\"]\nallow_env = [\"GITHUB_TOKEN\", \"_X1\"]\n\n[\"com.example.p\".pip]\nmodel = \"a:b\"\n",
+        );
+        assert!(!report.has_errors(), "{report:?}");
+        assert_eq!(o.allow_env("com.example.p"), ["GITHUB_TOKEN", "_X1"]);
+        assert!(o.allow_env("com.example.q").is_empty());
+        assert!(o.get("com.example.p", "pip").is_some());
+        assert!(o.get("com.example.p", ALLOW_ENV).is_none());
+        // No wildcard, no patterns, no other shape.
+        for bad in [
+            "allow_env = \"GITHUB_TOKEN\"",
+            "allow_env = [\"*\"]",
+            "allow_env = [\"A B\"]",
+            "allow_env = [1]",
+        ] {
+            let (o, report) = load(&format!("[\"com.example.p\"]\n{bad}\n"));
+            assert!(report.has_errors(), "{bad}");
+            assert!(o.allow_env("com.example.p").is_empty(), "{bad}");
+        }
+    }
+}
