@@ -505,6 +505,63 @@ mod tests {
         assert!(var_refs("plain").is_empty());
     }
 
+    /// The class, not the example: shells by any path or case, interpreters given inline code
+    /// (flag clusters, long forms), wrappers looked through; ordinary servers are not flagged.
+    #[test]
+    fn risky_commands_are_recognised_through_paths_versions_and_wrappers() {
+        let risky = |cmd: &str, args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            risky_command(cmd, &args).map(|r| r.0)
+        };
+        for (cmd, args) in [
+            ("sh", &["-c", "id"][..]),
+            ("/bin/BASH", &[]),
+            ("C:\\Windows\\System32\\cmd.exe", &["/c", "dir"]),
+            ("pwsh", &["-Command", "x"]),
+            ("fish", &[]),
+            ("env", &["-S", "sh -c id"]),
+            ("/usr/bin/env", &["-iS", "x"]),
+            ("env", &["A=1", "bash", "x.sh"]),
+            ("sudo", &["-u", "root", "zsh"]),
+            ("nohup", &["timeout", "5", "dash", "-c", "x"]),
+        ] {
+            assert_eq!(
+                risky(cmd, args),
+                Some("mcp.shell-command"),
+                "{cmd} {args:?}"
+            );
+        }
+        for (cmd, args) in [
+            ("python3.12", &["-c", "x"][..]),
+            ("python", &["-Ic", "x"]),
+            ("node", &["--eval=x"]),
+            ("nodejs", &["-p", "x"]),
+            ("perl", &["-ne", "x"]),
+            ("ruby", &["-e", "x"]),
+            ("php", &["-r", "x"]),
+            ("deno", &["eval", "x"]),
+            ("awk", &["BEGIN{system(\"id\")}"]),
+            ("env", &["python3", "-c", "x"]),
+        ] {
+            assert_eq!(risky(cmd, args), Some("mcp.inline-code"), "{cmd} {args:?}");
+        }
+        for (cmd, args) in [
+            ("github-mcp-server", &["stdio"][..]),
+            ("npx", &["-y", "@modelcontextprotocol/server-memory"]),
+            ("python3", &["-m", "mcp_server"]),
+            ("node", &["server.js"]),
+            ("shellcheck-mcp", &[]),
+            ("python3", &["server.py", "--", "-c"]),
+        ] {
+            assert_eq!(risky(cmd, args), None, "{cmd} {args:?}");
+        }
+        // A hostile list of nested wrappers costs little.
+        let many: Vec<String> = std::iter::repeat_n("nice".to_string(), 200_000).collect();
+        let t = std::time::Instant::now();
+        assert_eq!(risky_command("nice", &many), None);
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    }
+
     #[test]
     fn persona_server_replaces_pack_server_whole_and_output_is_sorted() {
         let stdio = |name: &str, cmd: &str| McpServer {
