@@ -1,5 +1,5 @@
-//! What a persona's agent is started with: the `session/new` it receives (cwd, MCP servers with
-//! `${VAR}` filled in, systemPrompt), its process environment (projected, operator wins), the skills in
+//! What a persona's agent is started with: the `session/new` it receives (cwd, MCP servers, once
+//! trusted, with their allowed `${VAR}`s filled in, systemPrompt), its process environment (projected, operator wins), the skills in
 //! its workspace; and the refusal of a persona whose MCP config names an unset variable.
 
 mod live_common;
@@ -74,11 +74,33 @@ fn session_env_skills_and_refusals_on(kind: Kind) {
         &[(".agents/skills/shared/SKILL.md", "pinned by the operator")],
     );
 
+    // The operator trusts the pack's stdio MCP servers and lets them read these variables.
+    let root = home.path().join("root");
+    let mut cmd = apiary_e2e::apiary(home.path());
+    cmd.args(["trust", "--mcp", "--yes", "--json", "--root"])
+        .arg(&root)
+        .arg(&pack);
+    let run = apiary_e2e::Run::of(cmd);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let overrides = home.path().join("overrides.toml");
+    std::fs::write(
+        &overrides,
+        "[\"com.example.session\"]\nallow_env = [\"E2E_GH_TOKEN\", \"NOTES_DIR\", \"E2E_UNSET_SCANNER_TOKEN\"]\n",
+    )
+    .unwrap();
+
     let mut up = Up::start_on(
         &relay,
         home.path(),
         &[&pack],
-        &["--workspace", workspaces.to_str().unwrap()],
+        &[
+            "--workspace",
+            workspaces.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+            "--overrides",
+            overrides.to_str().unwrap(),
+        ],
         &[
             ("E2E_GH_TOKEN", "gh-secret-123"),
             ("NOTES_DIR", "/srv/notes"),

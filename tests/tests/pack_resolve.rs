@@ -888,9 +888,10 @@ fn mcp_servers_merge_pack_and_persona_persona_wins_whole_sorted_by_name() {
         ],
     );
     let v = pack.validate();
-    v.assert_clean();
+    v.assert_exit(2);
     let refs = v.one("mcp.env-refs");
-    assert_eq!(refs["severity"], "note");
+    assert_eq!(refs["severity"], "warning");
+    assert_eq!(v.codes(), ["mcp.env-refs"], "{:#}", v.json);
     let msg = refs["message"].as_str().unwrap();
     assert!(
         msg.contains("${GITHUB_TOKEN}") && msg.contains("${SEMGREP_TOKEN}"),

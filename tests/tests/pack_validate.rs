@@ -838,15 +838,20 @@ fn literal_secrets_are_warned_and_var_references_listed() {
             .contains("${GITHUB_PERSONAL_ACCESS_TOKEN}"),
         "suggests a reference: {d:#}"
     );
-    let note = v.one("mcp.env-refs");
-    assert!(note["message"].as_str().unwrap().contains("${LOG_LEVEL}"));
+    let refs = v.one("mcp.env-refs");
+    assert_eq!(refs["severity"], "warning");
+    assert!(refs["message"].as_str().unwrap().contains("${LOG_LEVEL}"));
+    assert!(refs["help"].as_str().unwrap().contains("allow_env"));
 
-    // A `${VAR}` reference is not a secret.
+    // A `${VAR}` reference is not a secret; it is a warning only because the operator must allow
+    // the variable for the pack (issue 17).
     pack.write(
         ".mcp.json",
         r#"{ "mcpServers": { "github": { "command": "g", "env": { "GITHUB_TOKEN": "${GITHUB_TOKEN}" } } } }"#,
     );
-    pack.validate().assert_clean();
+    let v = pack.validate();
+    v.assert_exit(2);
+    assert_eq!(v.codes(), ["mcp.env-refs"], "{:#}", v.json);
 }
 
 #[test]

@@ -1,6 +1,11 @@
 //! A persona's merged MCP servers in ACP's `session/new` form: env and header maps become
 //! `[{name, value}]` lists, `${VAR}` references are filled from the process environment (spec §7),
 //! and a bare command is looked up on `PATH` (ACP wants an absolute path).
+//!
+//! A pack is not trusted with the operator's environment: a `${VAR}` is filled only when the
+//! operator allowed that variable for the pack (`allow_env` in the overrides file, see
+//! [`crate::resolve::overrides`]); any other is refused, named, with how to allow it. Which stdio
+//! servers are handed over at all is decided before this, by the trust store.
 
 use std::path::{Path, PathBuf};
 
@@ -14,13 +19,30 @@ use crate::pack::mcp::Transport;
 pub enum McpError {
     #[error("MCP server `{server}` needs the environment variable `{var}`, which is not set")]
     Unresolved { server: String, var: String },
+    #[error(
+        "MCP server `{server}` reads `${{{var}}}` from the operator's environment, which the operator has not allowed pack {pack} to read; to allow it, add `allow_env = [\"{var}\"]` to the `[\"{pack}\"]` table of the overrides file (--overrides, $APIARY_OVERRIDES or ~/.config/apiary/overrides.toml)"
+    )]
+    NotAllowed {
+        server: String,
+        var: String,
+        pack: String,
+    },
+}
+
+/// Where `${VAR}` values come from: `env`, for the variables in `allowed` only (the pack's
+/// `allow_env`). `env` also gives `PATH` for finding a bare command.
+pub struct Vars<'a> {
+    pub env: &'a (dyn Fn(&str) -> Option<String> + Sync),
+    pub allowed: &'a [String],
+    /// The pack the servers belong to, for the refusal message.
+    pub pack: &'a str,
 }
 
 /// Converts the merged servers; `http_supported` is the agent's `mcpCapabilities.http`. HTTP servers
 /// an agent cannot take are left out (with the returned warning), never silently.
 pub fn to_acp(
     servers: &[McpServer],
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &Vars<'_>,
     http_supported: bool,
 ) -> Result<(Vec<acp::McpServer>, Vec<String>), McpError> {
     let mut out = Vec::new();
@@ -41,7 +63,7 @@ pub fn to_acp(
                     .map(|a| interpolate(&s.name, a, env))
                     .collect::<Result<Vec<_>, _>>()?;
                 out.push(acp::McpServer::Stdio(
-                    acp::McpServerStdio::new(&s.name, resolve_command(command, env))
+                    acp::McpServerStdio::new(&s.name, resolve_command(command, env.env))
                         .args(args)
                         .env(vars),
                 ));
@@ -68,12 +90,9 @@ pub fn to_acp(
     Ok((out, warnings))
 }
 
-/// Replaces every `${VAR}` with its value; a variable that is unset (or empty) is an error naming it.
-pub fn interpolate(
-    server: &str,
-    value: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, McpError> {
+/// Replaces every `${VAR}` with its value; a variable the pack may not read, or that is unset (or
+/// empty), is an error naming it.
+pub fn interpolate(server: &str, value: &str, vars: &Vars<'_>) -> Result<String, McpError> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
@@ -86,7 +105,14 @@ pub fn interpolate(
             continue;
         }
         out.push_str(&rest[..start]);
-        match env(name) {
+        if !vars.allowed.iter().any(|a| a == name) {
+            return Err(McpError::NotAllowed {
+                server: server.to_string(),
+                var: name.to_string(),
+                pack: vars.pack.to_string(),
+            });
+        }
+        match (vars.env)(name) {
             Some(v) => out.push_str(&v),
             None => {
                 return Err(McpError::Unresolved {
@@ -131,24 +157,56 @@ mod tests {
 
     fn lookup(k: &str) -> Option<String> {
         match k {
-            "TOKEN" => Some("t0k".into()),
+            "TOKEN" | "HOME" => Some("t0k".into()),
             _ => None,
         }
     }
 
+    fn allowed() -> Vec<String> {
+        vec!["TOKEN".into(), "NOPE".into()]
+    }
+
     #[test]
     fn interpolates_and_names_the_missing_variable() {
+        let allowed = allowed();
+        let vars = Vars {
+            env: &lookup,
+            allowed: &allowed,
+            pack: "p",
+        };
         assert_eq!(
-            interpolate("gh", "Bearer ${TOKEN}!", &lookup).unwrap(),
+            interpolate("gh", "Bearer ${TOKEN}!", &vars).unwrap(),
             "Bearer t0k!"
         );
-        assert_eq!(
-            interpolate("gh", "${} $x ${", &lookup).unwrap(),
-            "${} $x ${"
-        );
-        let err = interpolate("gh", "${NOPE}", &lookup).unwrap_err();
+        assert_eq!(interpolate("gh", "${} $x ${", &vars).unwrap(), "${} $x ${");
+        let err = interpolate("gh", "${NOPE}", &vars).unwrap_err();
         assert!(err.to_string().contains("`NOPE`"), "{err}");
         assert!(err.to_string().contains("`gh`"), "{err}");
+    }
+
+    /// A set variable the operator did not allow for the pack is refused, named, with the remedy;
+    /// nothing of its value is used.
+    #[test]
+    fn only_allowed_variables_are_read() {
+        let allowed = allowed();
+        let vars = Vars {
+            env: &lookup,
+            allowed: &allowed,
+            pack: "com.example.p",
+        };
+        let err = interpolate("gh", "x ${HOME} y", &vars).unwrap_err();
+        assert!(matches!(err, McpError::NotAllowed { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("`${HOME}`"), "{msg}");
+        assert!(msg.contains(r#"allow_env = ["HOME"]"#), "{msg}");
+        assert!(msg.contains(r#"["com.example.p"]"#), "{msg}");
+        let none = Vars {
+            env: &lookup,
+            allowed: &[],
+            pack: "p",
+        };
+        assert!(interpolate("gh", "${TOKEN}", &none).is_err());
+        assert_eq!(interpolate("gh", "no refs", &none).unwrap(), "no refs");
     }
 
     #[test]
@@ -162,7 +220,13 @@ mod tests {
             },
             env_refs: vec!["TOKEN".into()],
         }];
-        let (acp, warnings) = to_acp(&servers, &lookup, false).unwrap();
+        let allowed = allowed();
+        let vars = Vars {
+            env: &lookup,
+            allowed: &allowed,
+            pack: "p",
+        };
+        let (acp, warnings) = to_acp(&servers, &vars, false).unwrap();
         assert!(warnings.is_empty());
         let json = serde_json::to_value(&acp).unwrap();
         assert_eq!(

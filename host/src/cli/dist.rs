@@ -103,18 +103,33 @@ fn parse_sha256(s: &str) -> Result<String, String> {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Trust is recorded for this exact pack version and these exact file digests: \
-an upgrade, or any change to a hook file, makes the hooks untrusted again.\n\n\
+    after_help = "What needs trust is what runs on this host outside the sandbox: script hooks \
+(any hook that is not a .wasm component) and stdio MCP servers (a command line the agent starts). \
+`trust` lists each with its exact command line and digest and, once confirmed, records trust in the \
+operator's store <root>/.apiary/trust.json for this pack's location, the id and version its manifest \
+declares, and these exact hook files, command lines and server definitions: an upgrade, a change to \
+any of them, or the same pack in another directory is untrusted again. Nothing shipped beside a \
+pack (a pack.lock, a .apiary/trust.json) is ever read as trust.\n\n\
+PACK is an installed pack's id (its copy in <root>/<pack-id>/), or a pack directory given as a path \
+(anything with a `/` or starting with `.`: ./my-pack, /src/my-pack), for packs run with \
+`apiary up <dir>`. The store is written only when it, <root>/.apiary/ and <root> belong to you and \
+nobody else can write them.\n\n\
+MCP `${VAR}`s are separate: a pack reads only the operator variables listed for it in the overrides \
+file (`allow_env = [\"GITHUB_TOKEN\"]` in the `[\"<pack-id>\"]` table).\n\n\
 Examples:\n  apiary trust com.example.meadow-team\n  apiary trust com.example.meadow-team --hooks --yes\n  \
-apiary trust com.example.meadow-team --revoke"
+apiary trust ./my-pack --mcp\n  apiary trust com.example.meadow-team --revoke"
 )]
 pub struct TrustArgs {
-    /// The installed pack's id.
+    /// The installed pack's id, or a pack directory as a path (./my-pack).
+    #[arg(value_name = "PACK")]
     pub pack_id: String,
-    /// Trust the pack's hooks (script hooks and hook components). Currently hooks are the only
-    /// thing that needs trust, so this is also the default.
+    /// Trust the pack's hooks (script hooks and hook components). Without --hooks or --mcp, both.
     #[arg(long)]
     pub hooks: bool,
+    /// Trust the pack's stdio MCP servers (the command lines its agents start). Without --hooks or
+    /// --mcp, both.
+    #[arg(long)]
+    pub mcp: bool,
     /// Do not ask for confirmation.
     #[arg(long, short)]
     pub yes: bool,
@@ -342,96 +357,129 @@ fn print_expert(x: &dist::expert::Summary) {
     }
 }
 
+/// An installed pack's id, or a pack directory given as a path (a `/`, or a leading `.`: a pack id
+/// can have neither).
+fn trust_target(arg: &str) -> Result<trust::Target, DistError> {
+    if !(arg.contains(['/', '\\']) || arg.starts_with('.')) {
+        install::pack_dir_name(arg)?;
+        return Ok(trust::Target::Installed(arg.to_string()));
+    }
+    let dir = std::path::Path::new(arg)
+        .canonicalize()
+        .map_err(|e| DistError::new("trust.dir", format!("cannot use {arg}: {e}")))?;
+    let loaded = crate::pack::load(&dir);
+    let pack = loaded.pack.ok_or_else(|| {
+        DistError::new(
+            "pack.invalid",
+            format!("{} is not a valid pack; nothing to trust", dir.display()),
+        )
+        .with_report(loaded.report)
+    })?;
+    Ok(trust::Target::Dir {
+        dir,
+        pack_id: pack.manifest.id,
+    })
+}
+
 pub fn trust(args: &TrustArgs) -> u8 {
     let root = match root_of(&args.root, args.json) {
         Ok(r) => r,
         Err(c) => return c,
     };
-    let guard = match install::RootGuard::acquire(&root, false) {
+    let target = match trust_target(&args.pack_id) {
+        Ok(t) => t,
+        Err(e) => return fail(&e, args.json),
+    };
+    let pack_id = target.pack_id().to_string();
+    let is_dir = matches!(target, trust::Target::Dir { .. });
+    let guard = match install::RootGuard::acquire(&root, is_dir) {
         Ok(Some(g)) => g,
         Ok(None) => {
             return fail(
                 &DistError::new(
                     "pack.not-installed",
-                    format!("{} is not installed in {}", args.pack_id, root.display()),
-                ),
+                    format!("{pack_id} is not installed in {}", root.display()),
+                )
+                .help("a pack directory is trusted as a path: `apiary trust ./my-pack`"),
                 args.json,
             );
         }
         Err(e) => return fail(&e, args.json),
     };
     if args.revoke {
-        if let Err(e) = install::pack_dir_name(&args.pack_id) {
-            return fail(&e, args.json);
-        }
-        return match trust::forget(&guard, &args.pack_id) {
+        return match trust::forget_target(&guard, &target) {
             Ok(had) => {
                 if args.json {
-                    print_json(&json!({ "ok": true, "pack_id": args.pack_id, "revoked": had }));
+                    print_json(&json!({ "ok": true, "pack_id": pack_id, "revoked": had }));
                 } else if had {
-                    eprintln!("Revoked trust for {}'s hooks.", args.pack_id);
+                    eprintln!("Revoked trust for {}.", args.pack_id);
                 } else {
-                    eprintln!("{} had no trusted hooks.", args.pack_id);
+                    eprintln!("{} had nothing trusted.", args.pack_id);
                 }
                 exit::OK
             }
             Err(e) => fail(&e, args.json),
         };
     }
-    let (version, hooks) = match trust::status(&root, &args.pack_id) {
-        Ok(s) => s,
+    let review = match trust::review(&root, &target) {
+        Ok(r) => r,
         Err(e) => return fail(&e, args.json),
     };
-    if hooks.is_empty() {
+    let (want_hooks, want_mcp) = if args.hooks || args.mcp {
+        (args.hooks, args.mcp)
+    } else {
+        (true, true)
+    };
+    let version = review.version.clone();
+    let hooks: &[trust::HookStatus] = if want_hooks { &review.hooks } else { &[] };
+    let servers: &[trust::McpStatus] = if want_mcp { &review.mcp_servers } else { &[] };
+    let hooks_json = |hooks: &[trust::HookStatus]| -> Vec<serde_json::Value> {
+        hooks
+            .iter()
+            .map(|h| json!({"path": h.path, "sha256": h.sha256, "kind": h.kind, "commands": h.commands}))
+            .collect()
+    };
+    let servers_json = |servers: &[trust::McpStatus]| -> Vec<serde_json::Value> {
+        servers
+            .iter()
+            .map(|m| {
+                json!({"name": m.name, "sha256": m.sha256, "command_line": m.command_line,
+                            "command": m.command, "args": m.args, "env": m.env,
+                            "env_refs": m.env_refs, "used_by": m.used_by})
+            })
+            .collect()
+    };
+    if hooks.is_empty() && servers.is_empty() {
         if args.json {
-            print_json(
-                &json!({ "ok": true, "pack_id": args.pack_id, "version": version, "trusted": false, "hooks": [] }),
-            );
+            print_json(&json!({ "ok": true, "pack_id": pack_id, "version": version,
+                                "dir": review.dir, "trusted": false, "hooks": [], "mcp_servers": [] }));
         } else {
-            eprintln!("{} {version} has no hooks: nothing to trust.", args.pack_id);
+            eprintln!(
+                "{pack_id} {version} has no {}: nothing to trust.",
+                match (want_hooks, want_mcp) {
+                    (true, true) => "hooks and no stdio MCP servers",
+                    (true, false) => "hooks",
+                    _ => "stdio MCP servers",
+                }
+            );
         }
         return exit::OK;
     }
     if !args.json {
-        eprintln!(
-            "{} {version} has {} hook file{}:",
-            args.pack_id,
-            hooks.len(),
-            if hooks.len() == 1 { "" } else { "s" }
-        );
-        for h in &hooks {
-            let kind = match h.kind {
-                _ if h.commands.is_empty() => "carried file, not wired: apiary never runs it",
-                dist::lock::HookKind::Component => "component (sandboxed)",
-                dist::lock::HookKind::Script => "script (runs as a host process)",
-            };
-            eprintln!("\n  {}  [{kind}]", h.path);
-            eprintln!("    sha256  {}", h.sha256);
-            eprintln!("    used by {}", h.used_by.join(", "));
-            for c in &h.commands {
-                eprintln!("    command {c}");
-            }
-            if !h.intact {
-                eprintln!("    ✗ the file changed since install");
-            } else if h.trusted {
-                eprintln!("    ✓ already trusted");
-            }
-        }
-        eprintln!();
+        print_review(&pack_id, &version, &review.dir, hooks, servers);
     }
     if !args.yes {
         let stdin = std::io::stdin();
         if args.json || !stdin.is_terminal() {
             let e = DistError::new(
                 "trust.confirm",
-                "trusting hooks needs confirmation and there is no terminal to ask on",
+                "trusting hooks and MCP servers needs confirmation and there is no terminal to ask on",
             )
-            .help("review the hooks above, then rerun with --yes");
+            .help("review the list above, then rerun with --yes");
             return fail(&e, args.json);
         }
         eprint!(
-            "Trust these hooks for {} {version}? Script hooks will run on this host with apiary's privileges. [y/N] ",
-            args.pack_id
+            "Trust these for {pack_id} {version}? Script hooks and MCP servers will run on this host with your privileges. [y/N] "
         );
         let _ = std::io::stderr().flush();
         let mut line = String::new();
@@ -441,28 +489,110 @@ pub fn trust(args: &TrustArgs) -> u8 {
             return exit::FAILURE;
         }
     }
-    match trust::trust(&guard, &args.pack_id, &version, &hooks) {
+    match trust::record(&guard, &target, &review, want_hooks, want_mcp) {
         Ok(()) => {
             if args.json {
                 print_json(&json!({
                     "ok": true,
-                    "pack_id": args.pack_id,
+                    "pack_id": pack_id,
                     "version": version,
+                    "dir": review.dir,
                     "trusted": true,
-                    "hooks": hooks.iter().map(|h| json!({"path": h.path, "sha256": h.sha256, "kind": h.kind})).collect::<Vec<_>>(),
+                    "hooks": hooks_json(hooks),
+                    "mcp_servers": servers_json(servers),
                 }));
             } else {
                 eprintln!(
-                    "Trusted {} hook file{} of {} {version}.",
+                    "Trusted {} hook file{} and {} MCP server{} of {pack_id} {version}{}.",
                     hooks.len(),
-                    if hooks.len() == 1 { "" } else { "s" },
-                    args.pack_id
+                    plural(hooks.len()),
+                    servers.len(),
+                    plural(servers.len()),
+                    if is_dir {
+                        format!(" in {}", review.dir.display())
+                    } else {
+                        String::new()
+                    }
                 );
+                let refs: std::collections::BTreeSet<&str> = servers
+                    .iter()
+                    .flat_map(|m| m.env_refs.iter().map(String::as_str))
+                    .collect();
+                if !refs.is_empty() {
+                    let list: Vec<String> = refs.iter().map(|v| format!("\"{v}\"")).collect();
+                    eprintln!(
+                        "  The MCP servers read {} from your environment: each must be allowed in the overrides file:\n    [\"{pack_id}\"]\n    allow_env = [{}]",
+                        refs.iter()
+                            .map(|v| format!("${{{v}}}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        list.join(", ")
+                    );
+                }
             }
             exit::OK
         }
         Err(e) => fail(&e, args.json),
     }
+}
+
+/// What `trust` is about to record, for people.
+fn print_review(
+    pack_id: &str,
+    version: &str,
+    dir: &std::path::Path,
+    hooks: &[trust::HookStatus],
+    servers: &[trust::McpStatus],
+) {
+    eprintln!("{pack_id} {version} in {}:", dir.display());
+    if !hooks.is_empty() {
+        eprintln!("\n{} hook file{}:", hooks.len(), plural(hooks.len()));
+    }
+    for h in hooks {
+        let kind = match h.kind {
+            _ if h.commands.is_empty() => "carried file, not wired: apiary never runs it",
+            dist::lock::HookKind::Component => "component (sandboxed)",
+            dist::lock::HookKind::Script => "script (runs as a host process)",
+        };
+        eprintln!("\n  {}  [{kind}]", trust::quote(&h.path));
+        eprintln!("    sha256  {}", h.sha256);
+        eprintln!("    used by {}", h.used_by.join(", "));
+        for c in &h.commands {
+            eprintln!("    command {}", trust::quote(c));
+        }
+        if !h.intact {
+            eprintln!("    ✗ the file changed since install (or cannot be read)");
+        } else if h.trusted {
+            eprintln!("    ✓ already trusted");
+        }
+    }
+    if !servers.is_empty() {
+        eprintln!(
+            "\n{} stdio MCP server{} (the agent starts each on this host):",
+            servers.len(),
+            plural(servers.len())
+        );
+    }
+    for m in servers {
+        eprintln!("\n  {}", trust::quote(&m.name));
+        eprintln!("    command {}", m.command_line);
+        eprintln!("    sha256  {}", m.sha256);
+        eprintln!("    used by {}", m.used_by.join(", "));
+        if !m.env_refs.is_empty() {
+            eprintln!(
+                "    reads   {} from your environment (only if allowed: allow_env)",
+                m.env_refs
+                    .iter()
+                    .map(|v| format!("${{{v}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        if m.trusted {
+            eprintln!("    ✓ already trusted");
+        }
+    }
+    eprintln!();
 }
 
 pub fn list(args: &ListArgs) -> u8 {

@@ -13,6 +13,7 @@ use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
 use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers};
 use crate::dispatch::{self, NativeTriggers, Note, PackRun, TriggerMatcher};
+use crate::dist::trust::{PackRef, TrustView};
 use crate::relay::{self, keys::KeyStore};
 use crate::resolve::{self, Overrides};
 
@@ -45,6 +46,9 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   channel_authority relay (hex or null) configured[]   whose kind 39000 metadata names channels
   persona_ready   persona pack identity pubkey channels[] system_prompt (\"session\" | \"prefix\")
   persona_refused persona reason
+  untrusted       persona pack kind (\"hook\" | \"mcp_server\") name command reason help
+                  a script hook not run, or a stdio MCP server not handed to the agent: the
+                  operator's trust store does not trust it (see `apiary trust`)
   ready           personas channels
   message         id channel channel_id author thread (root id or null)   a message received
   woken           persona channel id reason (mention, keyword, all_messages...)
@@ -89,6 +93,15 @@ are answered together in the author's next turn, while other authors are served;
 messages beyond 20 waiting (the oldest) are dropped, and on stopping whatever still waits for a
 turn. Each is reported as `limited`. Waiting messages of one author, or of one thread, are
 answered in one turn.
+
+Trust: script hooks and stdio MCP servers run on this host, outside the sandbox, so only what the
+operator trusted runs: `apiary trust <pack-id>` for an installed pack (<root>/<pack-id>/),
+`apiary trust ./dir` for a pack directory, recorded in <root>/.apiary/trust.json for that location,
+the manifest's id and version and the exact files and command lines (nothing beside a pack counts).
+The store is used only when it, .apiary/ and the root belong to you and nobody else can write them.
+An MCP `${VAR}` reads only variables the operator allows for the pack in the overrides file:
+  [\"com.example.pack\"]
+  allow_env = [\"GITHUB_TOKEN\"]
 
 Environment:
   AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
@@ -166,9 +179,10 @@ pub struct UpArgs {
     /// On SIGINT/SIGTERM, wait this long for queued messages (seconds).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub drain_timeout: u64,
-    /// Install root whose packs own their ids (default: $BUZZ_PACKS_DIR, else ~/.buzz/packs). A
+    /// Install root (default: $BUZZ_PACKS_DIR, else ~/.buzz/packs): its packs own their ids (a
     /// directory declaring the id of a pack installed there is refused, unless
-    /// --allow-id-conflict.
+    /// --allow-id-conflict), and its trust store decides which script hooks and stdio MCP servers
+    /// run.
     #[arg(long, env = crate::dist::ROOT_ENV, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Run a directory whose pack id belongs to another pack (installed, or first run from another
@@ -176,8 +190,10 @@ pub struct UpArgs {
     /// directory (`<pack-id>@<digest>`). Without it such a directory is refused.
     #[arg(long)]
     pub allow_id_conflict: bool,
-    /// Run every script (non-.wasm) hook on the host, unsandboxed, without asking the trust store.
-    /// Without it a script hook runs only when `apiary trust <pack-id>` recorded trust for it.
+    /// Trust every script (non-.wasm) hook and every stdio MCP server of these packs without
+    /// asking the trust store: they run on the host, unsandboxed (for a pack you are writing).
+    /// Without it they run only when `apiary trust` recorded trust for them. MCP `${VAR}`s still
+    /// need the pack's `allow_env`.
     #[arg(long)]
     pub trust_hooks: bool,
     /// Print one JSON object per line (keys listed below) instead of plain lines.
@@ -530,6 +546,46 @@ fn load_packs(
     Ok(runs)
 }
 
+/// Takes every stdio MCP server the operator's trust store does not trust out of the personas'
+/// configuration (the persona runs without it) and returns an `untrusted` note for each.
+fn withhold_untrusted_mcp(packs: &mut [PackRun], refs: &[PackRef], trust: &TrustView) -> Vec<Note> {
+    let mut notes = Vec::new();
+    for (run, pack) in packs.iter_mut().zip(refs) {
+        for persona in &mut run.resolved.personas {
+            let name = persona.identity.name.clone();
+            persona.mcp_servers.retain(|server| {
+                let Err(why) = trust.mcp_server(pack, server) else {
+                    return true;
+                };
+                let line = crate::dist::trust::command_line(server).unwrap_or_default();
+                let help = format!(
+                    "review it, then `{}` or `apiary up --trust-hooks`",
+                    trust.remedy(pack)
+                );
+                tracing::warn!(persona = %name, "MCP server `{}` (`{line}`) not handed to the agent: {why}; {help}", server.name);
+                notes.push(
+                    Note::new(
+                        "untrusted",
+                        format!(
+                            "untrusted {name} mcp_server {}: not handed to the agent: {why}; command: {line}; {help}",
+                            server.name
+                        ),
+                    )
+                    .with("persona", name.as_str())
+                    .with("pack", pack.id.as_str())
+                    .with("kind", "mcp_server")
+                    .with("name", server.name.as_str())
+                    .with("command", line)
+                    .with("reason", why)
+                    .with("help", help),
+                );
+                false
+            });
+        }
+    }
+    notes
+}
+
 /// Registers SIGINT/SIGTERM handlers now (so a signal during start-up is not lost) and returns a
 /// future that completes on the first of them. Must be called inside the runtime.
 fn shutdown_signal() -> impl std::future::Future<Output = ()> {
@@ -579,8 +635,26 @@ pub fn up(args: UpArgs) -> u8 {
         keys: &keys,
         allow_conflict: args.allow_id_conflict,
     };
-    let Ok(packs) = load_packs(&pack_dirs, args.overrides.as_deref(), &identities) else {
+    let Ok(mut packs) = load_packs(&pack_dirs, args.overrides.as_deref(), &identities) else {
         return exit::FAILURE;
+    };
+    let trust = match crate::dist::resolve_root(args.root.as_deref()) {
+        Ok(root) => TrustView::load(&root),
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            return exit::FAILURE;
+        }
+    };
+    if let Some(problem) = trust.problem() {
+        eprintln!(
+            "warning: {problem}; no script hook or stdio MCP server of a pack is trusted (fix it with chmod go-w, or run with --trust-hooks)"
+        );
+    }
+    let pack_refs: Vec<PackRef> = packs.iter().map(|p| PackRef::of(&p.pack)).collect();
+    let trust_notes = if args.trust_hooks {
+        Vec::new()
+    } else {
+        withhold_untrusted_mcp(&mut packs, &pack_refs, &trust)
     };
     let base_prompt = match dispatch::prompt::base_from_env(&resolve::process_env) {
         Ok(b) => b,
@@ -686,6 +760,9 @@ pub fn up(args: UpArgs) -> u8 {
         out(Note::new("channel_authority", channel_authority.describe())
             .with("relay", relay_hex)
             .with("configured", configured_hex));
+        for note in trust_notes {
+            out(note);
+        }
         if embedded.is_some() {
             let _ = std::fs::create_dir_all(&data);
             let _ = std::fs::write(data.join("relay.url"), format!("{relay_url}\n"));
@@ -743,7 +820,12 @@ pub fn up(args: UpArgs) -> u8 {
             config,
             packs,
             matcher,
-            Arc::new(SandboxHooks::new(roots).trust_all_scripts(args.trust_hooks)),
+            Arc::new(
+                SandboxHooks::new(roots)
+                    .trust_all_scripts(args.trust_hooks)
+                    .with_trust(trust, &pack_refs)
+                    .report_to(Arc::clone(&out)),
+            ),
             out,
             shutdown,
         )

@@ -80,7 +80,8 @@ enum Command {
     /// or a DuDuClaw expert pack (directory, .zip or https zip), converted to a persona pack first.
     Install(dist::InstallArgs),
 
-    /// Review a pack's hooks and record trust for this exact version and digests.
+    /// Review what a pack runs on this host (script hooks, stdio MCP servers) and record trust for
+    /// this pack's location, id, version and exact digests (an installed pack id, or ./dir).
     Trust(dist::TrustArgs),
 
     /// List the installed packs (from pack.lock).

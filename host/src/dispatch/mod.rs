@@ -1,7 +1,7 @@
 //! The live harness: relay events in, agent turns out, replies published back.
 //!
-//! Start-up, per persona: workspace `$AGENT_CWD` → MCP `${VAR}` check (an unresolved variable refuses
-//! that persona, naming it) → skills copied → `on_start` → agent spawned with the projected env →
+//! Start-up, per persona: workspace `$AGENT_CWD` → MCP `${VAR}` check (a variable unset, or not in
+//! the pack's `allow_env`, refuses that persona, naming it) → skills copied → `on_start` → agent spawned with the projected env →
 //! `initialize` → one `session/new` per subscribed channel (cwd, MCP servers, `systemPrompt` when the
 //! agent advertises it). A persona that fails any step is refused; the others run.
 //!
@@ -186,6 +186,7 @@ impl Live {
         tokio::time::sleep(backoff.min(Duration::from_secs(10))).await;
         let agent = connect_agent(
             &self.spec,
+            &self.pack_id,
             &self.resolved,
             self.base_prompt.clone(),
             &self.cwd,
@@ -476,8 +477,13 @@ async fn start_persona(
     let name = persona.identity.name.clone();
     let env = crate::resolve::process_env;
 
-    // MCP servers first: an unresolved ${VAR} refuses the persona before anything runs.
-    crate::acp::mcp::to_acp(&persona.mcp_servers, &env, true).map_err(|e| e.to_string())?;
+    // MCP servers first: a ${VAR} unset or not allowed refuses the persona before anything runs.
+    let vars = crate::acp::mcp::Vars {
+        env: &env,
+        allowed: &persona.allow_env,
+        pack: &pack_id,
+    };
+    crate::acp::mcp::to_acp(&persona.mcp_servers, &vars, true).map_err(|e| e.to_string())?;
 
     let ws = workspace::open(&config.workspace_root, &run.namespace, &name)
         .map_err(|e| format!("cannot open the workspace: {e}"))?;
@@ -551,6 +557,7 @@ async fn start_persona(
     }
     let agent = connect_agent(
         &spec,
+        &pack_id,
         persona,
         config.base_prompt.clone(),
         &cwd,
@@ -583,6 +590,7 @@ async fn start_persona(
 /// Starts the agent: spawn, `initialize`, one `session/new` per channel.
 async fn connect_agent(
     spec: &SpawnSpec,
+    pack_id: &str,
     persona: &ResolvedPersona,
     base_prompt: Option<String>,
     cwd: &std::path::Path,
@@ -592,8 +600,13 @@ async fn connect_agent(
     let name = &persona.identity.name;
     let env = crate::resolve::process_env;
     let agent = AcpClient::spawn(spec).await.map_err(|e| e.to_string())?;
+    let vars = crate::acp::mcp::Vars {
+        env: &env,
+        allowed: &persona.allow_env,
+        pack: pack_id,
+    };
     let (servers, warnings) =
-        match crate::acp::mcp::to_acp(&persona.mcp_servers, &env, agent.info.mcp_http) {
+        match crate::acp::mcp::to_acp(&persona.mcp_servers, &vars, agent.info.mcp_http) {
             Ok(v) => v,
             Err(e) => {
                 agent.shutdown().await;

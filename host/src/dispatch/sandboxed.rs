@@ -1,9 +1,10 @@
 //! The dispatcher's trigger matcher and hook runner backed by the sandbox (issue 3): the built-in
 //! `trigger-default` component decides wakes; `.wasm` hooks run as sandboxed components with the
 //! persona's workspace preopened. Script hooks run on the host (see [`super::script`]), so only when
-//! the operator trusted them: recorded with `apiary trust` for the installed pack's version and the
-//! file's digest, or all of them with `apiary up --trust-hooks`. Untrusted ones are reported once and
-//! skipped.
+//! the operator trusted them: recorded in the operator's trust store (`apiary trust`, see
+//! [`crate::dist::trust`]) for this pack's location, manifest id and version, the file's digest and
+//! the command line, or all of them with `apiary up --trust-hooks`. Untrusted ones are reported
+//! once (an `untrusted` note) and skipped.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use super::hooks::{HookPoint, HookRunner};
 use super::trigger::{Reason, TriggerMatcher, TriggerPersona};
+use crate::dist::trust::{PackRef, TrustView};
 use crate::relay::Message;
 use crate::resolve::ResolvedPersona;
 use crate::sandbox::{self, Sandbox};
@@ -140,23 +142,30 @@ impl TriggerMatcher for SandboxTriggers {
 const SCRIPT_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 const SCRIPT_LIFECYCLE_DEADLINE: Duration = Duration::from_secs(300);
 
-/// `.wasm` hooks in the sandbox; script hooks on the host when trusted, else skipped with a warning.
+/// `.wasm` hooks in the sandbox; script hooks on the host when trusted, else skipped and reported.
 pub struct SandboxHooks {
     /// Pack roots by pack id, to find hook files.
     roots: HashMap<String, PathBuf>,
     runners: Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>,
     /// `--trust-hooks`: every script hook runs.
     trust_all_scripts: bool,
+    /// The operator's trust store, and each pack as trust sees it (manifest id and version, root).
+    trust: Option<(TrustView, HashMap<String, PackRef>)>,
+    /// Where an untrusted hook is reported (`up`'s notes).
+    out: Option<super::Out>,
     /// Untrusted script hooks already reported (pack, persona, command).
     warned: Mutex<HashSet<(String, String, String)>>,
 }
 
 impl SandboxHooks {
+    /// Hook runner for packs by id; without [`SandboxHooks::with_trust`] no script hook is trusted.
     pub fn new(roots: HashMap<String, PathBuf>) -> SandboxHooks {
         SandboxHooks {
             roots,
             runners: Mutex::new(HashMap::new()),
             trust_all_scripts: false,
+            trust: None,
+            out: None,
             warned: Mutex::new(HashSet::new()),
         }
     }
@@ -165,6 +174,40 @@ impl SandboxHooks {
     pub fn trust_all_scripts(mut self, yes: bool) -> SandboxHooks {
         self.trust_all_scripts = yes;
         self
+    }
+
+    /// Runs a script hook only when the operator's store `trust` trusts it for its pack in `packs`.
+    pub fn with_trust(mut self, trust: TrustView, packs: &[PackRef]) -> SandboxHooks {
+        let packs = packs.iter().map(|p| (p.id.clone(), p.clone())).collect();
+        self.trust = Some((trust, packs));
+        self
+    }
+
+    /// Reports untrusted hooks as `untrusted` notes too.
+    pub fn report_to(mut self, out: super::Out) -> SandboxHooks {
+        self.out = Some(out);
+        self
+    }
+
+    /// `Err(why, remedy)` when the script hook `hook` of `pack_id` is not trusted.
+    fn script_trusted(&self, pack_id: &str, hook: &str) -> Result<(), (String, String)> {
+        if self.trust_all_scripts {
+            return Ok(());
+        }
+        let Some((view, packs)) = &self.trust else {
+            return Err((
+                "no trust store is configured".into(),
+                "apiary up --trust-hooks".into(),
+            ));
+        };
+        let Some(pack) = packs.get(pack_id) else {
+            return Err((
+                format!("pack {pack_id} is not known to the trust check"),
+                "apiary up --trust-hooks".into(),
+            ));
+        };
+        view.hook(pack, hook)
+            .map_err(|why| (why, view.remedy(pack)))
     }
 
     /// A script hook: run when trusted, else reported once and skipped.
@@ -180,7 +223,7 @@ impl SandboxHooks {
         hook: &str,
     ) -> Result<(), String> {
         let name = &persona.identity.name;
-        if !self.trust_all_scripts && !crate::dist::trust::hook_command_trusted(root, hook) {
+        if let Err((why, remedy)) = self.script_trusted(pack_id, hook) {
             let key = (pack_id.to_string(), name.clone(), hook.to_string());
             if self
                 .warned
@@ -188,11 +231,29 @@ impl SandboxHooks {
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(key)
             {
+                let help = format!("review it, then `{remedy}` or `apiary up --trust-hooks`");
                 tracing::warn!(
                     persona = %name,
-                    "script hook `{hook}` ({}) not run: it is not trusted; review it, then `apiary trust {pack_id}` (installed packs) or `apiary up --trust-hooks`",
+                    "script hook `{hook}` ({}) not run: it is not trusted ({why}); {help}",
                     point.as_str()
                 );
+                if let Some(out) = &self.out {
+                    out(super::Note::new(
+                        "untrusted",
+                        format!(
+                            "untrusted {name} hook {} ({}): not run: {why}; {help}",
+                            crate::dist::trust::quote(hook),
+                            point.as_str()
+                        ),
+                    )
+                    .with("persona", name.as_str())
+                    .with("pack", pack_id)
+                    .with("kind", "hook")
+                    .with("name", point.as_str())
+                    .with("command", hook)
+                    .with("reason", why.as_str())
+                    .with("help", help.as_str()));
+                }
             }
             return Ok(());
         }

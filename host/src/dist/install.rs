@@ -70,7 +70,8 @@ impl RootGuard {
             if !create {
                 return Ok(None);
             }
-            fs::create_dir_all(root)
+            owner_only_dirs(true)
+                .create(root)
                 .map_err(|e| DistError::io("cannot create install root", root, e))?;
         }
         if !root.is_dir() {
@@ -82,7 +83,7 @@ impl RootGuard {
         let state = root.join(STATE_DIR);
         for d in ["", "staging", "old", "trash"] {
             let p = state.join(d);
-            match fs::create_dir(&p) {
+            match owner_only_dirs(false).create(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
                 Err(e) => return Err(DistError::io("cannot create", &p, e)),
@@ -196,6 +197,16 @@ impl RootGuard {
         }
         Ok(())
     }
+}
+
+/// Directories apiary creates in the root are writable by their owner only, whatever the umask:
+/// the trust store under `.apiary/` is believed only when nobody else can change it.
+fn owner_only_dirs(recursive: bool) -> fs::DirBuilder {
+    let mut b = fs::DirBuilder::new();
+    b.recursive(recursive);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o755);
+    b
 }
 
 /// The in-flight install, written before the first rename.

