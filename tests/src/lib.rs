@@ -101,6 +101,20 @@ impl Run {
     }
 }
 
+/// A guest component built by `host/build.rs` (`target/guests/wasm32-wasip2/release/<name>.wasm`).
+pub fn guest(name: &str) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let p = repo
+        .join("target/guests/wasm32-wasip2/release")
+        .join(format!("{name}.wasm"));
+    assert!(
+        p.is_file(),
+        "{} is missing: `cargo build` builds it",
+        p.display()
+    );
+    p
+}
+
 /// `../shared/corpus` relative to the repository (CI lays `shared/` beside the checkout).
 pub fn corpus() -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"))

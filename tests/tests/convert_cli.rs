@@ -7,22 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use apiary_e2e::{Run, apiary, write_tree};
+use apiary_e2e::{Run, apiary, guest, write_tree};
 use serde_json::Value;
-
-/// The guest components host/build.rs builds (`target/guests/wasm32-wasip2/release`).
-fn guest(name: &str) -> PathBuf {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let p = repo
-        .join("target/guests/wasm32-wasip2/release")
-        .join(format!("{name}.wasm"));
-    assert!(
-        p.is_file(),
-        "{} is missing: `cargo build` builds it",
-        p.display()
-    );
-    p
-}
 
 /// One operator: a scratch home and data dir; the compile cache is shared by the tests of this
 /// file (keyed by component digest, written atomically) so built-ins compile once.

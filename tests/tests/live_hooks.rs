@@ -4,23 +4,9 @@
 
 mod live_common;
 
-use std::path::{Path, PathBuf};
-
+use apiary_e2e::guest;
 use live_common::relays::{Kind, Options, TestRelay};
 use live_common::{Up, persona, prompts, write_pack};
-
-fn guest(name: &str) -> PathBuf {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let p = repo
-        .join("target/guests/wasm32-wasip2/release")
-        .join(format!("{name}.wasm"));
-    assert!(
-        p.is_file(),
-        "{} is missing: `cargo build` builds it",
-        p.display()
-    );
-    p
-}
 
 #[test]
 fn on_message_hook_failure_drops_the_message() {

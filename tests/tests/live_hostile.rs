@@ -6,25 +6,12 @@
 
 mod live_common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use apiary_e2e::{Run, apiary};
+use apiary_e2e::{Run, apiary, guest};
 use live_common::{Up, event_of, persona, prompts, write_pack};
 use serde_json::Value;
-
-fn guest(name: &str) -> PathBuf {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let p = repo
-        .join("target/guests/wasm32-wasip2/release")
-        .join(format!("{name}.wasm"));
-    assert!(
-        p.is_file(),
-        "{} is missing: `cargo build` builds it",
-        p.display()
-    );
-    p
-}
 
 /// A one-persona pack answering mentions in #general.
 fn bee_pack(root: &Path) {

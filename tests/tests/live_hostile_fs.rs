@@ -7,21 +7,8 @@ mod live_common;
 
 use std::path::{Path, PathBuf};
 
-use apiary_e2e::{Run, apiary};
+use apiary_e2e::{Run, apiary, guest};
 use live_common::{Up, event_of, persona, write_pack};
-
-fn guest(name: &str) -> PathBuf {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let p = repo
-        .join("target/guests/wasm32-wasip2/release")
-        .join(format!("{name}.wasm"));
-    assert!(
-        p.is_file(),
-        "{} is missing: `cargo build` builds it",
-        p.display()
-    );
-    p
-}
 
 fn mkfifo(path: &Path) {
     let ok = std::process::Command::new("mkfifo")

@@ -4,21 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use apiary_e2e::{Run, apiary, write_tree};
-
-/// The guest components host/build.rs builds (`target/guests/wasm32-wasip2/release`).
-fn guest(name: &str) -> PathBuf {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let p = repo
-        .join("target/guests/wasm32-wasip2/release")
-        .join(format!("{name}.wasm"));
-    assert!(
-        p.is_file(),
-        "{} is missing: `cargo build` builds it",
-        p.display()
-    );
-    p
-}
+use apiary_e2e::{Run, apiary, guest, write_tree};
 
 struct Env {
     home: tempfile::TempDir,

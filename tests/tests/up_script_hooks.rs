@@ -319,10 +319,16 @@ fn a_trusted_pack_directory_runs_its_hooks_until_they_change() {
     assert!(!marker.exists(), "a world-writable store ran the hook");
     set_mode(&store, 0o644);
 
-    // The same pack copied to another directory: not trusted there.
+    // The same pack copied to another directory: not trusted there (run under an identity of its
+    // own, since the id belongs to the first directory).
     let copy = home.path().join("copy");
     write_hostile_pack(&copy, &marker);
-    let mut up = Up::start(home.path(), &[&copy], &root_arg, &[]);
+    let copy_args: Vec<&str> = root_arg
+        .iter()
+        .copied()
+        .chain(["--allow-id-conflict"])
+        .collect();
+    let mut up = Up::start(home.path(), &[&copy], &copy_args, &[]);
     up.wait_for(|l| l.starts_with("untrusted bee hook "));
     up.stop_ok();
     assert!(!marker.exists(), "a copy elsewhere ran");

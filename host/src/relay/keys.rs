@@ -147,7 +147,6 @@ fn owner_json(owner: &Owner) -> Vec<u8> {
     text
 }
 
-
 /// The public key of the secret key in `path`; `None` when unreadable or invalid.
 pub fn public_key_of(path: &Path) -> Option<PublicKey> {
     let text = std::fs::read_to_string(path).ok()?;
