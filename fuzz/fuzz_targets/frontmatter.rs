@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     let mut report = Report::default();
     let _ = persona::parse(
         PathBuf::from("agents/fuzz.persona.md"),
-        text.to_string(),
+        std::sync::Arc::<str>::from(text),
         &mut report,
     );
     let _ = report.render(false);
