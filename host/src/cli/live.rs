@@ -1048,6 +1048,35 @@ async fn connect_to_channel(
     Ok((client, id))
 }
 
+/// A channel's history in reading order: by time, and a reply never before the message it answers
+/// (timestamps are whole seconds, so a reply and its parent often share one; ids break the tie at
+/// random).
+fn parents_first(mut events: Vec<Event>) -> Vec<Event> {
+    events.sort_by_key(|e| (e.created_at, e.id));
+    let index: std::collections::HashMap<EventId, usize> =
+        events.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
+    let parent = |e: &Event| {
+        relay::Message::parse(e)
+            .and_then(|m| m.parent)
+            .and_then(|p| index.get(&p).copied())
+    };
+    let mut placed = vec![false; events.len()];
+    let mut order = Vec::with_capacity(events.len());
+    for start in 0..events.len() {
+        // The chain of unplaced ancestors, placed oldest first; `placed` also ends a cycle.
+        let mut chain = Vec::new();
+        let mut at = Some(start);
+        while let Some(i) = at.filter(|&i| !placed[i]) {
+            placed[i] = true;
+            chain.push(i);
+            at = parent(&events[i]);
+        }
+        order.extend(chain.into_iter().rev());
+    }
+    let mut slots: Vec<Option<Event>> = events.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
+}
+
 fn print_event(ev: &Event, json: bool) {
     if json {
         say(ev.as_json());
@@ -1140,9 +1169,7 @@ pub fn tail(args: TailArgs) -> u8 {
                     .custom_tag(SingleLetterTag::lowercase(Alphabet::H), channel_id.clone())
                     .limit(args.history);
                 if let Ok(events) = client.fetch_events(stored, Duration::from_secs(5)).await {
-                    let mut events: Vec<Event> = events.into_iter().collect();
-                    events.sort_by_key(|e| (e.created_at, e.id));
-                    for ev in events {
+                    for ev in parents_first(events.into_iter().collect()) {
                         if seen.insert(ev.id) {
                             print_event(&ev, args.json);
                             printed += 1;
@@ -1206,7 +1233,40 @@ pub fn tail(args: TailArgs) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::terminal_safe;
+    use super::{parents_first, terminal_safe};
+    use crate::relay;
+    use nostr_sdk::prelude::*;
+
+    #[test]
+    fn history_puts_a_reply_after_its_parent_in_the_same_second() {
+        let keys = Keys::generate();
+        let at = Timestamp::from(1_800_000_000);
+        let sign = |content: &str, tags: Vec<Tag>| {
+            EventBuilder::new(Kind::Custom(relay::KIND_MESSAGE), content)
+                .tags(std::iter::once(relay::channel_tag("general")).chain(tags))
+                .custom_created_at(at)
+                .sign_with_keys(&keys)
+                .unwrap()
+        };
+        let parent = sign("question", vec![]);
+        // A reply and a reply to it whose ids sort before their parents'.
+        let reply = (0..)
+            .map(|n| sign(&format!("answer {n}"), relay::thread_tags(parent.id, None)))
+            .find(|r| r.id < parent.id)
+            .unwrap();
+        let nested = (0..)
+            .map(|n| {
+                let tags = relay::thread_tags(reply.id, Some(parent.id));
+                sign(&format!("follow-up {n}"), tags)
+            })
+            .find(|r| r.id < reply.id)
+            .unwrap();
+        let ids: Vec<EventId> = parents_first(vec![nested.clone(), reply.clone(), parent.clone()])
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(ids, vec![parent.id, reply.id, nested.id]);
+    }
 
     #[test]
     fn terminal_output_shows_controls_and_bidi_escaped() {
