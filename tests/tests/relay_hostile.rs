@@ -205,6 +205,24 @@ fn oversized_events_are_refused() {
     assert!(stored.is_empty(), "{} events stored", stored.len());
 }
 
+/// Publishes `(signer, text)` messages to #general on `w`: how many were accepted, and the relay's
+/// last refusal (empty when none).
+fn publish_all(w: &mut Wire, events: impl IntoIterator<Item = (Keys, String)>) -> (usize, String) {
+    let mut accepted = 0;
+    let mut why = String::new();
+    for (keys, text) in events {
+        let ok = w
+            .publish(&wire::message(&keys, &text, &[&["h", "general"]]))
+            .unwrap();
+        if ok.accepted {
+            accepted += 1;
+        } else {
+            why = ok.message;
+        }
+    }
+    (accepted, why)
+}
+
 #[test]
 fn floods_and_storage_fills_are_refused() {
     let home = tempfile::tempdir().unwrap();
@@ -224,41 +242,24 @@ fn floods_and_storage_fills_are_refused() {
 
     // One connection, a new key per event: the connection's budget ends it.
     let mut w = Wire::connect(&relay_url);
-    let mut accepted = 0;
-    let mut why = String::new();
-    for i in 0..40 {
-        let ev = wire::message(
-            &Keys::generate(),
-            &format!("flood {i}"),
-            &[&["h", "general"]],
-        );
-        let ok = w.publish(&ev).unwrap();
-        if ok.accepted {
-            accepted += 1;
-        } else {
-            why = ok.message;
-        }
-    }
+    let (accepted, why) = publish_all(
+        &mut w,
+        (0..40).map(|i| (Keys::generate(), format!("flood {i}"))),
+    );
     assert!((30..=32).contains(&accepted), "{accepted} accepted");
     assert!(why.contains("on this connection"), "{why}");
 
     // One key over many connections: the key's budget ends it.
     let flooder = Keys::generate();
-    let (mut accepted, mut why) = (0, String::new());
+    let mut accepted = 0;
+    let mut why = String::new();
     for c in 0..4 {
         let mut w = Wire::connect(&relay_url);
-        for i in 0..10 {
-            let ev = wire::message(
-                &flooder,
-                &format!("key flood {c}.{i}"),
-                &[&["h", "general"]],
-            );
-            let ok = w.publish(&ev).unwrap();
-            if ok.accepted {
-                accepted += 1;
-            } else {
-                why = ok.message;
-            }
+        let events = (0..10).map(|i| (flooder.clone(), format!("key flood {c}.{i}")));
+        let (n, refusal) = publish_all(&mut w, events);
+        accepted += n;
+        if !refusal.is_empty() {
+            why = refusal;
         }
     }
     assert!((20..=22).contains(&accepted), "{accepted} accepted");
@@ -269,18 +270,11 @@ fn floods_and_storage_fills_are_refused() {
     let mut why = String::new();
     for c in 0..2 {
         let mut w = Wire::connect(&relay_url);
-        for i in 0..15 {
-            let ev = wire::message(
-                &Keys::generate(),
-                &format!("fill {c}.{i}"),
-                &[&["h", "general"]],
-            );
-            let ok = w.publish(&ev).unwrap();
-            if ok.accepted {
-                stored += 1;
-            } else {
-                why = ok.message;
-            }
+        let events = (0..15).map(|i| (Keys::generate(), format!("fill {c}.{i}")));
+        let (n, refusal) = publish_all(&mut w, events);
+        stored += n;
+        if !refusal.is_empty() {
+            why = refusal;
         }
     }
     assert!(why.contains("storage full"), "{why}");
