@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use apiary::diag::Report;
-use apiary::pack::{frontmatter, persona};
+use apiary_core::diag::Report;
+use apiary_core::pack::{frontmatter, persona};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,9 +1,9 @@
 //! The manifest parser on arbitrary text: no input may panic, and every diagnostic must render.
 #![no_main]
 
-use apiary::diag::Report;
-use apiary::pack::manifest;
-use apiary::pack::source::{SourceFile, Syntax};
+use apiary_core::diag::Report;
+use apiary_core::pack::manifest;
+use apiary_core::pack::source::{SourceFile, Syntax};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

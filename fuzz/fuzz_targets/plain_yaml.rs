@@ -2,7 +2,7 @@
 //! libyaml (serde_yaml_ng) makes of the same text, converted to JSON as the persona parser does.
 #![no_main]
 
-use apiary::pack::plain_yaml;
+use apiary_core::pack::plain_yaml;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

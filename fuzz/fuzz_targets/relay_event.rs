@@ -3,7 +3,7 @@
 //! the harness accepts respects its caps.
 #![no_main]
 
-use apiary::relay::{MAX_CONTENT, Message};
+use apiary_relay::{MAX_CONTENT, Message};
 use libfuzzer_sys::fuzz_target;
 use nostr_sdk::prelude::*;
 

@@ -1,0 +1,492 @@
+//! Sandbox benchmark (`cargo bench --bench sandbox`). Prints, in one run, three ratios against
+//! baselines measured in the same run:
+//! 1. trigger decisions/s through the `trigger-default` component (batch form) vs the same logic
+//!    compiled natively into this binary: 100 personas x 10,000 messages of corpus text;
+//! 2. `on_message` hook latency p50/p99 of `hook-audit`, with the store kept between messages (as
+//!    the host runs hooks) and with a fresh store per message, vs the same hook as a shell script
+//!    run the way the spec runs script hooks (the three take turns, in 20 rounds);
+//! 3. loading a component from the compile cache vs compiling it.
+//!
+//! Arguments (after `--`): any of `trigger`, `hook`, `cache` runs only those sections; `once`
+//! runs each measured pass a single time, for instruction counts under
+//! `valgrind --tool=callgrind` (see the README), which the machine's load does not disturb.
+//! `APIARY_BENCH_FRESH_ONLY=N` makes the hook section run N fresh-store calls and nothing else:
+//! two runs with different N under callgrind or `strace -c` give one fresh call's instructions
+//! and system calls by difference. `APIARY_BENCH_HOOK=<file.wasm>` measures another hook build.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use apiary::builtin::BUILT_GUESTS_DIR;
+use apiary::sandbox::cache::{CompileCache, Provenance, sha256_hex};
+use apiary::sandbox::hook::{HookMessage, HookPoint, HookRunner};
+use apiary::sandbox::trigger::{Message, Persona, TriggerRunner};
+use apiary::sandbox::{Sandbox, SandboxConfig};
+
+/// The exact source the `trigger-default` component is built from.
+#[path = "../../../guests/trigger-default/src/logic.rs"]
+#[allow(dead_code)]
+mod logic;
+
+const PERSONAS: usize = 100;
+const MESSAGES: usize = 10_000;
+const BATCH: usize = 1_000;
+
+/// What to run, from the command line.
+struct Args {
+    sections: Vec<String>,
+    once: bool,
+}
+
+impl Args {
+    fn parse() -> Args {
+        // `cargo bench` passes `--bench`; flags are not ours.
+        let words: Vec<String> = std::env::args()
+            .skip(1)
+            .filter(|a| !a.starts_with("--"))
+            .collect();
+        Args {
+            once: words.iter().any(|w| w == "once"),
+            sections: words.into_iter().filter(|w| w != "once").collect(),
+        }
+    }
+
+    fn runs(&self, section: &str) -> bool {
+        self.sections.is_empty() || self.sections.iter().any(|s| s == section)
+    }
+
+    /// Repetitions of a measured pass.
+    fn reps(&self, normal: usize) -> usize {
+        if self.once { 1 } else { normal }
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    let corpus = corpus_dir();
+    println!("apiary sandbox benchmark (corpus: {})", corpus.display());
+    let texts = corpus_lines(&corpus);
+    let personas = personas(&texts);
+    let messages = messages(&texts);
+    let cache_dir = tempfile::tempdir().expect("temp dir");
+    let sb = Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache_dir.path().to_path_buf()),
+        ..SandboxConfig::default()
+    })
+    .expect("sandbox");
+
+    if args.runs("trigger") {
+        trigger_bench(&sb, &args, &personas, &messages);
+    }
+    if args.runs("hook") {
+        hook_bench(&sb, &args);
+    }
+    if args.runs("cache") {
+        cache_bench(&sb, &args);
+    }
+}
+
+fn corpus_dir() -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("repo root");
+    [
+        repo.join("../shared/corpus"),
+        PathBuf::from("/work/shared/corpus"),
+    ]
+    .into_iter()
+    .find(|p| p.is_dir())
+    .expect("the shared corpus (../shared/corpus beside the repository)")
+}
+
+/// Non-empty lines of every Markdown file in the corpus, in a stable order.
+fn corpus_lines(dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let mut lines = Vec::new();
+    for f in files {
+        if let Ok(text) = std::fs::read_to_string(&f) {
+            lines.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| l.len() >= 20)
+                    .map(|l| l.chars().take(400).collect::<String>()),
+            );
+        }
+    }
+    assert!(
+        lines.len() >= 1000,
+        "corpus too small: {} lines",
+        lines.len()
+    );
+    lines
+}
+
+const CHANNELS: [&str; 10] = [
+    "general",
+    "security",
+    "code-reviews",
+    "random",
+    "ops",
+    "design",
+    "support",
+    "releases",
+    "research",
+    "ml",
+];
+
+/// 100 personas with keywords from corpus vocabulary, three channels each, a few all_messages.
+fn personas(texts: &[String]) -> Vec<Persona> {
+    let mut words: Vec<String> = texts
+        .iter()
+        .flat_map(|t| t.split(|c: char| !c.is_alphanumeric()))
+        .filter(|w| w.len() >= 6)
+        .map(str::to_lowercase)
+        .collect();
+    words.sort();
+    words.dedup();
+    (0..PERSONAS)
+        .map(|i| Persona {
+            name: format!("persona-{i}"),
+            mentions: true,
+            keywords: (0..3)
+                .map(|k| words[(i * 7919 + k * 104_729) % words.len()].clone())
+                .collect(),
+            all_messages: i % 20 == 0,
+            subscribe: (0..3)
+                .map(|k| format!("#{}", CHANNELS[(i + k * 3) % CHANNELS.len()]))
+                .collect(),
+        })
+        .collect()
+}
+
+fn messages(texts: &[String]) -> Vec<Message> {
+    (0..MESSAGES)
+        .map(|i| {
+            let mut text = texts[(i * 31) % texts.len()].clone();
+            if i % 37 == 0 {
+                text = format!("@persona-{} {text}", i % PERSONAS);
+            }
+            Message {
+                id: format!("{i:08x}"),
+                channel: CHANNELS[i % CHANNELS.len()].to_string(),
+                author: format!("user-{}", i % 50),
+                text,
+                mentions: vec![],
+            }
+        })
+        .collect()
+}
+
+/// One pass of every message through the native logic, in batches: like the component, which
+/// gets the personas with every call, each batch prepares its matchers.
+#[inline(never)]
+fn native_pass(personas: &[Persona], messages: &[Message]) -> usize {
+    let mut woken = 0;
+    for chunk in messages.chunks(BATCH) {
+        let matchers: Vec<logic::Matcher> = personas
+            .iter()
+            .map(|p| {
+                logic::Matcher::new(
+                    &p.name,
+                    p.mentions,
+                    p.keywords.iter().map(String::as_str),
+                    p.all_messages,
+                    p.subscribe.iter().map(String::as_str),
+                )
+            })
+            .collect();
+        let batch = chunk.iter().map(|m| {
+            (
+                m.channel.as_str(),
+                m.text.as_str(),
+                m.mentions.iter().map(String::as_str),
+            )
+        });
+        woken += logic::decide_batch(&matchers, batch).len();
+    }
+    woken
+}
+
+/// One pass of every message through the component, in batches.
+#[inline(never)]
+fn wasm_pass(
+    sb: &Sandbox,
+    runner: &TriggerRunner,
+    personas: &[Persona],
+    messages: &[Message],
+) -> usize {
+    messages
+        .chunks(BATCH)
+        .map(|chunk| {
+            runner
+                .decide_batch(sb, personas, chunk)
+                .expect("batch")
+                .value
+                .len()
+        })
+        .sum()
+}
+
+fn trigger_bench(sb: &Sandbox, args: &Args, personas: &[Persona], messages: &[Message]) {
+    println!(
+        "\n(1) trigger decisions: {PERSONAS} personas x {MESSAGES} messages, batches of {BATCH} messages"
+    );
+    let decisions = (PERSONAS * MESSAGES) as f64;
+    // The built file (the one embedded as the built-in matcher), so a guest rebuild is measured
+    // without rebuilding the host.
+    let bytes = std::fs::read(Path::new(BUILT_GUESTS_DIR).join("trigger_default.wasm"))
+        .expect("trigger_default.wasm");
+    let runner = TriggerRunner::new(sb.load("trigger_default", &bytes).expect("load"))
+        .expect("trigger-default");
+    // Passes alternate, so a change in the machine's load falls on both; best of each.
+    let (mut native_best, mut wasm_best) = (Duration::MAX, Duration::MAX);
+    let (mut native_woken, mut wasm_woken) = (0, 0);
+    for _ in 0..args.reps(9) {
+        let start = Instant::now();
+        native_woken = std::hint::black_box(native_pass(personas, messages));
+        native_best = native_best.min(start.elapsed());
+        let start = Instant::now();
+        wasm_woken = std::hint::black_box(wasm_pass(sb, &runner, personas, messages));
+        wasm_best = wasm_best.min(start.elapsed());
+    }
+    assert_eq!(
+        native_woken, wasm_woken,
+        "the component and the native logic disagree"
+    );
+    // One call per decision, to show why the batch form exists (a sample of 2,000 pairs).
+    let sample = args.reps(2_000);
+    let start = Instant::now();
+    for i in 0..sample {
+        let _ = runner
+            .decide(sb, &personas[i % PERSONAS], &messages[i % MESSAGES])
+            .expect("decide");
+    }
+    let single = start.elapsed();
+    let native_rate = decisions / native_best.as_secs_f64();
+    let wasm_rate = decisions / wasm_best.as_secs_f64();
+    println!(
+        "    native (same logic.rs)     {:>12.0} decisions/s  ({native_woken} wakes)",
+        native_rate
+    );
+    println!(
+        "    wasm trigger-default batch {:>12.0} decisions/s  ({wasm_woken} wakes)",
+        wasm_rate
+    );
+    println!(
+        "    wasm one call per decision {:>12.0} decisions/s  (store kept between calls)",
+        sample as f64 / single.as_secs_f64()
+    );
+    println!(
+        "    RATIO wasm/native = {:.2}x   (goal >= 0.5x)",
+        wasm_rate / native_rate
+    );
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn hook_bench(sb: &Sandbox, args: &Args) {
+    let n_wasm = args.reps(2_000);
+    let n_script = args.reps(300);
+    println!("\n(2) on_message hook latency: append one line per message to the workspace");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ws = dir.path().join("workspace");
+    std::fs::create_dir(&ws).expect("workspace");
+    // APIARY_BENCH_HOOK measures another build of the hook (e.g. to compare link settings).
+    let hook_file = std::env::var_os("APIARY_BENCH_HOOK")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(BUILT_GUESTS_DIR).join("hook_audit.wasm"));
+    println!("    component: {}", hook_file.display());
+    let bytes = std::fs::read(&hook_file).expect("hook component");
+    let loaded = sb.load("hook_audit", &bytes).expect("load");
+    let kept = HookRunner::new(loaded.clone()).expect("hook");
+    let fresh = HookRunner::new(loaded).expect("hook").with_reuse(false);
+
+    // The same hook as a script, run as the spec runs script hooks: a subprocess with the
+    // workspace as cwd and the message on stdin.
+    let script = dir.path().join("audit.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nIFS= read -r text\nprintf 'pip\\t-\\tgeneral\\t-\\tbench\\t%s\\n' \"$text\" >> audit-script.log\n",
+    )
+    .expect("script");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    let mut sent = 0;
+    let mut wasm_call = |runner: &HookRunner, i: usize| {
+        let msg = HookMessage {
+            id: format!("{sent}"),
+            channel: "general".into(),
+            thread: None,
+            author: "bench".into(),
+            text: format!("message number {i}"),
+        };
+        sent += 1;
+        let start = Instant::now();
+        runner
+            .run(sb, HookPoint::OnMessage, "bench", "pip", Some(&msg), &ws)
+            .expect("hook");
+        start.elapsed()
+    };
+    let script_call = |i: usize| {
+        let start = Instant::now();
+        let mut child = Command::new(&script)
+            .current_dir(&ws)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn script");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let _ = writeln!(stdin, "message number {i}");
+        drop(stdin);
+        assert!(child.wait().expect("wait").success());
+        start.elapsed()
+    };
+    // Profiling mode: fresh-store calls only (see the module docs).
+    if let Some(n) = std::env::var("APIARY_BENCH_FRESH_ONLY")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let mut t: Vec<Duration> = (0..n).map(|i| wasm_call(&fresh, i)).collect();
+        t.sort();
+        println!(
+            "    {n} fresh-store calls only: p50 {:.1} us",
+            us(percentile(&t, 0.5))
+        );
+        return;
+    }
+    // Warm-up, then rounds that take a slice of each way in turn, so that a change in the
+    // machine's load (it is shared) falls on all three alike.
+    for i in 0..50 {
+        wasm_call(&kept, i);
+        wasm_call(&fresh, i);
+    }
+    for i in 0..5 {
+        script_call(i);
+    }
+    let rounds = n_script.min(20);
+    let (mut kept_times, mut fresh_times, mut shell) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let share = |n: usize| n * (round + 1) / rounds - n * round / rounds;
+        for i in 0..share(n_wasm) {
+            kept_times.push(wasm_call(&kept, i));
+        }
+        for i in 0..share(n_wasm) {
+            fresh_times.push(wasm_call(&fresh, i));
+        }
+        for i in 0..share(n_script) {
+            shell.push(script_call(i));
+        }
+    }
+    kept_times.sort();
+    fresh_times.sort();
+    shell.sort();
+    let (kept, fresh) = (kept_times, fresh_times);
+    let lines = std::fs::read_to_string(ws.join("audit.log"))
+        .expect("audit.log")
+        .lines()
+        .count();
+    assert_eq!(lines, sent);
+    let (s50, s99) = (percentile(&shell, 0.5), percentile(&shell, 0.99));
+    for (label, times) in [
+        ("store kept between messages", &kept),
+        ("fresh store per message    ", &fresh),
+    ] {
+        println!(
+            "    wasm hook-audit, {label}  p50 {:>9.1} us  p99 {:>9.1} us  (n={n_wasm})",
+            us(percentile(times, 0.5)),
+            us(percentile(times, 0.99))
+        );
+    }
+    println!(
+        "    shell script subprocess                       p50 {:>9.1} us  p99 {:>9.1} us  (n={n_script})",
+        us(s50),
+        us(s99)
+    );
+    for (label, times) in [("kept store", &kept), ("fresh store", &fresh)] {
+        let (w50, w99) = (percentile(times, 0.5), percentile(times, 0.99));
+        println!(
+            "    RATIO script/wasm ({label}) p50 = {:.1}x, p99 = {:.1}x   (goals: wasm p50 <= 50 us, >= 20x faster)",
+            s50.as_secs_f64() / w50.as_secs_f64(),
+            s99.as_secs_f64() / w99.as_secs_f64()
+        );
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn cache_bench(sb: &Sandbox, args: &Args) {
+    println!(
+        "\n(3) compile cache: load a compiled component from the cache vs compile it with Cranelift"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = CompileCache::new(sb.engine(), Some(dir.path().to_path_buf()));
+    for name in ["trigger_default", "hook_audit"] {
+        let bytes =
+            std::fs::read(Path::new(BUILT_GUESTS_DIR).join(format!("{name}.wasm"))).expect("guest");
+        let digest = sha256_hex(&bytes);
+        let compiles: Vec<Duration> = (0..args.reps(5))
+            .map(|_| {
+                let start = Instant::now();
+                std::hint::black_box(sb.engine().precompile_component(&bytes).expect("compile"));
+                start.elapsed()
+            })
+            .collect();
+        let (_, first) = cache
+            .load(sb.engine(), &digest, &bytes)
+            .expect("first load");
+        assert!(matches!(first, Provenance::Compiled { .. }));
+        let loads: Vec<Duration> = (0..args.reps(50))
+            .map(|_| {
+                match cache
+                    .load(sb.engine(), &digest, &bytes)
+                    .expect("cached load")
+                {
+                    (_, Provenance::Cached { time }) => time,
+                    (_, Provenance::Compiled { .. }) => panic!("expected a cache hit"),
+                }
+            })
+            .collect();
+        let (c, l) = (median(compiles), median(loads));
+        println!(
+            "    {name:<16} {:>7} bytes  compile {:>8.2} ms  cached load {:>7.3} ms  RATIO {:.0}x   (goal >= 100x)",
+            bytes.len(),
+            c.as_secs_f64() * 1e3,
+            l.as_secs_f64() * 1e3,
+            c.as_secs_f64() / l.as_secs_f64()
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! Builds the guest components in `guests/` (their own cargo workspace, target wasm32-wasip2) so
+//! that `cargo build` of the host is the only build step. The built `.wasm` files land in
+//! `<repo>/target/guests/wasm32-wasip2/release/`; `trigger-default` is embedded into the binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Environment the outer cargo sets that must not leak into the nested wasm build.
+const CLEARED_ENV: &[&str] = &[
+    "CARGO_TARGET_DIR",
+    "CARGO_BUILD_TARGET",
+    "CARGO_BUILD_TARGET_DIR",
+    "CARGO_BUILD_RUSTFLAGS",
+    "CARGO_ENCODED_RUSTFLAGS",
+    "RUSTFLAGS",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_INCREMENTAL",
+];
+
+fn main() {
+    let manifest_dir =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    // host/apiary -> the repository root
+    let repo = manifest_dir
+        .ancestors()
+        .nth(2)
+        .expect("repository root")
+        .to_path_buf();
+    let guests = repo.join("guests");
+    let wit = repo.join("wit");
+
+    watch(&wit);
+    watch_guests(&guests);
+    println!("cargo:rerun-if-env-changed=APIARY_SKIP_GUEST_BUILD");
+    // Two checkouts sharing one target dir share this build script's fingerprint (cargo leaves
+    // the path out of a workspace member's metadata hash); the paths above differ per checkout,
+    // so rerun when the checkout changes.
+    println!("cargo:rerun-if-env-changed=CARGO_MANIFEST_DIR");
+
+    let target_dir = repo.join("target").join("guests");
+    let out = target_dir.join("wasm32-wasip2").join("release");
+    println!("cargo:rustc-env=APIARY_GUESTS_DIR={}", out.display());
+
+    if std::env::var_os("APIARY_SKIP_GUEST_BUILD").is_none() {
+        check_wasm_target();
+        build_guests(&guests, &target_dir);
+    }
+
+    let trigger = out.join("trigger_default.wasm");
+    if !trigger.is_file() {
+        fail(&format!(
+            "{} was not built (set APIARY_SKIP_GUEST_BUILD only when the guests are already built)",
+            trigger.display()
+        ));
+    }
+    println!(
+        "cargo:rustc-env=APIARY_TRIGGER_DEFAULT_WASM={}",
+        trigger.display()
+    );
+    embed_converters(&out);
+}
+
+/// The guest crates embedded as built-in converters (`apiary convert`). `converter-sample` is
+/// deliberately not one: it only serves tests.
+const BUILTIN_CONVERTERS: &[&str] = &[
+    "converter-agent-plugins",
+    "converter-claude",
+    "converter-duduclaw",
+    "converter-agent-compose",
+];
+
+/// Writes `$OUT_DIR/builtin_converters.rs`: a `&[(&str, &[u8])]` of the built-in converter
+/// components that were built. A missing one is a warning, not an error, so the host builds while
+/// a converter crate is still being written; `apiary convert --list` shows what is embedded.
+fn embed_converters(out: &Path) {
+    let mut rows = String::from("&[\n");
+    for crate_name in BUILTIN_CONVERTERS {
+        let file = out.join(format!("{}.wasm", crate_name.replace('-', "_")));
+        if file.is_file() {
+            rows.push_str(&format!(
+                "    ({crate_name:?}, include_bytes!({:?}) as &[u8]),\n",
+                file.display().to_string()
+            ));
+        } else {
+            println!(
+                "cargo:warning=built-in converter {crate_name} is not built ({} missing); apiary will run without it",
+                file.display()
+            );
+        }
+    }
+    rows.push_str("]\n");
+    let dest =
+        PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("builtin_converters.rs");
+    if let Err(e) = std::fs::write(&dest, rows) {
+        fail(&format!("cannot write {}: {e}", dest.display()));
+    }
+}
+
+/// Prints one clear line and stops the build.
+fn fail(message: &str) -> ! {
+    eprintln!("error: {message}");
+    println!("cargo:warning={message}");
+    std::process::exit(1);
+}
+
+fn rustc() -> String {
+    std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string())
+}
+
+fn check_wasm_target() {
+    let sysroot = Command::new(rustc())
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    if let Some(sysroot) = sysroot
+        && !sysroot.join("lib/rustlib/wasm32-wasip2").is_dir()
+    {
+        fail(
+            "the wasm32-wasip2 Rust target is not installed; run `rustup target add wasm32-wasip2` and build again",
+        );
+    }
+}
+
+fn build_guests(guests: &Path, target_dir: &Path) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(guests)
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
+        .arg(target_dir);
+    for var in CLEARED_ENV {
+        cmd.env_remove(var);
+    }
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| fail(&format!("cannot run cargo for the guests: {e}")));
+    if !status.success() {
+        fail("building the guest components in guests/ failed (see the cargo output above)");
+    }
+}
+
+fn watch(dir: &Path) {
+    println!("cargo:rerun-if-changed={}", dir.display());
+}
+
+/// Every source of the guest workspace, but not a `target/` inside it (a build there would
+/// otherwise trigger a rebuild of the host every time).
+fn watch_guests(guests: &Path) {
+    let Ok(entries) = std::fs::read_dir(guests) else {
+        fail(&format!("{} is missing", guests.display()));
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name == "target" {
+            continue;
+        }
+        watch(&entry.path());
+    }
+}

@@ -1,0 +1,235 @@
+//! The converters available to `apiary convert`: the built-in ones embedded in the binary (built
+//! from `guests/converter-*` by build.rs) and the ones the operator added (`apiary component add`).
+//! Each is loaded, asked for its `info`, and checked; one that fails to load is listed as
+//! unavailable with the reason, never used.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::store::{Entry, Store};
+use crate::sandbox::Sandbox;
+use crate::sandbox::converter::{ConverterInfo, ConverterRunner};
+
+/// `(guest crate name, component bytes)` for each built-in converter that was built.
+pub const BUILTIN: &[(&str, &[u8])] = crate::builtin::CONVERTERS;
+
+/// Where a converter comes from.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Origin {
+    BuiltIn,
+    Added { source: PathBuf },
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::BuiltIn => f.write_str("built in"),
+            Origin::Added { .. } => f.write_str("added"),
+        }
+    }
+}
+
+/// A loaded converter and what it says it can do.
+pub struct Converter {
+    /// The built-in crate name, or the name it was added under.
+    pub name: String,
+    pub origin: Origin,
+    pub digest: String,
+    pub version: String,
+    /// `(source, target)` pairs, checked.
+    pub conversions: Vec<(String, String)>,
+    pub runner: ConverterRunner,
+}
+
+impl Converter {
+    pub fn converts(&self, source: &str, target: &str) -> bool {
+        self.conversions
+            .iter()
+            .any(|(s, t)| s == source && t == target)
+    }
+
+    pub fn reads(&self, source: &str) -> bool {
+        self.conversions.iter().any(|(s, _)| s == source)
+    }
+}
+
+/// A converter that could not be used, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unavailable {
+    pub name: String,
+    pub origin: Origin,
+    pub reason: String,
+}
+
+/// Every converter, built-ins first (in build order), then added ones by name.
+#[derive(Default)]
+pub struct Registry {
+    pub converters: Vec<Converter>,
+    pub unavailable: Vec<Unavailable>,
+}
+
+/// A format id: `[a-z0-9][a-z0-9.-]*`, at most 64 (it is printed and used in directory names).
+pub fn valid_format(id: &str) -> bool {
+    let b = id.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b".-".contains(c))
+}
+
+/// The conversions an `info` answer lists, refused when a format id is not one.
+pub fn checked_conversions(info: &ConverterInfo) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for c in &info.conversions {
+        for id in [&c.source, &c.target] {
+            if !valid_format(id) {
+                return Err(format!(
+                    "its info lists the format id {:?}, which is not a valid format id ([a-z0-9][a-z0-9.-]*, at most 64)",
+                    crate::sandbox::truncate(id, 80)
+                ));
+            }
+        }
+        if c.source == c.target {
+            return Err(format!(
+                "its info lists a conversion from {} to itself",
+                c.source
+            ));
+        }
+        let pair = (c.source.clone(), c.target.clone());
+        if !out.contains(&pair) {
+            out.push(pair);
+        }
+    }
+    Ok(out)
+}
+
+impl Registry {
+    /// Loads the built-ins and, with a store, the added converters. `deadline` overrides the
+    /// converter per-call deadline.
+    pub fn load(sandbox: &Sandbox, store: Option<&Store>, deadline: Option<Duration>) -> Registry {
+        let mut reg = Registry::default();
+        for (name, bytes) in BUILTIN {
+            let label = format!("{name} (built in)");
+            reg.admit(sandbox, name, &label, Origin::BuiltIn, bytes, deadline);
+        }
+        let Some(store) = store else {
+            return reg;
+        };
+        let entries = match store.list() {
+            Ok(e) => e,
+            Err(reason) => {
+                reg.unavailable.push(Unavailable {
+                    name: "(component registry)".to_string(),
+                    origin: Origin::Added {
+                        source: store.dir().to_path_buf(),
+                    },
+                    reason,
+                });
+                return reg;
+            }
+        };
+        for entry in entries {
+            reg.admit_added(sandbox, store, &entry, deadline);
+        }
+        reg
+    }
+
+    fn admit_added(
+        &mut self,
+        sandbox: &Sandbox,
+        store: &Store,
+        entry: &Entry,
+        deadline: Option<Duration>,
+    ) {
+        let origin = Origin::Added {
+            source: entry.source.clone(),
+        };
+        if self.converters.iter().any(|c| c.name == entry.name) {
+            self.unavailable.push(Unavailable {
+                name: entry.name.clone(),
+                origin,
+                reason: "a built-in converter has the same name".to_string(),
+            });
+            return;
+        }
+        match store.bytes(entry) {
+            Ok(bytes) => self.admit(sandbox, &entry.name, &entry.name, origin, &bytes, deadline),
+            Err(reason) => self.unavailable.push(Unavailable {
+                name: entry.name.clone(),
+                origin,
+                reason,
+            }),
+        }
+    }
+
+    fn admit(
+        &mut self,
+        sandbox: &Sandbox,
+        name: &str,
+        label: &str,
+        origin: Origin,
+        bytes: &[u8],
+        deadline: Option<Duration>,
+    ) {
+        let loaded = sandbox
+            .load(label, bytes)
+            .and_then(ConverterRunner::new)
+            .map(|r| match deadline {
+                Some(d) => r.with_deadline(d),
+                None => r,
+            });
+        let answer = loaded.map_err(|e| e.to_string()).and_then(|runner| {
+            let info = runner.info(sandbox).map_err(|e| e.to_string())?.value;
+            let conversions = checked_conversions(&info)?;
+            Ok((runner, info, conversions))
+        });
+        match answer {
+            Ok((runner, info, conversions)) => self.converters.push(Converter {
+                name: name.to_string(),
+                origin,
+                // Computed once by the sandbox when it loaded the bytes.
+                digest: runner.loaded().digest.clone(),
+                version: crate::sandbox::truncate(&info.version, 64).to_string(),
+                conversions,
+                runner,
+            }),
+            Err(reason) => self.unavailable.push(Unavailable {
+                name: name.to_string(),
+                origin,
+                reason,
+            }),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Converter> {
+        self.converters.iter().find(|c| c.name == name)
+    }
+
+    /// Every format some converter reads.
+    pub fn sources(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self
+            .converters
+            .iter()
+            .flat_map(|c| c.conversions.iter().map(|(s, _)| s.as_str()))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Every format some converter writes.
+    pub fn targets(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self
+            .converters
+            .iter()
+            .flat_map(|c| c.conversions.iter().map(|(_, t)| t.as_str()))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}

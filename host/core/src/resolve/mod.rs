@@ -1,0 +1,399 @@
+//! Resolution: from a loaded pack to each persona's effective configuration, across the five
+//! precedence levels of spec §10 (highest wins):
+//!
+//! 1. process environment (the runtime's own variables, e.g. `GOOSE_MODEL`): never overridden;
+//! 2. the operator overrides file ([`overrides`]);
+//! 3. persona frontmatter;
+//! 4. the manifest's `defaults` (skipped entirely when the manifest has none);
+//! 5. built-in defaults.
+//!
+//! Merging is shallow: the first level that sets a field wins it whole (`triggers` and `subscribe`
+//! included); `null` is absent; `[]` and `{}` are present. A `triggers` object that wins has its
+//! unset sub-keys filled from the built-ins, never from a lower level.
+
+mod json_text;
+pub mod overrides;
+pub mod prompt;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::pack::{Author, BehaviourLayer, HookSet, McpServer, Pack, TriggerLayer, mcp};
+use crate::runtime::Runtime;
+pub use overrides::Overrides;
+
+pub const BUILT_IN_TEMPERATURE: f64 = 0.7;
+pub const BUILT_IN_THREAD_REPLIES: bool = true;
+pub const BUILT_IN_BROADCAST_REPLIES: bool = false;
+
+/// Where a resolved value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    ProcessEnv,
+    Operator,
+    Persona,
+    PackDefaults,
+    BuiltIn,
+    /// No level sets it (e.g. no model anywhere: the runtime uses its own default).
+    Unset,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ResolvedPack {
+    pub pack: PackSummary,
+    pub personas: Vec<ResolvedPersona>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PackSummary {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    pub description: Option<String>,
+    pub author: Option<Author>,
+    pub engines_buzz: Option<String>,
+    pub root: std::path::PathBuf,
+    pub overrides_file: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Identity {
+    pub name: String,
+    pub display_name: String,
+    pub description: String,
+    pub avatar: Option<String>,
+    pub author: Option<Author>,
+    /// The agent runtime whose variables `env` uses.
+    pub runtime: String,
+    /// The persona file, relative to the pack root.
+    pub file: std::path::PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelRef {
+    /// The part before the first `:`; `None` for a bare model id.
+    pub provider: Option<String>,
+    pub model: String,
+}
+
+impl ModelRef {
+    pub fn parse(spec: &str) -> ModelRef {
+        match spec.split_once(':') {
+            Some((p, m)) => ModelRef {
+                provider: Some(p.to_string()),
+                model: m.to_string(),
+            },
+            None => ModelRef {
+                provider: None,
+                model: spec.to_string(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Triggers {
+    pub mentions: bool,
+    pub keywords: Vec<String>,
+    pub all_messages: bool,
+}
+
+impl Triggers {
+    pub const BUILT_IN: Triggers = Triggers {
+        mentions: true,
+        keywords: Vec::new(),
+        all_messages: false,
+    };
+
+    fn from_layer(t: &TriggerLayer) -> Triggers {
+        Triggers {
+            mentions: t.mentions.unwrap_or(Self::BUILT_IN.mentions),
+            keywords: t.keywords.clone().unwrap_or_default(),
+            all_messages: t.all_messages.unwrap_or(Self::BUILT_IN.all_messages),
+        }
+    }
+}
+
+/// One persona's effective configuration. Its JSON form is the `apiary pack inspect --json` contract.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResolvedPersona {
+    pub identity: Identity,
+    pub version: String,
+    pub model: Option<ModelRef>,
+    pub temperature: Option<f64>,
+    pub max_context_tokens: Option<u64>,
+    /// Channel names as the relay knows them: the display `#` stripped.
+    pub subscribe: Vec<String>,
+    pub triggers: Triggers,
+    pub thread_replies: bool,
+    pub broadcast_replies: bool,
+    /// Load keys of the skills this persona receives (§6 scoping).
+    pub skills: Vec<String>,
+    /// Pack `.mcp.json` plus the persona's list; the persona wins whole by name; sorted by name.
+    pub mcp_servers: Vec<McpServer>,
+    /// Variables set in the agent process for its runtime, with the operator's own values kept.
+    pub env: BTreeMap<String, String>,
+    /// Kilobytes per persona: escaped for JSON 32 bytes at a time rather than byte by byte.
+    #[serde(serialize_with = "json_text::serialize")]
+    pub system_prompt: String,
+    /// Which level each behavioural value came from.
+    pub sources: BTreeMap<&'static str, Level>,
+    /// Pack hooks with the persona's overriding them point by point (not part of the JSON contract).
+    #[serde(skip)]
+    pub hooks: HookSet,
+    /// The operator variables this persona's MCP `${VAR}`s may read: the pack's `allow_env` in the
+    /// overrides file (not part of the JSON contract).
+    #[serde(skip)]
+    pub allow_env: Vec<String>,
+}
+
+/// Resolves every persona of a valid pack. `process_env` is level 1 (a lookup, so tests can supply
+/// their own environment).
+pub fn resolve(
+    pack: &Pack,
+    overrides: &Overrides,
+    process_env: &dyn Fn(&str) -> Option<String>,
+) -> ResolvedPack {
+    ResolvedPack {
+        pack: summary(pack, overrides),
+        personas: resolve_each(pack, overrides, process_env).collect(),
+    }
+}
+
+/// The pack-level part of [`ResolvedPack`].
+pub fn summary(pack: &Pack, overrides: &Overrides) -> PackSummary {
+    let m = &pack.manifest;
+    PackSummary {
+        id: m.id.clone(),
+        name: m.name.clone(),
+        version: m.version.clone(),
+        description: m.description.clone(),
+        author: m.author.clone(),
+        engines_buzz: m.engines_buzz.clone(),
+        root: pack.root.clone(),
+        overrides_file: overrides.path.clone(),
+    }
+}
+
+/// The personas of [`resolve`], in pack order, resolved one at a time as the iterator is advanced.
+/// A caller that writes each one out and drops it (`pack inspect --json`) reuses one persona's
+/// memory for the next instead of holding every kilobytes-long system prompt at once.
+pub fn resolve_each<'a>(
+    pack: &'a Pack,
+    overrides: &'a Overrides,
+    process_env: &'a dyn Fn(&str) -> Option<String>,
+) -> impl Iterator<Item = ResolvedPersona> + 'a {
+    pack.skills_of_all()
+        .into_iter()
+        .enumerate()
+        .map(move |(i, skills)| resolve_persona(pack, i, &skills, overrides, process_env))
+}
+
+/// The real process environment, for level 1.
+pub fn process_env(key: &str) -> Option<String> {
+    std::env::var(key).ok().filter(|v| !v.is_empty())
+}
+
+/// [`process_env`] that looks each variable up once: every persona of a runtime asks for the same
+/// few variables, and each lookup scans the whole environment (800 scans for 200 personas).
+pub fn cached_process_env() -> impl Fn(&str) -> Option<String> {
+    let seen = std::cell::RefCell::new(Vec::<(String, Option<String>)>::new());
+    move |key| {
+        if let Some((_, value)) = seen.borrow().iter().find(|(k, _)| k == key) {
+            return value.clone();
+        }
+        let value = process_env(key);
+        seen.borrow_mut().push((key.to_string(), value.clone()));
+        value
+    }
+}
+
+/// Picks the first level that sets a field: operator, persona, pack defaults.
+fn pick<T: Clone>(
+    operator: Option<&BehaviourLayer>,
+    persona: &BehaviourLayer,
+    defaults: Option<&BehaviourLayer>,
+    field: impl Fn(&BehaviourLayer) -> &Option<T>,
+) -> Option<(T, Level)> {
+    let levels = [
+        (operator, Level::Operator),
+        (Some(persona), Level::Persona),
+        (defaults, Level::PackDefaults),
+    ];
+    levels
+        .into_iter()
+        .find_map(|(layer, level)| layer.and_then(|l| field(l).clone()).map(|v| (v, level)))
+}
+
+fn resolve_persona(
+    pack: &Pack,
+    index: usize,
+    received_skills: &[&crate::pack::Skill],
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> ResolvedPersona {
+    let persona = &pack.personas[index];
+    let defaults = pack.manifest.defaults.as_ref();
+    let operator = overrides.get(&pack.manifest.id, &persona.name);
+    let op = operator.map(|o| &o.behaviour);
+    let b = &persona.behaviour;
+    let mut sources = BTreeMap::new();
+
+    let mut with_source = |key: &'static str, level: Level| {
+        sources.insert(key, level);
+    };
+
+    let runtime_name = operator
+        .and_then(|o| o.runtime.clone())
+        .or_else(|| persona.runtime.clone());
+    let runtime = Runtime::for_name(runtime_name.as_deref());
+
+    let model = pick(op, b, defaults, |l| &l.model);
+    let mut model_ref = model.as_ref().map(|(m, _)| ModelRef::parse(m));
+    with_source("model", model.as_ref().map_or(Level::Unset, |m| m.1));
+
+    let temperature =
+        pick(op, b, defaults, |l| &l.temperature).unwrap_or((BUILT_IN_TEMPERATURE, Level::BuiltIn));
+    let mut temperature = (Some(temperature.0), temperature.1);
+    let context = pick(op, b, defaults, |l| &l.max_context_tokens);
+    let mut context = (context.map(|c| c.0), context.map_or(Level::Unset, |c| c.1));
+
+    // Level 1: the operator's own environment is what the agent will see; report that.
+    let env_model = runtime.model_var.and_then(env);
+    let env_provider = runtime.provider_var.and_then(env);
+    if env_model.is_some() || env_provider.is_some() {
+        let base = model_ref.clone().unwrap_or(ModelRef {
+            provider: None,
+            model: String::new(),
+        });
+        model_ref = Some(ModelRef {
+            provider: env_provider.or(base.provider),
+            model: env_model.unwrap_or(base.model),
+        });
+        with_source("model", Level::ProcessEnv);
+    }
+    // The operator's value wins even when it is not a number: the agent gets it verbatim (see `env`),
+    // so the resolved value is then unknown (`None`), never the pack's value it replaced.
+    if let Some(t) = runtime.temperature_var.and_then(env) {
+        temperature = (t.trim().parse::<f64>().ok(), Level::ProcessEnv);
+    }
+    if let Some(c) = runtime.context_var.and_then(env) {
+        context = (c.trim().parse::<u64>().ok(), Level::ProcessEnv);
+    }
+    with_source("temperature", temperature.1);
+    with_source("max_context_tokens", context.1);
+
+    let subscribe = pick(op, b, defaults, |l| &l.subscribe);
+    with_source(
+        "subscribe",
+        subscribe.as_ref().map_or(Level::BuiltIn, |s| s.1),
+    );
+    let subscribe = subscribe
+        .map(|s| s.0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.strip_prefix('#').unwrap_or(&c).to_string())
+        .collect();
+
+    let triggers = pick(op, b, defaults, |l| &l.triggers);
+    with_source(
+        "triggers",
+        triggers.as_ref().map_or(Level::BuiltIn, |t| t.1),
+    );
+    let triggers = triggers.map_or(Triggers::BUILT_IN, |t| Triggers::from_layer(&t.0));
+
+    let thread_replies = pick(op, b, defaults, |l| &l.thread_replies)
+        .unwrap_or((BUILT_IN_THREAD_REPLIES, Level::BuiltIn));
+    with_source("thread_replies", thread_replies.1);
+    let broadcast_replies = pick(op, b, defaults, |l| &l.broadcast_replies)
+        .unwrap_or((BUILT_IN_BROADCAST_REPLIES, Level::BuiltIn));
+    with_source("broadcast_replies", broadcast_replies.1);
+
+    let version = match &persona.version {
+        Some(v) => {
+            with_source("version", Level::Persona);
+            v.clone()
+        }
+        None => {
+            with_source("version", Level::PackDefaults);
+            pack.manifest.version.clone()
+        }
+    };
+    with_source(
+        "runtime",
+        if operator.is_some_and(|o| o.runtime.is_some()) {
+            Level::Operator
+        } else if persona.runtime.is_some() {
+            Level::Persona
+        } else {
+            Level::BuiltIn
+        },
+    );
+
+    let skills: Vec<String> = received_skills.iter().map(|s| s.name.clone()).collect();
+    let skill_names: Vec<&str> = skills.iter().map(String::as_str).collect();
+    let system_prompt = prompt::system_prompt(
+        &persona.body,
+        pack.instructions.as_deref(),
+        &skill_names,
+        prompt::DEFAULT_SKILL_HINT,
+    );
+
+    let env_vars = project_env(&runtime, model_ref.as_ref(), temperature.0, context.0, env);
+
+    ResolvedPersona {
+        identity: Identity {
+            name: persona.name.clone(),
+            display_name: persona.display_name.clone(),
+            description: persona.description.clone(),
+            avatar: persona.avatar.clone(),
+            author: persona.author.clone(),
+            runtime: runtime.name.to_string(),
+            file: persona.file.clone(),
+        },
+        version,
+        model: model_ref,
+        temperature: temperature.0,
+        max_context_tokens: context.0,
+        subscribe,
+        triggers,
+        thread_replies: thread_replies.0,
+        broadcast_replies: broadcast_replies.0,
+        skills,
+        mcp_servers: mcp::merge(&pack.mcp_servers, &persona.mcp_servers),
+        env: env_vars,
+        system_prompt,
+        sources,
+        hooks: pack.hooks.overlay(&persona.hooks),
+        allow_env: overrides.allow_env(&pack.manifest.id).to_vec(),
+    }
+}
+
+/// The runtime's variables: the operator's value when the process already has one (level 1, never
+/// overridden), else the resolved value. A variable with no value anywhere is not set at all.
+fn project_env(
+    runtime: &Runtime,
+    model: Option<&ModelRef>,
+    temperature: Option<f64>,
+    context: Option<u64>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> BTreeMap<String, String> {
+    let candidates = [
+        (runtime.provider_var, model.and_then(|m| m.provider.clone())),
+        (
+            runtime.model_var,
+            model.map(|m| m.model.clone()).filter(|m| !m.is_empty()),
+        ),
+        (runtime.temperature_var, temperature.map(|t| t.to_string())),
+        (runtime.context_var, context.map(|c| c.to_string())),
+    ];
+    candidates
+        .into_iter()
+        .filter_map(|(var, resolved)| {
+            let var = var?;
+            env(var).or(resolved).map(|v| (var.to_string(), v))
+        })
+        .collect()
+}

@@ -1,0 +1,317 @@
+//! What the embedded relay lets one client cost it: event size, stored events and bytes, events a
+//! minute per key and per connection, and who may publish group metadata.
+//!
+//! The relay listens on loopback for the operator's own agents, but any local process (or anyone a
+//! port is forwarded to) can connect: without these, one client could publish megabyte events until
+//! memory and the journal fill the disk.
+//!
+//! [`Admission`] is the relay library's write policy: it runs after the library checked the event's
+//! id and signature, so a rate bucket is only ever charged for its key's genuine events (an
+//! attacker cannot spend another key's budget with forged ones). The size cap is enforced before
+//! that, on the websocket message (see `embedded`).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use nostr_relay_builder::prelude::*;
+
+/// The embedded relay's caps; [`Limits::default`] is what `apiary up` and `apiary relay` use unless
+/// told otherwise (the flags of the same names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest EVENT message accepted, in bytes (the websocket message, JSON as sent).
+    pub max_event_bytes: usize,
+    /// Events stored (memory and journal) before the relay refuses new ones.
+    pub max_stored_events: u64,
+    /// Bytes stored (the journal's size) before the relay refuses new events.
+    pub max_stored_bytes: u64,
+    /// Events a minute one key may publish (a burst of as many, then refilled evenly).
+    pub per_key_per_minute: u32,
+    /// Events a minute one connection may publish (same shape).
+    pub per_connection_per_minute: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_event_bytes: 64 * 1024,
+            max_stored_events: 50_000,
+            max_stored_bytes: 64 * 1024 * 1024,
+            per_key_per_minute: 120,
+            per_connection_per_minute: 600,
+        }
+    }
+}
+
+impl Limits {
+    /// Messages up to this size are read whole, so that an oversized EVENT gets an `OK false`
+    /// naming its id; a larger one ends the connection (close code 1009) before it is buffered.
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_event_bytes
+            .saturating_mul(4)
+            .max(self.max_event_bytes.saturating_add(1024 * 1024))
+    }
+}
+
+/// What the store holds, shared by the store (which counts) and the write policy (which refuses
+/// before the store is full).
+#[derive(Debug, Default)]
+pub struct Usage {
+    pub events: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+impl Usage {
+    /// Why an event of `bytes` would not fit, if it would not.
+    pub fn refusal(&self, limits: &Limits, bytes: u64) -> Option<String> {
+        let events = self.events.load(Ordering::Relaxed);
+        let stored = self.bytes.load(Ordering::Relaxed);
+        if events >= limits.max_stored_events {
+            return Some(format!(
+                "storage full: {events} events stored, the limit is {} (--max-stored-events)",
+                limits.max_stored_events
+            ));
+        }
+        if stored.saturating_add(bytes) > limits.max_stored_bytes {
+            return Some(format!(
+                "storage full: {stored} bytes stored, the limit is {} (--max-stored-bytes)",
+                limits.max_stored_bytes
+            ));
+        }
+        None
+    }
+}
+
+/// Group metadata kinds (NIP-29 39000-39003): the relay itself signs them.
+pub fn is_group_metadata(kind: Kind) -> bool {
+    (39000..=39003).contains(&kind.as_u16())
+}
+
+/// A token bucket: `per_minute` tokens at most, refilled evenly over a minute.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn full(per_minute: u32, now: Instant) -> Bucket {
+        Bucket {
+            tokens: f64::from(per_minute),
+            at: now,
+        }
+    }
+
+    fn refill(&mut self, per_minute: u32, now: Instant) {
+        let rate = f64::from(per_minute) / 60.0;
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(f64::from(per_minute));
+        self.at = now;
+    }
+
+    fn take(&mut self, per_minute: u32, now: Instant) -> bool {
+        self.refill(per_minute, now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Buckets by key; full buckets are forgotten when the map grows (a full bucket is the same as
+/// none), so the map stays as small as the set of keys publishing within a minute.
+#[derive(Debug)]
+struct Buckets<K> {
+    per_minute: u32,
+    map: HashMap<K, Bucket>,
+}
+
+impl<K: std::hash::Hash + Eq> Buckets<K> {
+    fn new(per_minute: u32) -> Buckets<K> {
+        Buckets {
+            per_minute,
+            map: HashMap::new(),
+        }
+    }
+
+    fn take(&mut self, key: K, now: Instant) -> bool {
+        let per_minute = self.per_minute;
+        if self.map.len() >= 4096 {
+            self.map.retain(|_, b| {
+                b.refill(per_minute, now);
+                b.tokens < f64::from(per_minute)
+            });
+        }
+        self.map
+            .entry(key)
+            .or_insert_with(|| Bucket::full(per_minute, now))
+            .take(per_minute, now)
+    }
+}
+
+/// The embedded relay's write policy.
+#[derive(Debug)]
+pub struct Admission {
+    limits: Limits,
+    /// The relay's own key: the only author of group metadata.
+    relay_key: PublicKey,
+    usage: std::sync::Arc<Usage>,
+    keys: Mutex<Buckets<PublicKey>>,
+    connections: Mutex<Buckets<SocketAddr>>,
+    /// Events refused for a rate limit (for logs and tests).
+    pub limited: AtomicU64,
+}
+
+impl Admission {
+    pub fn new(limits: Limits, relay_key: PublicKey, usage: std::sync::Arc<Usage>) -> Admission {
+        Admission {
+            limits,
+            relay_key,
+            usage,
+            keys: Mutex::new(Buckets::new(limits.per_key_per_minute)),
+            connections: Mutex::new(Buckets::new(limits.per_connection_per_minute)),
+            limited: AtomicU64::new(0),
+        }
+    }
+
+    /// Why `event`, from the connection `peer`, is refused; `None` to store it.
+    pub fn check(&self, event: &Event, peer: SocketAddr) -> Option<String> {
+        if is_group_metadata(event.kind) && event.pubkey != self.relay_key {
+            return Some(format!(
+                "group metadata (kind {}) is signed by this relay's key only ({})",
+                event.kind.as_u16(),
+                self.relay_key.to_hex()
+            ));
+        }
+        let now = Instant::now();
+        // The connection first: a flood of many keys over one connection does not spend the keys'
+        // budgets, and a key spread over many connections is still counted once.
+        if !lock(&self.connections).take(peer, now) {
+            self.limited.fetch_add(1, Ordering::Relaxed);
+            return Some(format!(
+                "rate-limited: more than {} events a minute on this connection (--connection-rate)",
+                self.limits.per_connection_per_minute
+            ));
+        }
+        if !lock(&self.keys).take(event.pubkey, now) {
+            self.limited.fetch_add(1, Ordering::Relaxed);
+            return Some(format!(
+                "rate-limited: more than {} events a minute from this key (--key-rate)",
+                self.limits.per_key_per_minute
+            ));
+        }
+        let bytes = event.as_json().len() as u64 + 1;
+        self.usage.refusal(&self.limits, bytes)
+    }
+
+    /// A connection ended: its bucket goes (the address may be reused by another client).
+    pub fn forget(&self, peer: SocketAddr) {
+        lock(&self.connections).map.remove(&peer);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The library's hook for [`Admission`].
+#[derive(Debug)]
+pub struct Policy(pub std::sync::Arc<Admission>);
+
+impl WritePolicy for Policy {
+    fn admit_event<'a>(
+        &'a self,
+        event: &'a Event,
+        addr: &'a SocketAddr,
+    ) -> BoxedFuture<'a, PolicyResult> {
+        Box::pin(async move {
+            match self.0.check(event, *addr) {
+                Some(why) => PolicyResult::Reject(why),
+                None => PolicyResult::Accept,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn admission(limits: Limits) -> (Admission, Keys) {
+        let relay = Keys::generate();
+        let a = Admission::new(limits, relay.public_key(), Arc::default());
+        (a, relay)
+    }
+
+    fn note(keys: &Keys) -> Event {
+        crate::message(keys, "general", "hi", vec![]).unwrap()
+    }
+
+    #[test]
+    fn buckets_limit_each_key_and_each_connection() {
+        let limits = Limits {
+            per_key_per_minute: 3,
+            per_connection_per_minute: 5,
+            ..Limits::default()
+        };
+        let (a, _) = admission(limits);
+        let (one, two) = (Keys::generate(), Keys::generate());
+        let c1: SocketAddr = "127.0.0.1:1000".parse().unwrap();
+        let c2: SocketAddr = "127.0.0.1:1001".parse().unwrap();
+        // One key over two connections: three events, then refused.
+        for i in 0..3 {
+            let c = if i % 2 == 0 { c1 } else { c2 };
+            assert_eq!(a.check(&note(&one), c), None);
+        }
+        let why = a.check(&note(&one), c2).unwrap();
+        assert!(why.contains("from this key"), "{why}");
+        // New keys on c1, where two of five are spent: three more, then the connection is out.
+        for _ in 0..3 {
+            assert_eq!(a.check(&note(&Keys::generate()), c1), None);
+        }
+        let why = a.check(&note(&two), c1).unwrap();
+        assert!(why.contains("on this connection"), "{why}");
+        a.forget(c1);
+        assert_eq!(a.check(&note(&two), c1), None);
+    }
+
+    #[test]
+    fn only_the_relay_signs_group_metadata() {
+        let (a, relay) = admission(Limits::default());
+        let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let meta = |k: &Keys| {
+            EventBuilder::new(Kind::Custom(39000), "")
+                .tags([
+                    Tag::identifier("evil"),
+                    Tag::custom(TagKind::custom("name"), ["general"]),
+                ])
+                .sign_with_keys(k)
+                .unwrap()
+        };
+        assert!(a.check(&meta(&Keys::generate()), peer).is_some());
+        assert_eq!(a.check(&meta(&relay), peer), None);
+    }
+
+    #[test]
+    fn storage_caps_refuse_before_the_store_is_full() {
+        let limits = Limits {
+            max_stored_events: 2,
+            ..Limits::default()
+        };
+        let usage = Usage::default();
+        assert_eq!(usage.refusal(&limits, 10), None);
+        usage.events.store(2, Ordering::Relaxed);
+        assert!(usage.refusal(&limits, 10).unwrap().contains("2 events"));
+        usage.events.store(0, Ordering::Relaxed);
+        usage
+            .bytes
+            .store(limits.max_stored_bytes - 5, Ordering::Relaxed);
+        assert!(usage.refusal(&limits, 10).unwrap().contains("bytes"));
+    }
+}

@@ -1,0 +1,694 @@
+//! The component sandbox: everything a pack or a third party supplies as code (hooks, trigger
+//! matchers, converters) runs here, as a WebAssembly component in wasmtime.
+//!
+//! - One [`Sandbox`] per process ([`Sandbox::shared`]): one engine with an epoch ticker (10 ms),
+//!   the pooling allocator, a linker holding WASI p2 and the `apiary:plugin/host` import.
+//! - Components are compiled once and cached ([`cache`]), identified by world and WIT version
+//!   ([`bindings::identify`]) and pre-instantiated ([`Loaded`] holds the `InstancePre`).
+//! - Every call runs in a `Store` with a deadline, a memory cap, bounded stdout/stderr and only
+//!   the WASI grants it needs ([`wasi::Grants`]). Hooks and triggers keep a store between calls
+//!   that ended normally ([`warm`]); after a trap, a deadline or a refused answer the store is
+//!   dropped, so a trap never poisons a later call. A component that keeps failing is switched
+//!   off by a circuit breaker ([`breaker`]).
+//! - Front ends per world: [`hook`], [`trigger`], [`converter`].
+
+pub mod bindings;
+pub mod blocking;
+pub mod breaker;
+pub mod cache;
+pub mod converter;
+pub mod hook;
+pub mod limits;
+pub mod trigger;
+pub mod warm;
+pub mod wasi;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, HasSelf, Instance, InstancePre, Linker, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+pub use bindings::{Identity, SUPPORTED_RANGE, World};
+pub use breaker::BreakerPolicy;
+pub use cache::{CompileCache, Provenance};
+pub use limits::Limits;
+pub use wasi::{Captured, Grants, Preopen};
+
+use limits::Limiter;
+use warm::{Budget, Live, WarmPool};
+use wasi::Sink;
+
+/// The epoch tick: deadlines are measured in these.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Lines a component may log through `apiary:plugin/host.log` per call, and bytes per line.
+const LOG_LINES_PER_CALL: u32 = 256;
+const LOG_LINE_BYTES: usize = 4 << 10;
+
+/// Everything that can go wrong loading or calling a component. The message says what happened.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("{name}: {detail}")]
+    NotAComponent { name: String, detail: String },
+    #[error(
+        "{name} is precompiled native code; apiary only runs WebAssembly components (.wasm) and compiles them itself, it never loads precompiled artifacts from outside its own cache"
+    )]
+    Precompiled { name: String },
+    #[error(
+        "{name} was built against {found}, which this apiary does not support; supported: {SUPPORTED_RANGE}. Rebuild it against apiary's wit/ (or use an apiary that supports {found})"
+    )]
+    UnsupportedVersion { name: String, found: String },
+    #[error(
+        "{name} is not an apiary plugin: it exports none of apiary:plugin/{{lifecycle,matcher,format-converter}} (it exports: {exports})"
+    )]
+    NotAPlugin { name: String, exports: String },
+    #[error("{name} is a {found} component, but a {expected} component is needed here")]
+    WrongWorld {
+        name: String,
+        found: World,
+        expected: World,
+    },
+    #[error("{name} could not be compiled: {detail}")]
+    Compile { name: String, detail: String },
+    #[error("{name} cannot be linked (it needs imports apiary does not provide): {detail}")]
+    Link { name: String, detail: String },
+    #[error("{name} exceeded its deadline of {} ms and was stopped", limit.as_millis())]
+    Deadline { name: String, limit: Duration },
+    #[error(
+        "{name} exceeded its memory cap of {} MiB (it tried to grow its memory to {attempted} bytes) and was stopped",
+        limit >> 20
+    )]
+    MemoryCap {
+        name: String,
+        limit: usize,
+        attempted: usize,
+    },
+    #[error(
+        "{name} exceeded the table cap of {limit} elements (it tried to make a table of {attempted}) and was stopped"
+    )]
+    TableCap {
+        name: String,
+        limit: usize,
+        attempted: usize,
+    },
+    #[error("{name} overflowed its stack (recursion too deep) and was stopped")]
+    StackOverflow { name: String },
+    #[error("{name} trapped: {detail}")]
+    Trap { name: String, detail: String },
+    #[error("{name} failed: {message}")]
+    Guest { name: String, message: String },
+    #[error(
+        "{name} returned {what} of {size} bytes, over the {limit}-byte cap; the answer was refused"
+    )]
+    Oversized {
+        name: String,
+        what: &'static str,
+        size: usize,
+        limit: usize,
+    },
+    #[error("{name} returned an invalid answer: {detail}")]
+    Invalid { name: String, detail: String },
+    #[error(
+        "{name} is switched off after {failures} consecutive failures (circuit breaker); next attempt allowed in {} s",
+        retry_in.as_secs().max(1)
+    )]
+    CircuitOpen {
+        name: String,
+        failures: u32,
+        retry_in: Duration,
+    },
+    #[error("{name}: {detail}")]
+    Setup { name: String, detail: String },
+    #[error("{name} was stopped: the host panicked while running it ({detail})")]
+    HostPanic { name: String, detail: String },
+}
+
+impl SandboxError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SandboxError::NotAComponent { .. } => "not-a-component",
+            SandboxError::Precompiled { .. } => "precompiled-refused",
+            SandboxError::UnsupportedVersion { .. } => "unsupported-version",
+            SandboxError::NotAPlugin { .. } => "not-a-plugin",
+            SandboxError::WrongWorld { .. } => "wrong-world",
+            SandboxError::Compile { .. } => "compile",
+            SandboxError::Link { .. } => "link",
+            SandboxError::Deadline { .. } => "deadline",
+            SandboxError::MemoryCap { .. } => "memory-cap",
+            SandboxError::TableCap { .. } => "table-cap",
+            SandboxError::StackOverflow { .. } => "stack-overflow",
+            SandboxError::Trap { .. } => "trap",
+            SandboxError::Guest { .. } => "guest-error",
+            SandboxError::Oversized { .. } => "oversized",
+            SandboxError::Invalid { .. } => "invalid-answer",
+            SandboxError::CircuitOpen { .. } => "circuit-open",
+            SandboxError::Setup { .. } => "setup",
+            SandboxError::HostPanic { .. } => "host-panic",
+        }
+    }
+}
+
+/// Per-store state: WASI, the resource table, limits, the log budget and the output sinks.
+pub struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: Limiter,
+    component: Arc<str>,
+    /// Lines logged in the current call.
+    log_lines: u32,
+    stdout: Sink,
+    stderr: Sink,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl bindings::v0_1::hook::apiary::plugin::host::Host for State {
+    fn log(&mut self, level: bindings::v0_1::Level, message: String) {
+        use bindings::v0_1::Level;
+        self.log_lines += 1;
+        if self.log_lines > LOG_LINES_PER_CALL {
+            if self.log_lines == LOG_LINES_PER_CALL + 1 {
+                tracing::warn!(component = %self.component, "log budget of {LOG_LINES_PER_CALL} lines per call used up; dropping the rest");
+            }
+            return;
+        }
+        let line = truncate(&message, LOG_LINE_BYTES);
+        let c = &*self.component;
+        match level {
+            Level::Trace => tracing::trace!(component = c, "{line}"),
+            Level::Debug => tracing::debug!(component = c, "{line}"),
+            Level::Info => tracing::info!(component = c, "{line}"),
+            Level::Warn => tracing::warn!(component = c, "{line}"),
+            Level::Error => tracing::error!(component = c, "{line}"),
+        }
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
+pub fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// A compiled, identified, pre-instantiated component.
+pub struct Loaded {
+    /// A name for messages (usually the file name).
+    pub name: Arc<str>,
+    /// sha256 of the component bytes, hex.
+    pub digest: String,
+    pub size: usize,
+    pub identity: Identity,
+    pub provenance: Provenance,
+    pre: InstancePre<State>,
+    /// The sandbox's budget of parked stores, for this component's [`WarmPool`]s.
+    warm_budget: Arc<Budget>,
+}
+
+impl Loaded {
+    /// An empty pool of parked stores for this component (see [`warm`]).
+    pub(crate) fn warm_pool<K: PartialEq>(&self, capacity: usize) -> WarmPool<K> {
+        WarmPool::new(self.warm_budget.clone(), capacity)
+    }
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded")
+            .field("name", &self.name)
+            .field("digest", &self.digest)
+            .field("world", &self.identity.world)
+            .finish()
+    }
+}
+
+/// The engine, linker, compile cache and per-component bookkeeping.
+pub struct Sandbox {
+    engine: Engine,
+    linker: Linker<State>,
+    cache: CompileCache,
+    breaker_policy: BreakerPolicy,
+    breakers: Mutex<HashMap<String, breaker::Breaker>>,
+    loaded: Mutex<HashMap<String, Arc<Loaded>>>,
+    warm_budget: Arc<Budget>,
+}
+
+/// Options for [`Sandbox::new`].
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Where compiled components are cached; `None` disables the cache.
+    pub cache_dir: Option<std::path::PathBuf>,
+    pub breaker: BreakerPolicy,
+    /// Instances the pooling allocator keeps ready (also the most calls in flight at once).
+    pub pool_instances: u32,
+    /// Use the pooling allocator when it can be set up (the default). `false` allocates every
+    /// instance on demand, as the sandbox does when the pool's address space cannot be reserved;
+    /// the per-store limits ([`Limits`]) hold on both paths.
+    pub pooling: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> SandboxConfig {
+        SandboxConfig {
+            cache_dir: CompileCache::default_dir(),
+            breaker: BreakerPolicy::default(),
+            pool_instances: 128,
+            pooling: true,
+        }
+    }
+}
+
+/// Set to `perfmap` to have wasmtime write `/tmp/perf-<pid>.map`, so `perf` names guest functions.
+pub const PROFILE_ENV: &str = "APIARY_WASM_PROFILE";
+
+fn engine_config(pool: Option<u32>) -> Config {
+    let mut cfg = Config::new();
+    cfg.epoch_interruption(true);
+    cfg.wasm_component_model(true);
+    if std::env::var(PROFILE_ENV).is_ok_and(|v| v == "perfmap") {
+        cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
+    if let Some(n) = pool {
+        let mut p = PoolingAllocationConfig::default();
+        // Rust components have one memory and a few core instances each.
+        p.total_component_instances(n)
+            .total_core_instances(n * 8)
+            .total_memories(n)
+            .total_tables(n * 4)
+            .max_memory_size(256 << 20)
+            // The same table cap as every store's limiter (limits.rs), which is all that caps
+            // tables when the pool is unavailable.
+            .table_elements(limits::MAX_TABLE_ELEMENTS)
+            // Reset memories with memset instead of madvise: instantiation then scales across
+            // threads inside a VM (feasibility.md, section 5). Rust guests use a bit over 1 MiB.
+            .linear_memory_keep_resident(4 << 20)
+            .table_keep_resident(64 << 10);
+        cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(p));
+    }
+    cfg
+}
+
+impl Sandbox {
+    /// The process-wide sandbox (default configuration), created on first use.
+    pub fn shared() -> Result<&'static Sandbox, String> {
+        static SHARED: OnceLock<Result<Sandbox, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| Sandbox::new(SandboxConfig::default()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    pub fn new(config: SandboxConfig) -> Result<Sandbox, String> {
+        let pooled = match config.pooling {
+            true => Engine::new(&engine_config(Some(config.pool_instances))),
+            false => Err(wasmtime::Error::msg(
+                "turned off in the sandbox configuration",
+            )),
+        };
+        let engine = match pooled {
+            Ok(e) => e,
+            Err(e) => {
+                // Pooling reserves a lot of virtual address space; some environments cap it.
+                tracing::warn!("pooling allocator unavailable ({e:#}); using on-demand allocation");
+                Engine::new(&engine_config(None))
+                    .map_err(|e| format!("cannot create the wasm engine: {e:#}"))?
+            }
+        };
+        start_ticker(&engine);
+        let mut linker: Linker<State> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| format!("cannot link WASI: {e:#}"))?;
+        bindings::v0_1::hook::apiary::plugin::host::add_to_linker::<State, HasSelf<State>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(|e| format!("cannot link the host interface: {e:#}"))?;
+        let cache = CompileCache::new(&engine, config.cache_dir);
+        Ok(Sandbox {
+            engine,
+            linker,
+            cache,
+            breaker_policy: config.breaker,
+            breakers: Mutex::new(HashMap::new()),
+            loaded: Mutex::new(HashMap::new()),
+            // Parked stores keep pool slots; leave most of the pool to fresh calls.
+            warm_budget: Budget::new(config.pool_instances as usize / 4),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn cache(&self) -> &CompileCache {
+        &self.cache
+    }
+
+    /// Checks that `bytes` are a WebAssembly component (not a core module, not precompiled code).
+    pub fn check_bytes(name: &str, bytes: &[u8]) -> Result<(), SandboxError> {
+        if Engine::detect_precompiled(bytes).is_some() {
+            return Err(SandboxError::Precompiled {
+                name: name.to_string(),
+            });
+        }
+        const COMPONENT: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+        const MODULE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+        if bytes.starts_with(&COMPONENT) {
+            return Ok(());
+        }
+        let detail = if bytes.starts_with(&MODULE) {
+            "a core WebAssembly module, not a component; build it with `cargo build --target wasm32-wasip2` (which emits a component)".to_string()
+        } else {
+            "not a WebAssembly component (no `\\0asm` component header)".to_string()
+        };
+        Err(SandboxError::NotAComponent {
+            name: name.to_string(),
+            detail,
+        })
+    }
+
+    /// Compiles (or loads from the cache), identifies and pre-instantiates a component. The same
+    /// bytes are loaded once per process.
+    pub fn load(&self, name: &str, bytes: &[u8]) -> Result<Arc<Loaded>, SandboxError> {
+        Self::check_bytes(name, bytes)?;
+        let digest = cache::sha256_hex(bytes);
+        if let Some(l) = self.lock_loaded().get(&digest) {
+            return Ok(l.clone());
+        }
+        let (component, provenance) =
+            self.cache
+                .load(&self.engine, &digest, bytes)
+                .map_err(|e| SandboxError::Compile {
+                    name: name.to_string(),
+                    detail: format!("{e:#}"),
+                })?;
+        let loaded =
+            Arc::new(self.prepare(name, digest.clone(), bytes.len(), component, provenance)?);
+        self.lock_loaded().insert(digest, loaded.clone());
+        Ok(loaded)
+    }
+
+    fn prepare(
+        &self,
+        name: &str,
+        digest: String,
+        size: usize,
+        component: Component,
+        provenance: Provenance,
+    ) -> Result<Loaded, SandboxError> {
+        let identity = bindings::identify(&self.engine, name, &component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| SandboxError::Link {
+                name: name.to_string(),
+                detail: format!("{e:#}"),
+            })?;
+        Ok(Loaded {
+            name: name.into(),
+            digest,
+            size,
+            identity,
+            provenance,
+            pre,
+            warm_budget: self.warm_budget.clone(),
+        })
+    }
+
+    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Loaded>>> {
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One call in a fresh store with `limits` and `grants`: `f` calls into the instance, then
+    /// the store is dropped. Output is forwarded to the log; failures are classified and counted
+    /// by the circuit breaker.
+    pub(crate) fn call<R: Send>(
+        &self,
+        loaded: &Loaded,
+        limits: &Limits,
+        grants: &Grants,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>> + Send,
+    ) -> Result<CallOutput<R>, SandboxError> {
+        self.call_in(loaded, limits, grants, &mut None, f)
+    }
+
+    /// Like [`Sandbox::call`], in a store parked in `pool` under `key` if there is one (else a
+    /// fresh one), parking the store again afterwards if the call ended normally.
+    pub(crate) fn call_warm<K: PartialEq, R: Send>(
+        &self,
+        loaded: &Loaded,
+        limits: &Limits,
+        grants: &Grants,
+        pool: &WarmPool<K>,
+        key: K,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>> + Send,
+    ) -> Result<CallOutput<R>, SandboxError> {
+        let mut slot = pool.take(&key);
+        let out = self.call_in(loaded, limits, grants, &mut slot, f);
+        if let Some(live) = slot {
+            pool.put(key, live);
+        }
+        out
+    }
+
+    /// One call in `slot`'s store, or in a fresh one left in `slot`. The store stays in `slot`
+    /// only when the call ended normally (an answer or the component's own error result) and
+    /// [`Live::served`] agrees; otherwise `slot` is emptied, so the next call starts fresh.
+    fn call_in<R: Send>(
+        &self,
+        loaded: &Loaded,
+        limits: &Limits,
+        grants: &Grants,
+        slot: &mut Option<Live>,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>> + Send,
+    ) -> Result<CallOutput<R>, SandboxError> {
+        let name = &*loaded.name;
+        self.admit(loaded)?;
+        let live = match slot {
+            Some(live) => live,
+            None => slot.insert(self.fresh_store(loaded, limits, grants)?),
+        };
+        live.store.data_mut().log_lines = 0;
+        let ticks = limits.deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
+        live.store.set_epoch_deadline(ticks);
+        let start = Instant::now();
+        // Off the async threads (see [`blocking`]); a host panic ends this call only.
+        let run = || match live.instance {
+            Some(instance) => f(&mut live.store, &instance),
+            // Instantiation runs under the deadline too.
+            None => loaded
+                .pre
+                .instantiate(&mut live.store)
+                .and_then(|instance| {
+                    live.instance = Some(instance);
+                    f(&mut live.store, &instance)
+                }),
+        };
+        let result = blocking::outside_async(run);
+        let elapsed = start.elapsed();
+        let state = live.store.data();
+        let refused_growth = state.limiter.refused_growth;
+        let refused_table = state.limiter.refused_table;
+        let stdout = state.stdout.take();
+        let stderr = state.stderr.take();
+        forward_output(name, "stdout", &stdout);
+        forward_output(name, "stderr", &stderr);
+        let result = match result {
+            Ok(r) => r
+                .map_err(|e| classify(name, limits, (refused_growth, refused_table), &stderr, e))
+                .and_then(|r| r),
+            Err(panic) => Err(SandboxError::HostPanic {
+                name: name.to_string(),
+                detail: truncate(&panic, 300).to_string(),
+            }),
+        };
+        let normal = matches!(&result, Ok(_) | Err(SandboxError::Guest { .. }));
+        if !(normal && live.served()) {
+            *slot = None;
+        }
+        // The breaker counts what the sandbox had to contain (traps, deadlines, caps, bad
+        // answers); a component's own error result (a converter refusing input, a hook dropping a
+        // message) is an answer, not a fault.
+        self.record(loaded, normal);
+        result.map(|value| CallOutput {
+            value,
+            stdout,
+            stderr,
+            elapsed,
+        })
+    }
+
+    /// A store for one component: WASI from `grants`, the memory cap, bounded output.
+    fn fresh_store(
+        &self,
+        loaded: &Loaded,
+        limits: &Limits,
+        grants: &Grants,
+    ) -> Result<Live, SandboxError> {
+        let stdout = Sink::new(limits.max_output);
+        let stderr = Sink::new(limits.max_output);
+        let wasi = grants
+            .build(&stdout, &stderr)
+            .map_err(|e| SandboxError::Setup {
+                name: loaded.name.to_string(),
+                detail: e.to_string(),
+            })?;
+        let mut store = Store::new(
+            &self.engine,
+            State {
+                wasi,
+                table: ResourceTable::new(),
+                limiter: Limiter::new(limits.memory),
+                component: loaded.name.clone(),
+                log_lines: 0,
+                stdout,
+                stderr,
+            },
+        );
+        store.limiter(|s| &mut s.limiter);
+        Ok(Live::new(store))
+    }
+
+    fn admit(&self, loaded: &Loaded) -> Result<(), SandboxError> {
+        let mut breakers = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
+        let b = breakers.entry(loaded.digest.clone()).or_default();
+        b.admit(Instant::now())
+            .map_err(|(retry_in, failures)| SandboxError::CircuitOpen {
+                name: loaded.name.to_string(),
+                failures,
+                retry_in,
+            })
+    }
+
+    /// Counts a call's outcome for the circuit breaker.
+    fn record(&self, loaded: &Loaded, ok: bool) {
+        let mut breakers = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
+        breakers.entry(loaded.digest.clone()).or_default().record(
+            ok,
+            &self.breaker_policy,
+            Instant::now(),
+        );
+    }
+}
+
+/// The result of a call plus what the guest printed.
+#[derive(Debug)]
+pub struct CallOutput<R> {
+    pub value: R,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub elapsed: Duration,
+}
+
+fn forward_output(name: &str, stream: &str, captured: &Captured) {
+    for line in captured.text.lines() {
+        tracing::debug!(component = name, stream, "{line}");
+    }
+    if captured.dropped > 0 {
+        tracing::warn!(
+            component = name,
+            "{name} wrote more than {} bytes to {stream}; {} bytes were dropped",
+            captured.text.len(),
+            captured.dropped
+        );
+    }
+}
+
+/// What a failed call was, given the sizes the limiter refused (memory, table).
+fn classify(
+    name: &str,
+    limits: &Limits,
+    (refused_memory, refused_table): (Option<usize>, Option<usize>),
+    stderr: &Captured,
+    e: wasmtime::Error,
+) -> SandboxError {
+    let name = name.to_string();
+    if let Some(attempted) = refused_memory {
+        return SandboxError::MemoryCap {
+            name,
+            limit: limits.memory,
+            attempted,
+        };
+    }
+    if let Some(attempted) = refused_table {
+        return SandboxError::TableCap {
+            name,
+            limit: limits::MAX_TABLE_ELEMENTS,
+            attempted,
+        };
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => SandboxError::Deadline {
+            name,
+            limit: limits.deadline,
+        },
+        Some(Trap::StackOverflow) => SandboxError::StackOverflow { name },
+        Some(trap) => {
+            // A Rust guest that panics prints the message to stderr, then executes `unreachable`.
+            let said = panic_message(&stderr.text)
+                .map(|m| format!(" (the component panicked: {})", truncate(&m, 300)))
+                .unwrap_or_default();
+            SandboxError::Trap {
+                name,
+                detail: format!("{trap}{said}"),
+            }
+        }
+        None => SandboxError::Trap {
+            name,
+            detail: format!("{e:#}"),
+        },
+    }
+}
+
+/// The message of a Rust panic in a guest's stderr: the lines after `thread '…' panicked at …:`
+/// up to the `note:` line.
+fn panic_message(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let at = lines.iter().rposition(|l| l.contains(" panicked at "))?;
+    let location = lines[at]
+        .split(" panicked at ")
+        .nth(1)
+        .unwrap_or("")
+        .trim_end_matches(':');
+    let message: Vec<&str> = lines[at + 1..]
+        .iter()
+        .take_while(|l| !l.starts_with("note:"))
+        .copied()
+        .collect();
+    Some(format!("{} at {location}", message.join(" ").trim()))
+}
+
+/// Increments the engine's epoch every [`EPOCH_TICK`] while the engine lives.
+fn start_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("apiary-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the epoch ticker thread: {e}; deadlines will not fire");
+    }
+}
