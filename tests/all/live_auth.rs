@@ -4,13 +4,11 @@
 //! Against nostr-rs-relay with `nip42_auth` on (it challenges every connection but cannot refuse
 //! unauthenticated reads), the relay's log shows each persona and the operator authenticated.
 
-mod live_common;
-
 use std::time::{Duration, Instant};
 
-use live_common::relays::{Kind, Options, TestRelay};
-use live_common::wire::{self, Wire};
-use live_common::{Up, e_tags, persona, write_pack};
+use crate::support::live::relays::{Kind, Options, TestRelay};
+use crate::support::live::wire::{self, Wire};
+use crate::support::live::{Up, e_tags, persona, write_pack};
 use serde_json::{Value, json};
 
 fn pack(root: &std::path::Path) {

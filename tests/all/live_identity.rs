@@ -3,12 +3,10 @@
 //! `apiary up`, and with `--allow-id-conflict` runs with persona keys of its own, never the
 //! installed personas' keys.
 
-mod live_common;
-
 use std::path::{Path, PathBuf};
 
+use crate::support::live::{Up, event_of, persona, write_pack};
 use apiary_e2e::{Run, apiary};
-use live_common::{Up, event_of, persona, write_pack};
 use serde_json::Value;
 
 const ID: &str = "com.example.genuine";

@@ -2,10 +2,8 @@
 //! gets exactly one reply (never the dead turn's partial text); a persona whose agent keeps dying
 //! stops after the circuit breaker opens, and the harness keeps serving the others.
 
-mod live_common;
-
-use live_common::relays::{Kind, Options, TestRelay};
-use live_common::{Up, e_tags, persona, write_pack};
+use crate::support::live::relays::{Kind, Options, TestRelay};
+use crate::support::live::{Up, e_tags, persona, write_pack};
 
 #[test]
 fn crash_mid_turn_restarts_and_answers_once() {

@@ -2,10 +2,8 @@
 //! trusted, with their allowed `${VAR}`s filled in, systemPrompt), its process environment (projected, operator wins), the skills in
 //! its workspace; and the refusal of a persona whose MCP config names an unset variable.
 
-mod live_common;
-
-use live_common::relays::{Kind, Options, TestRelay};
-use live_common::{Up, capture, persona, received, write_pack};
+use crate::support::live::relays::{Kind, Options, TestRelay};
+use crate::support::live::{Up, capture, persona, received, write_pack};
 use serde_json::json;
 
 #[test]

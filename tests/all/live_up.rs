@@ -3,10 +3,9 @@
 //! persona, that each trigger gets exactly one reply in the right thread, that a message no trigger
 //! matches never reaches an agent, and that SIGTERM stops everything cleanly.
 
-mod live_common;
-
-use live_common::relays::{Kind, Options, TestRelay};
-use live_common::{Up, e_tags, persona, prompts, tags, write_pack};
+use crate::support::live;
+use crate::support::live::relays::{Kind, Options, TestRelay};
+use crate::support::live::{Up, e_tags, persona, prompts, tags, write_pack};
 
 fn team_pack(root: &std::path::Path) {
     write_pack(
@@ -338,8 +337,8 @@ fn a_silent_agent_is_cancelled_after_the_idle_timeout() {
     let line = up.wait_for(|l| l.starts_with(&format!("error pip {id}")));
     assert!(line.contains("went quiet"), "{line}");
     // The agent was told to stop, and nothing was published.
-    let deadline = std::time::Instant::now() + live_common::WAIT;
-    while live_common::received(&up.capture("pip"), "session/cancel").is_empty() {
+    let deadline = std::time::Instant::now() + live::WAIT;
+    while live::received(&up.capture("pip"), "session/cancel").is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the agent never received session/cancel"
@@ -422,7 +421,7 @@ fn tail_stopped_with_ctrl_c_exits_cleanly() {
             let _ = tx.send(line.unwrap_or_default());
         }
     });
-    let deadline = std::time::Instant::now() + live_common::WAIT;
+    let deadline = std::time::Instant::now() + live::WAIT;
     'shown: loop {
         assert!(
             std::time::Instant::now() < deadline,

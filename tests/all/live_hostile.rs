@@ -4,13 +4,11 @@
 //! gets a few turns, not one each, and does not starve other authors (finding 10); message text
 //! cannot forge the prompt's sections (finding 11).
 
-mod live_common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::support::live::{Up, event_of, persona, prompts, write_pack};
 use apiary_e2e::{Run, apiary, guest};
-use live_common::{Up, event_of, persona, prompts, write_pack};
 use serde_json::Value;
 
 /// A one-persona pack answering mentions in #general.

@@ -3,15 +3,13 @@
 //! over one connection, a storage fill, a journal that cannot be replayed, and terminal escapes in
 //! message text shown by `apiary tail`.
 
-mod live_common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::support::live::relays::{Kind, Options, TestRelay};
+use crate::support::live::wire::{self, Wire};
+use crate::support::live::{Up, persona, tags, write_pack};
 use apiary_e2e::{Run, apiary};
-use live_common::relays::{Kind, Options, TestRelay};
-use live_common::wire::{self, Wire};
-use live_common::{Up, persona, tags, write_pack};
 use nostr::prelude::Keys;
 use serde_json::Value;
 

@@ -4,16 +4,14 @@
 //! in flight drains it (its reply is published), restores the terminal and exits 0. `--plain` on the
 //! same terminal prints the plain lines instead.
 
-mod live_common;
-
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::live::WAIT;
 use apiary_e2e::{Run, apiary, apiary_bin};
-use live_common::WAIT;
 
 const COLS: usize = 120;
 

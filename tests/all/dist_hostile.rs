@@ -3,12 +3,11 @@
 //! empty scratch directories, no `pack.lock` and no pack directory, and nothing new appears beside
 //! the archive.
 
-mod dist_common;
-
+use crate::support::dist;
 use std::io::Write;
 use std::path::Path;
 
-use dist_common::{
+use crate::support::dist::{
     RawEntry, assert_root_clean, pack_entries, raw_zip, run_root, snapshot, write_checksum,
 };
 
@@ -401,7 +400,7 @@ fn installed_state(
 
 #[test]
 fn the_same_id_from_another_source_does_not_replace_the_installed_pack() {
-    use dist_common::{build, git, serve, write_pack};
+    use dist::{build, git, serve, write_pack};
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     let root = h.join("root");
@@ -527,10 +526,10 @@ fn an_id_differing_only_in_case_is_refused() {
 /// fsmonitor hook whenever git looks at the work tree, as raw entries under `prefix`.
 fn armed_git_dir(prefix: &str, marker: &Path) -> Vec<RawEntry> {
     let tmp = tempfile::tempdir().unwrap();
-    dist_common::write_pack(tmp.path(), ID, "1.0.0");
-    dist_common::git(tmp.path(), &["init", "-q"]);
-    dist_common::git(tmp.path(), &["add", "-A"]);
-    dist_common::git(tmp.path(), &["commit", "-q", "-m", "x"]);
+    dist::write_pack(tmp.path(), ID, "1.0.0");
+    dist::git(tmp.path(), &["init", "-q"]);
+    dist::git(tmp.path(), &["add", "-A"]);
+    dist::git(tmp.path(), &["commit", "-q", "-m", "x"]);
     let config = tmp.path().join(".git/config");
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str(&format!(
@@ -697,8 +696,8 @@ fn a_git_source_brings_no_vcs_metadata() {
     .unwrap();
     let repo = home.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
-    dist_common::git(&repo, &["init", "-q"]);
-    dist_common::write_pack(&repo, ID, "1.0.0");
+    dist::git(&repo, &["init", "-q"]);
+    dist::write_pack(&repo, ID, "1.0.0");
     for (rel, text) in [
         (".gitattributes", "*.md filter=note\n"),
         (".hg/hgrc", "[hooks]\npre-status = touch evil\n"),
@@ -710,8 +709,8 @@ fn a_git_source_brings_no_vcs_metadata() {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
-    dist_common::git(&repo, &["add", "-A"]);
-    dist_common::git(&repo, &["commit", "-q", "-m", "v1"]);
+    dist::git(&repo, &["add", "-A"]);
+    dist::git(&repo, &["commit", "-q", "-m", "v1"]);
     let root = home.path().join("root");
     let src = format!("git+file://{}", repo.display());
     let run = run_root(home.path(), &root, &["install", &src]);
@@ -753,9 +752,9 @@ fn a_git_source_brings_no_vcs_metadata() {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
-    dist_common::write_pack(&repo, ID, "2.0.0");
-    dist_common::git(&repo, &["add", "-A"]);
-    dist_common::git(&repo, &["commit", "-q", "-m", "v2"]);
+    dist::write_pack(&repo, ID, "2.0.0");
+    dist::git(&repo, &["add", "-A"]);
+    dist::git(&repo, &["commit", "-q", "-m", "v2"]);
     let lock_before = std::fs::read(root.join("pack.lock")).unwrap();
     let run = run_root(home.path(), &root, &["install", &src]);
     assert_eq!(run.code, 1, "{}", run.stdout);
@@ -787,12 +786,12 @@ fn an_oversized_git_repository_is_stopped() {
     let home = tempfile::tempdir().unwrap();
     let repo = home.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
-    dist_common::git(&repo, &["init", "-q"]);
-    dist_common::write_pack(&repo, ID, "1.0.0");
+    dist::git(&repo, &["init", "-q"]);
+    dist::write_pack(&repo, ID, "1.0.0");
     std::fs::write(repo.join("wiki.bin"), noise(3 << 20)).unwrap();
-    dist_common::git(&repo, &["add", "-A"]);
-    dist_common::git(&repo, &["commit", "-q", "-m", "big"]);
-    let commit = dist_common::git(&repo, &["rev-parse", "HEAD"]);
+    dist::git(&repo, &["add", "-A"]);
+    dist::git(&repo, &["commit", "-q", "-m", "big"]);
+    let commit = dist::git(&repo, &["rev-parse", "HEAD"]);
     let root = home.path().join("root");
     let src = format!("git+file://{}", repo.display());
     for s in [src.clone(), format!("{src}#{commit}")] {
@@ -882,9 +881,9 @@ fn credentials_in_a_source_url_never_show() {
     let site = home.path().join("site");
     std::fs::create_dir_all(&site).unwrap();
     let bytes = raw_zip(&pack_entries(ID, "1.0.0"));
-    let sha = dist_common::sha256_hex(&bytes);
+    let sha = dist::sha256_hex(&bytes);
     std::fs::write(site.join("good-1.0.0.buzzpack"), &bytes).unwrap();
-    let base = dist_common::serve(&site);
+    let base = dist::serve(&site);
     let host = base.strip_prefix("http://").unwrap();
     // https and git sources go to a port nobody listens on (the test server speaks no TLS).
     let dead = std::net::TcpListener::bind("127.0.0.1:0")

@@ -1,12 +1,10 @@
 //! `apiary install` from a file, an HTTP server on 127.0.0.1 and git repositories in temp dirs;
 //! `list`, `uninstall`, `verify`, `trust` and hook quarantine.
 
-mod dist_common;
-
 use std::path::Path;
 
+use crate::support::dist::{build, git, run_root, serve, sha256_hex, snapshot, write_pack};
 use apiary_e2e::{Run, apiary};
-use dist_common::{build, git, run_root, serve, sha256_hex, snapshot, write_pack};
 
 const ID: &str = "com.example.dist-test";
 

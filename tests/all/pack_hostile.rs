@@ -2,9 +2,7 @@
 //! and resolved exactly like the clean pack), and never a panic, a hang or a read outside the pack.
 //! `checked` (pack_common) fails any run whose exit code is not 0, 1 or 2 or whose stderr panicked.
 
-mod pack_common;
-
-use pack_common::*;
+use crate::support::pack::*;
 use serde_json::Value;
 
 const A: &str = "agents/a.persona.md";

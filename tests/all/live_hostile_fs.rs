@@ -3,12 +3,10 @@
 //! runs through the real binaries; nothing may be written outside the workspace, and nothing may
 //! hang (every run is bounded).
 
-mod live_common;
-
 use std::path::{Path, PathBuf};
 
+use crate::support::live::{Up, event_of, persona, write_pack};
 use apiary_e2e::{Run, apiary, guest};
-use live_common::{Up, event_of, persona, write_pack};
 
 fn mkfifo(path: &Path) {
     let ok = std::process::Command::new("mkfifo")

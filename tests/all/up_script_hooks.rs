@@ -7,12 +7,11 @@
 //! Issue 17, finding 1: trust comes only from the operator's store, never from files shipped beside
 //! a pack, and is bound to the pack's location, manifest id and version and the hook's digest.
 
-mod live_common;
-
+use crate::support::live;
 use std::path::Path;
 
+use crate::support::live::Up;
 use apiary_e2e::{Run, apiary, write_tree};
-use live_common::Up;
 
 const ID: &str = "com.example.scripts";
 
@@ -162,7 +161,7 @@ fn trusted_script_hooks_run_and_a_failing_on_message_drops_the_message() {
     up.stop_ok();
     let seen = std::fs::read_to_string(workspace(&ws).join("seen.txt")).unwrap();
     assert_eq!(seen, "@bee hello there\n");
-    let prompts = live_common::prompts(&up.capture("bee"));
+    let prompts = live::prompts(&up.capture("bee"));
     assert!(
         prompts.iter().all(|p| !p.contains("drop the table")),
         "the dropped message never reached the agent: {prompts:?}"
@@ -204,8 +203,7 @@ fn sha256_of(path: &Path) -> String {
 
 /// The `untrusted` JSON event for the hook of `bee`.
 fn untrusted_hook(up: &mut Up) -> serde_json::Value {
-    let line =
-        up.wait_for(|l| live_common::event_of(l) == "untrusted" && l.contains(r#""kind":"hook""#));
+    let line = up.wait_for(|l| live::event_of(l) == "untrusted" && l.contains(r#""kind":"hook""#));
     serde_json::from_str(&line).unwrap()
 }
 

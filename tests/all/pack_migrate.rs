@@ -2,13 +2,11 @@
 //! by validate with a pointer to migrate; `--dry-run` writes nothing; after migrating, the pack
 //! validates and resolves to the values the old format meant.
 
-mod pack_common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::support::pack::*;
 use apiary_e2e::Run;
-use pack_common::*;
 use serde_json::{Value, json};
 
 /// Every file under `root` with its bytes, to prove a command wrote nothing.

@@ -3,10 +3,8 @@
 //! was away is answered exactly once, nothing earlier is answered again, and the relay's storage
 //! keeps the history.
 
-mod live_common;
-
-use live_common::relays::{Kind, Options, TestRelay};
-use live_common::{Up, e_tags, persona, write_pack};
+use crate::support::live::relays::{Kind, Options, TestRelay};
+use crate::support::live::{Up, e_tags, persona, write_pack};
 
 #[test]
 fn relay_restart_reconnects_and_answers_the_gap_once() {

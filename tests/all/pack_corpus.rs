@@ -1,12 +1,10 @@
 //! Real packs written by others (`../shared/corpus/buzz-packs`, used read-only as inputs by path):
 //! every one is validated and inspected; where a pack drifts from the spec, the test asserts why.
 
-mod pack_common;
-
 use std::path::{Path, PathBuf};
 
+use crate::support::pack::*;
 use apiary_e2e::{Run, apiary, corpus};
-use pack_common::*;
 use serde_json::{Value, json};
 
 const SMS_OPERATOR: &str = "buzz-packs/block-buzz/crates/buzz-persona/packs/sms-operator";

@@ -3,12 +3,11 @@
 //! as persona packs. Fixtures are the corpus starter packs and hand-written team packs, built in
 //! temp dirs.
 
-mod dist_common;
-
+use crate::support::dist;
 use std::path::{Path, PathBuf};
 
+use crate::support::dist::{RawEntry, raw_zip, serve, sha256_hex, snapshot};
 use apiary_e2e::{Run, apiary, corpus, write_tree};
-use dist_common::{RawEntry, raw_zip, serve, sha256_hex, snapshot};
 use serde_json::Value;
 
 /// One operator: a scratch home with an install root; the component compile cache is shared by
@@ -673,10 +672,10 @@ fn reinstall_and_upgrade() {
 fn an_installed_native_pack_of_the_same_id_is_a_conflict() {
     let env = Env::new();
     let native = env.path("native");
-    dist_common::write_pack(&native, TEAM, "1.0.0");
+    dist::write_pack(&native, TEAM, "1.0.0");
     let out = env.path("out");
     std::fs::create_dir_all(&out).unwrap();
-    let (archive, _) = dist_common::build(env.home.path(), &native, &out);
+    let (archive, _) = dist::build(env.home.path(), &native, &out);
     env.install(&archive);
     let before = snapshot(&env.root(), &[]);
     let src = env.path("team");
@@ -727,7 +726,7 @@ fn zip_fence_and_url_sources() {
     std::fs::create_dir_all(&served).unwrap();
     let zip = raw_zip(&entries);
     std::fs::write(served.join("team.zip"), &zip).unwrap();
-    dist_common::write_checksum(&served.join("team.zip"));
+    dist::write_checksum(&served.join("team.zip"));
     let base = serve(&served);
     let url = format!("{base}/team.zip");
     let r = env.run(&["install", "--yes", &url]);
@@ -738,7 +737,7 @@ fn zip_fence_and_url_sources() {
 
     // A directory that is not an expert pack is refused, listing what it is.
     let persona = env.path("persona");
-    dist_common::write_pack(&persona, "com.example.p", "1.0.0");
+    dist::write_pack(&persona, "com.example.p", "1.0.0");
     let r = env.run(&["install", &persona.display().to_string()]);
     assert_eq!(r.json()["error"]["code"], "expert.not-expert");
 }

@@ -5,12 +5,10 @@
 //! refuses the persona, naming the variable and `allow_env`; the secret reaches the agent only
 //! once the server is trusted and the variable allowed; a changed definition is untrusted again.
 
-mod live_common;
-
 use std::path::Path;
 
+use crate::support::live::{Up, capture, event_of, persona, received, write_pack};
 use apiary_e2e::{Run, apiary};
-use live_common::{Up, capture, event_of, persona, received, write_pack};
 use serde_json::{Value, json};
 
 const ID: &str = "com.example.mcp";

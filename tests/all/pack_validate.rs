@@ -2,9 +2,7 @@
 //! code, the file and (where the rule has a place) the line; exit codes 0/1/2; the `--json` shape and
 //! the human output.
 
-mod pack_common;
-
-use pack_common::*;
+use crate::support::pack::*;
 
 // ---------------------------------------------------------------------------------------------
 // Exit codes, --json shape, human output.

@@ -2,9 +2,7 @@
 //! shallow replacement, env projection, operator precedence), §6 skill scoping and the system prompt,
 //! and the MCP merge of §7, each through the binary and its `--json` contract.
 
-mod pack_common;
-
-use pack_common::*;
+use crate::support::pack::*;
 use serde_json::{Value, json};
 
 /// The spec's §2/§10 manifest: four personas, Sonnet for everyone by default.

@@ -6,13 +6,11 @@
 //! `APIARY_TEST_STEP_DELAY_MS` (test-only, see `apiary::dist::install`) stretches each install step
 //! so that a sweep of kill delays lands in every step.
 
-mod dist_common;
-
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::dist::{assert_root_clean, build, run_root, snapshot, write_pack};
 use apiary_e2e::apiary;
-use dist_common::{assert_root_clean, build, run_root, snapshot, write_pack};
 
 const ID: &str = "com.example.crash";
 const STEP_MS: u64 = 25;
