@@ -4,67 +4,33 @@
 //! buzz-pack, output validation, and a hostile converter (guests/hostile-converter) contained:
 //! every misbehaviour is a clear error, nothing is written to --out, the host exits normally.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use apiary_e2e::{Run, apiary, guest, write_tree};
+use apiary_e2e::{Operator, Run, guest, write_tree};
 use serde_json::Value;
 
-/// One operator: a scratch home and data dir; the compile cache is shared by the tests of this
-/// file (keyed by component digest, written atomically) so built-ins compile once.
-struct Env {
-    home: tempfile::TempDir,
+/// `files` written under `rel` in the operator's home; the directory as an argument.
+fn tree(env: &Operator, rel: &str, files: &[(&str, &str)]) -> String {
+    let dir = env.path(rel);
+    std::fs::create_dir_all(&dir).unwrap();
+    write_tree(&dir, files);
+    dir.display().to_string()
 }
 
-impl Env {
-    fn new() -> Env {
-        let env = Env {
-            home: tempfile::tempdir().unwrap(),
-        };
-        // Compile the built-in converters into the shared cache once, before the tests race to.
-        static WARM: std::sync::Once = std::sync::Once::new();
-        WARM.call_once(|| {
-            let r = env.run(&["convert", "--list"]);
-            assert_eq!(r.code, 0, "{}", r.stderr);
-        });
-        env
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.home.path().join(rel)
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let mut cmd = apiary(self.home.path());
-        cmd.current_dir(self.home.path())
-            .env("APIARY_DATA_DIR", self.path("data"))
-            .env("XDG_CACHE_HOME", repo.join("target/tmp/convert-cli-cache"))
-            .args(args);
-        Run::of(cmd)
-    }
-
-    fn tree(&self, rel: &str, files: &[(&str, &str)]) -> String {
-        let dir = self.path(rel);
-        std::fs::create_dir_all(&dir).unwrap();
-        write_tree(&dir, files);
-        dir.display().to_string()
-    }
-
-    fn add(&self, wasm: &str) -> Run {
-        let r = self.run(&["component", "add", &guest(wasm).display().to_string()]);
-        assert_eq!(r.code, 0, "add {wasm}: {}{}", r.stdout, r.stderr);
-        r
-    }
+/// `apiary component add <guest>`, which must succeed.
+fn add(env: &Operator, wasm: &str) -> Run {
+    let r = env.run(&["component", "add", &guest(wasm).display().to_string()]);
+    assert_eq!(r.code, 0, "add {wasm}: {}{}", r.stdout, r.stderr);
+    r
 }
 
 /// A target no converter writes: detection still runs and reports the format.
 const NOWHERE: &str = "nowhere-format";
 
-fn detected(env: &Env, files: &[(&str, &str)]) -> Value {
+fn detected(env: &Operator, files: &[(&str, &str)]) -> Value {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let src = env.tree(&format!("d{n}"), files);
+    let src = tree(env, &format!("d{n}"), files);
     let r = env.run(&["convert", &src, "--to", NOWHERE, "--json"]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     r.json()
@@ -72,7 +38,7 @@ fn detected(env: &Env, files: &[(&str, &str)]) -> Value {
 
 #[test]
 fn detection_follows_the_documented_order() {
-    let env = Env::new();
+    let env = Operator::new();
     let cases: &[(&[(&str, &str)], &str)] = &[
         (
             &[
@@ -164,7 +130,7 @@ fn detection_follows_the_documented_order() {
 
 #[test]
 fn named_formats_are_converted_by_a_converter_that_reads_them_else_refused() {
-    let env = Env::new();
+    let env = Operator::new();
     let list = env.run(&["convert", "--list", "--json"]).json();
     let reads = |format: &str| {
         list["converters"].as_array().unwrap().iter().any(|c| {
@@ -192,7 +158,8 @@ fn named_formats_are_converted_by_a_converter_that_reads_them_else_refused() {
             "a Gemini CLI extension",
         ),
     ] {
-        let src = env.tree(
+        let src = tree(
+            &env,
             format,
             &[(file, r#"{"name": "named-one", "version": "1.0.0"}"#)],
         );
@@ -218,8 +185,9 @@ fn named_formats_are_converted_by_a_converter_that_reads_them_else_refused() {
 
 #[test]
 fn unknown_input_is_refused_listing_what_was_found() {
-    let env = Env::new();
-    let src = env.tree(
+    let env = Operator::new();
+    let src = tree(
+        &env,
         "mystery",
         &[
             ("notes.yaml", "a: 1\n"),
@@ -263,11 +231,12 @@ fn unknown_input_is_refused_listing_what_was_found() {
 
 #[test]
 fn broken_manifest_refuses_fail_closed() {
-    let env = Env::new();
-    env.add("hostile_converter");
+    let env = Operator::new();
+    add(&env, "hostile_converter");
     // A hostile converter would claim this (mode file), but the host rule matched a broken
     // manifest first: no guessing.
-    let src = env.tree(
+    let src = tree(
+        &env,
         "broken",
         &[
             (".plugin/plugin.json", "{ \"personas\": [ "),
@@ -287,8 +256,9 @@ fn broken_manifest_refuses_fail_closed() {
 
 #[test]
 fn a_single_wrapper_directory_is_descended_once() {
-    let env = Env::new();
-    let src = env.tree(
+    let env = Operator::new();
+    let src = tree(
+        &env,
         "wrapped",
         &[
             ("plugin-main/.claude-plugin/plugin.json", r#"{"name": "c"}"#),
@@ -302,7 +272,8 @@ fn a_single_wrapper_directory_is_descended_once() {
     assert_eq!(v["detected_by"]["root"], "plugin-main", "{v:#}");
 
     // Only once: two levels of wrapping are refused, listing both levels.
-    let src = env.tree(
+    let src = tree(
+        &env,
         "twice",
         &[("outer/inner/.claude-plugin/plugin.json", r#"{"name": "c"}"#)],
     );
@@ -317,7 +288,8 @@ fn a_single_wrapper_directory_is_descended_once() {
     );
 
     // Two directories are not a wrapper.
-    let src = env.tree(
+    let src = tree(
+        &env,
         "two",
         &[
             ("a/.claude-plugin/plugin.json", r#"{"name": "c"}"#),
@@ -332,7 +304,7 @@ fn a_single_wrapper_directory_is_descended_once() {
 
 #[test]
 fn list_shows_formats_and_added_converters() {
-    let env = Env::new();
+    let env = Operator::new();
     let r = env.run(&["convert", "--list", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = r.json();
@@ -358,7 +330,7 @@ fn list_shows_formats_and_added_converters() {
     let names = v["converters"].to_string();
     assert!(!names.contains("converter-sample"), "{names}");
 
-    env.add("converter_sample");
+    add(&env, "converter_sample");
     let v = env.run(&["convert", "--list", "--json"]).json();
     let sample = v["converters"]
         .as_array()
@@ -383,7 +355,7 @@ fn list_shows_formats_and_added_converters() {
 
 #[test]
 fn an_added_converter_is_used_end_to_end_then_removed() {
-    let env = Env::new();
+    let env = Operator::new();
     let r = env.run(&[
         "component",
         "add",
@@ -402,7 +374,11 @@ fn an_added_converter_is_used_end_to_end_then_removed() {
     assert_eq!(v["components"][0]["name"], "converter-sample", "{v:#}");
     assert_eq!(v["components"][0]["ok"], true);
 
-    let src = env.tree("notes", &[("a.txt", "hello bees\n"), ("b.txt", "quiet\n")]);
+    let src = tree(
+        &env,
+        "notes",
+        &[("a.txt", "hello bees\n"), ("b.txt", "quiet\n")],
+    );
     let out = env.path("out-upper");
     let r = env.run(&[
         "convert",
@@ -497,7 +473,7 @@ fn an_added_converter_is_used_end_to_end_then_removed() {
 
 #[test]
 fn component_add_refuses_what_is_not_a_converter() {
-    let env = Env::new();
+    let env = Operator::new();
     let r = env.run(&[
         "component",
         "add",
@@ -534,7 +510,7 @@ fn component_add_refuses_what_is_not_a_converter() {
         r.stderr
     );
 
-    env.add("converter_sample");
+    add(&env, "converter_sample");
     let r = env.run(&[
         "component",
         "add",
@@ -557,15 +533,15 @@ fn component_add_refuses_what_is_not_a_converter() {
 
 #[test]
 fn a_tampered_component_is_refused_on_load() {
-    let env = Env::new();
-    env.add("converter_sample");
+    let env = Operator::new();
+    add(&env, "converter_sample");
     // Swap the stored bytes for another (valid!) converter: the digest no longer matches.
     std::fs::copy(
         guest("hostile_converter"),
         env.path("data/components/converter-sample.wasm"),
     )
     .unwrap();
-    let src = env.tree("notes", &[("a.txt", "hello\n")]);
+    let src = tree(&env, "notes", &[("a.txt", "hello\n")]);
     let r = env.run(&["convert", &src, "--from", "text", "--to", "text-upper"]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert!(
@@ -591,8 +567,12 @@ fn a_tampered_component_is_refused_on_load() {
 
 /// Runs the hostile converter in `mode` and checks it was contained: exit 1 (not a signal, not a
 /// hang), the error kind, nothing at --out, nothing escaped.
-fn contained(env: &Env, mode: &str, target: &str, extra: &[&str]) -> Value {
-    let src = env.tree(&format!("in-{mode}"), &[("mode", &format!("{mode}\n"))]);
+fn contained(env: &Operator, mode: &str, target: &str, extra: &[&str]) -> Value {
+    let src = tree(
+        env,
+        &format!("in-{mode}"),
+        &[("mode", &format!("{mode}\n"))],
+    );
     let out = env.path(&format!("out-{mode}"));
     let mut args = vec!["convert", &src, "--to", target, "--json"];
     let out_s = out.display().to_string();
@@ -619,8 +599,8 @@ fn contained(env: &Env, mode: &str, target: &str, extra: &[&str]) -> Value {
 
 #[test]
 fn a_hostile_converter_is_contained_and_reported() {
-    let env = Env::new();
-    env.add("hostile_converter");
+    let env = Operator::new();
+    add(&env, "hostile_converter");
     std::fs::write(env.path("secret"), "top secret").unwrap();
 
     let v = contained(&env, "read-outside", "hostile-out", &[]);
@@ -666,7 +646,7 @@ fn a_hostile_converter_is_contained_and_reported() {
 
     // The host is still fine: the same converter, well-behaved, converts; terminal escapes in its
     // report are neutralised.
-    let src = env.tree("in-calm", &[("mode", "calm\n")]);
+    let src = tree(&env, "in-calm", &[("mode", "calm\n")]);
     let r = env.run(&["convert", &src, "--to", "hostile-out"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(!r.stdout.contains('\u{1b}'), "{:?}", r.stdout);
@@ -675,8 +655,8 @@ fn a_hostile_converter_is_contained_and_reported() {
 
 #[test]
 fn invalid_output_is_refused_by_validation() {
-    let env = Env::new();
-    env.add("hostile_converter");
+    let env = Operator::new();
+    add(&env, "hostile_converter");
     let v = contained(&env, "invalid-pack", "buzz-pack", &[]);
     assert_eq!(v["error"]["kind"], "validation", "{v:#}");
     let msg = v["error"]["message"].as_str().unwrap();
@@ -690,10 +670,10 @@ fn invalid_output_is_refused_by_validation() {
 
 #[test]
 fn an_input_symlink_leaving_the_tree_is_refused_before_any_converter_runs() {
-    let env = Env::new();
-    env.add("hostile_converter");
+    let env = Operator::new();
+    add(&env, "hostile_converter");
     std::fs::write(env.path("secret"), "top secret").unwrap();
-    let src = env.tree("linked", &[("mode", "calm\n")]);
+    let src = tree(&env, "linked", &[("mode", "calm\n")]);
     std::os::unix::fs::symlink(env.path("secret"), env.path("linked/leak")).unwrap();
     let r = env.run(&["convert", &src, "--to", "hostile-out", "--json"]);
     assert_eq!(r.code, 1);
@@ -710,10 +690,10 @@ fn an_input_symlink_leaving_the_tree_is_refused_before_any_converter_runs() {
 
 #[test]
 fn chains_through_buzz_pack_and_exits_2_on_losses() {
-    let env = Env::new();
-    env.add("hostile_converter");
+    let env = Operator::new();
+    add(&env, "hostile_converter");
     // hostile -> buzz-pack (a valid pack) -> pack-listing: no converter does it directly.
-    let src = env.tree("chain", &[("mode", "valid-pack\n")]);
+    let src = tree(&env, "chain", &[("mode", "valid-pack\n")]);
     let r = env.run(&["convert", &src, "--to", "pack-listing", "--json"]);
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
     let v = r.json();
@@ -743,7 +723,7 @@ fn chains_through_buzz_pack_and_exits_2_on_losses() {
     );
 
     // A direct, lossless conversion exits 0; a lossy one 2.
-    let src = env.tree("lossy", &[("mode", "lossy\n")]);
+    let src = tree(&env, "lossy", &[("mode", "lossy\n")]);
     let r = env.run(&["convert", &src, "--to", "hostile-out"]);
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
     assert!(
@@ -756,7 +736,7 @@ fn chains_through_buzz_pack_and_exits_2_on_losses() {
 
 #[test]
 fn a_marketplace_gives_one_validated_pack_per_plugin_and_a_chain_needs_one() {
-    let env = Env::new();
+    let env = Operator::new();
     let list = env.run(&["convert", "--list", "--json"]).json();
     let reads_marketplace = list["converters"].as_array().unwrap().iter().any(|c| {
         c["conversions"]
@@ -769,7 +749,8 @@ fn a_marketplace_gives_one_validated_pack_per_plugin_and_a_chain_needs_one() {
         eprintln!("no built-in converter reads claude-marketplace yet; skipped");
         return;
     }
-    let src = env.tree(
+    let src = tree(
+        &env,
         "market",
         &[
             (
@@ -804,7 +785,7 @@ fn a_marketplace_gives_one_validated_pack_per_plugin_and_a_chain_needs_one() {
     assert_eq!(r.code, 1);
     let r = env.run(&["convert", &src, "--to", "pack-listing", "--json"]);
     assert_eq!(r.code, 1, "{}", r.stdout);
-    env.add("hostile_converter");
+    add(&env, "hostile_converter");
     let v = env
         .run(&["convert", &src, "--to", "pack-listing", "--json"])
         .json();

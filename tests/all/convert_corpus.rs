@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use apiary_e2e::{Run, apiary, corpus};
+use apiary_e2e::{Operator, Run, corpus};
 use serde_json::Value;
 
 /// `error.kind` values `apiary convert --json` documents.
@@ -101,27 +101,18 @@ struct Outcome {
 }
 
 /// Runs one item and checks the contract; returns a description of any breach.
-fn check(
-    home: &Path,
-    cache: &Path,
-    n: usize,
-    src: &Path,
-    to: &'static str,
-) -> Result<Outcome, String> {
-    let out = home.join(format!("out-{n}"));
-    let mut cmd = apiary(home);
-    cmd.current_dir(home)
-        .env("APIARY_DATA_DIR", home.join("data"))
-        .env("XDG_CACHE_HOME", cache)
-        .args([
-            "convert",
-            &src.display().to_string(),
-            "--to",
-            to,
-            "--json",
-            "--out",
-        ])
-        .arg(&out);
+fn check(op: &Operator, n: usize, src: &Path, to: &'static str) -> Result<Outcome, String> {
+    let out = op.path(&format!("out-{n}"));
+    let mut cmd = op.command();
+    cmd.args([
+        "convert",
+        &src.display().to_string(),
+        "--to",
+        to,
+        "--json",
+        "--out",
+    ])
+    .arg(&out);
     let r = Run::of(cmd);
     let item = src
         .strip_prefix(corpus())
@@ -215,16 +206,8 @@ fn every_corpus_item_converts_or_is_refused_with_a_reason() {
     let root = corpus();
     let items = items(&root);
     assert!(items.len() >= 100, "{} items", items.len());
-    let home = tempfile::tempdir().unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let cache = repo.join("target/tmp/convert-corpus-cache");
-
-    // Compile the built-in converters into the cache once, before the threads race to.
-    let mut warm = apiary(home.path());
-    warm.env("XDG_CACHE_HOME", &cache)
-        .args(["convert", "--list"]);
-    let w = Run::of(warm);
-    assert_eq!(w.code, 0, "{}", w.stderr);
+    // Warms the compile cache before the threads race to.
+    let op = Operator::new();
 
     let started = Instant::now();
     let next = AtomicUsize::new(0);
@@ -236,7 +219,7 @@ fn every_corpus_item_converts_or_is_refused_with_a_reason() {
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     let Some((src, to)) = items.get(n) else { break };
-                    let r = check(home.path(), &cache, n, src, to);
+                    let r = check(&op, n, src, to);
                     results.lock().unwrap().push(r);
                 }
             });
@@ -278,20 +261,10 @@ fn every_corpus_item_converts_or_is_refused_with_a_reason() {
 /// The multi-host plugin to Agent Plugins and back to Claude: its `x-claude/` survives both steps.
 #[test]
 fn multi_host_plugin_round_trips_through_agent_plugins() {
-    let home = tempfile::tempdir().unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let cache = repo.join("target/tmp/convert-corpus-cache");
-    let run = |args: &[&str]| {
-        let mut cmd = apiary(home.path());
-        cmd.current_dir(home.path())
-            .env("APIARY_DATA_DIR", home.path().join("data"))
-            .env("XDG_CACHE_HOME", &cache)
-            .args(args);
-        Run::of(cmd)
-    };
+    let op = Operator::new();
     let src = corpus().join("multi-host-plugin");
-    let ops = home.path().join("ops");
-    let r = run(&[
+    let ops = op.path("ops");
+    let r = op.run(&[
         "convert",
         &src.display().to_string(),
         "--to",
@@ -310,8 +283,8 @@ fn multi_host_plugin_round_trips_through_agent_plugins() {
     );
     assert!(!ops.join("x-claude").exists());
 
-    let back = home.path().join("claude");
-    let r = run(&[
+    let back = op.path("claude");
+    let r = op.run(&[
         "convert",
         &ops.display().to_string(),
         "--to",

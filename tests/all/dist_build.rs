@@ -2,8 +2,9 @@
 
 use std::io::Read;
 
-use crate::support::dist::{build, run_root, sha256_hex, write_pack};
 use apiary_e2e::{Run, apiary, corpus, write_tree};
+
+use crate::support::dist::{build, run_root, sha256_hex, write_pack};
 
 fn names_in(archive: &std::path::Path) -> Vec<String> {
     let f = std::fs::File::open(archive).unwrap();

@@ -9,8 +9,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::dist::{assert_root_clean, build, run_root, snapshot, write_pack};
-use apiary_e2e::apiary;
+use apiary_e2e::{apiary, snapshot};
+
+use crate::support::dist::{assert_root_clean, build, lock, run_root, write_pack};
 
 const ID: &str = "com.example.crash";
 const STEP_MS: u64 = 25;
@@ -80,10 +81,10 @@ fn killing_an_upgrade_at_any_point_leaves_one_complete_version() {
         let _ = child.wait();
 
         // Before any recovery: pack.lock is whole and names one of the two versions.
-        let lock: serde_json::Value =
+        let before: serde_json::Value =
             serde_json::from_slice(&std::fs::read(root.join("pack.lock")).unwrap())
                 .unwrap_or_else(|e| panic!("kill {i} at {delay} ms: pack.lock is torn: {e}"));
-        let v = lock[ID]["version"].as_str().unwrap().to_string();
+        let v = before[ID]["version"].as_str().unwrap().to_string();
         assert!(
             v == expected[current].0 || v == expected[target].0,
             "kill {i}: lock names {v}"
@@ -96,9 +97,7 @@ fn killing_an_upgrade_at_any_point_leaves_one_complete_version() {
             "kill {i} at {delay} ms: verify failed:\n{}\n{}",
             run.stdout, run.stderr
         );
-        let lock: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(root.join("pack.lock")).unwrap()).unwrap();
-        let v = lock[ID]["version"].as_str().unwrap().to_string();
+        let v = lock(&root)[ID]["version"].as_str().unwrap().to_string();
         let now = if v == expected[target].0 {
             target
         } else {

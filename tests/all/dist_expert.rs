@@ -3,56 +3,39 @@
 //! as persona packs. Fixtures are the corpus starter packs and hand-written team packs, built in
 //! temp dirs.
 
-use crate::support::dist;
 use std::path::{Path, PathBuf};
 
-use crate::support::dist::{RawEntry, raw_zip, serve, sha256_hex, snapshot};
-use apiary_e2e::{Run, apiary, corpus, write_tree};
+use apiary_e2e::{Operator, Run, corpus, snapshot, write_tree};
 use serde_json::Value;
 
-/// One operator: a scratch home with an install root; the component compile cache is shared by
-/// the tests of this file so the built-in converter compiles once.
-struct Env {
-    home: tempfile::TempDir,
+use crate::support::dist;
+use crate::support::dist::{RawEntry, raw_zip, serve, sha256_hex};
+
+/// One operator ([`Operator`]: scratch home, the shared compile cache) with an install root.
+struct Env(Operator);
+
+impl std::ops::Deref for Env {
+    type Target = Operator;
+    fn deref(&self) -> &Operator {
+        &self.0
+    }
 }
 
 impl Env {
     fn new() -> Env {
-        let env = Env {
-            home: tempfile::tempdir().unwrap(),
-        };
-        static WARM: std::sync::Once = std::sync::Once::new();
-        WARM.call_once(|| {
-            let r = env.cmd(&["convert", "--list"]);
-            assert_eq!(r.code, 0, "{}", r.stderr);
-        });
-        env
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.home.path().join(rel)
+        Env(Operator::new())
     }
 
     fn root(&self) -> PathBuf {
         self.path("root")
     }
 
-    fn cmd(&self, args: &[&str]) -> Run {
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let mut cmd = apiary(self.home.path());
-        cmd.current_dir(self.home.path())
-            .env("APIARY_DATA_DIR", self.path("data"))
-            .env("XDG_CACHE_HOME", repo.join("target/tmp/dist-expert-cache"))
-            .args(args);
-        Run::of(cmd)
-    }
-
     /// `apiary <args> --root <root> --json`.
-    fn run(&self, args: &[&str]) -> Run {
+    fn run_root(&self, args: &[&str]) -> Run {
         let root = self.root().display().to_string();
         let mut all = args.to_vec();
         all.extend(["--root", &root, "--json"]);
-        self.cmd(&all)
+        self.run(&all)
     }
 
     fn install(&self, src: &Path) -> Value {
@@ -64,7 +47,7 @@ impl Env {
         let src_text = src.display().to_string();
         let mut args = vec!["install", src_text.as_str()];
         args.extend(extra);
-        let r = self.run(&args);
+        let r = self.run_root(&args);
         assert_eq!(
             r.code,
             0,
@@ -77,7 +60,7 @@ impl Env {
     }
 
     fn lock(&self) -> Value {
-        serde_json::from_slice(&std::fs::read(self.root().join("pack.lock")).unwrap()).unwrap()
+        dist::lock(&self.root())
     }
 
     fn config(&self, pack: &str, persona: &str) -> PathBuf {
@@ -263,7 +246,7 @@ fn corpus_starters_install_from_directories_and_zips() {
         assert!(cfg.contains_key("budget.monthly_limit_cents"), "{cfg:?}");
         assert!(cfg.contains_key("permissions.can_create_agents"), "{cfg:?}");
     }
-    let r = env.run(&["verify"]);
+    let r = env.run_root(&["verify"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(
         r.json()["packs"].as_array().unwrap().len(),
@@ -308,7 +291,7 @@ fn team_installs_parents_first() {
     assert!(env.config(TEAM, "lead").is_file());
     assert!(env.config(TEAM, "dev").is_file());
     assert!(!env.config(TEAM, "qa").exists());
-    let human = env.cmd(&[
+    let human = env.run(&[
         "install",
         &src.display().to_string(),
         "--root",
@@ -338,7 +321,7 @@ fn reports_to_cycle_is_refused_with_nothing_written() {
     std::fs::write(src.join("expert.toml"), text).unwrap();
 
     // A root that does not exist yet stays absent.
-    let r = env.run(&["install", &src.display().to_string()]);
+    let r = env.run_root(&["install", &src.display().to_string()]);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     let err = &r.json()["error"];
     assert_eq!(err["code"], "expert.reports-to-cycle");
@@ -358,12 +341,12 @@ fn reports_to_cycle_is_refused_with_nothing_written() {
     let zip = env.path("cycle.zip");
     zip_of(&src, &zip, None);
     for s in [src.clone(), zip] {
-        let r = env.run(&["install", "--yes", &s.display().to_string()]);
+        let r = env.run_root(&["install", "--yes", &s.display().to_string()]);
         assert_eq!(r.json()["error"]["code"], "expert.reports-to-cycle");
         assert_eq!(snapshot(&env.root(), &[]), before, "{}", s.display());
     }
     // The human message names the cycle.
-    let human = env.cmd(&[
+    let human = env.run(&[
         "install",
         &src.display().to_string(),
         "--root",
@@ -412,7 +395,7 @@ fn partial_merge_never_clobbers_an_existing_key() {
     assert!(recorded.as_array().unwrap().iter().any(|m| m == &merge));
 
     // Uninstall takes back only what the pack added: the operator's file is as it was.
-    let r = env.run(&["uninstall", TEAM]);
+    let r = env.run_root(&["uninstall", TEAM]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(toml_of(&cfg), toml_value::parse(operator));
     assert!(
@@ -422,7 +405,7 @@ fn partial_merge_never_clobbers_an_existing_key() {
 
     // A config that is not TOML refuses the install instead of being overwritten.
     std::fs::write(&cfg, "budget = [oops").unwrap();
-    let r = env.run(&["install", &src.display().to_string()]);
+    let r = env.run_root(&["install", &src.display().to_string()]);
     assert_eq!(r.code, 1);
     assert_eq!(r.json()["error"]["code"], "agent-config.invalid");
     assert_eq!(std::fs::read_to_string(&cfg).unwrap(), "budget = [oops");
@@ -453,7 +436,7 @@ fn hooks_are_quarantined_until_trusted() {
     assert!(!env.root().join(TEAM).join("hooks/hooks.json").exists());
 
     let state = |env: &Env| {
-        let l = env.run(&["list"]).json();
+        let l = env.run_root(&["list"]).json();
         let row = l["packs"]
             .as_array()
             .unwrap()
@@ -461,7 +444,7 @@ fn hooks_are_quarantined_until_trusted() {
             .find(|p| p["pack_id"] == TEAM)
             .unwrap()
             .clone();
-        let vr = env.run(&["verify", TEAM]).json();
+        let vr = env.run_root(&["verify", TEAM]).json();
         let check = vr["packs"][0].clone();
         assert_eq!(row["converted_from"]["format"], "duduclaw-expert");
         (
@@ -473,7 +456,7 @@ fn hooks_are_quarantined_until_trusted() {
         )
     };
     assert_eq!(state(&env), (1, 0, 1, 0, true));
-    let human = env.cmd(&["verify", "--root", &env.root().display().to_string()]);
+    let human = env.run(&["verify", "--root", &env.root().display().to_string()]);
     assert!(
         human.stderr.contains("1 hook file quarantined"),
         "{}",
@@ -482,13 +465,13 @@ fn hooks_are_quarantined_until_trusted() {
     assert!(!env.root().join(".apiary/trust.json").exists());
 
     // Trust without confirmation is refused; with --yes it is recorded for this digest.
-    let r = env.run(&["trust", TEAM]);
+    let r = env.run_root(&["trust", TEAM]);
     assert_eq!(r.code, 1);
     assert_eq!(r.json()["error"]["code"], "trust.confirm");
-    let r = env.run(&["trust", TEAM, "--yes"]);
+    let r = env.run_root(&["trust", TEAM, "--yes"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(state(&env), (1, 1, 1, 1, true));
-    let human = env.cmd(&[
+    let human = env.run(&[
         "trust",
         TEAM,
         "--revoke",
@@ -497,7 +480,7 @@ fn hooks_are_quarantined_until_trusted() {
     ]);
     assert_eq!(human.code, 0);
     assert_eq!(state(&env), (1, 0, 1, 0, true));
-    let shown = env.cmd(&["trust", TEAM, "--root", &env.root().display().to_string()]);
+    let shown = env.run(&["trust", TEAM, "--root", &env.root().display().to_string()]);
     assert!(
         shown.stderr.contains("not wired: apiary never runs it"),
         "{}",
@@ -505,7 +488,7 @@ fn hooks_are_quarantined_until_trusted() {
     );
 
     // An upgrade is untrusted again.
-    env.run(&["trust", TEAM, "--yes"]);
+    env.run_root(&["trust", TEAM, "--yes"]);
     team(&src, "2.0.0", 3000);
     env.install(&src);
     assert_eq!(state(&env), (1, 0, 1, 0, true));
@@ -533,7 +516,7 @@ fn uninstall_is_scoped_to_what_the_pack_installed() {
         + "\n[mine]\nnote = \"later\"\n";
     std::fs::write(&lead, text).unwrap();
 
-    let r = env.run(&["uninstall", TEAM]);
+    let r = env.run_root(&["uninstall", TEAM]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let u = &r.json()["uninstalled"];
     assert_eq!(u["kept"], serde_json::json!(["local/todo.md"]));
@@ -565,7 +548,7 @@ fn uninstall_is_scoped_to_what_the_pack_installed() {
     );
     assert!(!env.config(TEAM, "dev").exists());
     assert!(!env.lock().as_object().unwrap().contains_key(TEAM));
-    let r = env.run(&["uninstall", TEAM]);
+    let r = env.run_root(&["uninstall", TEAM]);
     assert_eq!(r.json()["error"]["code"], "pack.not-installed");
 }
 
@@ -611,9 +594,9 @@ fn reinstall_and_upgrade() {
     .unwrap();
     // The zip is another source than the directory v1 came from: replacing it is explicit.
     let zip_arg = zip.display().to_string();
-    let r = env.run(&["install", &zip_arg]);
+    let r = env.run_root(&["install", &zip_arg]);
     assert_eq!(r.json()["error"]["code"], "install.source-conflict");
-    let r = env.run(&["install", "--replace", &zip_arg]);
+    let r = env.run_root(&["install", "--replace", &zip_arg]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let up = r.json();
     assert_eq!(up["previous_version"], "1.0.0");
@@ -645,16 +628,16 @@ fn reinstall_and_upgrade() {
         l[TEAM]["sha256"],
         sha256_hex(&std::fs::read(&zip).unwrap()).as_str()
     );
-    let r = env.run(&["verify"]);
+    let r = env.run_root(&["verify"]);
     assert_eq!(r.code, 0, "{}", r.stdout);
 
     // --locked reinstalls only what the lock pins.
-    let r = env.run(&["install", "--locked", &zip.display().to_string()]);
+    let r = env.run_root(&["install", "--locked", &zip.display().to_string()]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     team(&v2, "2.0.1", 200);
     zip_of(&v2, &zip, None);
     std::fs::remove_file(env.path("team-2.0.0.zip.sha256")).unwrap();
-    let r = env.run(&["install", "--locked", &zip.display().to_string()]);
+    let r = env.run_root(&["install", "--locked", &zip.display().to_string()]);
     assert_eq!(r.json()["error"]["code"], "lock.mismatch");
 
     // A wrong checksum refuses.
@@ -663,7 +646,7 @@ fn reinstall_and_upgrade() {
         format!("{}  team-2.0.0.zip\n", "0".repeat(64)),
     )
     .unwrap();
-    let r = env.run(&["install", &zip.display().to_string()]);
+    let r = env.run_root(&["install", &zip.display().to_string()]);
     assert_eq!(r.json()["error"]["code"], "checksum.mismatch");
     assert_eq!(env.lock()[TEAM]["version"], "2.0.0");
 }
@@ -680,7 +663,7 @@ fn an_installed_native_pack_of_the_same_id_is_a_conflict() {
     let before = snapshot(&env.root(), &[]);
     let src = env.path("team");
     team(&src, "1.0.0", 1);
-    let r = env.run(&["install", &src.display().to_string()]);
+    let r = env.run_root(&["install", &src.display().to_string()]);
     assert_eq!(r.code, 1);
     assert_eq!(r.json()["error"]["code"], "install.conflict");
     assert_eq!(snapshot(&env.root(), &[]), before);
@@ -700,7 +683,7 @@ fn zip_fence_and_url_sources() {
     entries.push(RawEntry::file("../escape.txt", b"x"));
     let slip = env.path("slip.zip");
     std::fs::write(&slip, raw_zip(&entries)).unwrap();
-    let r = env.run(&["install", "--yes", &slip.display().to_string()]);
+    let r = env.run_root(&["install", "--yes", &slip.display().to_string()]);
     assert_eq!(r.code, 1);
     assert_eq!(r.json()["error"]["code"], "archive.path");
     assert!(!env.path("escape.txt").exists() && !env.root().exists());
@@ -712,7 +695,7 @@ fn zip_fence_and_url_sources() {
     entries.push(RawEntry::file("wiki/big2.md", &half));
     let big = env.path("big.zip");
     std::fs::write(&big, raw_zip(&entries)).unwrap();
-    let r = env.run(&["install", "--yes", &big.display().to_string()]);
+    let r = env.run_root(&["install", "--yes", &big.display().to_string()]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     let code = r.json()["error"]["code"].as_str().unwrap().to_string();
     assert!(code.starts_with("archive."), "{code}");
@@ -729,7 +712,7 @@ fn zip_fence_and_url_sources() {
     dist::write_checksum(&served.join("team.zip"));
     let base = serve(&served);
     let url = format!("{base}/team.zip");
-    let r = env.run(&["install", "--yes", &url]);
+    let r = env.run_root(&["install", "--yes", &url]);
     assert_eq!(r.json()["error"]["code"], "fetch.insecure-http");
     let v = env.install_with(Path::new(&url), &["--sha256", &sha256_hex(&zip)]);
     assert_eq!(v["expert"]["checksum"], "pinned");
@@ -738,7 +721,7 @@ fn zip_fence_and_url_sources() {
     // A directory that is not an expert pack is refused, listing what it is.
     let persona = env.path("persona");
     dist::write_pack(&persona, "com.example.p", "1.0.0");
-    let r = env.run(&["install", &persona.display().to_string()]);
+    let r = env.run_root(&["install", &persona.display().to_string()]);
     assert_eq!(r.json()["error"]["code"], "expert.not-expert");
 }
 
@@ -752,14 +735,11 @@ fn recovery_finishes_agent_config_writes_after_a_crash() {
     env.install(&v1);
     let v2 = env.path("v2");
     team(&v2, "2.0.0", 200);
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     // The killed process cannot remove its conversion scratch; keep it inside this test's dir.
     let scratch = env.path("tmp");
     std::fs::create_dir_all(&scratch).unwrap();
-    let mut cmd = apiary(env.home.path());
-    cmd.env("APIARY_DATA_DIR", env.path("data"))
-        .env("XDG_CACHE_HOME", repo.join("target/tmp/dist-expert-cache"))
-        .env("TMPDIR", &scratch)
+    let mut cmd = env.command();
+    cmd.env("TMPDIR", &scratch)
         .env("APIARY_TEST_STEP_DELAY_MS", "1000")
         // v2 is another directory than v1 came from: another source.
         .args(["install", "--json", "--replace", "--root"])
@@ -787,7 +767,7 @@ fn recovery_finishes_agent_config_writes_after_a_crash() {
     assert_eq!(toml_of(&lead)["budget.monthly_limit_cents"], "100");
     assert!(env.root().join(".apiary/journal.json").exists());
 
-    let r = env.run(&["verify"]);
+    let r = env.run_root(&["verify"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(toml_of(&lead)["budget.monthly_limit_cents"], "200");
     assert!(!env.root().join(".apiary/journal.json").exists());
@@ -806,7 +786,7 @@ fn an_unverified_expert_zip_needs_a_pin_or_a_yes() {
     let sha = sha256_hex(&std::fs::read(&zip).unwrap());
     let z = zip.display().to_string();
 
-    let r = env.run(&["install", &z]);
+    let r = env.run_root(&["install", &z]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     let e = &r.json()["error"];
     assert_eq!(e["code"], "expert.unverified", "{}", r.stdout);
@@ -818,7 +798,7 @@ fn an_unverified_expert_zip_needs_a_pin_or_a_yes() {
     );
     assert!(!env.root().exists(), "the root was created");
     // The human form says the same on stderr (stdin is not a terminal here: no prompt).
-    let human = env.cmd(&["install", &z, "--root", &env.root().display().to_string()]);
+    let human = env.run(&["install", &z, "--root", &env.root().display().to_string()]);
     assert_eq!(human.code, 1);
     assert!(
         human.stderr.contains("--sha256") && human.stderr.contains("--yes"),
@@ -827,7 +807,7 @@ fn an_unverified_expert_zip_needs_a_pin_or_a_yes() {
     );
 
     // A wrong pin refuses; the right one installs, recorded as pinned.
-    let r = env.run(&["install", "--sha256", &"0".repeat(64), &z]);
+    let r = env.run_root(&["install", "--sha256", &"0".repeat(64), &z]);
     assert_eq!(r.json()["error"]["code"], "checksum.mismatch");
     assert!(!env.root().join("pack.lock").exists());
     let v = env.install_with(&zip, &["--sha256", &sha]);
@@ -839,11 +819,11 @@ fn an_unverified_expert_zip_needs_a_pin_or_a_yes() {
     let v = env.install_with(&zip, &["--yes"]);
     assert_eq!(v["expert"]["checksum"], "absent");
     // --locked pins what the lock recorded, no confirmation needed.
-    let r = env.run(&["install", "--locked", &z]);
+    let r = env.run_root(&["install", "--locked", &z]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 
     // A directory has no digest to pin.
-    let r = env.run(&["install", "--sha256", &sha, &src.display().to_string()]);
+    let r = env.run_root(&["install", "--sha256", &sha, &src.display().to_string()]);
     assert_eq!(r.json()["error"]["code"], "expert.sha256-directory");
 }
 
@@ -863,7 +843,7 @@ fn an_expert_zip_with_vcs_metadata_is_refused() {
     ));
     let zip = env.path("vcs.zip");
     std::fs::write(&zip, raw_zip(&entries)).unwrap();
-    let r = env.run(&["install", "--yes", &zip.display().to_string()]);
+    let r = env.run_root(&["install", "--yes", &zip.display().to_string()]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert_eq!(r.json()["error"]["code"], "archive.vcs", "{}", r.stdout);
     assert!(
@@ -892,7 +872,6 @@ fn at_a_terminal_the_operator_is_asked() {
     team(&src, "1.0.0", 1);
     let zip = env.path("team.zip");
     zip_of(&src, &zip, None);
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let line = format!(
         "'{}' install '{}' --root '{}'",
         apiary_e2e::apiary_bin().display(),
@@ -900,18 +879,9 @@ fn at_a_terminal_the_operator_is_asked() {
         env.root().display()
     );
     let answer = |reply: &str| {
-        let mut cmd = std::process::Command::new("script");
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", env.home.path())
-            .env("NO_COLOR", "1")
-            .env("APIARY_DATA_DIR", env.path("data"))
-            .env("XDG_CACHE_HOME", repo.join("target/tmp/dist-expert-cache"))
-            .args(["-qec", &line, "/dev/null"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
+        let mut child = apiary_e2e::on_terminal(&env.command(), &line)
+            .spawn()
+            .unwrap();
         {
             use std::io::Write;
             let mut stdin = child.stdin.take().unwrap();

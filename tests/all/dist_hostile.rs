@@ -3,12 +3,14 @@
 //! empty scratch directories, no `pack.lock` and no pack directory, and nothing new appears beside
 //! the archive.
 
-use crate::support::dist;
 use std::io::Write;
 use std::path::Path;
 
+use apiary_e2e::snapshot;
+
+use crate::support::dist;
 use crate::support::dist::{
-    RawEntry, assert_root_clean, pack_entries, raw_zip, run_root, snapshot, write_checksum,
+    RawEntry, assert_root_clean, pack_entries, raw_zip, run_root, write_checksum,
 };
 
 const ID: &str = "com.example.hostile";

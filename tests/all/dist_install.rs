@@ -3,8 +3,11 @@
 
 use std::path::Path;
 
-use crate::support::dist::{build, git, run_root, serve, sha256_hex, snapshot, write_pack};
-use apiary_e2e::{Run, apiary};
+use apiary_e2e::{Run, apiary, snapshot};
+
+use crate::support::dist::{
+    build, git, lock, run_root, serve, sha256_hex, trust_store, write_pack,
+};
 
 const ID: &str = "com.example.dist-test";
 
@@ -15,14 +18,6 @@ fn built(home: &Path, version: &str) -> (std::path::PathBuf, String, std::path::
     std::fs::create_dir_all(&out).unwrap();
     let (archive, sha) = build(home, &src, &out);
     (archive, sha, src)
-}
-
-fn trust_store(root: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(root.join(".apiary/trust.json")).unwrap()).unwrap()
-}
-
-fn lock(root: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(root.join("pack.lock")).unwrap()).unwrap()
 }
 
 #[test]

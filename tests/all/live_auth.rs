@@ -4,12 +4,14 @@
 //! Against nostr-rs-relay with `nip42_auth` on (it challenges every connection but cannot refuse
 //! unauthenticated reads), the relay's log shows each persona and the operator authenticated.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use apiary_e2e::data_dir;
+use serde_json::{Value, json};
 
 use crate::support::live::relays::{Kind, Options, TestRelay};
 use crate::support::live::wire::{self, Wire};
 use crate::support::live::{Up, e_tags, persona, write_pack};
-use serde_json::{Value, json};
 
 fn pack(root: &std::path::Path) {
     write_pack(
@@ -44,36 +46,10 @@ fn pubkey_of(up: &mut Up, persona: &str) -> String {
 /// What a client that never answers the challenge gets for a REQ: every relay message until the
 /// subscription is closed (or 10 s pass).
 fn unauthenticated_req(url: &str, channel: &str) -> Vec<Value> {
-    let (mut ws, _) = tungstenite::connect(url).expect("websocket to the relay");
-    if let tungstenite::stream::MaybeTlsStream::Plain(tcp) = ws.get_ref() {
-        tcp.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    }
-    let req = json!(["REQ", "anon", {"kinds": [9], "#h": [channel]}]);
-    ws.send(tungstenite::Message::text(req.to_string()))
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut got = Vec::new();
-    while Instant::now() < deadline {
-        match ws.read() {
-            Ok(tungstenite::Message::Text(t)) => {
-                let v: Value = serde_json::from_str(t.as_str()).expect("relay sent JSON");
-                let closed = v[0] == "CLOSED";
-                got.push(v);
-                if closed {
-                    break;
-                }
-            }
-            Ok(_) => {}
-            Err(tungstenite::Error::Io(e))
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) => panic!("reading from the relay: {e}"),
-        }
-    }
-    let _ = ws.close(None);
-    got
+    let mut w = Wire::connect(url);
+    w.send(json!(["REQ", "anon", {"kinds": [9], "#h": [channel]}]));
+    w.wait(Duration::from_secs(10), |m| m[0] == "CLOSED");
+    w.got
 }
 
 #[test]
@@ -176,7 +152,7 @@ fn required_auth_admits_only_the_operator_and_persona_keys() {
     assert!(!w.publish(&theirs).unwrap().accepted);
 
     // The operator's key, from the operator's store, is admitted the same way.
-    let operator = wire::keys_of(&home.path().join(".local/share/apiary/keys/operator.key"));
+    let operator = wire::keys_of(&data_dir(home.path()).join("keys/operator.key"));
     let mut w = Wire::connect(&up.url);
     assert!(w.req(filter.clone()).is_err());
     let ok = w.auth(&operator, &up.url);

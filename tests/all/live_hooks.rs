@@ -2,9 +2,10 @@
 //! drops the message (no prompt, no reply); one that succeeds sees the message in the persona's
 //! workspace; the trigger component decides wakes.
 
+use apiary_e2e::guest;
+
 use crate::support::live::relays::{Kind, Options, TestRelay};
 use crate::support::live::{Up, persona, prompts, write_pack};
-use apiary_e2e::guest;
 
 #[test]
 fn on_message_hook_failure_drops_the_message() {

@@ -7,9 +7,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::live::{Up, event_of, persona, prompts, write_pack};
-use apiary_e2e::{Run, apiary, guest};
+use apiary_e2e::guest;
 use serde_json::Value;
+
+use crate::support::live::{Up, event_of, persona, post, prompts, write_pack};
 
 /// A one-persona pack answering mentions in #general.
 fn bee_pack(root: &Path) {
@@ -90,15 +91,6 @@ fn invented_root(i: usize) -> String {
     format!("{:064x}", 0xdead_0000_u64 + i as u64)
 }
 
-/// `apiary post` as another operator (its own data dir, so its own key).
-fn post_as(other_home: &Path, url: &str, channel: &str, text: &str) -> String {
-    let mut cmd = apiary(other_home);
-    cmd.args(["post", "--relay", url, "--channel", channel, text]);
-    let run = Run::of(cmd);
-    assert_eq!(run.code, 0, "post failed: {}", run.stderr);
-    run.stdout.trim().to_string()
-}
-
 fn json(line: &str) -> Value {
     serde_json::from_str(line).unwrap_or(Value::Null)
 }
@@ -124,7 +116,13 @@ fn a_flood_of_invented_threads_gets_few_turns_and_does_not_starve_others() {
     }
     let other_home = home.path().join("other");
     std::fs::create_dir_all(&other_home).unwrap();
-    let other = post_as(&other_home, &up.url, "general", "@bee a question of my own");
+    let other = post(
+        &other_home,
+        &up.url,
+        "general",
+        "@bee a question of my own",
+        &[],
+    );
     // The second author is answered while the flood waits.
     up.wait_for(|l| {
         let v = json(l);

@@ -5,17 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::live::{Up, event_of, persona, write_pack};
-use apiary_e2e::{Run, apiary, guest};
+use apiary_e2e::{Run, apiary, guest, mkfifo};
 
-fn mkfifo(path: &Path) {
-    let ok = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("mkfifo")
-        .success();
-    assert!(ok, "mkfifo {}", path.display());
-}
+use crate::support::live::{Up, event_of, persona, write_pack};
 
 /// Every entry under `dir`, recursively, as sorted relative paths.
 fn tree(dir: &Path) -> Vec<String> {

@@ -5,9 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::live::{Up, event_of, persona, write_pack};
-use apiary_e2e::{Run, apiary};
+use apiary_e2e::{Run, apiary, data_dir, run};
 use serde_json::Value;
+
+use crate::support::dist;
+use crate::support::live::{Up, event_of, persona, write_pack};
 
 const ID: &str = "com.example.genuine";
 
@@ -23,16 +25,8 @@ fn pack(dir: &Path, id: &str, body: &str) {
 /// Builds `src` into `out/` and installs it into the default root (`~/.buzz/packs`).
 fn install(home: &Path, src: &Path, out: &Path) -> Value {
     std::fs::create_dir_all(out).unwrap();
-    let mut cmd = apiary(home);
-    cmd.args(["pack", "build", "--json", "--output"])
-        .arg(out)
-        .arg(src);
-    let run = Run::of(cmd);
-    assert_eq!(run.code, 0, "build: {}\n{}", run.stdout, run.stderr);
-    let archive = run.json()["build"]["archive"].as_str().unwrap().to_string();
-    let mut cmd = apiary(home);
-    cmd.args(["install", "--json", &archive]);
-    let run = Run::of(cmd);
+    let (archive, _) = dist::build(home, src, out);
+    let run = run(home, &["install", "--json", archive.to_str().unwrap()]);
     assert_eq!(run.code, 0, "install: {}\n{}", run.stdout, run.stderr);
     run.json()
 }
@@ -50,38 +44,21 @@ fn ready(home: &Path, dir: &Path, args: &[&str]) -> Value {
 /// `apiary up <args>` that must refuse before starting anything; its stderr. An `up` that starts
 /// instead is stopped after a while and fails the test (it would otherwise run until killed).
 fn refused_with(home: &Path, args: &[&Path]) -> String {
-    let out = home.join("refused.out");
-    let err = home.join("refused.err");
     let mut cmd = apiary(home);
     cmd.args(["up", "--plain", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap());
-    let mut child = cmd.spawn().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let (stdout, stderr) = (
-        std::fs::read_to_string(&out).unwrap_or_default(),
-        std::fs::read_to_string(&err).unwrap_or_default(),
-    );
+        .args(args);
+    let run = Run::killed_after(cmd, 30);
     assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(1),
-        "up must refuse {args:?}:\n{stdout}\n{stderr}"
+        run.code, 1,
+        "up must refuse {args:?}:\n{}\n{}",
+        run.stdout, run.stderr
     );
-    assert!(!stdout.contains("ready"), "nothing started: {stdout}");
-    stderr
+    assert!(
+        !run.stdout.contains("ready"),
+        "nothing started: {}",
+        run.stdout
+    );
+    run.stderr
 }
 
 fn refused(home: &Path, dir: &Path) -> String {
@@ -89,7 +66,7 @@ fn refused(home: &Path, dir: &Path) -> String {
 }
 
 fn keys_dir(home: &Path) -> PathBuf {
-    home.join(".local/share/apiary/keys")
+    data_dir(home).join("keys")
 }
 
 #[test]
@@ -147,9 +124,7 @@ fn an_impostor_directory_never_gets_the_installed_personas_keys() {
     assert_eq!(again["pubkey"], genuine_key.as_str());
 
     // Uninstalled, its keys still belong to it: the impostor cannot inherit them.
-    let mut cmd = apiary(home);
-    cmd.args(["uninstall", ID, "--json"]);
-    assert_eq!(Run::of(cmd).code, 0);
+    assert_eq!(run(home, &["uninstall", ID, "--json"]).code, 0);
     let err = refused(home, &impostor);
     assert!(err.contains(&source), "{err}");
 }

@@ -2,9 +2,11 @@
 //! trusted, with their allowed `${VAR}`s filled in, systemPrompt), its process environment (projected, operator wins), the skills in
 //! its workspace; and the refusal of a persona whose MCP config names an unset variable.
 
+use apiary_e2e::data_dir;
+use serde_json::json;
+
 use crate::support::live::relays::{Kind, Options, TestRelay};
 use crate::support::live::{Up, capture, persona, received, write_pack};
-use serde_json::json;
 
 #[test]
 fn session_env_skills_and_refusals() {
@@ -319,9 +321,7 @@ fn bundled_example_runs_with_no_arguments() {
         r["content"].as_str().unwrap().contains("model=echo-bee"),
         "{r}"
     );
-    let example = home
-        .path()
-        .join(".local/share/apiary/examples/hello/.plugin/plugin.json");
+    let example = data_dir(home.path()).join("examples/hello/.plugin/plugin.json");
     assert!(
         example.is_file(),
         "the example pack is written to the data dir"

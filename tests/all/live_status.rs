@@ -6,12 +6,13 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::live::WAIT;
-use apiary_e2e::{Run, apiary, apiary_bin};
+use apiary_e2e::{apiary, apiary_bin, data_dir, on_terminal, wait_exit};
+
+use crate::support::live::{WAIT, post};
 
 const COLS: usize = 120;
 
@@ -31,25 +32,14 @@ impl Terminal {
             eprintln!("skipped: `script` (util-linux) is not installed");
             return None;
         }
-        // The environment of the other e2e tests (scratch HOME, no inherited runtime variables).
-        let base = apiary(home);
-        let mut cmd = Command::new("script");
-        cmd.env_clear();
-        for (k, v) in base.get_envs() {
-            if let Some(v) = v {
-                cmd.env(k, v);
-            }
-        }
         let line = format!(
             "stty cols {COLS} rows 40; exec '{}' up --listen 127.0.0.1:0 --ephemeral --drain-timeout 20 {up_args}",
             apiary_bin().display()
         );
-        cmd.args(["-qfec", &line, "/dev/null"])
-            .env("TERM", "xterm-256color")
-            .env("APIARY_AGENT_SLOW_MS", "3000")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        // The environment of the other e2e tests (scratch HOME, no inherited runtime variables).
+        let mut cmd = on_terminal(&apiary(home), &line);
+        cmd.env("TERM", "xterm-256color")
+            .env("APIARY_AGENT_SLOW_MS", "3000");
         let mut child = cmd.spawn().expect("spawn script");
         let keys = child.stdin.take().expect("stdin");
         let mut out = child.stdout.take().expect("stdout");
@@ -100,7 +90,7 @@ impl Terminal {
     }
 
     fn relay_url(&self) -> String {
-        let file = self.home.join(".local/share/apiary/relay.url");
+        let file = data_dir(&self.home).join("relay.url");
         let deadline = Instant::now() + WAIT;
         loop {
             if let Ok(url) = std::fs::read_to_string(&file)
@@ -118,40 +108,23 @@ impl Terminal {
     }
 
     fn post(&self, text: &str) -> String {
-        let mut cmd = apiary(&self.home);
-        cmd.args([
-            "post",
-            "--relay",
-            &self.relay_url(),
-            "--channel",
-            "general",
-            text,
-        ]);
-        let run = Run::of(cmd);
-        assert_eq!(run.code, 0, "post failed: {}", run.stderr);
-        run.stdout.trim().to_string()
+        post(&self.home, &self.relay_url(), "general", text, &[])
     }
 
     /// Types Ctrl-C at the terminal (the tty sends SIGINT to `apiary up`) and waits for the exit.
     fn interrupt(&mut self) -> i32 {
         self.keys.write_all(b"\x03").expect("type Ctrl-C");
         self.keys.flush().unwrap();
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                // The reader thread gets the last bytes.
-                std::thread::sleep(Duration::from_millis(300));
-                return status.code().unwrap_or(-1);
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!(
-                    "apiary up did not stop after Ctrl-C; screen:\n{}",
-                    self.raw()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let Some(status) = wait_exit(&mut self.child, WAIT) else {
+            let _ = self.child.kill();
+            panic!(
+                "apiary up did not stop after Ctrl-C; screen:\n{}",
+                self.raw()
+            );
+        };
+        // The reader thread gets the last bytes.
+        std::thread::sleep(Duration::from_millis(300));
+        status.code().unwrap_or(-1)
     }
 }
 

@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::pack::*;
-use apiary_e2e::{Run, apiary, corpus};
+use apiary_e2e::corpus;
 use serde_json::{Value, json};
+
+use crate::support::pack::*;
 
 const SMS_OPERATOR: &str = "buzz-packs/block-buzz/crates/buzz-persona/packs/sms-operator";
 const COMMUNITY_SQUAD: &str = "buzz-packs/syncreus-hivepack/packs/community-squad";
@@ -28,11 +29,7 @@ fn validate(dir: &Path) -> Validation {
 
 fn inspect(dir: &Path) -> Value {
     let home = tempfile::tempdir().unwrap();
-    let mut c = apiary(home.path());
-    c.args(["pack", "inspect"]).arg(dir).arg("--json");
-    let run = checked(Run::of(c));
-    assert_eq!(run.code, 0, "inspect {}: {}", dir.display(), run.stderr);
-    run.json()
+    inspect_dir(dir, home.path(), &[])
 }
 
 fn skills(p: &Value) -> Vec<&str> {

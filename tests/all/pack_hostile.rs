@@ -1,9 +1,11 @@
 //! Hostile and malformed packs: each is a clear, located error (or, where the spec allows it, accepted
 //! and resolved exactly like the clean pack), and never a panic, a hang or a read outside the pack.
-//! `checked` (pack_common) fails any run whose exit code is not 0, 1 or 2 or whose stderr panicked.
+//! `checked` (support::pack) fails any run whose exit code is not 0, 1 or 2 or whose stderr panicked.
+
+use apiary_e2e::mkfifo;
+use serde_json::Value;
 
 use crate::support::pack::*;
-use serde_json::Value;
 
 const A: &str = "agents/a.persona.md";
 
@@ -681,15 +683,6 @@ fn unsafe_skill_names_are_located_errors_and_nothing_is_built() {
 
 // ---------------------------------------------------------------------------------------------
 // Special files the operator names (issue 17, finding 11).
-
-pub fn mkfifo(path: &std::path::Path) {
-    let ok = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("mkfifo")
-        .success();
-    assert!(ok, "mkfifo {}", path.display());
-}
 
 #[test]
 fn an_overrides_file_that_is_a_fifo_or_a_directory_is_refused_promptly() {

@@ -2,30 +2,10 @@
 //! by validate with a pointer to migrate; `--dry-run` writes nothing; after migrating, the pack
 //! validates and resolves to the values the old format meant.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use crate::support::pack::*;
-use apiary_e2e::Run;
+use apiary_e2e::{Run, snapshot};
 use serde_json::{Value, json};
 
-/// Every file under `root` with its bytes, to prove a command wrote nothing.
-fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let p = e.path();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
+use crate::support::pack::*;
 
 fn migrate(pack: &ScratchPack, extra: &[&str]) -> Run {
     let mut c = pack.cmd();
@@ -128,7 +108,7 @@ fn v6_persona_block_is_refused_with_a_pointer_to_migrate() {
 #[test]
 fn v6_dry_run_reports_changes_and_writes_nothing() {
     let pack = v6_pack();
-    let before = snapshot(pack.path());
+    let before = snapshot(pack.path(), &[]);
     let run = migrate(&pack, &["--dry-run", "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let out = run.json();
@@ -149,14 +129,18 @@ fn v6_dry_run_reports_changes_and_writes_nothing() {
     for c in out["changes"].as_array().unwrap() {
         assert!(!c["description"].as_str().unwrap().is_empty());
     }
-    assert_eq!(snapshot(pack.path()), before, "--dry-run wrote to the pack");
+    assert_eq!(
+        snapshot(pack.path(), &[]),
+        before,
+        "--dry-run wrote to the pack"
+    );
 
     // The human form says what it would do, and still writes nothing.
     let run = migrate(&pack, &["--dry-run"]);
     assert_eq!(run.code, 0);
     assert!(run.stderr.contains("would change"), "{}", run.stderr);
     assert!(run.stderr.contains("buzz.model"), "{}", run.stderr);
-    assert_eq!(snapshot(pack.path()), before);
+    assert_eq!(snapshot(pack.path(), &[]), before);
 }
 
 #[test]
@@ -207,11 +191,11 @@ fn v6_pack_after_migrate_validates_and_resolves_the_same_meaning() {
     );
 
     // Migrating again finds nothing to do and leaves every byte alone.
-    let before = snapshot(pack.path());
+    let before = snapshot(pack.path(), &[]);
     let run = migrate(&pack, &["--json"]);
     assert_eq!(run.code, 0);
     assert_eq!(run.json()["changes"], json!([]));
-    assert_eq!(snapshot(pack.path()), before);
+    assert_eq!(snapshot(pack.path(), &[]), before);
 }
 
 #[test]
@@ -290,10 +274,14 @@ fn pre_v6_pack_without_a_manifest_is_refused_then_migrated() {
     assert!(d["message"].as_str().unwrap().contains("lep.json"));
     assert!(d["help"].as_str().unwrap().contains("apiary pack migrate"));
 
-    let before = snapshot(pack.path());
+    let before = snapshot(pack.path(), &[]);
     let dry = migrate(&pack, &["--dry-run", "--json"]);
     assert_eq!(dry.code, 0, "{}", dry.stderr);
-    assert_eq!(snapshot(pack.path()), before, "--dry-run wrote to the pack");
+    assert_eq!(
+        snapshot(pack.path(), &[]),
+        before,
+        "--dry-run wrote to the pack"
+    );
     assert!(!pack.file(".plugin").exists());
     assert!(!pack.file("agents").exists());
 
@@ -371,11 +359,11 @@ fn migrate_never_writes_outside_the_pack() {
             r#"{"name": "../../escaped", "description": "d", "system_prompt": "x"}"#,
         )],
     );
-    let before = snapshot(pack.path());
+    let before = snapshot(pack.path(), &[]);
     let run = migrate(&pack, &[]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains("../../escaped"), "{}", run.stderr);
-    assert_eq!(snapshot(pack.path()), before, "nothing half written");
+    assert_eq!(snapshot(pack.path(), &[]), before, "nothing half written");
     let parent = pack.path().parent().unwrap();
     assert!(!parent.join("escaped.persona.md").exists());
 

@@ -2,8 +2,9 @@
 //! shallow replacement, env projection, operator precedence), §6 skill scoping and the system prompt,
 //! and the MCP merge of §7, each through the binary and its `--json` contract.
 
-use crate::support::pack::*;
 use serde_json::{Value, json};
+
+use crate::support::pack::*;
 
 /// The spec's §2/§10 manifest: four personas, Sonnet for everyone by default.
 const MEADOW_MANIFEST: &str = r##"{

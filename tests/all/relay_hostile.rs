@@ -3,19 +3,15 @@
 //! over one connection, a storage fill, a journal that cannot be replayed, and terminal escapes in
 //! message text shown by `apiary tail`.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
+
+use apiary_e2e::{Run, apiary, data_dir, run};
+use nostr::prelude::Keys;
+use serde_json::Value;
 
 use crate::support::live::relays::{Kind, Options, TestRelay};
 use crate::support::live::wire::{self, Wire};
 use crate::support::live::{Up, persona, tags, write_pack};
-use apiary_e2e::{Run, apiary};
-use nostr::prelude::Keys;
-use serde_json::Value;
-
-fn data(home: &Path) -> PathBuf {
-    home.join(".local/share/apiary")
-}
 
 fn apiary_relay(home: &Path, args: &'static [&'static str]) -> TestRelay {
     TestRelay::start(
@@ -33,40 +29,12 @@ fn url(relay: &TestRelay) -> String {
     relay.external.as_ref().unwrap().url.clone()
 }
 
-/// `apiary <args>` with `home` as HOME.
-fn run(home: &Path, args: &[&str]) -> Run {
-    let mut cmd = apiary(home);
-    cmd.args(args);
-    Run::of(cmd)
-}
-
-/// Like [`run`] for a command that should fail at once: killed after 20 s (code -1) rather than
+/// `apiary <args>` for a command that should fail at once: killed after 20 s (code -1) rather than
 /// left running (a relay that started anyway would serve forever).
 fn run_bounded(home: &Path, args: &[&str]) -> Run {
-    let out = home.join("bounded.out");
-    let err = home.join("bounded.err");
     let mut cmd = apiary(home);
-    cmd.args(args)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap());
-    let mut child = cmd.spawn().expect("spawn apiary");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code().unwrap_or(-1);
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break -1;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Run {
-        code,
-        stdout: std::fs::read_to_string(&out).unwrap_or_default(),
-        stderr: std::fs::read_to_string(&err).unwrap_or_default(),
-    }
+    cmd.args(args);
+    Run::killed_after(cmd, 20)
 }
 
 fn pip_pack(root: &Path) {
@@ -101,7 +69,7 @@ fn strangers_cannot_repoint_a_channel_or_name_two() {
     // A relay that does store it (here: the journal of one that did) does not make it count.
     drop(w);
     relay.external.as_mut().unwrap().stop();
-    let journal = data(home.path()).join("relay/events.jsonl");
+    let journal = data_dir(home.path()).join("relay/events.jsonl");
     let mut lines = std::fs::read_to_string(&journal).unwrap_or_default();
     lines.push_str(&format!("{}\n", serde_json::to_string(&hijack).unwrap()));
     std::fs::write(&journal, lines).unwrap();
@@ -111,7 +79,7 @@ fn strangers_cannot_repoint_a_channel_or_name_two() {
     pip_pack(&p);
     let mut up = Up::start_on(&relay, home.path(), &[&p], &[], &[]);
     // `up` names who may name channels: the relay's key from its NIP-11 document.
-    let relay_key = wire::keys_of(&data(home.path()).join("keys/relay.key")).public_key();
+    let relay_key = wire::keys_of(&data_dir(home.path()).join("keys/relay.key")).public_key();
     let line = up.wait_for(|l| l.starts_with("channel-authority "));
     assert_eq!(
         line,
@@ -154,7 +122,7 @@ fn strangers_cannot_repoint_a_channel_or_name_two() {
     up.stop_ok();
 
     // Metadata signed with the relay's key does count (for `post` as for `up`).
-    let relay_keys = wire::keys_of(&data(home.path()).join("keys/relay.key"));
+    let relay_keys = wire::keys_of(&data_dir(home.path()).join("keys/relay.key"));
     let genuine = wire::group_metadata(&relay_keys, "genuine-id", "general");
     let ok = w.publish(&genuine).unwrap();
     assert!(ok.accepted, "{ok:?}");
@@ -320,7 +288,7 @@ fn history_survives_a_restart_and_a_bad_journal_stops_the_start() {
 
     // A line that is not an event: the relay refuses to start, naming the file, the line and
     // what to do, instead of starting with part of the history.
-    let journal = data(home.path()).join("relay/events.jsonl");
+    let journal = data_dir(home.path()).join("relay/events.jsonl");
     let good = std::fs::read_to_string(&journal).unwrap();
     std::fs::write(&journal, format!("{good}{{\"not\": \"an event\"}}\n{good}")).unwrap();
     let start = run_bounded(home.path(), &["relay", "--listen", "127.0.0.1:0"]);

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use apiary_e2e::{Run, apiary, guest, write_tree};
+use apiary_e2e::{Run, apiary, guest, run, write_tree};
 
 struct Env {
     home: tempfile::TempDir,
@@ -22,9 +22,7 @@ impl Env {
     }
 
     fn run(&self, args: &[&str]) -> Run {
-        let mut cmd = apiary(self.home());
-        cmd.args(args);
-        Run::of(cmd)
+        run(self.home(), args)
     }
 
     fn workspaces(&self) -> PathBuf {

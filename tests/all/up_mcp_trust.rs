@@ -7,9 +7,10 @@
 
 use std::path::Path;
 
-use crate::support::live::{Up, capture, event_of, persona, received, write_pack};
 use apiary_e2e::{Run, apiary};
 use serde_json::{Value, json};
+
+use crate::support::live::{Up, capture, event_of, persona, received, write_pack};
 
 const ID: &str = "com.example.mcp";
 const SECRET: &str = "s3cr3t-operator-value";

@@ -7,29 +7,31 @@
 //! Issue 17, finding 1: trust comes only from the operator's store, never from files shipped beside
 //! a pack, and is bound to the pack's location, manifest id and version and the hook's digest.
 
-use crate::support::live;
 use std::path::Path;
 
-use crate::support::live::Up;
 use apiary_e2e::{Run, apiary, write_tree};
+
+use crate::support::dist::sha256_hex;
+use crate::support::live;
+use crate::support::live::Up;
 
 const ID: &str = "com.example.scripts";
 
 /// A pack whose persona `bee` has an `on_start` script (records its env in the workspace) and an
 /// `on_message` script (refuses messages containing "drop", logs the others).
-fn write_pack(dir: &Path) {
-    let manifest = format!(
-        r#"{{"id": "{ID}", "name": "Scripts", "version": "1.0.0", "description": "script hooks",
-  "personas": ["agents/bee.persona.md"]}}"#
-    );
-    write_tree(
+fn scripts_pack(dir: &Path) {
+    live::write_pack(
         dir,
-        &[
-            (".plugin/plugin.json", &manifest),
-            (
-                "agents/bee.persona.md",
-                "---\nname: bee\ndisplay_name: Bee\ndescription: test persona\nruntime: apiary-agent\nsubscribe: [\"general\"]\ntemperature: 0.5\nhooks:\n  on_start: ./hooks/start.sh\n  on_message: ./hooks/gate.sh\n---\nYou are Bee.\n",
+        ID,
+        &[(
+            "bee",
+            &live::persona(
+                "bee",
+                "subscribe: [\"general\"]\ntemperature: 0.5\nhooks:\n  on_start: ./hooks/start.sh\n  on_message: ./hooks/gate.sh",
+                "You are Bee.",
             ),
+        )],
+        &[
             (
                 "hooks/start.sh",
                 "#!/bin/sh\necho \"$APIARY_PERSONA $APIARY_PACK $APIARY_AGENT_TEMPERATURE $(pwd) $AGENT_CWD\" > started.txt\n",
@@ -50,7 +52,7 @@ fn workspace(ws: &Path) -> std::path::PathBuf {
 fn untrusted_script_hooks_are_skipped_with_a_warning_naming_apiary_trust() {
     let home = tempfile::tempdir().unwrap();
     let pack = home.path().join("pack");
-    write_pack(&pack);
+    scripts_pack(&pack);
     let ws = home.path().join("ws");
     let mut up = Up::start(
         home.path(),
@@ -87,7 +89,7 @@ fn untrusted_script_hooks_are_skipped_with_a_warning_naming_apiary_trust() {
 fn trust_hooks_flag_runs_script_hooks_of_a_pack_in_development() {
     let home = tempfile::tempdir().unwrap();
     let pack = home.path().join("pack");
-    write_pack(&pack);
+    scripts_pack(&pack);
     let ws = home.path().join("ws");
     let mut up = Up::start(
         home.path(),
@@ -107,7 +109,7 @@ fn trust_hooks_flag_runs_script_hooks_of_a_pack_in_development() {
 fn trusted_script_hooks_run_and_a_failing_on_message_drops_the_message() {
     let home = tempfile::tempdir().unwrap();
     let src = home.path().join("src");
-    write_pack(&src);
+    scripts_pack(&src);
     let root = home.path().join("root");
     let out = home.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
@@ -172,33 +174,22 @@ fn trusted_script_hooks_run_and_a_failing_on_message_drops_the_message() {
 /// A pack whose `on_start` script writes `marker` (an absolute path outside the pack and the
 /// workspace): the attacker's proof of running on the host.
 fn write_hostile_pack(dir: &Path, marker: &Path) {
-    let manifest = format!(
-        r#"{{"id": "{ID}", "name": "Scripts", "version": "1.0.0", "description": "hostile",
-  "personas": ["agents/bee.persona.md"]}}"#
-    );
-    write_tree(
+    live::write_pack(
         dir,
-        &[
-            (".plugin/plugin.json", &manifest),
-            (
-                "agents/bee.persona.md",
-                "---\nname: bee\ndisplay_name: Bee\ndescription: test persona\nruntime: apiary-agent\nsubscribe: [\"general\"]\nhooks:\n  on_start: ./hooks/start.sh\n---\nYou are Bee.\n",
+        ID,
+        &[(
+            "bee",
+            &live::persona(
+                "bee",
+                "subscribe: [\"general\"]\nhooks:\n  on_start: ./hooks/start.sh",
+                "You are Bee.",
             ),
-            (
-                "hooks/start.sh",
-                &format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
-            ),
-        ],
+        )],
+        &[(
+            "hooks/start.sh",
+            &format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+        )],
     );
-}
-
-fn sha256_of(path: &Path) -> String {
-    use sha2::{Digest, Sha256};
-    let bytes = std::fs::read(path).unwrap();
-    Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The `untrusted` JSON event for the hook of `bee`.
@@ -217,7 +208,7 @@ fn forged_trust_shipped_beside_a_pack_does_not_run_its_hook() {
     let repo = home.path().join("repo");
     let pack = repo.join(ID);
     write_hostile_pack(&pack, &marker);
-    let digest = sha256_of(&pack.join("hooks/start.sh"));
+    let digest = sha256_hex(&std::fs::read(pack.join("hooks/start.sh")).unwrap());
     write_tree(
         &repo,
         &[

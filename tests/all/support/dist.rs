@@ -1,14 +1,14 @@
-//! Helpers shared by the `dist_*` end-to-end tests: scratch packs, builds, raw (hostile) zips, a tiny
-//! HTTP file server on 127.0.0.1, git repositories in temp dirs.
-#![allow(dead_code)]
+//! Helpers for the distribution tests (`dist_*`, and any test that builds or installs a pack):
+//! scratch packs, builds, the install root's records, raw (hostile) zips, a tiny HTTP file server
+//! on 127.0.0.1, git repositories in temp dirs.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use apiary_e2e::{Run, apiary, write_tree};
+use apiary_e2e::{Run, apiary, snapshot, write_tree};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -57,38 +57,14 @@ pub fn write_pack(dir: &Path, id: &str, version: &str) {
     );
 }
 
-/// Every file under `dir` (relative `/` path -> bytes), skipping names in `skip`.
-pub fn snapshot(dir: &Path, skip: &[&str]) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, rel: &str, skip: &[&str], out: &mut BTreeMap<String, Vec<u8>>) {
-        let here = if rel.is_empty() {
-            root.to_path_buf()
-        } else {
-            root.join(rel)
-        };
-        let Ok(entries) = std::fs::read_dir(&here) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if skip.contains(&name.as_str()) {
-                continue;
-            }
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            let ft = e.file_type().unwrap();
-            if ft.is_dir() {
-                walk(root, &child, skip, out);
-            } else {
-                out.insert(child, std::fs::read(e.path()).unwrap_or_default());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, "", skip, &mut out);
-    out
+/// The install root's `pack.lock`.
+pub fn lock(root: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(root.join("pack.lock")).unwrap()).unwrap()
+}
+
+/// The install root's trust store.
+pub fn trust_store(root: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(root.join(".apiary/trust.json")).unwrap()).unwrap()
 }
 
 /// Runs `apiary pack build <pack> --output <out> --json` and returns (archive, sha256).

@@ -4,8 +4,6 @@
 //!
 //! Every wait is bounded; nothing sleeps to assert.
 
-#![allow(dead_code)]
-
 pub mod relays;
 pub mod wire;
 
@@ -15,7 +13,7 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use apiary_e2e::{Run, apiary};
+use apiary_e2e::{Run, apiary, wait_exit};
 use serde_json::Value;
 
 /// Generous: the machine is small and shared.
@@ -128,15 +126,7 @@ impl Up {
 
     /// `apiary post` to this relay; returns the event id.
     pub fn post(&self, channel: &str, text: &str, extra: &[&str]) -> String {
-        let mut cmd = apiary(&self.home);
-        cmd.args(["post", "--relay", &self.url, "--channel", channel])
-            .args(extra)
-            .arg(text);
-        let run = Run::of(cmd);
-        assert_eq!(run.code, 0, "post failed: {}", run.stderr);
-        let id = run.stdout.trim().to_string();
-        assert_eq!(id.len(), 64, "post printed {id:?}");
-        id
+        post(&self.home, &self.url, channel, text, extra)
     }
 
     /// The stored messages of a channel, as JSON events.
@@ -201,22 +191,29 @@ impl Up {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &pid])
             .status();
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                // Collect the rest of stdout.
-                while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
-                    self.seen.push(line);
-                }
-                return status.code().unwrap_or(-1);
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("apiary up did not stop after SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let Some(status) = wait_exit(&mut self.child, WAIT) else {
+            let _ = self.child.kill();
+            panic!("apiary up did not stop after SIGTERM");
+        };
+        // Collect the rest of stdout.
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            self.seen.push(line);
         }
+        status.code().unwrap_or(-1)
     }
+}
+
+/// `apiary post` to the relay at `url` as the operator of `home`; returns the event id.
+pub fn post(home: &Path, url: &str, channel: &str, text: &str, extra: &[&str]) -> String {
+    let mut cmd = apiary(home);
+    cmd.args(["post", "--relay", url, "--channel", channel])
+        .args(extra)
+        .arg(text);
+    let run = Run::of(cmd);
+    assert_eq!(run.code, 0, "post failed: {}", run.stderr);
+    let id = run.stdout.trim().to_string();
+    assert_eq!(id.len(), 64, "post printed {id:?}");
+    id
 }
 
 /// The kind of an `apiary up` stdout line: a plain line's first word, a `--json` line's `event`.

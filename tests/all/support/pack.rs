@@ -1,8 +1,6 @@
 //! Shared by the `pack_*` suites: scratch packs on disk and the `apiary pack …` commands run against
 //! them through the real binary.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -72,13 +70,7 @@ impl ScratchPack {
 
     /// `apiary pack inspect <dir> --json <extra…>`, asserting success.
     pub fn inspect(&self, extra: &[&str]) -> Value {
-        let run = self.inspect_run(self.cmd(), extra);
-        assert_eq!(
-            run.code, 0,
-            "inspect failed\nstdout:\n{}\nstderr:\n{}",
-            run.stdout, run.stderr
-        );
-        run.json()
+        inspect_dir(self.path(), self.home.path(), extra)
     }
 
     /// `apiary pack inspect <dir> --json <extra…>` with a prepared command (e.g. extra env).
@@ -100,7 +92,6 @@ impl ScratchPack {
 pub struct Validation {
     pub code: i32,
     pub json: Value,
-    pub stderr: String,
 }
 
 impl Validation {
@@ -157,6 +148,25 @@ impl Validation {
     }
 }
 
+/// `apiary pack inspect <dir> --json <extra…>` with `home` as HOME, asserting success.
+pub fn inspect_dir(dir: &Path, home: &Path, extra: &[&str]) -> Value {
+    let mut c = apiary(home);
+    c.args(["pack", "inspect"])
+        .arg(dir)
+        .arg("--json")
+        .args(extra);
+    let run = checked(Run::of(c));
+    assert_eq!(
+        run.code,
+        0,
+        "inspect {} failed\nstdout:\n{}\nstderr:\n{}",
+        dir.display(),
+        run.stdout,
+        run.stderr
+    );
+    run.json()
+}
+
 pub fn validate_dir(dir: &Path, home: &Path) -> Validation {
     let mut c = apiary(home);
     c.args(["pack", "validate"]).arg(dir).arg("--json");
@@ -164,7 +174,6 @@ pub fn validate_dir(dir: &Path, home: &Path) -> Validation {
     Validation {
         code: run.code,
         json: run.json(),
-        stderr: run.stderr,
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use apiary_e2e::apiary;
+use apiary_e2e::{apiary, wait_exit};
 
 /// Which relay a test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +35,6 @@ pub struct Options {
 
 /// The relay of one test: `None` for the embedded relay (`apiary up` picks its URL).
 pub struct TestRelay {
-    pub kind: Kind,
     pub external: Option<External>,
 }
 
@@ -46,7 +45,7 @@ impl TestRelay {
             Kind::Embedded => None,
             _ => Some(External::start(kind, home, opts)?),
         };
-        Some(TestRelay { kind, external })
+        Some(TestRelay { external })
     }
 
     /// Arguments for `apiary up`: `--relay URL` for a separate relay.
@@ -183,15 +182,10 @@ impl External {
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if wait_exit(&mut child, Duration::from_secs(30)).is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 
     /// Stops and starts again on the same port and data.
