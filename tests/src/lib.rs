@@ -222,7 +222,7 @@ pub fn repo_root() -> &'static Path {
         .expect("repo root")
 }
 
-/// A guest component built by `host/build.rs` (`target/guests/wasm32-wasip2/release/<name>.wasm`).
+/// A guest component built by `host/apiary/build.rs` (`target/guests/wasm32-wasip2/release/<name>.wasm`).
 pub fn guest(name: &str) -> PathBuf {
     let p = repo_root()
         .join("target/guests/wasm32-wasip2/release")
