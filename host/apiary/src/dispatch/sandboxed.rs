@@ -449,6 +449,8 @@ mod tests {
             ("hello @p0", vec![]),
             ("news about topic2", vec![]),
             ("plain chatter", vec![]),
+            // p3 has a keyword and all_messages; `é` ends a name.
+            ("topic3 for @p0é", vec![]),
             ("for you", by_key),
         ] {
             let ev = crate::relay::message(&author, "general", text, tags).unwrap();

@@ -1,11 +1,8 @@
-//! The trigger-default logic compiled natively: its keyword prefilter must never hide a match that a
-//! plain substring search finds (it is an optimisation, not a rule).
+//! The decision order, and the two fast paths checked against plain definitions: the keyword
+//! prefilter must never hide a match that a plain substring search finds (it is an optimisation,
+//! not a rule), and the batch must wake exactly the pairs that one decision per pair wakes.
 
-#[path = "../../../guests/trigger-default/src/logic.rs"]
-#[allow(dead_code)]
-mod logic;
-
-use logic::{Matcher, Prepared, Reason};
+use crate::{Matcher, Prepared, Reason, decide_batch};
 
 /// Deterministic xorshift, so failures reproduce.
 struct Rng(u64);
@@ -111,7 +108,7 @@ fn batch_decisions_equal_the_decision_for_every_pair() {
             .collect();
         // The batch reuses one `Prepared` from message to message; the pairs below take a fresh
         // one for each, so anything left over from a previous message shows as a difference.
-        let batch = logic::decide_batch(
+        let batch = decide_batch(
             &matchers,
             messages
                 .iter()
@@ -130,4 +127,107 @@ fn batch_decisions_equal_the_decision_for_every_pair() {
         }
         assert_eq!(batch, pairs, "round {round}: {messages:?}");
     }
+}
+
+fn decide(m: &Matcher, channel: &str, text: &str, mentions: &[&str]) -> Reason {
+    m.decide(channel, &prepared(text, mentions))
+}
+
+/// All three triggers on: a mention names the wake, else all_messages, never the keyword.
+#[test]
+fn a_mention_comes_first_then_all_messages_then_keywords() {
+    let m = Matcher::new("pip", true, ["deploy"], true, ["general"]);
+    assert_eq!(decide(&m, "general", "@pip deploy", &[]), Reason::Mentioned);
+    assert_eq!(decide(&m, "general", "deploy", &["pip"]), Reason::Mentioned);
+    assert_eq!(
+        decide(&m, "general", "deploy now", &[]),
+        Reason::AllMessages
+    );
+    assert_eq!(decide(&m, "general", "hello", &[]), Reason::AllMessages);
+    let keywords_only = Matcher::new("pip", true, ["deploy"], false, ["general"]);
+    assert_eq!(
+        decide(&keywords_only, "general", "deploy now", &[]),
+        Reason::Keyword(0)
+    );
+    assert_eq!(
+        decide(&keywords_only, "general", "hello", &[]),
+        Reason::NoMatch
+    );
+}
+
+#[test]
+fn a_mention_wakes_in_any_channel_and_nothing_else_does() {
+    let m = Matcher::new("pip", true, ["deploy"], true, ["#general"]);
+    assert_eq!(decide(&m, "random", "hi @PIP", &[]), Reason::Mentioned);
+    assert_eq!(decide(&m, "random", "hi", &["Pip"]), Reason::Mentioned);
+    assert_eq!(decide(&m, "random", "deploy", &[]), Reason::NotSubscribed);
+    // `#general` and `general` are one channel, on either side.
+    assert_eq!(decide(&m, "general", "x", &[]), Reason::AllMessages);
+    assert_eq!(decide(&m, "#general", "x", &[]), Reason::AllMessages);
+    // mentions off: a mention is an ordinary message.
+    let quiet = Matcher::new("pip", false, ["deploy"], false, ["general"]);
+    assert_eq!(decide(&quiet, "general", "@pip", &["pip"]), Reason::NoMatch);
+    assert_eq!(
+        decide(&quiet, "random", "@pip", &["pip"]),
+        Reason::NotSubscribed
+    );
+    assert_eq!(
+        decide(&quiet, "general", "@pip deploy", &[]),
+        Reason::Keyword(0)
+    );
+}
+
+/// `@name` is the name characters (ASCII letters, digits, `_`, `-`) after an `@`.
+#[test]
+fn an_at_name_ends_at_the_first_character_a_name_cannot_hold() {
+    let m = Matcher::new("pip", true, [], false, ["general"]);
+    for mention in [
+        "@pip",
+        "@Pip, look",
+        "(@pip)",
+        "@pip.",
+        "@pipé",
+        "x@@pip",
+        "@pip@",
+    ] {
+        assert_eq!(
+            decide(&m, "general", mention, &[]),
+            Reason::Mentioned,
+            "{mention}"
+        );
+    }
+    for not in [
+        "@pipe",
+        "@pip_2",
+        "@pip-x",
+        "pip",
+        "@ pip",
+        "pip@example.com",
+        "@pi p",
+    ] {
+        assert_eq!(decide(&m, "general", not, &[]), Reason::NoMatch, "{not}");
+    }
+}
+
+/// The first keyword in configured order names the wake, whatever comes first in the text; an
+/// empty keyword never matches but keeps its place in the numbering.
+#[test]
+fn keywords_are_named_in_configured_order() {
+    let m = Matcher::new("p", false, ["", "beta", "alpha"], false, ["general"]);
+    assert_eq!(
+        decide(&m, "general", "alpha then beta", &[]),
+        Reason::Keyword(1)
+    );
+    assert_eq!(decide(&m, "general", "ALPHA", &[]), Reason::Keyword(2));
+    assert_eq!(decide(&m, "general", "", &[]), Reason::NoMatch);
+    assert_eq!(decide(&m, "general", "gamma", &[]), Reason::NoMatch);
+}
+
+#[test]
+fn only_mentions_and_matches_wake() {
+    assert!(Reason::Mentioned.wakes());
+    assert!(Reason::Keyword(0).wakes());
+    assert!(Reason::AllMessages.wakes());
+    assert!(!Reason::NotSubscribed.wakes());
+    assert!(!Reason::NoMatch.wakes());
 }
