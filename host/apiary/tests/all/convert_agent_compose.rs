@@ -3,7 +3,7 @@
 //! trips both ways, the person contract (seed 001) on input and output, a v3 snapshot, and hostile
 //! KDL.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

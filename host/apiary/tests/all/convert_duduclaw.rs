@@ -4,7 +4,7 @@
 //! round trips; a multi-agent pack (reports_to order, skills, MCP, hooks, wiki, evals); a
 //! reports_to cycle refused; hostile inputs.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

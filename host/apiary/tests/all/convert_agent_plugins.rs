@@ -3,7 +3,7 @@
 //! (checked with `apiary pack validate`), round trips compared through `apiary pack inspect
 //! --json`, the April 2026 draft as input, the corpus, and hostile inputs.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

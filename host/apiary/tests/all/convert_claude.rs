@@ -5,7 +5,7 @@
 //! list as lost; meadow -> Claude (checked with the host's Claude plugin validator) -> pack; the
 //! Codex, Cursor and Gemini manifests as inputs; and hostile inputs.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
