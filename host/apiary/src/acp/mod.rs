@@ -187,6 +187,64 @@ impl Shared {
     }
 }
 
+/// The agent's command: piped stdio, its own process group, niced.
+fn command(spec: &SpawnSpec) -> Command {
+    let mut cmd = Command::new(&spec.command.program);
+    cmd.args(&spec.command.args)
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    // Own process group: a Ctrl-C at the terminal reaches apiary, which then drains and stops
+    // the agents itself.
+    #[cfg(unix)]
+    cmd.process_group(0);
+    #[cfg(unix)]
+    if spec.nice > 0 {
+        let nice = libc::c_int::from(spec.nice.min(19));
+        // SAFETY: runs in the forked child before exec and only makes the get/setpriority
+        // system calls, which are async-signal-safe. Raising one's own niceness needs no
+        // privilege; should it fail anyway (a seccomp filter), the agent runs at apiary's
+        // priority.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::nice(nice);
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
+/// The reader: routes answers, updates and the agent's own requests until the agent's stdout
+/// closes, then fails everything still waiting.
+async fn read_stdout(shared: Arc<Shared>, stdout: tokio::process::ChildStdout) {
+    let mut reader = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    loop {
+        match read_line_capped(&mut reader, &mut buf, MAX_LINE).await {
+            Ok(Some(true)) => handle_line(&shared, &buf).await,
+            Ok(Some(false)) => {
+                tracing::warn!(persona = %shared.persona, "agent line over {MAX_LINE} bytes dropped");
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    shared.fail_all();
+}
+
+/// The agent's stderr, to the debug log.
+async fn log_stderr(persona: String, stderr: tokio::process::ChildStderr) {
+    let mut reader = BufReader::new(stderr);
+    let mut buf = Vec::new();
+    while let Ok(Some(_)) = read_line_capped(&mut reader, &mut buf, 16 * 1024).await {
+        let line = String::from_utf8_lossy(&buf);
+        tracing::debug!(persona = %persona, "agent stderr: {}", line.trim_end());
+    }
+}
+
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -216,33 +274,7 @@ pub struct AcpClient {
 impl AcpClient {
     /// Starts the agent and runs `initialize` (advertising v1, no client capabilities).
     pub async fn spawn(spec: &SpawnSpec) -> Result<AcpClient, AcpError> {
-        let mut cmd = Command::new(&spec.command.program);
-        cmd.args(&spec.command.args)
-            .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .current_dir(&spec.cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        // Own process group: a Ctrl-C at the terminal reaches apiary, which then drains and stops
-        // the agents itself.
-        #[cfg(unix)]
-        cmd.process_group(0);
-        #[cfg(unix)]
-        if spec.nice > 0 {
-            let nice = libc::c_int::from(spec.nice.min(19));
-            // SAFETY: runs in the forked child before exec and only makes the get/setpriority
-            // system calls, which are async-signal-safe. Raising one's own niceness needs no
-            // privilege; should it fail anyway (a seccomp filter), the agent runs at apiary's
-            // priority.
-            unsafe {
-                cmd.pre_exec(move || {
-                    libc::nice(nice);
-                    Ok(())
-                });
-            }
-        }
-        let mut child = cmd.spawn().map_err(|source| AcpError::Spawn {
+        let mut child = command(spec).spawn().map_err(|source| AcpError::Spawn {
             program: spec.command.program.display().to_string(),
             source,
         })?;
@@ -260,33 +292,9 @@ impl AcpClient {
             alive: AtomicBool::new(true),
             exited: tokio::sync::Notify::new(),
         });
-
-        // Reader: routes answers, updates and the agent's own requests.
-        let reader_shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout);
-            let mut buf = Vec::new();
-            loop {
-                match read_line_capped(&mut reader, &mut buf, MAX_LINE).await {
-                    Ok(Some(true)) => handle_line(&reader_shared, &buf).await,
-                    Ok(Some(false)) => {
-                        tracing::warn!(persona = %reader_shared.persona, "agent line over {MAX_LINE} bytes dropped");
-                    }
-                    Ok(None) | Err(_) => break,
-                }
-            }
-            reader_shared.fail_all();
-        });
+        tokio::spawn(read_stdout(Arc::clone(&shared), stdout));
         if let Some(stderr) = stderr {
-            let persona = spec.persona.clone();
-            tokio::spawn(async move {
-                let mut reader = BufReader::new(stderr);
-                let mut buf = Vec::new();
-                while let Ok(Some(_)) = read_line_capped(&mut reader, &mut buf, 16 * 1024).await {
-                    let line = String::from_utf8_lossy(&buf);
-                    tracing::debug!(persona = %persona, "agent stderr: {}", line.trim_end());
-                }
-            });
+            tokio::spawn(log_stderr(spec.persona.clone(), stderr));
         }
 
         let mut client = AcpClient {
@@ -298,13 +306,19 @@ impl AcpClient {
                 mcp_http: false,
             },
         };
+        client.info = client.initialize().await?;
+        Ok(client)
+    }
+
+    /// `initialize`: what the agent can do. An agent of another protocol version is stopped.
+    async fn initialize(&self) -> Result<AgentInfo, AcpError> {
         let req = acp::InitializeRequest::new(ProtocolVersion::V1)
             .client_capabilities(acp::ClientCapabilities::default())
             .client_info(acp::Implementation::new(
                 "apiary",
                 env!("CARGO_PKG_VERSION"),
             ));
-        let value = client
+        let value = self
             .request("initialize", to_value(&req), REQUEST_TIMEOUT)
             .await?;
         let resp: acp::InitializeResponse =
@@ -318,10 +332,10 @@ impl AcpClient {
                 .and_then(|v| v.as_u64())
                 .and_then(|v| u16::try_from(v).ok())
                 .unwrap_or(0);
-            client.shutdown().await;
+            self.shutdown().await;
             return Err(AcpError::Version(v));
         }
-        client.info = AgentInfo {
+        Ok(AgentInfo {
             name: resp.agent_info.map(|i| i.name),
             system_prompt: resp
                 .agent_capabilities
@@ -329,8 +343,7 @@ impl AcpClient {
                 .system_prompt
                 .is_some(),
             mcp_http: resp.agent_capabilities.mcp_capabilities.http,
-        };
-        Ok(client)
+        })
     }
 
     pub fn is_alive(&self) -> bool {

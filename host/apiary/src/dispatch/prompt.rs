@@ -61,6 +61,30 @@ pub fn assemble(
         }
         sections.push(format!("[System]\n{system}"));
     }
+    sections.push(context_section(ctx, m));
+    if !thread.is_empty() {
+        sections.push(thread_section(thread));
+    }
+    if !earlier.is_empty() {
+        sections.push(earlier_section(earlier));
+    }
+    let tags = serde_json::to_string(&m.tags).unwrap_or_default();
+    sections.push(format!(
+        "[Buzz event: {}]\nEvent ID: {}\nChannel: {} (#{})\nKind: 9\nFrom: {}\nTime: {}\nTags: {}\nContent:\n{}",
+        one_line(reason),
+        m.id.to_hex(),
+        one_line(ctx.channel_name),
+        one_line(&m.channel),
+        m.author.to_hex(),
+        m.created_at.as_secs(),
+        one_line(&tags),
+        quote(&m.content)
+    ));
+    sections.join("\n\n")
+}
+
+/// `[Context]`: where the message sits, who the persona is, who publishes.
+fn context_section(ctx: &Context<'_>, m: &Message) -> String {
     let mut context = String::from("[Context]\n");
     match m.root {
         Some(root) => {
@@ -88,52 +112,43 @@ pub fn assemble(
     } else {
         context.push_str("The harness does not publish replies: post your answer yourself.");
     }
-    sections.push(context);
-    if !thread.is_empty() {
-        let mut t = format!("[Thread Context ({} messages)]", thread.len());
-        for (i, x) in thread.iter().enumerate() {
-            let text: String = x.content.chars().take(THREAD_LINE).collect();
-            t.push_str(&format!(
-                "\n[{}] {} ({}): {}",
-                i + 1,
-                x.author.to_hex(),
-                x.created_at.as_secs(),
-                one_line(&text)
-            ));
-        }
-        sections.push(t);
+    context
+}
+
+/// `[Thread Context]`: the thread's earlier messages, each cut and on one line.
+fn thread_section(thread: &[Message]) -> String {
+    let mut t = format!("[Thread Context ({} messages)]", thread.len());
+    for (i, x) in thread.iter().enumerate() {
+        let text: String = x.content.chars().take(THREAD_LINE).collect();
+        t.push_str(&format!(
+            "\n[{}] {} ({}): {}",
+            i + 1,
+            x.author.to_hex(),
+            x.created_at.as_secs(),
+            one_line(&text)
+        ));
     }
-    if !earlier.is_empty() {
-        let mut b = format!(
-            "[Buzz events — {} earlier in this burst, answered together with the event below]",
-            earlier.len()
-        );
-        for (i, (x, why)) in earlier.iter().enumerate() {
-            b.push_str(&format!(
-                "\n--- Event {} ({}) ---\nEvent ID: {}\nFrom: {}\nTime: {}\nText:\n{}",
-                i + 1,
-                one_line(why),
-                x.id.to_hex(),
-                x.author.to_hex(),
-                x.created_at.as_secs(),
-                quote(&x.content)
-            ));
-        }
-        sections.push(b);
+    t
+}
+
+/// The burst's earlier events, answered with the newest.
+fn earlier_section(earlier: &[(Message, String)]) -> String {
+    let mut b = format!(
+        "[Buzz events — {} earlier in this burst, answered together with the event below]",
+        earlier.len()
+    );
+    for (i, (x, why)) in earlier.iter().enumerate() {
+        b.push_str(&format!(
+            "\n--- Event {} ({}) ---\nEvent ID: {}\nFrom: {}\nTime: {}\nText:\n{}",
+            i + 1,
+            one_line(why),
+            x.id.to_hex(),
+            x.author.to_hex(),
+            x.created_at.as_secs(),
+            quote(&x.content)
+        ));
     }
-    let tags = serde_json::to_string(&m.tags).unwrap_or_default();
-    sections.push(format!(
-        "[Buzz event: {}]\nEvent ID: {}\nChannel: {} (#{})\nKind: 9\nFrom: {}\nTime: {}\nTags: {}\nContent:\n{}",
-        one_line(reason),
-        m.id.to_hex(),
-        one_line(ctx.channel_name),
-        one_line(&m.channel),
-        m.author.to_hex(),
-        m.created_at.as_secs(),
-        one_line(&tags),
-        quote(&m.content)
-    ));
-    sections.join("\n\n")
+    b
 }
 
 /// The prefix of every line of quoted message text.
