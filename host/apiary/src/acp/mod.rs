@@ -616,6 +616,8 @@ async fn read_line_capped<R: AsyncBufRead + Unpin>(
     }
 }
 
+/// One line from the agent: an answer to one of our requests, a session update, or a request of
+/// its own (permission, or anything else, refused).
 async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
     let Ok(msg) = serde_json::from_slice::<Value>(line) else {
         tracing::debug!(persona = %shared.persona, "agent sent a line that is not JSON; ignored");
@@ -624,68 +626,9 @@ async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
     let method = msg.get("method").and_then(Value::as_str);
     let id = msg.get("id").cloned().filter(|v| !v.is_null());
     match (method, id) {
-        (None, Some(id)) => {
-            let Some(n) = id.as_u64() else { return };
-            let Some(tx) = lock(&shared.pending).remove(&n) else {
-                return;
-            };
-            let result = if let Some(err) = msg.get("error") {
-                Err((
-                    err.get("code").and_then(Value::as_i64).unwrap_or(0),
-                    err.get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .chars()
-                        .take(500)
-                        .collect(),
-                ))
-            } else {
-                Ok(msg.get("result").cloned().unwrap_or(Value::Null))
-            };
-            let _ = tx.send(result);
-        }
-        (Some("session/update"), None) => {
-            let params = msg.get("params").cloned().unwrap_or(Value::Null);
-            let Ok(n) = serde_json::from_value::<acp::SessionNotification>(params) else {
-                // Unknown update kinds still count as activity for the idle timer.
-                if let Some(sid) = msg.pointer("/params/sessionId").and_then(Value::as_str)
-                    && let Some(tx) = lock(&shared.sinks).get(sid)
-                {
-                    let _ = tx.send(Activity::Other);
-                }
-                return;
-            };
-            let activity = match n.update {
-                acp::SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
-                    acp::ContentBlock::Text(t) => Activity::Text(t.text),
-                    _ => Activity::Other,
-                },
-                acp::SessionUpdate::ToolCall(t) => {
-                    tracing::debug!(persona = %shared.persona, tool = %t.title, "agent tool call");
-                    Activity::Other
-                }
-                _ => Activity::Other,
-            };
-            if let Some(tx) = lock(&shared.sinks).get(n.session_id.0.as_ref()) {
-                let _ = tx.send(activity);
-            }
-        }
-        (Some("session/request_permission"), Some(id)) => {
-            let params = msg.get("params").cloned().unwrap_or(Value::Null);
-            let outcome = match serde_json::from_value::<acp::RequestPermissionRequest>(params) {
-                Ok(req) => {
-                    if let Some(tx) = lock(&shared.sinks).get(req.session_id.0.as_ref()) {
-                        let _ = tx.send(Activity::Other);
-                    }
-                    choose_permission(shared.policy, &req.options)
-                }
-                Err(_) => acp::RequestPermissionOutcome::Cancelled,
-            };
-            tracing::info!(persona = %shared.persona, policy = ?shared.policy, outcome = ?outcome, "agent asked for permission");
-            let resp = acp::RequestPermissionResponse::new(outcome);
-            let line = json!({"jsonrpc": "2.0", "id": id, "result": to_value(&resp)});
-            shared.write_line(&format!("{line}\n")).await;
-        }
+        (None, Some(id)) => answer(shared, &msg, &id),
+        (Some("session/update"), None) => session_update(shared, &msg),
+        (Some("session/request_permission"), Some(id)) => permission(shared, &msg, id).await,
         (Some(m), Some(id)) => {
             tracing::debug!(persona = %shared.persona, method = %m.chars().take(64).collect::<String>(), "refused agent request");
             let line = json!({"jsonrpc": "2.0", "id": id,
@@ -694,6 +637,74 @@ async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
         }
         _ => {}
     }
+}
+
+/// The agent's answer to our request `id`, to whoever waits for it.
+fn answer(shared: &Shared, msg: &Value, id: &Value) {
+    let Some(n) = id.as_u64() else { return };
+    let Some(tx) = lock(&shared.pending).remove(&n) else {
+        return;
+    };
+    let result = if let Some(err) = msg.get("error") {
+        Err((
+            err.get("code").and_then(Value::as_i64).unwrap_or(0),
+            err.get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .chars()
+                .take(500)
+                .collect(),
+        ))
+    } else {
+        Ok(msg.get("result").cloned().unwrap_or(Value::Null))
+    };
+    let _ = tx.send(result);
+}
+
+/// `session/update`: message text and other activity, to the prompt in flight on that session.
+fn session_update(shared: &Shared, msg: &Value) {
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    let Ok(n) = serde_json::from_value::<acp::SessionNotification>(params) else {
+        // Unknown update kinds still count as activity for the idle timer.
+        if let Some(sid) = msg.pointer("/params/sessionId").and_then(Value::as_str)
+            && let Some(tx) = lock(&shared.sinks).get(sid)
+        {
+            let _ = tx.send(Activity::Other);
+        }
+        return;
+    };
+    let activity = match n.update {
+        acp::SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
+            acp::ContentBlock::Text(t) => Activity::Text(t.text),
+            _ => Activity::Other,
+        },
+        acp::SessionUpdate::ToolCall(t) => {
+            tracing::debug!(persona = %shared.persona, tool = %t.title, "agent tool call");
+            Activity::Other
+        }
+        _ => Activity::Other,
+    };
+    if let Some(tx) = lock(&shared.sinks).get(n.session_id.0.as_ref()) {
+        let _ = tx.send(activity);
+    }
+}
+
+/// `session/request_permission`, answered by the operator's policy.
+async fn permission(shared: &Shared, msg: &Value, id: Value) {
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    let outcome = match serde_json::from_value::<acp::RequestPermissionRequest>(params) {
+        Ok(req) => {
+            if let Some(tx) = lock(&shared.sinks).get(req.session_id.0.as_ref()) {
+                let _ = tx.send(Activity::Other);
+            }
+            choose_permission(shared.policy, &req.options)
+        }
+        Err(_) => acp::RequestPermissionOutcome::Cancelled,
+    };
+    tracing::info!(persona = %shared.persona, policy = ?shared.policy, outcome = ?outcome, "agent asked for permission");
+    let resp = acp::RequestPermissionResponse::new(outcome);
+    let line = json!({"jsonrpc": "2.0", "id": id, "result": to_value(&resp)});
+    shared.write_line(&format!("{line}\n")).await;
 }
 
 fn choose_permission(
