@@ -831,7 +831,10 @@ pub fn up(args: UpArgs) -> u8 {
             let builtin = dispatch::hooks::off_async(
                 "compiling the trigger component",
                 dispatch::hooks::LOAD_DEADLINE,
-                || SandboxTriggers::builtin().map_err(dispatch::HookError::from),
+                || {
+                    SandboxTriggers::builtin()
+                        .map_err(|e| dispatch::HookError::Failed(e.to_string()))
+                },
             );
             match builtin.await {
                 Ok(t) => Arc::new(t),

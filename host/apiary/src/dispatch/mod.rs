@@ -56,7 +56,7 @@ pub use flood::{Rate, TurnLimits};
 pub use hooks::{HookError, HookPoint, HookRunner, NoHooks};
 use live::Live;
 pub use note::Note;
-pub use trigger::{NativeTriggers, Reason, TriggerMatcher, TriggerPersona};
+pub use trigger::{NativeTriggers, Reason, TriggerError, TriggerMatcher, TriggerPersona};
 
 /// At most this many queued messages (of one author or one thread) go into one turn.
 const MAX_BATCH: usize = flood::MAX_WAITING_PER_AUTHOR;
@@ -110,7 +110,8 @@ pub struct PackRun {
     pub pack: Pack,
     pub resolved: ResolvedPack,
     /// The identity namespace its persona keys and workspaces live in: the pack id for the installed
-    /// pack or the directory owning the id, never another pack's (see [`crate::dist::identity`]).
+    /// pack or the directory owning the id, never another pack's. The caller decides it (`apiary
+    /// up` asks `dist::identity`); the harness only uses it.
     pub namespace: String,
 }
 

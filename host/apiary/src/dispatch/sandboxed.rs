@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::hooks::{HookError, HookPoint, HookRunner};
-use super::trigger::{Reason, TriggerMatcher, TriggerPersona};
+use super::trigger::{Reason, TriggerError, TriggerMatcher, TriggerPersona};
 use crate::relay::Message;
 use crate::resolve::ResolvedPersona;
 use crate::sandbox::{self, Sandbox};
@@ -46,16 +46,16 @@ pub struct SandboxTriggers {
 }
 
 impl SandboxTriggers {
-    pub fn builtin() -> Result<SandboxTriggers, String> {
-        let sandbox = Sandbox::shared()?;
-        let runner = crate::builtin::trigger_matcher(sandbox).map_err(|e| e.to_string())?;
+    pub fn builtin() -> Result<SandboxTriggers, TriggerError> {
+        let sandbox = Sandbox::shared().map_err(TriggerError::Failed)?;
+        let runner = crate::builtin::trigger_matcher(sandbox)?;
         Ok(SandboxTriggers { sandbox, runner })
     }
 }
 
 impl SandboxTriggers {
     /// One persona's decision; `Err` when the component failed.
-    fn decide_one(&self, m: &Message, p: &TriggerPersona) -> Result<Option<Reason>, String> {
+    fn decide_one(&self, m: &Message, p: &TriggerPersona) -> Result<Option<Reason>, TriggerError> {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         // Routing already matched the channel; the component sees it as subscribed.
         let persona = WPersona {
@@ -84,7 +84,7 @@ impl SandboxTriggers {
                 WReason::NotSubscribed | WReason::NoMatch => None,
             }),
             Ok(_) => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -103,7 +103,7 @@ impl TriggerMatcher for SandboxTriggers {
         &self,
         m: &Message,
         personas: &[&TriggerPersona],
-    ) -> Result<Vec<Option<Reason>>, String> {
+    ) -> Result<Vec<Option<Reason>>, TriggerError> {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         if personas.len() < 2 {
             return personas.iter().map(|p| self.decide_one(m, p)).collect();
@@ -144,7 +144,7 @@ impl TriggerMatcher for SandboxTriggers {
                     };
                 }
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
         Ok(out)
     }
