@@ -11,7 +11,7 @@ use nostr_sdk::prelude::*;
 use super::{exit, stderr_is_terminal};
 use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
-use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers};
+use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers, ScriptTrust, Untrusted};
 use crate::dispatch::{self, NativeTriggers, Note, PackRun, TriggerMatcher};
 use crate::dist::trust::{PackRef, TrustView};
 use crate::relay::{self, keys::KeyStore};
@@ -546,6 +546,36 @@ fn load_packs(
     Ok(runs)
 }
 
+/// The script hooks the operator's trust store trusts, for the packs being run: the policy the
+/// dispatcher is handed (it reads no trust store itself).
+struct StoreTrust {
+    view: TrustView,
+    /// Each pack as trust sees it (manifest id and version, root), by pack id.
+    packs: std::collections::HashMap<String, PackRef>,
+}
+
+impl StoreTrust {
+    fn new(view: TrustView, packs: &[PackRef]) -> StoreTrust {
+        let packs = packs.iter().map(|p| (p.id.clone(), p.clone())).collect();
+        StoreTrust { view, packs }
+    }
+}
+
+impl ScriptTrust for StoreTrust {
+    fn script_hook(&self, pack_id: &str, command: &str) -> Result<(), Untrusted> {
+        let Some(pack) = self.packs.get(pack_id) else {
+            return Err(Untrusted {
+                why: format!("pack {pack_id} is not known to the trust check"),
+                remedy: Untrusted::TRUST_ALL.into(),
+            });
+        };
+        self.view.hook(pack, command).map_err(|why| Untrusted {
+            why,
+            remedy: self.view.remedy(pack),
+        })
+    }
+}
+
 /// Takes every stdio MCP server the operator's trust store does not trust out of the personas'
 /// configuration (the persona runs without it) and returns an `untrusted` note for each.
 fn withhold_untrusted_mcp(packs: &mut [PackRun], refs: &[PackRef], trust: &TrustView) -> Vec<Note> {
@@ -801,7 +831,10 @@ pub fn up(args: UpArgs) -> u8 {
             let builtin = dispatch::hooks::off_async(
                 "compiling the trigger component",
                 dispatch::hooks::LOAD_DEADLINE,
-                SandboxTriggers::builtin,
+                || {
+                    SandboxTriggers::builtin()
+                        .map_err(|e| dispatch::HookError::Failed(e.to_string()))
+                },
             );
             match builtin.await {
                 Ok(t) => Arc::new(t),
@@ -823,7 +856,7 @@ pub fn up(args: UpArgs) -> u8 {
             Arc::new(
                 SandboxHooks::new(roots)
                     .trust_all_scripts(args.trust_hooks)
-                    .with_trust(trust, &pack_refs)
+                    .with_trust(StoreTrust::new(trust, &pack_refs))
                     .report_to(Arc::clone(&out)),
             ),
             out,

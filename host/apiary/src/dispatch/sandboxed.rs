@@ -1,25 +1,43 @@
 //! The dispatcher's trigger matcher and hook runner backed by the sandbox (issue 3): the built-in
 //! `trigger-default` component decides wakes; `.wasm` hooks run as sandboxed components with the
 //! persona's workspace preopened. Script hooks run on the host (see [`super::script`]), so only when
-//! the operator trusted them: recorded in the operator's trust store (`apiary trust`, see
-//! [`crate::dist::trust`]) for this pack's location, manifest id and version, the file's digest and
-//! the command line, or all of them with `apiary up --trust-hooks`. Untrusted ones are reported
-//! once (an `untrusted` note) and skipped.
+//! the operator trusted them: the caller hands in a [`ScriptTrust`] (`apiary up` builds it from the
+//! operator's trust store, which records trust for a pack's location, manifest id and version, the
+//! file's digest and the command line), or trusts all of them with `apiary up --trust-hooks`.
+//! Untrusted ones are reported once (an `untrusted` note) and skipped.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::hooks::{HookPoint, HookRunner};
-use super::trigger::{Reason, TriggerMatcher, TriggerPersona};
-use crate::dist::trust::{PackRef, TrustView};
+use super::hooks::{HookError, HookPoint, HookRunner};
+use super::trigger::{Reason, TriggerError, TriggerMatcher, TriggerPersona};
 use crate::relay::Message;
 use crate::resolve::ResolvedPersona;
 use crate::sandbox::{self, Sandbox};
 
 /// A hook component larger than this is refused before it is read whole.
 const MAX_HOOK_FILE: u64 = 64 * 1024 * 1024;
+
+/// Whether a pack's script hook may run on this host. The caller builds it (`apiary up` from the
+/// operator's trust store), so the dispatcher decides nothing about trust itself.
+pub trait ScriptTrust: Send + Sync {
+    /// `Ok` when the script hook `command` of pack `pack_id` may run.
+    fn script_hook(&self, pack_id: &str, command: &str) -> Result<(), Untrusted>;
+}
+
+/// Why a script hook may not run, and the command that would trust it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untrusted {
+    pub why: String,
+    pub remedy: String,
+}
+
+impl Untrusted {
+    /// The remedy that needs no trust store.
+    pub const TRUST_ALL: &'static str = "apiary up --trust-hooks";
+}
 
 /// Triggers decided by the built-in `trigger-default` component.
 pub struct SandboxTriggers {
@@ -28,16 +46,16 @@ pub struct SandboxTriggers {
 }
 
 impl SandboxTriggers {
-    pub fn builtin() -> Result<SandboxTriggers, String> {
-        let sandbox = Sandbox::shared()?;
-        let runner = crate::builtin::trigger_matcher(sandbox).map_err(|e| e.to_string())?;
+    pub fn builtin() -> Result<SandboxTriggers, TriggerError> {
+        let sandbox = Sandbox::shared().map_err(TriggerError::Failed)?;
+        let runner = crate::builtin::trigger_matcher(sandbox)?;
         Ok(SandboxTriggers { sandbox, runner })
     }
 }
 
 impl SandboxTriggers {
     /// One persona's decision; `Err` when the component failed.
-    fn decide_one(&self, m: &Message, p: &TriggerPersona) -> Result<Option<Reason>, String> {
+    fn decide_one(&self, m: &Message, p: &TriggerPersona) -> Result<Option<Reason>, TriggerError> {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         // Routing already matched the channel; the component sees it as subscribed.
         let persona = WPersona {
@@ -66,7 +84,7 @@ impl SandboxTriggers {
                 WReason::NotSubscribed | WReason::NoMatch => None,
             }),
             Ok(_) => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -85,7 +103,7 @@ impl TriggerMatcher for SandboxTriggers {
         &self,
         m: &Message,
         personas: &[&TriggerPersona],
-    ) -> Result<Vec<Option<Reason>>, String> {
+    ) -> Result<Vec<Option<Reason>>, TriggerError> {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         if personas.len() < 2 {
             return personas.iter().map(|p| self.decide_one(m, p)).collect();
@@ -126,7 +144,7 @@ impl TriggerMatcher for SandboxTriggers {
                     };
                 }
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
         Ok(out)
     }
@@ -148,8 +166,8 @@ pub struct SandboxHooks {
     runners: Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>,
     /// `--trust-hooks`: every script hook runs.
     trust_all_scripts: bool,
-    /// The operator's trust store, and each pack as trust sees it (manifest id and version, root).
-    trust: Option<(TrustView, HashMap<String, PackRef>)>,
+    /// Which script hooks the operator trusts (`None`: none).
+    trust: Option<Box<dyn ScriptTrust>>,
     /// Where an untrusted hook is reported (`up`'s notes).
     out: Option<super::Out>,
     /// Untrusted script hooks already reported (pack, persona, command).
@@ -175,10 +193,9 @@ impl SandboxHooks {
         self
     }
 
-    /// Runs a script hook only when the operator's store `trust` trusts it for its pack in `packs`.
-    pub fn with_trust(mut self, trust: TrustView, packs: &[PackRef]) -> SandboxHooks {
-        let packs = packs.iter().map(|p| (p.id.clone(), p.clone())).collect();
-        self.trust = Some((trust, packs));
+    /// Runs a script hook only when `trust` trusts it.
+    pub fn with_trust(mut self, trust: impl ScriptTrust + 'static) -> SandboxHooks {
+        self.trust = Some(Box::new(trust));
         self
     }
 
@@ -188,89 +205,34 @@ impl SandboxHooks {
         self
     }
 
-    /// `Err(why, remedy)` when the script hook `hook` of `pack_id` is not trusted.
-    fn script_trusted(&self, pack_id: &str, hook: &str) -> Result<(), (String, String)> {
+    /// `Err` when the script hook `hook` of `pack_id` is not trusted.
+    fn script_trusted(&self, pack_id: &str, hook: &str) -> Result<(), Untrusted> {
         if self.trust_all_scripts {
             return Ok(());
         }
-        let Some((view, packs)) = &self.trust else {
-            return Err((
-                "no trust store is configured".into(),
-                "apiary up --trust-hooks".into(),
-            ));
+        let Some(trust) = &self.trust else {
+            return Err(Untrusted {
+                why: "no trust store is configured".into(),
+                remedy: Untrusted::TRUST_ALL.into(),
+            });
         };
-        let Some(pack) = packs.get(pack_id) else {
-            return Err((
-                format!("pack {pack_id} is not known to the trust check"),
-                "apiary up --trust-hooks".into(),
-            ));
-        };
-        view.hook(pack, hook)
-            .map_err(|why| (why, view.remedy(pack)))
+        trust.script_hook(pack_id, hook)
     }
 
     /// A script hook: run when trusted, else reported once and skipped.
-    #[allow(clippy::too_many_arguments)]
-    fn run_script(
-        &self,
-        point: HookPoint,
-        pack_id: &str,
-        root: &Path,
-        persona: &ResolvedPersona,
-        workspace: &Path,
-        message: Option<&Message>,
-        hook: &str,
-    ) -> Result<(), String> {
-        let name = &persona.identity.name;
-        if let Err((why, remedy)) = self.script_trusted(pack_id, hook) {
-            let key = (pack_id.to_string(), name.clone(), hook.to_string());
-            if self
-                .warned
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key)
-            {
-                let help = format!("review it, then `{remedy}` or `apiary up --trust-hooks`");
-                tracing::warn!(
-                    persona = %name,
-                    "script hook `{hook}` ({}) not run: it is not trusted ({why}); {help}",
-                    point.as_str()
-                );
-                if let Some(out) = &self.out {
-                    out(super::Note::new(
-                        "untrusted",
-                        format!(
-                            "untrusted {name} hook {} ({}): not run: {why}; {help}",
-                            crate::dist::trust::quote(hook),
-                            point.as_str()
-                        ),
-                    )
-                    .with("persona", name.as_str())
-                    .with("pack", pack_id)
-                    .with("kind", "hook")
-                    .with("name", point.as_str())
-                    .with("command", hook)
-                    .with("reason", why.as_str())
-                    .with("help", help.as_str()));
-                }
-            }
+    fn run_script(&self, call: &Call<'_>, root: &Path, hook: &str) -> Result<(), HookError> {
+        let (point, name) = (call.point, &call.persona.identity.name);
+        if let Err(untrusted) = self.script_trusted(call.pack_id, hook) {
+            self.report_untrusted(call, hook, untrusted);
             return Ok(());
         }
-        // The agent's environment (spec §9): the persona's projected env and apiary's variables.
-        let mut env: Vec<(String, String)> = persona
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        env.push(("APIARY_PERSONA".into(), name.clone()));
-        env.push(("APIARY_PACK".into(), pack_id.to_string()));
-        env.push(("AGENT_CWD".into(), workspace.display().to_string()));
+        let env = script_env(call.persona, call.pack_id, call.workspace);
         let run = super::script::ScriptRun {
             pack_root: root,
             command: hook,
-            workspace,
+            workspace: call.workspace,
             env: &env,
-            stdin: message.map(|m| m.content.as_str()),
+            stdin: call.message.map(|m| m.content.as_str()),
             deadline: if point == HookPoint::OnMessage {
                 SCRIPT_MESSAGE_DEADLINE
             } else {
@@ -289,9 +251,48 @@ impl SandboxHooks {
                 tracing::debug!(persona = %name, hook = %hook, point = point.as_str(), "script hook failed: {e}")
             }
         }
-        result
-            .map(|_| ())
-            .map_err(|e| format!("script hook `{hook}`: {e}"))
+        result.map(|_| ()).map_err(|source| HookError::Script {
+            hook: hook.to_string(),
+            source,
+        })
+    }
+
+    /// Reports an untrusted script hook, once per (pack, persona, command).
+    fn report_untrusted(&self, call: &Call<'_>, hook: &str, untrusted: Untrusted) {
+        let (point, pack_id, name) = (call.point, call.pack_id, &call.persona.identity.name);
+        let Untrusted { why, remedy } = untrusted;
+        let key = (pack_id.to_string(), name.clone(), hook.to_string());
+        if !self
+            .warned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key)
+        {
+            return;
+        }
+        let help = format!("review it, then `{remedy}` or `apiary up --trust-hooks`");
+        tracing::warn!(
+            persona = %name,
+            "script hook `{hook}` ({}) not run: it is not trusted ({why}); {help}",
+            point.as_str()
+        );
+        if let Some(out) = &self.out {
+            out(super::Note::new(
+                "untrusted",
+                format!(
+                    "untrusted {name} hook {} ({}): not run: {why}; {help}",
+                    apiary_core::shell::quote(hook),
+                    point.as_str()
+                ),
+            )
+            .with("persona", name.as_str())
+            .with("pack", pack_id)
+            .with("kind", "hook")
+            .with("name", point.as_str())
+            .with("command", hook)
+            .with("reason", why.as_str())
+            .with("help", help.as_str()));
+        }
     }
 
     fn runner(&self, file: &Path) -> Result<Arc<sandbox::hook::HookRunner>, String> {
@@ -327,6 +328,29 @@ impl SandboxHooks {
     }
 }
 
+/// One call of a hook, as [`HookRunner::run`] gets it.
+struct Call<'a> {
+    point: HookPoint,
+    pack_id: &'a str,
+    persona: &'a ResolvedPersona,
+    workspace: &'a Path,
+    message: Option<&'a Message>,
+}
+
+/// A script hook's environment, the agent's (spec §9): the persona's projected env and apiary's
+/// variables.
+fn script_env(persona: &ResolvedPersona, pack_id: &str, workspace: &Path) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = persona
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    env.push(("APIARY_PERSONA".into(), persona.identity.name.clone()));
+    env.push(("APIARY_PACK".into(), pack_id.to_string()));
+    env.push(("AGENT_CWD".into(), workspace.display().to_string()));
+    env
+}
+
 /// The hook configured for `point`.
 fn hook_for(persona: &ResolvedPersona, point: HookPoint) -> Option<&String> {
     let hooks = &persona.hooks;
@@ -351,15 +375,22 @@ impl HookRunner for SandboxHooks {
         persona: &ResolvedPersona,
         workspace: &Path,
         message: Option<&Message>,
-    ) -> Result<(), String> {
+    ) -> Result<(), HookError> {
         let Some(hook) = hook_for(persona, point) else {
             return Ok(());
         };
         let Some(root) = self.roots.get(pack_id) else {
-            return Err(format!("pack {pack_id} is not known to the hook runner"));
+            return Err(format!("pack {pack_id} is not known to the hook runner").into());
         };
         let Some(file) = Self::wasm_file(root, hook) else {
-            return self.run_script(point, pack_id, root, persona, workspace, message, hook);
+            let call = Call {
+                point,
+                pack_id,
+                persona,
+                workspace,
+                message,
+            };
+            return self.run_script(&call, root, hook);
         };
         let runner = self.runner(&file?)?;
         let sb = Sandbox::shared()?;
@@ -385,11 +416,11 @@ impl HookRunner for SandboxHooks {
                 workspace,
             )
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(HookError::from)
     }
 
     /// Compiles every `.wasm` hook of the persona (script hooks have nothing to load).
-    fn prepare(&self, pack_id: &str, persona: &ResolvedPersona) -> Result<(), String> {
+    fn prepare(&self, pack_id: &str, persona: &ResolvedPersona) -> Result<(), HookError> {
         let Some(root) = self.roots.get(pack_id) else {
             return Ok(());
         };

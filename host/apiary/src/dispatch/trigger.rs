@@ -40,6 +40,31 @@ impl std::fmt::Display for Reason {
     }
 }
 
+/// Why a trigger matcher could not decide (nobody wakes; the harness reports it). [`kind`]
+/// is the stable name.
+///
+/// [`kind`]: TriggerError::kind
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    /// The trigger component failed.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    /// The matcher's own reason (a matcher outside this crate says why in words), or the sandbox
+    /// could not be set up.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl TriggerError {
+    /// A stable name for the error, for programs and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TriggerError::Sandbox(_) => "sandbox",
+            TriggerError::Failed(_) => "failed",
+        }
+    }
+}
+
 /// Decides whether `message` (already known to be in a channel the persona subscribes to) wakes it.
 pub trait TriggerMatcher: Send + Sync {
     fn decide(&self, message: &Message, persona: &TriggerPersona) -> Option<Reason>;
@@ -50,7 +75,7 @@ pub trait TriggerMatcher: Send + Sync {
         &self,
         message: &Message,
         personas: &[&TriggerPersona],
-    ) -> Result<Vec<Option<Reason>>, String> {
+    ) -> Result<Vec<Option<Reason>>, TriggerError> {
         Ok(personas.iter().map(|p| self.decide(message, p)).collect())
     }
     /// A name for logs.

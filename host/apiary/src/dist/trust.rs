@@ -402,27 +402,7 @@ pub fn command_line(server: &McpServer) -> Option<String> {
     Some(words.join(" "))
 }
 
-/// One word quoted for a POSIX shell, with anything but printable ASCII escaped (`$'…'`).
-pub fn quote(word: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:=@%+,-${}".contains(c);
-    if !word.is_empty() && word.chars().all(plain) {
-        return word.to_string();
-    }
-    if word.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
-        return format!("'{}'", word.replace('\'', r"'\''"));
-    }
-    let mut out = String::from("$'");
-    for c in word.chars() {
-        match c {
-            '\'' => out.push_str(r"\'"),
-            '\\' => out.push_str(r"\\"),
-            c if c.is_ascii_graphic() || c == ' ' => out.push(c),
-            c => out.extend(c.escape_default()),
-        }
-    }
-    out.push('\'');
-    out
-}
+pub use apiary_core::shell::quote;
 
 /// A stdio MCP server of a pack, for review.
 #[derive(Debug, Clone, Serialize)]

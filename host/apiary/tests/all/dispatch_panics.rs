@@ -31,7 +31,7 @@ impl HookRunner for Panicky {
         persona: &ResolvedPersona,
         _workspace: &Path,
         message: Option<&Message>,
-    ) -> Result<(), String> {
+    ) -> Result<(), dispatch::HookError> {
         if point == HookPoint::OnStart && persona.identity.name == "brittle" {
             panic!("brittle on_start");
         }
