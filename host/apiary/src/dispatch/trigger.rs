@@ -101,7 +101,7 @@ impl TriggerMatcher for NativeTriggers {
         &self,
         message: &Message,
         personas: &[&TriggerPersona],
-    ) -> Result<Vec<Option<Reason>>, String> {
+    ) -> Result<Vec<Option<Reason>>, TriggerError> {
         Ok(decide_native(message, personas))
     }
 
