@@ -61,8 +61,11 @@ fn noisy(persona: &Persona, point: &str) -> Result<(), String> {
     }
     println!("{point} for {}/{}", persona.pack_id, persona.name);
     eprintln!("{point}: writing /workspace/{point}.txt");
-    std::fs::write(format!("/workspace/{point}.txt"), format!("{point} {}\n", persona.name))
-        .map_err(|e| format!("cannot write /workspace/{point}.txt: {e}"))
+    std::fs::write(
+        format!("/workspace/{point}.txt"),
+        format!("{point} {}\n", persona.name),
+    )
+    .map_err(|e| format!("cannot write /workspace/{point}.txt: {e}"))
 }
 
 impl Guest for Hostile {
