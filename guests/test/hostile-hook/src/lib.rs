@@ -5,7 +5,7 @@
 //! when the sandbox refused, and `Err("ESCAPED: …")` when it got through (which a test treats as a
 //! sandbox failure).
 
-wit_bindgen::generate!({ world: "hook", path: "../../wit" });
+wit_bindgen::generate!({ world: "hook", path: "../../../wit" });
 
 use std::hint::black_box;
 use std::io::Write;

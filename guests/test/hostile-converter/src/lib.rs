@@ -8,7 +8,7 @@
 //! refused every attempt, and `Err("ESCAPED: …")` when one got through (a test treats that as a
 //! sandbox failure).
 
-wit_bindgen::generate!({ world: "converter", path: "../../wit" });
+wit_bindgen::generate!({ world: "converter", path: "../../../wit" });
 
 use std::hint::black_box;
 use std::io::Write;
