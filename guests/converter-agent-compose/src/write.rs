@@ -105,20 +105,45 @@ fn skill_dir_of(entry: &str) -> String {
 /// Builds a role node from snapshot-shaped fields (an overlay or a snapshot-born pack).
 fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -> Node {
     let mut role = Node::new("role").arg(slug);
+    role.children.extend(duty_nodes(slug, e));
+    let meld = strings(e, "personalities");
+    if !meld.is_empty() {
+        let mut n = Node::new("personality");
+        n.args = meld.into_iter().map(Value::from).collect();
+        role = role.child(n);
+    }
+    role.children.extend(seat_nodes(e, runtime));
+    if let Some(cc) = obj(e.get("copy_contract")) {
+        role = role.child(copy_contract_node(cc));
+    }
+    if let Some(ins) = obj(e.get("inspiration"))
+        && let Some(id) = s(ins, "id").filter(|i| !i.is_empty())
+    {
+        let mut n = Node::new("inspiration").arg(id);
+        if let Some(fit) = s(ins, "fit") {
+            n = n.child(Node::new("fit").arg(fit));
+        }
+        role = role.child(n);
+    }
+    role
+}
+
+/// What the role does: model tiers, its skill, methods, boundaries, adjacent roles.
+fn duty_nodes(slug: &str, e: &Map<String, Value>) -> Vec<Node> {
+    let mut nodes = Vec::new();
     let tiers = strings(e, "supported_model_tiers");
     if !tiers.is_empty() {
         let mut n = Node::new("model-tier");
         n.args = tiers.into_iter().map(Value::from).collect();
-        role = role.child(n);
+        nodes.push(n);
     }
-    role = role.child(
-        Node::new("skill").arg(s(e, "skill").unwrap_or(&format!("role-{slug}")).to_string()),
-    );
+    nodes
+        .push(Node::new("skill").arg(s(e, "skill").unwrap_or(&format!("role-{slug}")).to_string()));
     for m in strings(e, "methods") {
-        role = role.child(Node::new("method").arg(m));
+        nodes.push(Node::new("method").arg(m));
     }
     for b in strings(e, "boundaries") {
-        role = role.child(Node::new("boundary").arg(b));
+        nodes.push(Node::new("boundary").arg(b));
     }
     for sb in e
         .get("scoped_boundaries")
@@ -130,7 +155,7 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
             sb.get("name").and_then(Value::as_str),
             sb.get("scope").and_then(Value::as_str),
         ) {
-            role = role.child(Node::new("boundary-scoped").arg(name).prop("scope", scope));
+            nodes.push(Node::new("boundary-scoped").arg(name).prop("scope", scope));
         }
     }
     for a in e
@@ -144,15 +169,15 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
             if let Some(reason) = a.get("reason").and_then(Value::as_str) {
                 n = n.prop("reason", reason);
             }
-            role = role.child(n);
+            nodes.push(n);
         }
     }
-    let meld = strings(e, "personalities");
-    if !meld.is_empty() {
-        let mut n = Node::new("personality");
-        n.args = meld.into_iter().map(Value::from).collect();
-        role = role.child(n);
-    }
+    nodes
+}
+
+/// Who the role is: its identity and its seats (or the persona's runtime as the one seat).
+fn seat_nodes(e: &Map<String, Value>, runtime: Option<&str>) -> Vec<Node> {
+    let mut nodes = Vec::new();
     let identity = obj(e.get("identity"));
     if let Some(id) = identity {
         let mut n = Node::new("identity");
@@ -161,7 +186,7 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
                 n = n.prop(key, v);
             }
         }
-        role = role.child(n);
+        nodes.push(n);
     }
     let seats: Vec<&Map<String, Value>> = e
         .get("seats")
@@ -197,44 +222,36 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
                 n = n.prop(key, v);
             }
         }
-        role = role.child(n);
+        nodes.push(n);
     }
     if seats.is_empty()
         && let Some(rt) = runtime
     {
-        role = role.child(Node::new("agent").arg(rt));
+        nodes.push(Node::new("agent").arg(rt));
     }
-    if let Some(cc) = obj(e.get("copy_contract")) {
-        let mut n = Node::new("copy-contract");
-        if let Some(scope) = s(cc, "scope") {
-            n = n.prop("scope", scope);
-        }
-        for rule in cc
-            .get("rules")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(f) = rule.get("forbid").and_then(Value::as_str) {
-                let mut r = Node::new("forbid").arg(f);
-                if let Some(p) = rule.get("prefer").and_then(Value::as_str) {
-                    r = r.prop("prefer", p);
-                }
-                n = n.child(r);
-            }
-        }
-        role = role.child(n);
+    nodes
+}
+
+fn copy_contract_node(cc: &Map<String, Value>) -> Node {
+    let mut n = Node::new("copy-contract");
+    if let Some(scope) = s(cc, "scope") {
+        n = n.prop("scope", scope);
     }
-    if let Some(ins) = obj(e.get("inspiration"))
-        && let Some(id) = s(ins, "id").filter(|i| !i.is_empty())
+    for rule in cc
+        .get("rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
     {
-        let mut n = Node::new("inspiration").arg(id);
-        if let Some(fit) = s(ins, "fit") {
-            n = n.child(Node::new("fit").arg(fit));
+        if let Some(f) = rule.get("forbid").and_then(Value::as_str) {
+            let mut r = Node::new("forbid").arg(f);
+            if let Some(p) = rule.get("prefer").and_then(Value::as_str) {
+                r = r.prop("prefer", p);
+            }
+            n = n.child(r);
         }
-        role = role.child(n);
     }
-    role
+    n
 }
 
 /// Builds a personality node from snapshot-shaped fields.
