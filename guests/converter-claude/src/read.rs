@@ -86,6 +86,9 @@ pub struct Context {
     pub fallback_name: Option<String>,
 }
 
+/// Files as (plugin-relative path, bytes).
+type Files = Vec<(String, Vec<u8>)>;
+
 /// A converted plugin, ready to be written.
 pub struct Converted {
     pub pack: Pack,
@@ -1206,9 +1209,9 @@ impl Reader<'_> {
         });
     }
 
-    /// Every file not mapped: documentation at the root stays there, the rest is carried.
-    #[allow(clippy::type_complexity)]
-    fn rest(&mut self) -> Result<(Vec<(String, Vec<u8>)>, Vec<(String, Vec<u8>)>), String> {
+    /// Every file not mapped: documentation at the root stays there (the first list), the rest
+    /// is carried (the second).
+    fn rest(&mut self) -> Result<(Files, Files), String> {
         let mut docs = Vec::new();
         let mut carried = Vec::new();
         let mut groups: Vec<(String, usize)> = Vec::new();
