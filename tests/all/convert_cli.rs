@@ -1,7 +1,7 @@
 //! End-to-end: `apiary convert` and `apiary component add | list | remove` through the binary.
 //! Detection order and refusals (fixtures written here), wrapper descent, `--list`, a third-party
-//! converter (guests/converter-sample, `text -> text-upper`) added and used, chaining through
-//! buzz-pack, output validation, and a hostile converter (guests/hostile-converter) contained:
+//! converter (guests/test/converter-sample, `text -> text-upper`) added and used, chaining through
+//! buzz-pack, output validation, and a hostile converter (guests/test/hostile-converter) contained:
 //! every misbehaviour is a clear error, nothing is written to --out, the host exits normally.
 
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! refuses that on the pooling allocator and on the on-demand fallback alike. Its functions do
 //! nothing.
 
-wit_bindgen::generate!({ world: "hook", path: "../../wit" });
+wit_bindgen::generate!({ world: "hook", path: "../../../wit" });
 
 use std::hint::black_box;
 

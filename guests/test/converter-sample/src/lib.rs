@@ -2,7 +2,7 @@
 //! `text` -> `text-upper` conversion: every `*.txt` file under `/input` is written upper-cased to
 //! `/output`, and each one is reported as `normalised` (code `case-folded`).
 
-wit_bindgen::generate!({ world: "converter", path: "../../wit" });
+wit_bindgen::generate!({ world: "converter", path: "../../../wit" });
 
 use exports::apiary::plugin::format_converter::{
     Conversion, ConverterInfo, Detection, Finding, Guest, Report, Request,

@@ -3,7 +3,7 @@
 //! with a keyword index out of range when the first message's text is "keyword", and with a huge
 //! list when it is "giant".
 
-wit_bindgen::generate!({ world: "trigger", path: "../../wit" });
+wit_bindgen::generate!({ world: "trigger", path: "../../../wit" });
 
 use std::hint::black_box;
 

@@ -8,7 +8,7 @@
 //! refused every attempt, and `Err("ESCAPED: …")` when one got through (a test treats that as a
 //! sandbox failure).
 
-wit_bindgen::generate!({ world: "converter", path: "../../wit" });
+wit_bindgen::generate!({ world: "converter", path: "../../../wit" });
 
 use std::hint::black_box;
 use std::io::Write;
@@ -120,49 +120,14 @@ impl Guest for Hostile {
                 "/tmp/x",
                 "/input/planted",
             ]),
-            // Symlinks in /output pointing out; if the sandbox lets one be created, the host must
-            // refuse the output.
-            "symlink-out" => {
-                let mut made = Vec::new();
-                let dirs = wasip2::filesystem::preopens::get_directories();
-                if let Some((output, _)) = dirs.iter().find(|(_, p)| p == "/output") {
-                    for (i, target) in [
-                        "/etc/passwd",
-                        "../../../../etc/passwd",
-                        "../input",
-                        "ok.txt",
-                    ]
-                    .iter()
-                    .enumerate()
-                    {
-                        if output.symlink_at(target, &format!("link-{i}")).is_ok() {
-                            made.push(*target);
-                        }
-                    }
-                }
-                std::fs::write("/output/ok.txt", "fine").map_err(|e| e.to_string())?;
-                if made.is_empty() {
-                    Err("blocked: no symlink could be created".into())
-                } else {
-                    Ok(empty())
-                }
-            }
+            "symlink-out" => symlink_out(),
             "loop" => {
                 let mut n = 0u64;
                 loop {
                     n = black_box(n.wrapping_add(1));
                 }
             }
-            // 16 MiB to stdout, then a normal answer.
-            "flood-stdout" => {
-                let line = [b'x'; 1024];
-                let mut out = std::io::stdout();
-                for _ in 0..(16 << 10) {
-                    let _ = out.write_all(&line);
-                }
-                std::fs::write("/output/ok.txt", "fine").map_err(|e| e.to_string())?;
-                Ok(empty())
-            }
+            "flood-stdout" => flood_stdout(),
             // More findings than the host accepts in one report.
             "giant-report" => Ok(Report {
                 lost: (0..200_000).map(finding).collect(),
@@ -170,74 +135,122 @@ impl Guest for Hostile {
             }),
             // A huge error message.
             "giant-error" => Err("e".repeat(8 << 20)),
-            // A tree the pack validator rejects: a manifest with no personas and a bad id.
-            "invalid-pack" => {
-                std::fs::create_dir_all("/output/.plugin").map_err(|e| e.to_string())?;
-                std::fs::write(
-                    "/output/.plugin/plugin.json",
-                    r#"{"id": "not a valid id!", "personas": ["agents/ghost.persona.md"]}"#,
-                )
-                .map_err(|e| e.to_string())?;
-                Ok(empty())
-            }
-            // A minimal valid persona pack.
-            "valid-pack" => {
-                let write = |p: &str, t: &str| {
-                    let p = format!("/output/{p}");
-                    let dir = p
-                        .rsplit_once('/')
-                        .map(|(d, _)| d.to_string())
-                        .unwrap_or_default();
-                    std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&p, t))
-                };
-                write(
-                    ".plugin/plugin.json",
-                    r#"{"id": "com.example.hostile", "name": "Hostile", "version": "1.0.0", "description": "from the hostile converter", "personas": ["agents/pip.persona.md"]}"#,
-                )
-                .and_then(|()| {
-                    write(
-                        "agents/pip.persona.md",
-                        "---\nname: pip\ndisplay_name: Pip\ndescription: test persona\n---\nYou are Pip.\n",
-                    )
-                })
-                .map_err(|e| e.to_string())?;
-                Ok(Report {
-                    synthesised: vec![Finding {
-                        code: "default-applied".into(),
-                        path: ".plugin/plugin.json".into(),
-                        field: "version".into(),
-                        message: "version set to 1.0.0".into(),
-                    }],
-                    ..empty()
-                })
-            }
-            "lossy" => {
-                std::fs::write("/output/ok.txt", "fine").map_err(|e| e.to_string())?;
-                Ok(Report {
-                    lost: vec![Finding {
-                        code: "no-slot".into(),
-                        path: "mode".into(),
-                        field: "colour".into(),
-                        message: "the target has no place for a colour".into(),
-                    }],
-                    ..empty()
-                })
-            }
-            // Escape characters in report text must not reach the operator's terminal.
-            _ => {
-                std::fs::write("/output/ok.txt", "fine").map_err(|e| e.to_string())?;
-                Ok(Report {
-                    normalised: vec![Finding {
-                        code: "calm".into(),
-                        path: "ok.txt".into(),
-                        field: String::new(),
-                        message: "written \u{1b}[31mred\u{1b}[0m".into(),
-                    }],
-                    ..empty()
-                })
+            "invalid-pack" => invalid_pack(),
+            "valid-pack" => valid_pack(),
+            "lossy" => lossy(),
+            _ => escapes(),
+        }
+    }
+}
+
+/// Symlinks in /output pointing out; if the sandbox lets one be created, the host must refuse
+/// the output.
+fn symlink_out() -> Result<Report, String> {
+    let mut made = Vec::new();
+    let dirs = wasip2::filesystem::preopens::get_directories();
+    if let Some((output, _)) = dirs.iter().find(|(_, p)| p == "/output") {
+        for (i, target) in [
+            "/etc/passwd",
+            "../../../../etc/passwd",
+            "../input",
+            "ok.txt",
+        ]
+        .iter()
+        .enumerate()
+        {
+            if output.symlink_at(target, &format!("link-{i}")).is_ok() {
+                made.push(*target);
             }
         }
     }
+    std::fs::write("/output/ok.txt", "fine").map_err(|e| e.to_string())?;
+    if made.is_empty() {
+        Err("blocked: no symlink could be created".into())
+    } else {
+        Ok(empty())
+    }
+}
+
+/// 16 MiB to stdout, then a normal answer.
+fn flood_stdout() -> Result<Report, String> {
+    let line = [b'x'; 1024];
+    let mut out = std::io::stdout();
+    for _ in 0..(16 << 10) {
+        let _ = out.write_all(&line);
+    }
+    std::fs::write("/output/ok.txt", "fine").map_err(|e| e.to_string())?;
+    Ok(empty())
+}
+
+/// A tree the pack validator rejects: a manifest with no personas and a bad id.
+fn invalid_pack() -> Result<Report, String> {
+    std::fs::create_dir_all("/output/.plugin").map_err(|e| e.to_string())?;
+    std::fs::write(
+        "/output/.plugin/plugin.json",
+        r#"{"id": "not a valid id!", "personas": ["agents/ghost.persona.md"]}"#,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(empty())
+}
+
+/// A minimal valid persona pack.
+fn valid_pack() -> Result<Report, String> {
+    let write = |p: &str, t: &str| {
+        let p = format!("/output/{p}");
+        let dir = p
+            .rsplit_once('/')
+            .map(|(d, _)| d.to_string())
+            .unwrap_or_default();
+        std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&p, t))
+    };
+    write(
+        ".plugin/plugin.json",
+        r#"{"id": "com.example.hostile", "name": "Hostile", "version": "1.0.0", "description": "from the hostile converter", "personas": ["agents/pip.persona.md"]}"#,
+    )
+    .and_then(|()| {
+        write(
+            "agents/pip.persona.md",
+            "---\nname: pip\ndisplay_name: Pip\ndescription: test persona\n---\nYou are Pip.\n",
+        )
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(Report {
+        synthesised: vec![Finding {
+            code: "default-applied".into(),
+            path: ".plugin/plugin.json".into(),
+            field: "version".into(),
+            message: "version set to 1.0.0".into(),
+        }],
+        ..empty()
+    })
+}
+
+/// A normal answer that reports a loss.
+fn lossy() -> Result<Report, String> {
+    std::fs::write("/output/ok.txt", "fine").map_err(|e| e.to_string())?;
+    Ok(Report {
+        lost: vec![Finding {
+            code: "no-slot".into(),
+            path: "mode".into(),
+            field: "colour".into(),
+            message: "the target has no place for a colour".into(),
+        }],
+        ..empty()
+    })
+}
+
+/// Escape characters in report text must not reach the operator's terminal.
+fn escapes() -> Result<Report, String> {
+    std::fs::write("/output/ok.txt", "fine").map_err(|e| e.to_string())?;
+    Ok(Report {
+        normalised: vec![Finding {
+            code: "calm".into(),
+            path: "ok.txt".into(),
+            field: String::new(),
+            message: "written \u{1b}[31mred\u{1b}[0m".into(),
+        }],
+        ..empty()
+    })
 }
 
 /// `buzz-pack -> pack-listing`: the files of the pack, one per line.

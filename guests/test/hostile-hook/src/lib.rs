@@ -5,7 +5,7 @@
 //! when the sandbox refused, and `Err("ESCAPED: …")` when it got through (which a test treats as a
 //! sandbox failure).
 
-wit_bindgen::generate!({ world: "hook", path: "../../wit" });
+wit_bindgen::generate!({ world: "hook", path: "../../../wit" });
 
 use std::hint::black_box;
 use std::io::Write;
@@ -61,8 +61,11 @@ fn noisy(persona: &Persona, point: &str) -> Result<(), String> {
     }
     println!("{point} for {}/{}", persona.pack_id, persona.name);
     eprintln!("{point}: writing /workspace/{point}.txt");
-    std::fs::write(format!("/workspace/{point}.txt"), format!("{point} {}\n", persona.name))
-        .map_err(|e| format!("cannot write /workspace/{point}.txt: {e}"))
+    std::fs::write(
+        format!("/workspace/{point}.txt"),
+        format!("{point} {}\n", persona.name),
+    )
+    .map_err(|e| format!("cannot write /workspace/{point}.txt: {e}"))
 }
 
 impl Guest for Hostile {
