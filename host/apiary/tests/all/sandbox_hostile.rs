@@ -421,7 +421,7 @@ fn circuit_breaker_opens_for_the_failing_component_only() {
 }
 
 /// Issue 17, finding 12: a component whose core module declares a table far larger than any real
-/// component's (2^24 elements, 128 MiB of host memory; `guests/hostile-table`) is refused by the
+/// component's (2^24 elements, 128 MiB of host memory; `guests/test/hostile-table`) is refused by the
 /// table cap without the pooling allocator (the on-demand fallback, where only the store's limiter
 /// caps tables) as with it; and what apiary ships still runs on the fallback path.
 #[test]
