@@ -10,6 +10,7 @@ use serde_json::json;
 use super::{exit, print_json, stderr_is_terminal};
 use crate::diag::Report;
 use crate::pack;
+use crate::paths::Data;
 use crate::resolve::{self, Overrides, ResolvedPack, ResolvedPersona};
 use crate::sandbox::hook::{HookMessage, HookPoint, HookRunner};
 use crate::sandbox::trigger::{Message, Persona, Reason, TriggerRunner};
@@ -52,8 +53,8 @@ runs when you pass --trust-hooks (then as the spec says: cwd = workspace, messag
 
 The persona's workspace ($AGENT_CWD) is <workspace-root>/<pack-id>/<persona>/, created if missing
 (mode 0700); a symbolic link in place of either directory is refused, never followed.
-Default workspace root: $APIARY_WORKSPACE_ROOT, else $XDG_DATA_HOME/apiary/workspaces (else
-~/.local/share/apiary/workspaces).
+The workspace root is the one `apiary up` uses: --workspace-root, else $APIARY_WORKSPACE_ROOT, else
+<data dir>/workspaces (data dir: $APIARY_DATA_DIR, else ~/.local/share/apiary).
 
 Exit codes: 0 the hook succeeded (or the persona has no such hook), 1 the hook failed or was refused
 (the message says why: its error, deadline, memory cap, trap, untrusted script), 64 bad arguments.
@@ -91,8 +92,8 @@ pub struct HookRunArgs {
     /// The thread root id, when the message is a thread reply (on_message).
     #[arg(long)]
     pub thread: Option<String>,
-    /// Where persona workspaces live.
-    #[arg(long, value_name = "DIR", env = "APIARY_WORKSPACE_ROOT")]
+    /// Root of the persona workspaces (default: <data dir>/workspaces, as for `apiary up`).
+    #[arg(long, value_name = "DIR", env = crate::paths::WORKSPACE_ROOT_ENV)]
     pub workspace_root: Option<PathBuf>,
     /// Run a script (non-.wasm) hook on the host, unsandboxed. Without it script hooks are refused.
     #[arg(long)]
@@ -164,7 +165,7 @@ pub fn run_trigger(cmd: TriggerCommand) -> u8 {
 }
 
 fn sandbox_or_fail() -> Result<&'static Sandbox, u8> {
-    Sandbox::shared().map_err(|e| {
+    crate::shared_sandbox().map_err(|e| {
         eprintln!("error: {e}");
         exit::FAILURE
     })
@@ -329,7 +330,7 @@ fn resolved_pack(dir: &Path) -> Result<ResolvedPack, u8> {
         eprintln!("error: {} is not a valid pack", dir.display());
         return Err(exit::FAILURE);
     };
-    let overrides = match Overrides::locate(None) {
+    let overrides = match crate::paths::overrides_file(None) {
         Some(path) => {
             let mut o_report = Report::default();
             let o = Overrides::load(&path, &mut o_report);
@@ -364,18 +365,13 @@ fn find_persona<'a>(resolved: &'a ResolvedPack, name: &str) -> Result<&'a Resolv
         })
 }
 
-/// `<root>/<pack-id>/<persona>/`, the persona's `$AGENT_CWD`.
-pub fn default_workspace_root() -> Option<PathBuf> {
-    dirs::data_dir().map(|d| d.join("apiary").join("workspaces"))
-}
-
 /// The identity namespace `up` would give the pack in `dir` (see [`crate::dist::identity`]), without
 /// recording anything: a directory whose id belongs to another pack gets a workspace of its own,
 /// never that pack's.
-fn hook_namespace(dir: &Path, pack_id: &str) -> String {
+fn hook_namespace(data: &Data, dir: &Path, pack_id: &str) -> String {
     use crate::dist::identity::{self, Kind, Request};
-    let keys = crate::relay::keys::KeyStore::new(super::live::data_dir().join("keys"));
-    let root = crate::dist::resolve_root(None).ok();
+    let keys = data.key_store();
+    let root = crate::paths::install_root(None).ok();
     let found = identity::resolve(&Request {
         root: root.as_deref(),
         keys: &keys,
@@ -469,11 +465,9 @@ fn hook_run(args: &HookRunArgs) -> u8 {
         }
         return exit::OK;
     };
-    let Some(root) = args.workspace_root.clone().or_else(default_workspace_root) else {
-        eprintln!("error: no data directory for workspaces; pass --workspace-root");
-        return exit::USAGE;
-    };
-    let namespace = hook_namespace(&args.pack, &resolved.pack.id);
+    let data = Data::locate();
+    let root = data.workspace_root(args.workspace_root.as_deref());
+    let namespace = hook_namespace(&data, &args.pack, &resolved.pack.id);
     let workspace = match workspace_for(&root, &namespace, &persona.identity.name) {
         Ok(w) => w,
         Err(e) => {
@@ -593,7 +587,7 @@ fn run_component_hook(
     workspace: &Path,
 ) -> Result<HookOutcome, (String, String)> {
     let fail = |e: SandboxError| (e.kind().to_string(), e.to_string());
-    let sb = Sandbox::shared().map_err(|e| ("setup".to_string(), e))?;
+    let sb = crate::shared_sandbox().map_err(|e| ("setup".to_string(), e))?;
     let (name, bytes) =
         crate::safe_fs::read_regular(file, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT_FILE)
             .map(|b| {

@@ -29,7 +29,7 @@ pub struct SandboxTriggers {
 
 impl SandboxTriggers {
     pub fn builtin() -> Result<SandboxTriggers, String> {
-        let sandbox = Sandbox::shared()?;
+        let sandbox = crate::shared_sandbox()?;
         let runner = crate::builtin::trigger_matcher(sandbox).map_err(|e| e.to_string())?;
         Ok(SandboxTriggers { sandbox, runner })
     }
@@ -304,7 +304,7 @@ impl SandboxHooks {
         }
         // Compiled without holding the lock: one slow compilation must not stall the hooks of
         // every other persona (two personas loading one file at once compile it once each).
-        let sb = Sandbox::shared()?;
+        let sb = crate::shared_sandbox()?;
         let bytes = crate::pack::source::read_limited(file, MAX_HOOK_FILE)?;
         let name = file
             .file_name()
@@ -362,7 +362,7 @@ impl HookRunner for SandboxHooks {
             return self.run_script(point, pack_id, root, persona, workspace, message, hook);
         };
         let runner = self.runner(&file?)?;
-        let sb = Sandbox::shared()?;
+        let sb = crate::shared_sandbox()?;
         let msg = message.map(|m| sandbox::hook::HookMessage {
             id: m.id.to_hex(),
             channel: m.channel.clone(),

@@ -317,7 +317,7 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
     let expert_name = expert_name(&expert_root);
 
     let out = tmp.path().join("converted");
-    let sandbox = crate::sandbox::Sandbox::shared()
+    let sandbox = crate::shared_sandbox()
         .map_err(|e| DistError::new("expert.sandbox", format!("cannot start the sandbox: {e}")))?;
     let registry = Registry::load(sandbox, None, None);
     let job = Job {

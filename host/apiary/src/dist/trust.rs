@@ -333,7 +333,7 @@ impl TrustView {
         } else {
             quote(&pack.root.to_string_lossy())
         };
-        let default = super::resolve_root(None)
+        let default = crate::paths::install_root(None)
             .ok()
             .and_then(|d| d.canonicalize().ok().or(Some(d)));
         if default.as_deref() == Some(self.root.as_path()) {
