@@ -17,23 +17,9 @@ pub const LIFECYCLE_DEADLINE: Duration = Duration::from_secs(330);
 /// A compilation cannot be interrupted: one still running then finishes on its own thread.
 pub const LOAD_DEADLINE: Duration = Duration::from_secs(30);
 
-/// The three hook points of spec §9.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookPoint {
-    OnStart,
-    OnStop,
-    OnMessage,
-}
-
-impl HookPoint {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookPoint::OnStart => "on_start",
-            HookPoint::OnStop => "on_stop",
-            HookPoint::OnMessage => "on_message",
-        }
-    }
-}
+/// The three hook points of spec §9: the sandbox's own, so the harness, the sandbox and
+/// `apiary hook run` name them alike.
+pub use crate::sandbox::hook::HookPoint;
 
 /// Runs a persona's hook for one point. `Ok` when there is none or it succeeded; `Err(why)` makes
 /// `on_start` refuse the persona and `on_message` drop the message (`on_stop`: logged). Called on

@@ -141,6 +141,62 @@ impl TriggerMatcher for SandboxTriggers {
 const SCRIPT_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 const SCRIPT_LIFECYCLE_DEADLINE: Duration = Duration::from_secs(300);
 
+/// What a hook that succeeded printed, and how long it took.
+#[derive(Debug, Default)]
+pub struct HookOutput {
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+/// Why a hook call did not succeed. Its `Display` is what the harness reports.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// A script hook the operator has not trusted: not run. `remedy` records trust for it.
+    #[error("script hook `{hook}` is not trusted ({why})")]
+    Untrusted {
+        hook: String,
+        why: String,
+        remedy: String,
+    },
+    #[error("pack {0} is not known to the hook runner")]
+    UnknownPack(String),
+    /// The hook's file does not resolve inside the pack.
+    #[error("{0}")]
+    Path(String),
+    /// The sandbox cannot start.
+    #[error("{0}")]
+    Setup(String),
+    /// The component file cannot be read.
+    #[error("{0}")]
+    Read(String),
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
+    #[error("script hook `{hook}`: {error}")]
+    Script {
+        hook: String,
+        error: super::script::ScriptError,
+    },
+    /// The call panicked in the host, or outlived the runner's deadline and was abandoned.
+    #[error("{0}")]
+    Host(String),
+}
+
+impl HookError {
+    /// A stable name for JSON output.
+    pub fn kind(&self) -> &str {
+        match self {
+            HookError::Untrusted { .. } => "untrusted-script",
+            HookError::UnknownPack(_) | HookError::Setup(_) => "setup",
+            HookError::Path(_) => "path",
+            HookError::Read(_) => "io",
+            HookError::Sandbox(e) => e.kind(),
+            HookError::Script { error, .. } => error.kind(),
+            HookError::Host(_) => "host",
+        }
+    }
+}
+
 /// `.wasm` hooks in the sandbox; script hooks on the host when trusted, else skipped and reported.
 pub struct SandboxHooks {
     /// Pack roots by pack id, to find hook files.
@@ -209,68 +265,74 @@ impl SandboxHooks {
             .map_err(|why| (why, view.remedy(pack)))
     }
 
-    /// A script hook: run when trusted, else reported once and skipped.
-    #[allow(clippy::too_many_arguments)]
-    fn run_script(
+    /// Reports an untrusted script hook, once per (pack, persona, command).
+    fn report_untrusted(
         &self,
         point: HookPoint,
         pack_id: &str,
-        root: &Path,
+        persona: &ResolvedPersona,
+        hook: &str,
+        (why, remedy): (&str, &str),
+    ) {
+        let name = &persona.identity.name;
+        let key = (pack_id.to_string(), name.clone(), hook.to_string());
+        if !self
+            .warned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key)
+        {
+            return;
+        }
+        let help = format!("review it, then `{remedy}` or `apiary up --trust-hooks`");
+        tracing::warn!(
+            persona = %name,
+            "script hook `{hook}` ({}) not run: it is not trusted ({why}); {help}",
+            point.as_str()
+        );
+        if let Some(out) = &self.out {
+            out(super::Note::new(
+                "untrusted",
+                format!(
+                    "untrusted {name} hook {} ({}): not run: {why}; {help}",
+                    crate::dist::trust::quote(hook),
+                    point.as_str()
+                ),
+            )
+            .with("persona", name.as_str())
+            .with("pack", pack_id)
+            .with("kind", "hook")
+            .with("name", point.as_str())
+            .with("command", hook)
+            .with("reason", why)
+            .with("help", help.as_str()));
+        }
+    }
+
+    /// A script hook, run when trusted.
+    fn call_script(
+        &self,
+        point: HookPoint,
+        (pack_id, root): (&str, &Path),
         persona: &ResolvedPersona,
         workspace: &Path,
-        message: Option<&Message>,
+        stdin: Option<&str>,
         hook: &str,
-    ) -> Result<(), String> {
+    ) -> Result<HookOutput, HookError> {
         let name = &persona.identity.name;
-        if let Err((why, remedy)) = self.script_trusted(pack_id, hook) {
-            let key = (pack_id.to_string(), name.clone(), hook.to_string());
-            if self
-                .warned
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key)
-            {
-                let help = format!("review it, then `{remedy}` or `apiary up --trust-hooks`");
-                tracing::warn!(
-                    persona = %name,
-                    "script hook `{hook}` ({}) not run: it is not trusted ({why}); {help}",
-                    point.as_str()
-                );
-                if let Some(out) = &self.out {
-                    out(super::Note::new(
-                        "untrusted",
-                        format!(
-                            "untrusted {name} hook {} ({}): not run: {why}; {help}",
-                            crate::dist::trust::quote(hook),
-                            point.as_str()
-                        ),
-                    )
-                    .with("persona", name.as_str())
-                    .with("pack", pack_id)
-                    .with("kind", "hook")
-                    .with("name", point.as_str())
-                    .with("command", hook)
-                    .with("reason", why.as_str())
-                    .with("help", help.as_str()));
-                }
-            }
-            return Ok(());
-        }
-        // The agent's environment (spec §9): the persona's projected env and apiary's variables.
-        let mut env: Vec<(String, String)> = persona
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        env.push(("APIARY_PERSONA".into(), name.clone()));
-        env.push(("APIARY_PACK".into(), pack_id.to_string()));
-        env.push(("AGENT_CWD".into(), workspace.display().to_string()));
+        self.script_trusted(pack_id, hook)
+            .map_err(|(why, remedy)| HookError::Untrusted {
+                hook: hook.to_string(),
+                why,
+                remedy,
+            })?;
+        let env = script_env(pack_id, persona, workspace);
         let run = super::script::ScriptRun {
             pack_root: root,
             command: hook,
             workspace,
             env: &env,
-            stdin: message.map(|m| m.content.as_str()),
+            stdin,
             deadline: if point == HookPoint::OnMessage {
                 SCRIPT_MESSAGE_DEADLINE
             } else {
@@ -290,11 +352,18 @@ impl SandboxHooks {
             }
         }
         result
-            .map(|_| ())
-            .map_err(|e| format!("script hook `{hook}`: {e}"))
+            .map(|o| HookOutput {
+                stdout: o.stdout,
+                stderr: o.stderr,
+                elapsed: o.elapsed,
+            })
+            .map_err(|error| HookError::Script {
+                hook: hook.to_string(),
+                error,
+            })
     }
 
-    fn runner(&self, file: &Path) -> Result<Arc<sandbox::hook::HookRunner>, String> {
+    fn runner(&self, file: &Path) -> Result<Arc<sandbox::hook::HookRunner>, HookError> {
         let cached = |runners: &Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>| {
             let runners = runners.lock().unwrap_or_else(|e| e.into_inner());
             runners.get(file).map(Arc::clone)
@@ -304,14 +373,15 @@ impl SandboxHooks {
         }
         // Compiled without holding the lock: one slow compilation must not stall the hooks of
         // every other persona (two personas loading one file at once compile it once each).
-        let sb = crate::shared_sandbox()?;
-        let bytes = crate::pack::source::read_limited(file, MAX_HOOK_FILE)?;
+        let sb = crate::shared_sandbox().map_err(HookError::Setup)?;
+        let bytes =
+            crate::pack::source::read_limited(file, MAX_HOOK_FILE).map_err(HookError::Read)?;
         let name = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let loaded = sb.load(&name, &bytes).map_err(|e| e.to_string())?;
-        let runner = Arc::new(sandbox::hook::HookRunner::new(loaded).map_err(|e| e.to_string())?);
+        let loaded = sb.load(&name, &bytes)?;
+        let runner = Arc::new(sandbox::hook::HookRunner::new(loaded)?);
         let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Arc::clone(
             runners.entry(file.to_path_buf()).or_insert(runner),
@@ -319,21 +389,171 @@ impl SandboxHooks {
     }
 
     /// The component file of a `.wasm` hook (`None`: a script hook).
-    fn wasm_file(root: &Path, hook: &str) -> Option<Result<PathBuf, String>> {
-        hook.trim_end().ends_with(".wasm").then(|| {
+    fn wasm_file(root: &Path, hook: &str) -> Option<Result<PathBuf, HookError>> {
+        is_component(hook).then(|| {
             crate::pack::paths::resolve_inside(root, hook)
-                .map_err(|e| format!("hook `{hook}`: {e}"))
+                .map_err(|e| HookError::Path(format!("hook `{hook}`: {e}")))
         })
+    }
+
+    /// The file `hook` of pack `pack_id` runs (a component, or a script's first word), as the
+    /// runner resolves it: inside the pack, never through a link out of it.
+    pub fn hook_file(&self, pack_id: &str, hook: &str) -> Result<PathBuf, HookError> {
+        let root = self.root(pack_id)?;
+        match Self::wasm_file(root, hook) {
+            Some(file) => file,
+            None => super::script::script_file(root, hook).map_err(|error| HookError::Script {
+                hook: hook.to_string(),
+                error,
+            }),
+        }
+    }
+
+    fn root(&self, pack_id: &str) -> Result<&Path, HookError> {
+        self.roots
+            .get(pack_id)
+            .map(PathBuf::as_path)
+            .ok_or_else(|| HookError::UnknownPack(pack_id.to_string()))
+    }
+
+    /// Compiles the component of the persona's hook for `point` (nothing to do for a script hook,
+    /// or none).
+    pub fn prepare_point(
+        &self,
+        pack_id: &str,
+        persona: &ResolvedPersona,
+        point: HookPoint,
+    ) -> Result<(), HookError> {
+        let Some(hook) = hook_for(persona, point) else {
+            return Ok(());
+        };
+        match Self::wasm_file(self.root(pack_id)?, hook) {
+            Some(file) => self.runner(&file?).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the persona's hook for `point` once: `Ok(None)` when it has none. An untrusted script
+    /// hook is [`HookError::Untrusted`], not reported: [`HookRunner::run`] reports it for the
+    /// harness. `message` is the `on_message` hook's message (its text is a script's stdin).
+    pub fn call(
+        &self,
+        point: HookPoint,
+        pack_id: &str,
+        persona: &ResolvedPersona,
+        workspace: &Path,
+        message: Option<&sandbox::hook::HookMessage>,
+    ) -> Result<Option<HookOutput>, HookError> {
+        let Some(hook) = hook_for(persona, point) else {
+            return Ok(None);
+        };
+        let root = self.root(pack_id)?;
+        let Some(file) = Self::wasm_file(root, hook) else {
+            let stdin = message.map(|m| m.text.as_str());
+            return self
+                .call_script(point, (pack_id, root), persona, workspace, stdin, hook)
+                .map(Some);
+        };
+        let runner = self.runner(&file?)?;
+        let sb = crate::shared_sandbox().map_err(HookError::Setup)?;
+        let out = runner.run(
+            sb,
+            point,
+            pack_id,
+            &persona.identity.name,
+            message,
+            workspace,
+        )?;
+        Ok(Some(HookOutput {
+            stdout: out.stdout.text,
+            stderr: out.stderr.text,
+            elapsed: out.elapsed,
+        }))
+    }
+
+    /// Runs the persona's hook for `point` once, outside the live harness but as it would
+    /// (`apiary hook run`): off this thread, loading within [`super::hooks::LOAD_DEADLINE`], the
+    /// call within [`HookRunner::deadline`] plus [`RUN_ONCE_GRACE`].
+    pub fn run_once(
+        self: &Arc<Self>,
+        point: HookPoint,
+        pack_id: &str,
+        persona: &ResolvedPersona,
+        workspace: &Path,
+        message: Option<sandbox::hook::HookMessage>,
+    ) -> Result<Option<HookOutput>, HookError> {
+        use super::hooks::{LOAD_DEADLINE, off_async};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| HookError::Setup(format!("cannot start the async runtime: {e}")))?;
+        let deadline = self.deadline(point, persona) + RUN_ONCE_GRACE;
+        let (h, id, p, ws) = (
+            Arc::clone(self),
+            pack_id.to_string(),
+            persona.clone(),
+            workspace.to_path_buf(),
+        );
+        let result = rt.block_on(async move {
+            let (h2, id2, p2) = (Arc::clone(&h), id.clone(), p.clone());
+            off_async("loading the hook", LOAD_DEADLINE, move || {
+                Ok(h2.prepare_point(&id2, &p2, point))
+            })
+            .await
+            .map_err(HookError::Host)??;
+            off_async(point.as_str(), deadline, move || {
+                Ok(h.call(point, &id, &p, &ws, message.as_ref()))
+            })
+            .await
+            .map_err(HookError::Host)?
+        });
+        // A call abandoned past its deadline may still hold a blocking thread: not waited for.
+        rt.shutdown_background();
+        result
     }
 }
 
+/// Beyond the runner's deadline, how long `run_once` waits: the hook's own deadline (the
+/// component's epoch, the script's kill) fires first and says what happened.
+pub const RUN_ONCE_GRACE: Duration = Duration::from_secs(5);
+
 /// The hook configured for `point`.
-fn hook_for(persona: &ResolvedPersona, point: HookPoint) -> Option<&String> {
+pub fn hook_for(persona: &ResolvedPersona, point: HookPoint) -> Option<&String> {
     let hooks = &persona.hooks;
     match point {
         HookPoint::OnStart => hooks.on_start.as_ref(),
         HookPoint::OnStop => hooks.on_stop.as_ref(),
         HookPoint::OnMessage => hooks.on_message.as_ref(),
+    }
+}
+
+/// Whether a hook is a sandboxed component (else a script, run on the host).
+pub fn is_component(hook: &str) -> bool {
+    hook.trim_end().ends_with(".wasm")
+}
+
+/// A script hook's environment on top of the inherited one, as the agent's (spec §9): the
+/// persona's projected env and apiary's variables.
+fn script_env(pack_id: &str, persona: &ResolvedPersona, workspace: &Path) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = persona
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    env.push(("APIARY_PERSONA".into(), persona.identity.name.clone()));
+    env.push(("APIARY_PACK".into(), pack_id.to_string()));
+    env.push(("AGENT_CWD".into(), workspace.display().to_string()));
+    env
+}
+
+/// The message as an `on_message` hook is told about it.
+fn hook_message(m: &Message) -> sandbox::hook::HookMessage {
+    sandbox::hook::HookMessage {
+        id: m.id.to_hex(),
+        channel: m.channel.clone(),
+        thread: m.root.map(|r| r.to_hex()),
+        author: m.author.to_hex(),
+        text: m.content.clone(),
     }
 }
 
@@ -352,61 +572,39 @@ impl HookRunner for SandboxHooks {
         workspace: &Path,
         message: Option<&Message>,
     ) -> Result<(), String> {
-        let Some(hook) = hook_for(persona, point) else {
-            return Ok(());
-        };
-        let Some(root) = self.roots.get(pack_id) else {
-            return Err(format!("pack {pack_id} is not known to the hook runner"));
-        };
-        let Some(file) = Self::wasm_file(root, hook) else {
-            return self.run_script(point, pack_id, root, persona, workspace, message, hook);
-        };
-        let runner = self.runner(&file?)?;
-        let sb = crate::shared_sandbox()?;
-        let msg = message.map(|m| sandbox::hook::HookMessage {
-            id: m.id.to_hex(),
-            channel: m.channel.clone(),
-            thread: m.root.map(|r| r.to_hex()),
-            author: m.author.to_hex(),
-            text: m.content.clone(),
-        });
-        let point = match point {
-            HookPoint::OnStart => sandbox::hook::HookPoint::OnStart,
-            HookPoint::OnStop => sandbox::hook::HookPoint::OnStop,
-            HookPoint::OnMessage => sandbox::hook::HookPoint::OnMessage,
-        };
-        runner
-            .run(
-                sb,
-                point,
-                pack_id,
-                &persona.identity.name,
-                msg.as_ref(),
-                workspace,
-            )
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let message = message.map(hook_message);
+        match self.call(point, pack_id, persona, workspace, message.as_ref()) {
+            Ok(_) => Ok(()),
+            // Skipped, not failed: the persona runs without it.
+            Err(HookError::Untrusted { hook, why, remedy }) => {
+                self.report_untrusted(point, pack_id, persona, &hook, (&why, &remedy));
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// Compiles every `.wasm` hook of the persona (script hooks have nothing to load).
     fn prepare(&self, pack_id: &str, persona: &ResolvedPersona) -> Result<(), String> {
-        let Some(root) = self.roots.get(pack_id) else {
+        if !self.roots.contains_key(pack_id) {
             return Ok(());
-        };
+        }
         for point in [HookPoint::OnStart, HookPoint::OnMessage, HookPoint::OnStop] {
-            let Some(hook) = hook_for(persona, point) else {
-                continue;
-            };
-            if let Some(file) = Self::wasm_file(root, hook) {
-                self.runner(&file?)
-                    .map_err(|e| format!("{} hook `{hook}`: {e}", point.as_str()))?;
-            }
+            self.prepare_point(pack_id, persona, point)
+                .map_err(|e| match e {
+                    // Names the hook already.
+                    HookError::Path(_) => e.to_string(),
+                    e => {
+                        let hook = hook_for(persona, point).map_or("", String::as_str);
+                        format!("{} hook `{hook}`: {e}", point.as_str())
+                    }
+                })?;
         }
         Ok(())
     }
 
     fn deadline(&self, point: HookPoint, persona: &ResolvedPersona) -> Duration {
-        let wasm = hook_for(persona, point).is_some_and(|h| h.trim_end().ends_with(".wasm"));
+        let wasm = hook_for(persona, point).is_some_and(|h| is_component(h));
         match point {
             HookPoint::OnMessage => super::hooks::ON_MESSAGE_DEADLINE,
             _ if wasm => sandbox::Limits::hook().deadline + WASM_SLACK,
