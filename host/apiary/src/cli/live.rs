@@ -550,13 +550,14 @@ fn withhold_untrusted_mcp(packs: &mut [PackRun], refs: &[PackRef], trust: &Trust
         for persona in &mut run.resolved.personas {
             let name = persona.identity.name.clone();
             persona.mcp_servers.retain(|server| {
-                let Err(why) = trust.mcp_server(pack, server) else {
+                let Err(e) = trust.mcp_server(pack, server) else {
                     return true;
                 };
+                let why = e.message;
                 let line = crate::dist::trust::command_line(server).unwrap_or_default();
                 let help = format!(
                     "review it, then `{}` or `apiary up --trust-hooks`",
-                    trust.remedy(pack)
+                    e.help.unwrap_or_else(|| trust.remedy(pack))
                 );
                 tracing::warn!(persona = %name, "MCP server `{}` (`{line}`) not handed to the agent: {why}; {help}", server.name);
                 notes.push(

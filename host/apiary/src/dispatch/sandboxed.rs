@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::hooks::{HookPoint, HookRunner};
 use super::trigger::{Reason, TriggerMatcher, TriggerPersona};
+use crate::dist::DistError;
 use crate::dist::trust::{PackRef, TrustView};
 use crate::relay::Message;
 use crate::resolve::ResolvedPersona;
@@ -244,25 +245,24 @@ impl SandboxHooks {
         self
     }
 
-    /// `Err(why, remedy)` when the script hook `hook` of `pack_id` is not trusted.
-    fn script_trusted(&self, pack_id: &str, hook: &str) -> Result<(), (String, String)> {
+    /// `Err` when the script hook `hook` of `pack_id` is not trusted: why, and (its help) the
+    /// command that records trust.
+    fn script_trusted(&self, pack_id: &str, hook: &str) -> Result<(), DistError> {
         if self.trust_all_scripts {
             return Ok(());
         }
         let Some((view, packs)) = &self.trust else {
-            return Err((
-                "no trust store is configured".into(),
-                "apiary up --trust-hooks".into(),
-            ));
+            return Err(DistError::new("trust.none", "no trust store is configured")
+                .help("apiary up --trust-hooks"));
         };
         let Some(pack) = packs.get(pack_id) else {
-            return Err((
+            return Err(DistError::new(
+                "trust.unknown-pack",
                 format!("pack {pack_id} is not known to the trust check"),
-                "apiary up --trust-hooks".into(),
-            ));
+            )
+            .help("apiary up --trust-hooks"));
         };
         view.hook(pack, hook)
-            .map_err(|why| (why, view.remedy(pack)))
     }
 
     /// Reports an untrusted script hook, once per (pack, persona, command).
@@ -321,10 +321,10 @@ impl SandboxHooks {
     ) -> Result<HookOutput, HookError> {
         let name = &persona.identity.name;
         self.script_trusted(pack_id, hook)
-            .map_err(|(why, remedy)| HookError::Untrusted {
+            .map_err(|e| HookError::Untrusted {
                 hook: hook.to_string(),
-                why,
-                remedy,
+                why: e.message,
+                remedy: e.help.unwrap_or_default(),
             })?;
         let env = script_env(pack_id, persona, workspace);
         let run = super::script::ScriptRun {
