@@ -8,7 +8,6 @@ use serde_json::json;
 
 use super::{exit, print_json, sandbox};
 use crate::convert::store::{Entry, Store};
-use crate::sandbox::Sandbox;
 
 const AFTER_HELP: &str = "\
 Added converters live in $APIARY_DATA_DIR/components (else ~/.local/share/apiary/components): the
@@ -75,7 +74,7 @@ pub struct RemoveArgs {
 }
 
 pub fn run(cmd: ComponentCommand) -> u8 {
-    let store = Store::new(&super::live::data_dir());
+    let store = Store::new(&crate::paths::Data::locate().components());
     match cmd {
         ComponentCommand::Inspect(args) => {
             sandbox::run_component(sandbox::ComponentCommand::Inspect(args))
@@ -117,7 +116,7 @@ fn pairs(e: &Entry) -> String {
 }
 
 fn add(store: &Store, args: &AddArgs) -> u8 {
-    let sb = match Sandbox::shared() {
+    let sb = match crate::shared_sandbox() {
         Ok(sb) => sb,
         Err(e) => return failed(&e, args.json),
     };

@@ -81,11 +81,11 @@ pub struct ConvertArgs {
 }
 
 fn registry(timeout: Option<u64>) -> Result<(&'static Sandbox, Registry), u8> {
-    let sb = Sandbox::shared().map_err(|e| {
+    let sb = crate::shared_sandbox().map_err(|e| {
         eprintln!("error: {e}");
         exit::FAILURE
     })?;
-    let store = Store::new(&super::live::data_dir());
+    let store = Store::new(&crate::paths::Data::locate().components());
     let deadline = timeout.map(|s| Duration::from_secs(s.clamp(1, 3600)));
     Ok((sb, Registry::load(sb, Some(&store), deadline)))
 }

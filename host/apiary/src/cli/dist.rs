@@ -85,7 +85,7 @@ pub struct InstallArgs {
     /// Install an expert pack .zip that publishes no checksum without asking.
     #[arg(long, short)]
     pub yes: bool,
-    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
@@ -136,7 +136,7 @@ pub struct TrustArgs {
     /// Withdraw trust instead.
     #[arg(long, conflicts_with = "yes")]
     pub revoke: bool,
-    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the result as JSON on stdout (requires --yes or --revoke to change anything).
     #[arg(long)]
@@ -146,7 +146,7 @@ pub struct TrustArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  apiary list\n  apiary list --json | jq '.packs[].pack_id'")]
 pub struct ListArgs {
-    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the installed packs as JSON on stdout.
     #[arg(long)]
@@ -162,7 +162,7 @@ Examples:\n  apiary uninstall com.example.meadow-team"
 pub struct UninstallArgs {
     /// The installed pack's id.
     pub pack_id: String,
-    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
@@ -178,7 +178,7 @@ Examples:\n  apiary verify\n  apiary verify com.example.meadow-team --json"
 pub struct VerifyArgs {
     /// Check only this pack.
     pub pack_id: Option<String>,
-    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the findings as JSON on stdout.
     #[arg(long)]
@@ -202,7 +202,7 @@ fn fail(e: &DistError, json: bool) -> u8 {
 }
 
 fn root_of(flag: &Option<PathBuf>, json: bool) -> Result<PathBuf, u8> {
-    dist::resolve_root(flag.as_deref()).map_err(|e| fail(&e, json))
+    crate::paths::install_root(flag.as_deref()).map_err(|e| fail(&e, json))
 }
 
 pub fn build(args: &BuildArgs) -> u8 {

@@ -14,6 +14,7 @@ use crate::diag::Report;
 use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers, ScriptTrust, Untrusted};
 use crate::dispatch::{self, NativeTriggers, Note, PackRun, TriggerMatcher};
 use crate::dist::trust::{PackRef, TrustView};
+use crate::paths::{self, Data};
 use crate::relay::{self, keys::KeyStore};
 use crate::resolve::{self, Overrides};
 
@@ -70,7 +71,7 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   stopped         replies
 
 Identity: persona keys (<data dir>/keys/<namespace>/) and workspaces
-(<workspace>/<namespace>/<persona>/) belong to the installed pack or to the directory that owns a
+(<workspace root>/<namespace>/<persona>/) belong to the installed pack or to the directory that owns a
 pack id, never to whoever declares it. The namespace is the pack id for the pack installed as
 <root>/<pack-id>, and for a directory that is not installed when no other pack owns the id (the
 first directory run under it owns it, recorded in <data dir>/keys/<pack-id>/owner.json). Another
@@ -104,8 +105,11 @@ An MCP `${VAR}` reads only variables the operator allows for the pack in the ove
   allow_env = [\"GITHUB_TOKEN\"]
 
 Environment:
-  AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
   APIARY_DATA_DIR            data dir: key store, workspaces, example pack (default: ~/.local/share/apiary)
+  APIARY_WORKSPACE_ROOT      root of the persona workspaces (default: <data dir>/workspaces), as
+                             for `apiary hook run`; --workspace-root wins over it
+  BUZZ_PACKS_DIR             install root (default: ~/.buzz/packs); --root wins over it
+  APIARY_OVERRIDES           overrides file (default: ~/.config/apiary/overrides.toml)
   BUZZ_ACP_NO_BASE_PROMPT    leave the [Base] prompt layer out
   BUZZ_ACP_BASE_PROMPT_FILE  replace the [Base] layer with this file's text (a regular file, at
                              most 1 MiB: a FIFO or device is refused)";
@@ -153,12 +157,14 @@ pub struct UpArgs {
     /// How agents' permission requests are answered.
     #[arg(long, value_enum, default_value_t = PermissionPolicy::Deny)]
     pub permission: PermissionPolicy,
-    /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/). Links found
-    /// in a workspace (in place of it, `.agents` or `.agents/skills`) are never followed: that
-    /// persona is refused with a message naming the link.
-    #[arg(long, value_name = "DIR", env = "AGENT_CWD")]
-    pub workspace: Option<PathBuf>,
-    /// Operator overrides file (precedence level 2).
+    /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/; default:
+    /// <data dir>/workspaces, as for `apiary hook run`). Links found in a workspace (in place of
+    /// it, `.agents` or `.agents/skills`) are never followed: that persona is refused with a
+    /// message naming the link.
+    #[arg(long, alias = "workspace", value_name = "DIR", env = paths::WORKSPACE_ROOT_ENV)]
+    pub workspace_root: Option<PathBuf>,
+    /// Operator overrides file (precedence level 2). Default: $APIARY_OVERRIDES, else
+    /// ~/.config/apiary/overrides.toml when it exists.
     #[arg(long, value_name = "FILE")]
     pub overrides: Option<PathBuf>,
     /// Cancel a turn when the agent is silent this long (seconds).
@@ -183,7 +189,7 @@ pub struct UpArgs {
     /// directory declaring the id of a pack installed there is refused, unless
     /// --allow-id-conflict), and its trust store decides which script hooks and stdio MCP servers
     /// run.
-    #[arg(long, env = crate::dist::ROOT_ENV, value_name = "DIR")]
+    #[arg(long, env = paths::INSTALL_ROOT_ENV, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Run a directory whose pack id belongs to another pack (installed, or first run from another
     /// directory) under an identity of its own: new persona keys and workspaces, bound to the
@@ -340,32 +346,22 @@ fn parse_keys(flag: &str, values: &[String]) -> Result<Vec<PublicKey>, u8> {
 
 /// The embedded relay's settings from the command line.
 fn embedded_settings(
-    data: &Path,
+    data: &Data,
     ephemeral: bool,
     auth: bool,
     allow: Vec<PublicKey>,
     limits: &RelayLimitArgs,
 ) -> anyhow::Result<relay::embedded::Settings> {
-    let store = KeyStore::new(data.join("keys"));
+    let store = data.key_store();
     let keys = store
         .relay()
         .map_err(|e| anyhow::anyhow!("key store: {e:#}"))?;
     Ok(relay::embedded::Settings {
-        journal: (!ephemeral).then(|| data.join("relay").join("events.jsonl")),
+        journal: (!ephemeral).then(|| data.relay_journal()),
         keys,
         limits: limits.limits(),
         auth: auth.then(|| relay::front::AllowList::new(Some(store), allow)),
     })
-}
-
-/// The operator's data dir: `$APIARY_DATA_DIR`, else `<XDG data>/apiary`.
-pub fn data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("APIARY_DATA_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    dirs::data_dir()
-        .unwrap_or_else(|| std::env::temp_dir().join("apiary-data"))
-        .join("apiary")
 }
 
 fn runtime() -> Option<tokio::runtime::Runtime> {
@@ -499,7 +495,7 @@ fn load_packs(
     overrides: Option<&Path>,
     identities: &Identities<'_>,
 ) -> Result<Vec<PackRun>, ()> {
-    let overrides = match Overrides::locate(overrides) {
+    let overrides = match paths::overrides_file(overrides) {
         Some(path) => {
             let mut report = Report::default();
             let o = Overrides::load(&path, &mut report);
@@ -569,9 +565,10 @@ impl ScriptTrust for StoreTrust {
                 remedy: Untrusted::TRUST_ALL.into(),
             });
         };
-        self.view.hook(pack, command).map_err(|why| Untrusted {
-            why,
-            remedy: self.view.remedy(pack),
+        // The store's refusal carries the command that records trust as its help.
+        self.view.hook(pack, command).map_err(|e| Untrusted {
+            why: e.message,
+            remedy: e.help.unwrap_or_else(|| self.view.remedy(pack)),
         })
     }
 }
@@ -584,13 +581,14 @@ fn withhold_untrusted_mcp(packs: &mut [PackRun], refs: &[PackRef], trust: &Trust
         for persona in &mut run.resolved.personas {
             let name = persona.identity.name.clone();
             persona.mcp_servers.retain(|server| {
-                let Err(why) = trust.mcp_server(pack, server) else {
+                let Err(e) = trust.mcp_server(pack, server) else {
                     return true;
                 };
+                let why = e.message;
                 let line = crate::dist::trust::command_line(server).unwrap_or_default();
                 let help = format!(
                     "review it, then `{}` or `apiary up --trust-hooks`",
-                    trust.remedy(pack)
+                    e.help.unwrap_or_else(|| trust.remedy(pack))
                 );
                 tracing::warn!(persona = %name, "MCP server `{}` (`{line}`) not handed to the agent: {why}; {help}", server.name);
                 notes.push(
@@ -645,10 +643,10 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 }
 
 pub fn up(args: UpArgs) -> u8 {
-    let data = data_dir();
+    let data = Data::locate();
     let mut pack_dirs = args.packs.clone();
     if pack_dirs.is_empty() {
-        let dir = data.join("examples").join("hello");
+        let dir = data.example_pack();
         if let Err(e) = write_example(&dir) {
             eprintln!(
                 "error: cannot write the example pack to {}: {e}",
@@ -658,17 +656,16 @@ pub fn up(args: UpArgs) -> u8 {
         }
         pack_dirs.push(dir);
     }
-    let keys = KeyStore::new(data.join("keys"));
+    let keys = data.key_store();
     let identities = Identities {
-        root: crate::dist::resolve_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty()))
-            .ok(),
+        root: paths::install_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty())).ok(),
         keys: &keys,
         allow_conflict: args.allow_id_conflict,
     };
     let Ok(mut packs) = load_packs(&pack_dirs, args.overrides.as_deref(), &identities) else {
         return exit::FAILURE;
     };
-    let trust = match crate::dist::resolve_root(args.root.as_deref()) {
+    let trust = match paths::install_root(args.root.as_deref()) {
         Ok(root) => TrustView::load(&root),
         Err(e) => {
             eprintln!("error: {}", e.message);
@@ -727,11 +724,7 @@ pub fn up(args: UpArgs) -> u8 {
     let Some(rt) = runtime() else {
         return exit::FAILURE;
     };
-    let workspace_root = args
-        .workspace
-        .clone()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| data.join("workspaces"));
+    let workspace_root = data.workspace_root(args.workspace_root.as_deref());
     let journal = settings.as_ref().and_then(|s| s.journal.clone());
     let (printer, out) = if args.json || args.plain || !view::wanted() {
         let (thread, out) = printer(args.json);
@@ -794,8 +787,8 @@ pub fn up(args: UpArgs) -> u8 {
             out(note);
         }
         if embedded.is_some() {
-            let _ = std::fs::create_dir_all(&data);
-            let _ = std::fs::write(data.join("relay.url"), format!("{relay_url}\n"));
+            let _ = std::fs::create_dir_all(data.dir());
+            let _ = std::fs::write(data.relay_url_file(), format!("{relay_url}\n"));
             let restored = embedded.as_ref().map_or(0, |e| e.restored);
             match &journal {
                 Some(j) => tracing::info!(url = %relay_url, journal = %j.display(), restored, "embedded relay listening"),
@@ -925,7 +918,7 @@ pub fn relay(args: RelayArgs) -> u8 {
         return exit::USAGE;
     };
     let settings = match embedded_settings(
-        &data_dir(),
+        &Data::locate(),
         args.ephemeral,
         args.require_auth,
         allow,
@@ -961,7 +954,7 @@ fn relay_url(arg: &Option<String>) -> String {
     if let Some(url) = arg {
         return url.clone();
     }
-    if let Ok(text) = std::fs::read_to_string(data_dir().join("relay.url")) {
+    if let Ok(text) = std::fs::read_to_string(Data::locate().relay_url_file()) {
         let t = text.trim();
         if !t.is_empty() {
             return t.to_string();
@@ -980,7 +973,7 @@ pub fn post(args: PostArgs) -> u8 {
         return exit::FAILURE;
     };
     let code = rt.block_on(async {
-        let keys = match KeyStore::new(data_dir().join("keys")).operator() {
+        let keys = match Data::locate().key_store().operator() {
             Ok(k) => k,
             Err(e) => {
                 eprintln!("error: key store: {e:#}");
@@ -1163,7 +1156,7 @@ pub fn tail(args: TailArgs) -> u8 {
         return exit::FAILURE;
     };
     let code = rt.block_on(async {
-        let keys = match KeyStore::new(data_dir().join("keys")).operator() {
+        let keys = match Data::locate().key_store().operator() {
             Ok(k) => k,
             Err(e) => {
                 eprintln!("error: key store: {e:#}");

@@ -141,7 +141,7 @@ pub(super) fn inspect(args: &InspectArgs) -> u8 {
         eprintln!("{}", summary_line(&report, &args.dir));
         return exit::FAILURE;
     };
-    let overrides = match Overrides::locate(args.overrides.as_deref()) {
+    let overrides = match crate::paths::overrides_file(args.overrides.as_deref()) {
         Some(path) => {
             let mut o_report = Report::default();
             let o = Overrides::load(&path, &mut o_report);

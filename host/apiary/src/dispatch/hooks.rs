@@ -20,31 +20,35 @@ pub const LIFECYCLE_DEADLINE: Duration = Duration::from_secs(330);
 /// A compilation cannot be interrupted: one still running then finishes on its own thread.
 pub const LOAD_DEADLINE: Duration = Duration::from_secs(30);
 
-/// The three hook points of spec §9.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookPoint {
-    OnStart,
-    OnStop,
-    OnMessage,
-}
-
-impl HookPoint {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookPoint::OnStart => "on_start",
-            HookPoint::OnStop => "on_stop",
-            HookPoint::OnMessage => "on_message",
-        }
-    }
-}
+/// The three hook points of spec §9: the sandbox's own, so the harness, the sandbox and
+/// `apiary hook run` name them alike.
+pub use crate::sandbox::hook::HookPoint;
 
 /// Why a hook (or blocking work run like one, see [`off_async`]) failed. The texts are what
-/// `apiary up` reports; [`HookError::kind`] is the stable name.
+/// `apiary up` reports; [`HookError::kind`] is the stable name (`apiary hook run --json` prints it).
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
     /// The runner's own reason (a hook runner outside this crate says why in words).
     #[error("{0}")]
     Failed(String),
+    /// A script hook the operator has not trusted: not run. `remedy` records trust for it.
+    #[error("script hook `{hook}` is not trusted ({why})")]
+    Untrusted {
+        hook: String,
+        why: String,
+        remedy: String,
+    },
+    #[error("pack {0} is not known to the hook runner")]
+    UnknownPack(String),
+    /// The hook's file does not resolve inside the pack.
+    #[error("{0}")]
+    Path(String),
+    /// The sandbox (or the runtime around it) cannot start.
+    #[error("{0}")]
+    Setup(String),
+    /// The component file cannot be read.
+    #[error("{0}")]
+    Read(String),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
     #[error("script hook `{hook}`: {source}")]
@@ -58,12 +62,17 @@ pub enum HookError {
 }
 
 impl HookError {
-    /// A stable name for the error, for programs and tests.
+    /// A stable name for the error, for programs and tests: a sandbox's or a script's own kind
+    /// where one failed.
     pub fn kind(&self) -> &'static str {
         match self {
             HookError::Failed(_) => "failed",
-            HookError::Sandbox(_) => "sandbox",
-            HookError::Script { .. } => "script",
+            HookError::Untrusted { .. } => "untrusted-script",
+            HookError::UnknownPack(_) | HookError::Setup(_) => "setup",
+            HookError::Path(_) => "path",
+            HookError::Read(_) => "io",
+            HookError::Sandbox(e) => e.kind(),
+            HookError::Script { source, .. } => source.kind(),
             HookError::Panicked { .. } => "panicked",
             HookError::Unfinished { .. } => "unfinished",
             HookError::Deadline { .. } => "deadline",

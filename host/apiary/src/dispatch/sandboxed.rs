@@ -47,7 +47,7 @@ pub struct SandboxTriggers {
 
 impl SandboxTriggers {
     pub fn builtin() -> Result<SandboxTriggers, TriggerError> {
-        let sandbox = Sandbox::shared().map_err(TriggerError::Failed)?;
+        let sandbox = crate::shared_sandbox().map_err(TriggerError::Failed)?;
         let runner = crate::builtin::trigger_matcher(sandbox)?;
         Ok(SandboxTriggers { sandbox, runner })
     }
@@ -159,6 +159,14 @@ impl TriggerMatcher for SandboxTriggers {
 const SCRIPT_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 const SCRIPT_LIFECYCLE_DEADLINE: Duration = Duration::from_secs(300);
 
+/// What a hook that succeeded printed, and how long it took.
+#[derive(Debug, Default)]
+pub struct HookOutput {
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
 /// `.wasm` hooks in the sandbox; script hooks on the host when trusted, else skipped and reported.
 pub struct SandboxHooks {
     /// Pack roots by pack id, to find hook files.
@@ -219,20 +227,27 @@ impl SandboxHooks {
         trust.script_hook(pack_id, hook)
     }
 
-    /// A script hook: run when trusted, else reported once and skipped.
-    fn run_script(&self, call: &Call<'_>, root: &Path, hook: &str) -> Result<(), HookError> {
+    /// A script hook, run when trusted: an untrusted one is [`HookError::Untrusted`], not run.
+    fn run_script(
+        &self,
+        call: &Call<'_>,
+        root: &Path,
+        hook: &str,
+    ) -> Result<HookOutput, HookError> {
         let (point, name) = (call.point, &call.persona.identity.name);
-        if let Err(untrusted) = self.script_trusted(call.pack_id, hook) {
-            self.report_untrusted(call, hook, untrusted);
-            return Ok(());
-        }
+        self.script_trusted(call.pack_id, hook)
+            .map_err(|Untrusted { why, remedy }| HookError::Untrusted {
+                hook: hook.to_string(),
+                why,
+                remedy,
+            })?;
         let env = script_env(call.persona, call.pack_id, call.workspace);
         let run = super::script::ScriptRun {
             pack_root: root,
             command: hook,
             workspace: call.workspace,
             env: &env,
-            stdin: call.message.map(|m| m.content.as_str()),
+            stdin: call.message.map(|m| m.text.as_str()),
             deadline: if point == HookPoint::OnMessage {
                 SCRIPT_MESSAGE_DEADLINE
             } else {
@@ -251,10 +266,16 @@ impl SandboxHooks {
                 tracing::debug!(persona = %name, hook = %hook, point = point.as_str(), "script hook failed: {e}")
             }
         }
-        result.map(|_| ()).map_err(|source| HookError::Script {
-            hook: hook.to_string(),
-            source,
-        })
+        result
+            .map(|o| HookOutput {
+                stdout: o.stdout,
+                stderr: o.stderr,
+                elapsed: o.elapsed,
+            })
+            .map_err(|source| HookError::Script {
+                hook: hook.to_string(),
+                source,
+            })
     }
 
     /// Reports an untrusted script hook, once per (pack, persona, command).
@@ -295,7 +316,7 @@ impl SandboxHooks {
         }
     }
 
-    fn runner(&self, file: &Path) -> Result<Arc<sandbox::hook::HookRunner>, String> {
+    fn runner(&self, file: &Path) -> Result<Arc<sandbox::hook::HookRunner>, HookError> {
         let cached = |runners: &Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>| {
             let runners = runners.lock().unwrap_or_else(|e| e.into_inner());
             runners.get(file).map(Arc::clone)
@@ -305,14 +326,15 @@ impl SandboxHooks {
         }
         // Compiled without holding the lock: one slow compilation must not stall the hooks of
         // every other persona (two personas loading one file at once compile it once each).
-        let sb = Sandbox::shared()?;
-        let bytes = crate::pack::source::read_limited(file, MAX_HOOK_FILE)?;
+        let sb = crate::shared_sandbox().map_err(HookError::Setup)?;
+        let bytes =
+            crate::pack::source::read_limited(file, MAX_HOOK_FILE).map_err(HookError::Read)?;
         let name = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let loaded = sb.load(&name, &bytes).map_err(|e| e.to_string())?;
-        let runner = Arc::new(sandbox::hook::HookRunner::new(loaded).map_err(|e| e.to_string())?);
+        let loaded = sb.load(&name, &bytes)?;
+        let runner = Arc::new(sandbox::hook::HookRunner::new(loaded)?);
         let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Arc::clone(
             runners.entry(file.to_path_buf()).or_insert(runner),
@@ -320,25 +342,151 @@ impl SandboxHooks {
     }
 
     /// The component file of a `.wasm` hook (`None`: a script hook).
-    fn wasm_file(root: &Path, hook: &str) -> Option<Result<PathBuf, String>> {
-        hook.trim_end().ends_with(".wasm").then(|| {
+    fn wasm_file(root: &Path, hook: &str) -> Option<Result<PathBuf, HookError>> {
+        is_component(hook).then(|| {
             crate::pack::paths::resolve_inside(root, hook)
-                .map_err(|e| format!("hook `{hook}`: {e}"))
+                .map_err(|e| HookError::Path(format!("hook `{hook}`: {e}")))
         })
+    }
+
+    /// The file `hook` of pack `pack_id` runs (a component, or a script's first word), as the
+    /// runner resolves it: inside the pack, never through a link out of it.
+    pub fn hook_file(&self, pack_id: &str, hook: &str) -> Result<PathBuf, HookError> {
+        let root = self.root(pack_id)?;
+        match Self::wasm_file(root, hook) {
+            Some(file) => file,
+            None => super::script::script_file(root, hook).map_err(|source| HookError::Script {
+                hook: hook.to_string(),
+                source,
+            }),
+        }
+    }
+
+    fn root(&self, pack_id: &str) -> Result<&Path, HookError> {
+        self.roots
+            .get(pack_id)
+            .map(PathBuf::as_path)
+            .ok_or_else(|| HookError::UnknownPack(pack_id.to_string()))
+    }
+
+    /// Compiles the component of the persona's hook for `point` (nothing to do for a script hook,
+    /// or none).
+    pub fn prepare_point(
+        &self,
+        pack_id: &str,
+        persona: &ResolvedPersona,
+        point: HookPoint,
+    ) -> Result<(), HookError> {
+        let Some(hook) = hook_for(persona, point) else {
+            return Ok(());
+        };
+        match Self::wasm_file(self.root(pack_id)?, hook) {
+            Some(file) => self.runner(&file?).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the persona's hook for `point` once: `Ok(None)` when it has none. An untrusted script
+    /// hook is [`HookError::Untrusted`], not reported: [`HookRunner::run`] reports it for the
+    /// harness. `message` is the `on_message` hook's message (its text is a script's stdin).
+    pub fn call(
+        &self,
+        point: HookPoint,
+        pack_id: &str,
+        persona: &ResolvedPersona,
+        workspace: &Path,
+        message: Option<&sandbox::hook::HookMessage>,
+    ) -> Result<Option<HookOutput>, HookError> {
+        self.call_one(&Call {
+            point,
+            pack_id,
+            persona,
+            workspace,
+            message,
+        })
+    }
+
+    fn call_one(&self, call: &Call<'_>) -> Result<Option<HookOutput>, HookError> {
+        let Some(hook) = hook_for(call.persona, call.point) else {
+            return Ok(None);
+        };
+        let root = self.root(call.pack_id)?;
+        let Some(file) = Self::wasm_file(root, hook) else {
+            return self.run_script(call, root, hook).map(Some);
+        };
+        let runner = self.runner(&file?)?;
+        let sb = crate::shared_sandbox().map_err(HookError::Setup)?;
+        let out = runner.run(
+            sb,
+            call.point,
+            call.pack_id,
+            &call.persona.identity.name,
+            call.message,
+            call.workspace,
+        )?;
+        Ok(Some(HookOutput {
+            stdout: out.stdout.text,
+            stderr: out.stderr.text,
+            elapsed: out.elapsed,
+        }))
+    }
+
+    /// Runs the persona's hook for `point` once, outside the live harness but as it would
+    /// (`apiary hook run`): off this thread, loading within [`super::hooks::LOAD_DEADLINE`], the
+    /// call within [`HookRunner::deadline`] plus [`RUN_ONCE_GRACE`].
+    pub fn run_once(
+        self: &Arc<Self>,
+        point: HookPoint,
+        pack_id: &str,
+        persona: &ResolvedPersona,
+        workspace: &Path,
+        message: Option<sandbox::hook::HookMessage>,
+    ) -> Result<Option<HookOutput>, HookError> {
+        use super::hooks::{LOAD_DEADLINE, off_async};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| HookError::Setup(format!("cannot start the async runtime: {e}")))?;
+        let deadline = self.deadline(point, persona) + RUN_ONCE_GRACE;
+        let (h, id, p, ws) = (
+            Arc::clone(self),
+            pack_id.to_string(),
+            persona.clone(),
+            workspace.to_path_buf(),
+        );
+        let result = rt.block_on(async move {
+            let (h2, id2, p2) = (Arc::clone(&h), id.clone(), p.clone());
+            off_async("loading the hook", LOAD_DEADLINE, move || {
+                h2.prepare_point(&id2, &p2, point)
+            })
+            .await?;
+            off_async(point.as_str(), deadline, move || {
+                h.call(point, &id, &p, &ws, message.as_ref())
+            })
+            .await
+        });
+        // A call abandoned past its deadline may still hold a blocking thread: not waited for.
+        rt.shutdown_background();
+        result
     }
 }
 
-/// One call of a hook, as [`HookRunner::run`] gets it.
+/// Beyond the runner's deadline, how long `run_once` waits: the hook's own deadline (the
+/// component's epoch, the script's kill) fires first and says what happened.
+pub const RUN_ONCE_GRACE: Duration = Duration::from_secs(5);
+
+/// One call of a hook, as [`SandboxHooks::call`] and [`HookRunner::run`] get it.
 struct Call<'a> {
     point: HookPoint,
     pack_id: &'a str,
     persona: &'a ResolvedPersona,
     workspace: &'a Path,
-    message: Option<&'a Message>,
+    /// The `on_message` hook's message, as the hook is told about it.
+    message: Option<&'a sandbox::hook::HookMessage>,
 }
 
-/// A script hook's environment, the agent's (spec §9): the persona's projected env and apiary's
-/// variables.
+/// A script hook's environment on top of the inherited one, as the agent's (spec §9): the
+/// persona's projected env and apiary's variables.
 fn script_env(persona: &ResolvedPersona, pack_id: &str, workspace: &Path) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = persona
         .env
@@ -352,12 +500,28 @@ fn script_env(persona: &ResolvedPersona, pack_id: &str, workspace: &Path) -> Vec
 }
 
 /// The hook configured for `point`.
-fn hook_for(persona: &ResolvedPersona, point: HookPoint) -> Option<&String> {
+pub fn hook_for(persona: &ResolvedPersona, point: HookPoint) -> Option<&String> {
     let hooks = &persona.hooks;
     match point {
         HookPoint::OnStart => hooks.on_start.as_ref(),
         HookPoint::OnStop => hooks.on_stop.as_ref(),
         HookPoint::OnMessage => hooks.on_message.as_ref(),
+    }
+}
+
+/// Whether a hook is a sandboxed component (else a script, run on the host).
+pub fn is_component(hook: &str) -> bool {
+    hook.trim_end().ends_with(".wasm")
+}
+
+/// The message as an `on_message` hook is told about it.
+fn hook_message(m: &Message) -> sandbox::hook::HookMessage {
+    sandbox::hook::HookMessage {
+        id: m.id.to_hex(),
+        channel: m.channel.clone(),
+        thread: m.root.map(|r| r.to_hex()),
+        author: m.author.to_hex(),
+        text: m.content.clone(),
     }
 }
 
@@ -376,68 +540,46 @@ impl HookRunner for SandboxHooks {
         workspace: &Path,
         message: Option<&Message>,
     ) -> Result<(), HookError> {
-        let Some(hook) = hook_for(persona, point) else {
-            return Ok(());
+        let message = message.map(hook_message);
+        let call = Call {
+            point,
+            pack_id,
+            persona,
+            workspace,
+            message: message.as_ref(),
         };
-        let Some(root) = self.roots.get(pack_id) else {
-            return Err(format!("pack {pack_id} is not known to the hook runner").into());
-        };
-        let Some(file) = Self::wasm_file(root, hook) else {
-            let call = Call {
-                point,
-                pack_id,
-                persona,
-                workspace,
-                message,
-            };
-            return self.run_script(&call, root, hook);
-        };
-        let runner = self.runner(&file?)?;
-        let sb = Sandbox::shared()?;
-        let msg = message.map(|m| sandbox::hook::HookMessage {
-            id: m.id.to_hex(),
-            channel: m.channel.clone(),
-            thread: m.root.map(|r| r.to_hex()),
-            author: m.author.to_hex(),
-            text: m.content.clone(),
-        });
-        let point = match point {
-            HookPoint::OnStart => sandbox::hook::HookPoint::OnStart,
-            HookPoint::OnStop => sandbox::hook::HookPoint::OnStop,
-            HookPoint::OnMessage => sandbox::hook::HookPoint::OnMessage,
-        };
-        runner
-            .run(
-                sb,
-                point,
-                pack_id,
-                &persona.identity.name,
-                msg.as_ref(),
-                workspace,
-            )
-            .map(|_| ())
-            .map_err(HookError::from)
+        match self.call_one(&call) {
+            Ok(_) => Ok(()),
+            // Skipped, not failed: the persona runs without it.
+            Err(HookError::Untrusted { hook, why, remedy }) => {
+                self.report_untrusted(&call, &hook, Untrusted { why, remedy });
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Compiles every `.wasm` hook of the persona (script hooks have nothing to load).
     fn prepare(&self, pack_id: &str, persona: &ResolvedPersona) -> Result<(), HookError> {
-        let Some(root) = self.roots.get(pack_id) else {
+        if !self.roots.contains_key(pack_id) {
             return Ok(());
-        };
+        }
         for point in [HookPoint::OnStart, HookPoint::OnMessage, HookPoint::OnStop] {
-            let Some(hook) = hook_for(persona, point) else {
-                continue;
-            };
-            if let Some(file) = Self::wasm_file(root, hook) {
-                self.runner(&file?)
-                    .map_err(|e| format!("{} hook `{hook}`: {e}", point.as_str()))?;
-            }
+            self.prepare_point(pack_id, persona, point)
+                .map_err(|e| match e {
+                    // Names the hook already.
+                    HookError::Path(_) => e,
+                    e => {
+                        let hook = hook_for(persona, point).map_or("", String::as_str);
+                        HookError::Failed(format!("{} hook `{hook}`: {e}", point.as_str()))
+                    }
+                })?;
         }
         Ok(())
     }
 
     fn deadline(&self, point: HookPoint, persona: &ResolvedPersona) -> Duration {
-        let wasm = hook_for(persona, point).is_some_and(|h| h.trim_end().ends_with(".wasm"));
+        let wasm = hook_for(persona, point).is_some_and(|h| is_component(h));
         match point {
             HookPoint::OnMessage => super::hooks::ON_MESSAGE_DEADLINE,
             _ if wasm => sandbox::Limits::hook().deadline + WASM_SLACK,
