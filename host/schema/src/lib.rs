@@ -23,11 +23,28 @@ const fn concat<const N: usize>(a: &[&'static str], b: &[&'static str]) -> [&'st
     out
 }
 
+/// Where the pack's files are (§3): the manifest, and the files its `*_config` and
+/// `pack_instructions` keys name when it leaves them out.
+pub mod layout {
+    /// The manifest.
+    pub const MANIFEST: &str = ".plugin/plugin.json";
+    /// The persona files' directory (flat).
+    pub const AGENTS_DIR: &str = "agents";
+    /// The skills' directory, one subdirectory per skill.
+    pub const SKILLS_DIR: &str = "skills";
+    /// The pack instructions.
+    pub const INSTRUCTIONS: &str = "instructions.md";
+    /// The pack-level MCP config.
+    pub const MCP_CONFIG: &str = ".mcp.json";
+    /// The lifecycle hooks file.
+    pub const HOOKS_CONFIG: &str = "hooks/hooks.json";
+}
+
 /// `.plugin/plugin.json`, the pack manifest (§2): the Open Plugin Spec fields plus Buzz's own at
 /// the top level. Unknown keys are validation warnings.
 pub mod manifest {
     /// Where the manifest lives, relative to the pack root (§3).
-    pub const PATH: &str = ".plugin/plugin.json";
+    pub const PATH: &str = crate::layout::MANIFEST;
 
     /// OPS: URL of the manifest's JSON schema.
     pub const SCHEMA: &str = "$schema";
@@ -200,8 +217,6 @@ pub mod hooks {
 pub mod mcp {
     /// The server map's key in `.mcp.json`.
     pub const SERVERS: &str = "mcpServers";
-    /// Default pack-relative path of the pack-level MCP config.
-    pub const PATH: &str = ".mcp.json";
 
     /// The server's name (in `mcp_servers` entries; in `.mcp.json` it is the map key).
     pub const NAME: &str = "name";
