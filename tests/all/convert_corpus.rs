@@ -149,6 +149,11 @@ fn check(op: &Operator, n: usize, src: &Path, to: &'static str) -> Result<Outcom
         let clean = validation["format"] == to
             && validation["errors"].as_array().is_some_and(Vec::is_empty)
             && validation["checks"].is_string();
+        // Converters write only schema keys into a pack (foreign data goes under `x-…`).
+        let unknown = crate::convert_schema::unknown_keys(validation);
+        if to == "buzz-pack" && !unknown.is_empty() {
+            return Err(format!("{what}: keys outside the pack schema: {unknown:?}"));
+        }
         if r.code != expected || !clean || !v["error"].is_null() || !out.is_dir() {
             return Err(format!(
                 "{what}: converted but exit {} (expected {expected}), validation {validation}, output written: {}",

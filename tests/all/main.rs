@@ -10,6 +10,7 @@ mod support;
 
 mod convert_cli;
 mod convert_corpus;
+mod convert_schema;
 mod dist_build;
 mod dist_crash;
 mod dist_expert;

@@ -18,6 +18,9 @@ pub mod report;
 pub mod slug;
 pub mod tree;
 
+/// The persona pack schema (keys of the manifest, persona frontmatter and MCP entries), the same
+/// lists apiary's validator checks.
+pub use apiary_schema as schema;
 pub use frontmatter::{Frontmatter, ParseMode};
 pub use pack::{McpServer, Pack, Persona, Skill};
 pub use report::{Finding, Report};

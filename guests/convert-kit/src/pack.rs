@@ -6,12 +6,14 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use apiary_schema::{layout, manifest as keys, mcp, persona};
+
 use crate::frontmatter::{self, ParseMode};
 use crate::report::Report;
 use crate::tree;
 
 /// Where the manifest lives in a persona pack.
-pub const MANIFEST: &str = ".plugin/plugin.json";
+pub const MANIFEST: &str = layout::MANIFEST;
 /// The `$schema` apiary writes into persona pack manifests.
 pub const SCHEMA: &str = "https://open-plugin-spec.org/schema/v1/plugin.json";
 /// Most bytes of skill files a pack model holds in memory.
@@ -66,7 +68,7 @@ pub struct McpServer {
 impl Persona {
     /// The persona's `name` field (empty when missing).
     pub fn name(&self) -> &str {
-        self.str_field("name")
+        self.str_field(persona::NAME)
     }
 
     /// A string field, empty when missing or not a string.
@@ -136,7 +138,7 @@ impl Skill {
 pub fn read_mcp(root: &Path, file: &str) -> Result<Vec<McpServer>, String> {
     let value = tree::read_json(root, file)?;
     let servers = value
-        .get("mcpServers")
+        .get(mcp::SERVERS)
         .and_then(Value::as_object)
         .ok_or_else(|| format!("{file}: no `mcpServers` object"))?;
     Ok(servers
@@ -162,10 +164,10 @@ impl Pack {
     /// A new, empty pack with the three required manifest fields.
     pub fn new(id: &str, name: &str, version: &str) -> Pack {
         let mut manifest = Map::new();
-        manifest.insert("$schema".into(), SCHEMA.into());
-        manifest.insert("id".into(), id.into());
-        manifest.insert("name".into(), name.into());
-        manifest.insert("version".into(), version.into());
+        manifest.insert(keys::SCHEMA.into(), SCHEMA.into());
+        manifest.insert(keys::ID.into(), id.into());
+        manifest.insert(keys::NAME.into(), name.into());
+        manifest.insert(keys::VERSION.into(), version.into());
         Pack {
             manifest,
             ..Pack::default()
@@ -176,7 +178,7 @@ impl Pack {
     pub fn detect(root: &Path) -> bool {
         tree::read_json(root, MANIFEST)
             .ok()
-            .is_some_and(|m| m.get("personas").is_some())
+            .is_some_and(|m| m.get(keys::PERSONAS).is_some())
     }
 
     /// Reads the pack at `root`. Problems that leave a usable pack become findings; a pack that
@@ -193,14 +195,14 @@ impl Pack {
         };
         pack.read_personas(root, &mut report)?;
         pack.read_skills(root)?;
-        let mcp = manifest_path(&pack.manifest, "mcp_config", ".mcp.json");
+        let mcp = manifest_path(&pack.manifest, keys::MCP_CONFIG, layout::MCP_CONFIG);
         if tree::is_file(root, &mcp) {
             pack.mcp_servers = read_mcp(root, &mcp)?;
         }
         pack.read_hooks(root)?;
         if let Some(file) = pack
             .manifest
-            .get("pack_instructions")
+            .get(keys::PACK_INSTRUCTIONS)
             .and_then(Value::as_str)
         {
             match tree::read(root, file) {
@@ -213,7 +215,7 @@ impl Pack {
 
     /// The persona files the manifest lists.
     fn read_personas(&mut self, root: &Path, report: &mut Report) -> Result<(), String> {
-        let files: Vec<String> = match self.manifest.get("personas") {
+        let files: Vec<String> = match self.manifest.get(keys::PERSONAS) {
             Some(Value::Array(items)) => items
                 .iter()
                 .filter_map(|v| v.as_str().map(str::to_string))
@@ -246,8 +248,8 @@ impl Pack {
 
     /// Every directory under `skills/`, then the skills a persona lists outside it (once).
     fn read_skills(&mut self, root: &Path) -> Result<(), String> {
-        for name in tree::list(root, "skills") {
-            let dir = format!("skills/{name}");
+        for name in tree::list(root, layout::SKILLS_DIR) {
+            let dir = format!("{}/{name}", layout::SKILLS_DIR);
             if tree::is_dir(root, &dir) {
                 self.skills.push(Skill::read(root, &dir)?);
             }
@@ -257,7 +259,7 @@ impl Pack {
             .iter()
             .flat_map(|p| {
                 p.fields
-                    .get("skills")
+                    .get(persona::SKILLS)
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default()
@@ -278,7 +280,7 @@ impl Pack {
 
     /// The hooks file and the files its commands name.
     fn read_hooks(&mut self, root: &Path) -> Result<(), String> {
-        let hooks = manifest_path(&self.manifest, "hooks_config", "hooks/hooks.json");
+        let hooks = manifest_path(&self.manifest, keys::HOOKS_CONFIG, layout::HOOKS_CONFIG);
         if tree::is_file(root, &hooks) {
             let value = tree::read_json(root, &hooks)?;
             for command in hook_commands(&value) {
@@ -302,7 +304,7 @@ impl Pack {
             .iter()
             .map(|p| Value::from(p.file.clone()))
             .collect();
-        manifest.insert("personas".into(), Value::Array(files));
+        manifest.insert(keys::PERSONAS.into(), Value::Array(files));
         for persona in &self.personas {
             tree::write(
                 root,
@@ -311,42 +313,40 @@ impl Pack {
             )?;
         }
         for skill in &self.skills {
-            skill.write(root, &format!("skills/{}", skill.name))?;
+            skill.write(root, &format!("{}/{}", layout::SKILLS_DIR, skill.name))?;
         }
         if self.mcp_servers.is_empty() {
-            manifest.remove("mcp_config");
+            manifest.remove(keys::MCP_CONFIG);
         } else {
             let servers: Map<String, Value> = self
                 .mcp_servers
                 .iter()
                 .map(|s| (s.name.clone(), Value::Object(s.config.clone())))
                 .collect();
-            tree::write_json(
-                root,
-                ".mcp.json",
-                &serde_json::json!({ "mcpServers": servers }),
-            )?;
-            manifest.insert("mcp_config".into(), ".mcp.json".into());
+            let mut file = Map::new();
+            file.insert(mcp::SERVERS.into(), Value::Object(servers));
+            tree::write_json(root, layout::MCP_CONFIG, &Value::Object(file))?;
+            manifest.insert(keys::MCP_CONFIG.into(), layout::MCP_CONFIG.into());
         }
         match &self.hooks {
             Some(hooks) => {
-                tree::write_json(root, "hooks/hooks.json", hooks)?;
-                manifest.insert("hooks_config".into(), "hooks/hooks.json".into());
+                tree::write_json(root, layout::HOOKS_CONFIG, hooks)?;
+                manifest.insert(keys::HOOKS_CONFIG.into(), layout::HOOKS_CONFIG.into());
                 for (path, bytes) in &self.hook_files {
                     tree::write(root, path, bytes)?;
                 }
             }
             None => {
-                manifest.remove("hooks_config");
+                manifest.remove(keys::HOOKS_CONFIG);
             }
         }
         match &self.instructions {
             Some(text) => {
-                tree::write(root, "instructions.md", text)?;
-                manifest.insert("pack_instructions".into(), "instructions.md".into());
+                tree::write(root, layout::INSTRUCTIONS, text)?;
+                manifest.insert(keys::PACK_INSTRUCTIONS.into(), layout::INSTRUCTIONS.into());
             }
             None => {
-                manifest.remove("pack_instructions");
+                manifest.remove(keys::PACK_INSTRUCTIONS);
             }
         }
         tree::write_json(root, MANIFEST, &Value::Object(manifest))

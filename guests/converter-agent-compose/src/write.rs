@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use apiary_schema::persona;
 use convert_kit::pack::Persona;
 use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Pack, Report, Value, frontmatter, tree};
@@ -19,7 +20,13 @@ use crate::package::{self, Kind};
 use crate::{EXT, color, view};
 
 /// Persona fields the package has a place for (the rest are reported lost).
-const MAPPED: &[&str] = &["name", "display_name", "description", "skills", "runtime"];
+const MAPPED: &[&str] = &[
+    persona::NAME,
+    persona::DISPLAY_NAME,
+    persona::DESCRIPTION,
+    persona::SKILLS,
+    persona::RUNTIME,
+];
 
 /// One file to write.
 struct Out {

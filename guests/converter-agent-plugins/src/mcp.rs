@@ -5,6 +5,7 @@
 //! server lists and keep an entry's original spelling aside (in the extension block) whenever
 //! mapping it there and back would not give it back, so round trips are exact.
 
+use apiary_schema::mcp;
 use convert_kit::{Map, Value};
 
 /// Which report list a note belongs in.
@@ -33,20 +34,13 @@ fn note(list: List, code: &'static str, field: &str, message: String) -> Note {
     }
 }
 
-const STDIO_KEYS: &[&str] = &["command", "args", "env", "cwd"];
-const REMOTE_KEYS: &[&str] = &["url", "headers"];
-/// Keys of a persona pack server entry apiary reads.
-const PACK_KEYS: &[&str] = &[
-    "name",
-    "type",
-    "transport",
-    "command",
-    "args",
-    "env",
-    "url",
-    "headers",
-    "cwd",
-];
+/// An OPS stdio server's keys: the persona pack's own three, plus a working directory, which
+/// persona pack servers do not have (spec §7), so it travels in the extension block only.
+const OPS_STDIO_KEYS: &[&str] = &[mcp::COMMAND, mcp::ARGS, mcp::ENV, OPS_CWD];
+/// An OPS remote server's keys, the same as the persona pack's HTTP ones.
+const OPS_REMOTE_KEYS: &[&str] = mcp::HTTP_KEYS;
+/// OPS's working directory key for stdio servers.
+const OPS_CWD: &str = "cwd";
 
 fn string_map(value: Option<&Value>) -> Result<Option<Map<String, Value>>, String> {
     match value {
@@ -156,9 +150,9 @@ pub fn to_ops(config: &Map<String, Value>) -> Result<(Map<String, Value>, Vec<No
     let mut out = Map::new();
     out.insert("type".into(), ops_kind.into());
     let allowed = if ops_kind == "stdio" {
-        STDIO_KEYS
+        OPS_STDIO_KEYS
     } else {
-        REMOTE_KEYS
+        OPS_REMOTE_KEYS
     };
     for (key, value) in config {
         if key == "type" || key == "transport" || key == "name" {
@@ -253,7 +247,7 @@ fn check_ops_stdio(config: &Map<String, Value>, notes: &mut Vec<Note>) -> Result
             }
         }
     }
-    if let Some(cwd) = config.get("cwd") {
+    if let Some(cwd) = config.get(OPS_CWD) {
         let cwd = cwd.as_str().ok_or("`cwd` is not a string")?;
         if !ops_cwd(cwd) {
             return Err(format!(
@@ -296,8 +290,8 @@ pub fn to_pack(config: &Map<String, Value>) -> Result<(Map<String, Value>, Vec<N
         .and_then(Value::as_str)
         .ok_or("no `type` (OPS requires one on every server)")?;
     let allowed = match kind {
-        "stdio" => STDIO_KEYS,
-        "streamable-http" => REMOTE_KEYS,
+        "stdio" => OPS_STDIO_KEYS,
+        "streamable-http" => OPS_REMOTE_KEYS,
         "sse" => return Err("the legacy `sse` transport, which apiary's runtimes reject".into()),
         other => return Err(format!("unknown transport `{other}`")),
     };
@@ -333,8 +327,8 @@ pub fn to_pack(config: &Map<String, Value>) -> Result<(Map<String, Value>, Vec<N
     Ok((out, notes))
 }
 
-/// An OPS stdio server's command, args, env and cwd into `out`, with what apiary treats
-/// differently noted.
+/// An OPS stdio server's command, args and env into `out`, with what apiary treats differently
+/// (or cannot hold: `cwd`) noted.
 fn pack_stdio(
     config: &Map<String, Value>,
     out: &mut Map<String, Value>,
@@ -352,15 +346,17 @@ fn pack_stdio(
     if let Some(env) = string_map(config.get("env")).map_err(|e| format!("`env` {e}"))? {
         out.insert("env".into(), Value::Object(env));
     }
-    if let Some(cwd) = config.get("cwd") {
-        let cwd = cwd.as_str().ok_or("`cwd` is not a string")?;
-        out.insert("cwd".into(), cwd.into());
+    // Not a persona pack key: the original entry is kept aside whole (see `map_list`).
+    if let Some(cwd) = config.get(OPS_CWD) {
+        cwd.as_str().ok_or("`cwd` is not a string")?;
         notes.push(note(
             List::Reinterpreted,
             "mcp-cwd-ignored",
-            "cwd",
-            "apiary starts MCP servers in its own working directory; `cwd` is kept but not applied"
-                .into(),
+            OPS_CWD,
+            format!(
+                "persona pack MCP servers have no `cwd` (spec §7) and apiary starts them in its own working directory; kept in {}.mcp_servers for the way back, not applied",
+                crate::model::PACK_KEY
+            ),
         ));
     }
     let texts = out
@@ -374,7 +370,7 @@ fn pack_stdio(
                 .into_iter()
                 .flat_map(|m| m.values()),
         )
-        .chain(out.get("cwd"))
+        .chain(config.get(OPS_CWD))
         .filter_map(Value::as_str);
     if texts
         .into_iter()
@@ -486,11 +482,11 @@ pub fn to_pack_list(
     map_list(servers, previous, to_pack, to_ops, kept)
 }
 
-/// Whether a persona pack server entry has keys apiary does not read (reported by the caller).
+/// The keys of a server entry that a persona pack server may not have (spec §7).
 pub fn unknown_pack_keys(config: &Map<String, Value>) -> Vec<String> {
     config
         .keys()
-        .filter(|k| !PACK_KEYS.contains(&k.as_str()))
+        .filter(|k| !mcp::KEYS.contains(&k.as_str()))
         .cloned()
         .collect()
 }
@@ -517,6 +513,27 @@ mod tests {
         let (ops, _) = to_ops(&http).unwrap();
         assert_eq!(ops["type"], "streamable-http");
         assert_eq!(to_pack(&ops).unwrap().0, http);
+    }
+
+    #[test]
+    fn cwd_is_kept_aside_not_written_into_the_pack() {
+        let ops = obj(json!({"type": "stdio", "command": "x", "cwd": "./work"}));
+        let (pack, notes) = to_pack(&ops).unwrap();
+        assert!(unknown_pack_keys(&pack).is_empty(), "{pack:?}");
+        assert!(!pack.contains_key("cwd"));
+        assert!(notes.iter().any(|n| n.code == "mcp-cwd-ignored"));
+
+        let servers = vec![("s".to_string(), ops)];
+        let mut kept = Map::new();
+        let mapped = to_pack_list(&servers, &Map::new(), &mut kept);
+        assert_eq!(kept["s"], Value::Object(servers[0].1.clone()));
+        let pack = vec![("s".to_string(), mapped[0].config.clone().unwrap())];
+        let back = to_ops_list(&pack, &kept, &mut Map::new());
+        assert_eq!(
+            back[0].config.as_ref(),
+            Some(&servers[0].1),
+            "the round trip is exact"
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@
 //! `name` slug, other clients' `extensions`, the OPS author object when the pack holds a string,
 //! MCP entries the pack cannot hold, and what was synthesised. It is read back on the way out.
 
+use apiary_schema::manifest;
 use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Value};
 
@@ -56,22 +57,25 @@ pub const OPS_KEYS: &[&str] = &[
     "extensions",
 ];
 
-/// OPS metadata fields that are plain strings in both formats.
+/// OPS metadata fields that are plain strings in both formats (same name in the persona pack).
 pub const STRING_FIELDS: &[&str] = &[
-    "version",
-    "description",
-    "homepage",
-    "repository",
-    "license",
+    manifest::VERSION,
+    manifest::DESCRIPTION,
+    manifest::HOMEPAGE,
+    manifest::REPOSITORY,
+    manifest::LICENSE,
+];
+
+/// OPS metadata fields the persona pack has under the same name and shape, copied as they are.
+pub const SAME_FIELDS: &[&str] = &[
+    manifest::LICENSE,
+    manifest::HOMEPAGE,
+    manifest::REPOSITORY,
+    manifest::KEYWORDS,
 ];
 
 /// Keys of the persona pack manifest that describe its files; the writer and reader rewrite them.
-pub const PACK_FILE_KEYS: &[&str] = &[
-    "personas",
-    "pack_instructions",
-    "mcp_config",
-    "hooks_config",
-];
+pub const PACK_FILE_KEYS: &[&str] = manifest::FILE_KEYS;
 
 /// Whether a carried pack file may stay where it is in an OPS plugin: the OPS components
 /// (`skills/`), documentation at the root (README, LICENSE, …) and other clients' reverse-DNS

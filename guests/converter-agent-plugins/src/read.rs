@@ -10,13 +10,15 @@
 
 use std::path::Path;
 
+use apiary_schema::manifest as keys;
 use convert_kit::pack::{self, MANIFEST};
 use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, ParseMode, Report, Value, frontmatter, tree};
 
 use crate::mcp::{self, List};
 use crate::model::{
-    self, MCP_SCHEMA, NAMESPACE, OLD_SCHEMAS, OPS_KEYS, PACK_KEY, PLUGIN_SCHEMA, STRING_FIELDS,
+    self, MCP_SCHEMA, NAMESPACE, OLD_SCHEMAS, OPS_KEYS, PACK_KEY, PLUGIN_SCHEMA, SAME_FIELDS,
+    STRING_FIELDS,
 };
 
 /// Most personas synthesised from draft agent files.
@@ -276,7 +278,7 @@ fn restore_pack(
             return Err(format!("persona file {NAMESPACE}/{file} is missing"));
         }
     }
-    for key in ["pack_instructions", "hooks_config"] {
+    for key in [keys::PACK_INSTRUCTIONS, keys::HOOKS_CONFIG] {
         if let Some(file) = ext.get(key).and_then(Value::as_str)
             && !tree::is_file(input, &format!("{NAMESPACE}/{}", strip(file)))
         {
@@ -332,7 +334,7 @@ fn restore_fields(
         build.back.insert("name".into(), slug.into());
     }
     m.insert("name".into(), title);
-    for key in ["version", "description"] {
+    for key in [keys::VERSION, keys::DESCRIPTION] {
         if let Some(v) = top.get(key).or_else(|| ext.get(key)) {
             m.insert(key.into(), v.clone());
         }
@@ -349,7 +351,7 @@ fn restore_fields(
         (Some(a), _) => put_author(a, &mut m, build, report),
         (None, _) => {}
     }
-    for key in ["license", "homepage", "repository", "keywords"] {
+    for &key in SAME_FIELDS {
         if let Some(v) = top.get(key).or_else(|| ext.get(key)) {
             m.insert(key.into(), v.clone());
         }
@@ -478,7 +480,7 @@ fn plain_manifest(
     if let Some(a) = &author {
         put_author(a, &mut m, build, report);
     }
-    for key in ["license", "homepage", "repository", "keywords"] {
+    for &key in SAME_FIELDS {
         if let Some(v) = top.get(key) {
             m.insert(key.into(), v.clone());
         }
@@ -1101,7 +1103,7 @@ fn read_draft_mcp(input: &Path, top: &Map<String, Value>, build: &mut Build, rep
     };
     build.consumed.push(file.clone());
     for (name, config) in servers {
-        let Value::Object(config) = config else {
+        let Value::Object(mut config) = config else {
             report.lost(
                 "mcp-server-invalid",
                 &file,
@@ -1134,11 +1136,12 @@ fn read_draft_mcp(input: &Path, top: &Map<String, Value>, build: &mut Build, rep
             );
         }
         for key in mcp::unknown_pack_keys(&config) {
+            config.remove(&key);
             report.lost(
                 "field-unsupported",
                 &file,
                 &format!("mcpServers.{name}.{key}"),
-                format!("apiary ignores `{key}` on MCP servers (kept in the file, not applied)"),
+                format!("persona pack MCP servers have no `{key}` (spec §7); not carried"),
             );
         }
         build.servers.push((name, config));

@@ -2,18 +2,14 @@
 //! sse or ws, `${…}` expanded by Claude) and the persona pack's `.mcp.json` (stdio or http only,
 //! variables passed through literally).
 
+use apiary_schema::mcp;
 use convert_kit::{Map, Report, Value};
 
-/// Keys the persona pack reads in a server entry; others are ignored by its loader.
-const PACK_KEYS: &[&str] = &[
-    "type",
-    "transport",
-    "command",
-    "args",
-    "env",
-    "url",
-    "headers",
-];
+/// Whether the persona pack reads `key` in a `.mcp.json` server entry: the schema's keys but
+/// `name` (there the map key is the name).
+fn pack_key(key: &str) -> bool {
+    key != mcp::NAME && mcp::KEYS.contains(&key)
+}
 
 /// The server map of an MCP config value and whether it was wrapped in `mcpServers`; `None` when
 /// the value is neither shape.
@@ -55,20 +51,27 @@ pub fn usable_in_pack(config: &Map<String, Value>) -> Result<(), String> {
     }
 }
 
+/// A server's keys split into those a persona pack server may have and the Claude-only rest (kept
+/// in the extension block, so the pack holds only schema keys).
+pub fn split_claude_only(config: Map<String, Value>) -> (Map<String, Value>, Map<String, Value>) {
+    config.into_iter().partition(|(k, _)| pack_key(k))
+}
+
 /// Reports what in a server the pack carries but will not act on: keys its loader ignores and
 /// variable syntax only Claude expands.
 pub fn report_claude_only(
     config: &Map<String, Value>,
     name: &str,
     path: &str,
+    kept_in: &str,
     report: &mut Report,
 ) {
-    for key in config.keys().filter(|k| !PACK_KEYS.contains(&k.as_str())) {
+    for key in config.keys().filter(|k| !pack_key(k)) {
         report.reinterpreted(
             "mcp-field-ignored",
             path,
             &format!("mcpServers.{name}.{key}"),
-            format!("MCP server `{name}`: `{key}` is kept but persona runtimes ignore it"),
+            format!("MCP server `{name}`: persona pack servers have no `{key}`; kept in `{kept_in}`, persona runtimes do not apply it"),
         );
     }
     let text = Value::Object(config.clone()).to_string();
@@ -136,7 +139,7 @@ mod tests {
         let stdio = json!({"command": "bun", "args": ["${CLAUDE_PLUGIN_ROOT}/x"]});
         assert!(usable_in_pack(stdio.as_object().unwrap()).is_ok());
         let mut r = Report::default();
-        report_claude_only(stdio.as_object().unwrap(), "s", ".mcp.json", &mut r);
+        report_claude_only(stdio.as_object().unwrap(), "s", ".mcp.json", "x", &mut r);
         assert_eq!(r.reinterpreted[0].code, "mcp-variable-literal");
         let (c, renamed) = to_claude(
             json!({"type": "streamable_http", "url": "u"})

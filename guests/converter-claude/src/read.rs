@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use apiary_schema::{behaviour, manifest, persona};
 use convert_kit::frontmatter::{self, ParseMode};
 use convert_kit::pack::{self, McpServer, Pack, Persona, Skill};
 use convert_kit::slug::{self, Rules};
@@ -112,38 +113,41 @@ impl Converted {
     }
 }
 
-/// Manifest fields the persona pack has the same slot for.
+/// Claude manifest fields the persona pack has a slot of the same name for (`name` and `version`
+/// first: they are read on their own).
 const MAPPED_KEYS: &[&str] = &[
-    "name",
-    "version",
-    "description",
-    "author",
-    "license",
-    "homepage",
-    "repository",
-    "keywords",
+    manifest::NAME,
+    manifest::VERSION,
+    manifest::DESCRIPTION,
+    manifest::AUTHOR,
+    manifest::LICENSE,
+    manifest::HOMEPAGE,
+    manifest::REPOSITORY,
+    manifest::KEYWORDS,
 ];
 
-/// Claude agent keys with a persona slot; every other key is carried in the extension.
-const AGENT_MAPPED: &[&str] = &["name", "description", "model"];
+/// Claude agent keys with a persona slot of the same name; every other key is carried in the
+/// extension.
+const AGENT_MAPPED: &[&str] = &[persona::NAME, persona::DESCRIPTION, behaviour::MODEL];
 
-/// Persona fields a Claude agent has no slot for (kept in `x-persona` by the writer).
+/// Persona fields a Claude agent has no slot for (kept in `x-persona` by the writer), in the order
+/// the writer keeps them: every persona key but [`AGENT_MAPPED`].
 pub const PERSONA_ONLY: &[&str] = &[
-    "display_name",
-    "avatar",
-    "version",
-    "author",
-    "skills",
-    "mcp_servers",
-    "subscribe",
-    "triggers",
-    "respond_to",
-    "runtime",
-    "temperature",
-    "max_context_tokens",
-    "thread_replies",
-    "broadcast_replies",
-    "hooks",
+    persona::DISPLAY_NAME,
+    persona::AVATAR,
+    persona::VERSION,
+    persona::AUTHOR,
+    persona::SKILLS,
+    persona::MCP_SERVERS,
+    behaviour::SUBSCRIBE,
+    behaviour::TRIGGERS,
+    behaviour::RESPOND_TO,
+    persona::RUNTIME,
+    behaviour::TEMPERATURE,
+    behaviour::MAX_CONTEXT_TOKENS,
+    behaviour::THREAD_REPLIES,
+    behaviour::BROADCAST_REPLIES,
+    persona::HOOKS,
 ];
 
 struct Reader<'a> {
@@ -949,6 +953,7 @@ impl Reader<'_> {
         };
         let (sources, inline_names) = self.mcp_sources(plugin, default_file);
         let mut inactive = Map::new();
+        let mut fields = Map::new();
         for (rel, value, inline) in sources {
             let path = self.at(&rel);
             let Some((servers, wrapped)) = mcp::servers_of(&value) else {
@@ -972,7 +977,7 @@ impl Reader<'_> {
                     );
                 }
             }
-            self.mcp_servers(servers, &path, &mut inactive);
+            self.mcp_servers(servers, &path, &mut inactive, &mut fields);
         }
         if !inline_names.is_empty() {
             info.insert(
@@ -982,6 +987,9 @@ impl Reader<'_> {
         }
         if !inactive.is_empty() {
             info.insert("inactive".into(), Value::Object(inactive));
+        }
+        if !fields.is_empty() {
+            info.insert("fields".into(), Value::Object(fields));
         }
         if !info.is_empty() {
             self.ext.insert("mcp".into(), Value::Object(info));
@@ -1059,12 +1067,14 @@ impl Reader<'_> {
     }
 
     /// One map's servers into the pack: the first definition of a name wins; a server the pack
-    /// cannot run is kept aside in `inactive`.
+    /// cannot run is kept aside in `inactive`, the keys a pack server has no place for in
+    /// `fields`.
     fn mcp_servers(
         &mut self,
         servers: Map<String, Value>,
         path: &str,
         inactive: &mut Map<String, Value>,
+        fields: &mut Map<String, Value>,
     ) {
         let key = self.host.ext_key();
         for (name, config) in servers {
@@ -1091,7 +1101,12 @@ impl Reader<'_> {
                 inactive.insert(name, Value::Object(config));
                 continue;
             }
-            mcp::report_claude_only(&config, &name, path, &mut self.report);
+            let kept_in = format!("{key}.mcp.fields.{name}");
+            mcp::report_claude_only(&config, &name, path, &kept_in, &mut self.report);
+            let (config, claude_only) = mcp::split_claude_only(config);
+            if !claude_only.is_empty() {
+                fields.insert(name.clone(), Value::Object(claude_only));
+            }
             self.pack.mcp_servers.push(McpServer { name, config });
         }
     }
@@ -1353,4 +1368,18 @@ pub fn is_documentation(name: &str) -> bool {
     ]
     .iter()
     .any(|p| upper.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_persona_key_has_a_claude_slot_or_is_carried() {
+        let mut handled: Vec<&str> = AGENT_MAPPED.iter().chain(PERSONA_ONLY).copied().collect();
+        let mut schema = persona::KEYS.to_vec();
+        handled.sort_unstable();
+        schema.sort_unstable();
+        assert_eq!(handled, schema);
+    }
 }

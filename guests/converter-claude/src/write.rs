@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use apiary_schema::{hooks, manifest};
 use convert_kit::frontmatter;
 use convert_kit::pack::{self, Pack, Persona};
 use convert_kit::slug::{self, Rules};
@@ -39,22 +40,17 @@ const CLAUDE_LAYOUT: &[&str] = &[
 
 /// Pack manifest keys mapped onto `plugin.json` keys of the same name.
 const SAME_KEYS: &[&str] = &[
-    "version",
-    "description",
-    "author",
-    "license",
-    "homepage",
-    "repository",
-    "keywords",
+    manifest::VERSION,
+    manifest::DESCRIPTION,
+    manifest::AUTHOR,
+    manifest::LICENSE,
+    manifest::HOMEPAGE,
+    manifest::REPOSITORY,
+    manifest::KEYWORDS,
 ];
 
 /// Pack manifest keys the writer derives from the files, never carried.
-const FILE_KEYS: &[&str] = &[
-    "personas",
-    "mcp_config",
-    "hooks_config",
-    "pack_instructions",
-];
+const FILE_KEYS: &[&str] = manifest::FILE_KEYS;
 
 /// The text appended to every agent body for the pack instructions; the reader strips it.
 pub fn instructions_block(instructions: &str) -> String {
@@ -66,9 +62,9 @@ pub fn instructions_block(instructions: &str) -> String {
 
 /// Lifecycle hook point -> Claude event.
 const HOOK_EVENTS: &[(&str, &str)] = &[
-    ("on_start", "SessionStart"),
-    ("on_stop", "SessionEnd"),
-    ("on_message", "UserPromptSubmit"),
+    (hooks::ON_START, "SessionStart"),
+    (hooks::ON_STOP, "SessionEnd"),
+    (hooks::ON_MESSAGE, "UserPromptSubmit"),
 ];
 
 pub fn convert(input: &Path, out: &Path) -> Result<Report, String> {
@@ -214,7 +210,8 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Pack-level servers, plus the inactive ones an earlier conversion kept aside.
+    /// Pack-level servers (with their Claude-only keys), plus the inactive ones an earlier
+    /// conversion kept aside.
     fn pack_mcp(&mut self) {
         let info = self
             .ext
@@ -227,7 +224,14 @@ impl Writer<'_> {
             if inline.contains(&server.name) {
                 continue; // still defined inline in the restored plugin.json
             }
-            let (config, renamed) = mcp::to_claude(&server.config);
+            let (mut config, renamed) = mcp::to_claude(&server.config);
+            // Claude-only keys an earlier conversion kept aside come back.
+            if let Some(Value::Object(kept)) = info.get("fields").and_then(|f| f.get(&server.name))
+            {
+                for (k, v) in kept {
+                    config.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
             if renamed {
                 self.report.normalised(
                     "mcp-transport-renamed",

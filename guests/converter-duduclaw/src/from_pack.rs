@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use apiary_schema::{behaviour, manifest, persona};
 use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Pack, Persona, Report, Value, json, tree};
 
@@ -16,21 +17,27 @@ use crate::expert::{Agent, Expert, MANIFEST, is_safe_segment, str_of};
 use crate::{EXT_BUZZ, EXT_EXPERT, EXT_FILES, strip_provider};
 
 /// Persona fields with an expert slot.
-const MAPPED_FIELDS: &[&str] = &["name", "display_name", "model", "skills", "mcp_servers"];
+const MAPPED_FIELDS: &[&str] = &[
+    persona::NAME,
+    persona::DISPLAY_NAME,
+    behaviour::MODEL,
+    persona::SKILLS,
+    persona::MCP_SERVERS,
+];
 /// Manifest keys with an expert slot or rewritten from the files.
 const MAPPED_KEYS: &[&str] = &[
-    "$schema",
-    "id",
-    "name",
-    "version",
-    "description",
-    "author",
-    "license",
-    "keywords",
-    "personas",
-    "mcp_config",
-    "hooks_config",
-    "pack_instructions",
+    manifest::SCHEMA,
+    manifest::ID,
+    manifest::NAME,
+    manifest::VERSION,
+    manifest::DESCRIPTION,
+    manifest::AUTHOR,
+    manifest::LICENSE,
+    manifest::KEYWORDS,
+    manifest::PERSONAS,
+    manifest::MCP_CONFIG,
+    manifest::HOOKS_CONFIG,
+    manifest::PACK_INSTRUCTIONS,
 ];
 /// Where pack instructions go: a wiki page (knowledge, not injected into souls).
 const INSTRUCTIONS_PAGE: &str = "wiki/pack/instructions.md";

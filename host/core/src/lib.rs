@@ -16,6 +16,9 @@ pub mod runtime;
 pub mod safe_fs;
 pub mod shell;
 
+/// The persona pack schema: the keys the validator accepts, which the converters write.
+pub use apiary_schema as schema;
+
 /// The Buzz engine version apiary implements, as a literal so `--version` can include it.
 #[macro_export]
 #[doc(hidden)]

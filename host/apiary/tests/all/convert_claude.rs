@@ -782,3 +782,38 @@ fn hostile_inputs_are_refused_or_reported() {
     let e = convert("claude-plugin", "duduclaw-expert", dir.path()).unwrap_err();
     assert!(e.contains("does not convert"), "{e}");
 }
+
+#[test]
+fn claude_only_mcp_keys_are_carried_not_written_into_the_pack() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join(".claude-plugin")).unwrap();
+    std::fs::write(
+        root.join(".claude-plugin/plugin.json"),
+        json!({"name": "tools", "description": "A tool server."}).to_string(),
+    )
+    .unwrap();
+    let mcp =
+        json!({"mcpServers": {"tool": {"command": "tool", "args": ["serve"], "timeout": 5000}}});
+    std::fs::write(root.join(".mcp.json"), mcp.to_string()).unwrap();
+
+    let (report, pack) = convert("claude-plugin", "buzz-pack", root).unwrap();
+    assert_eq!(
+        findings(&report, "mcp-field-ignored")[0].field,
+        "mcpServers.tool.timeout"
+    );
+    assert_eq!(
+        read_json(&pack.path().join(".mcp.json"))["mcpServers"]["tool"],
+        json!({"command": "tool", "args": ["serve"]})
+    );
+    let unknown: Vec<_> = apiary::pack::validate(pack.path())
+        .diagnostics
+        .into_iter()
+        .filter(|d| d.code == "mcp.unknown-key")
+        .map(|d| d.message)
+        .collect();
+    assert!(unknown.is_empty(), "{unknown:?}");
+
+    let (_, back) = convert("buzz-pack", "claude-plugin", pack.path()).unwrap();
+    assert_eq!(read_json(&back.path().join(".mcp.json")), mcp);
+}

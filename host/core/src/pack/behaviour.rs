@@ -9,18 +9,8 @@ use serde_json::Value;
 use super::source::{Fields, suggest};
 use crate::diag::{Diagnostic, Report, Severity};
 
-pub const BEHAVIOUR_KEYS: &[&str] = &[
-    "model",
-    "temperature",
-    "max_context_tokens",
-    "subscribe",
-    "triggers",
-    "respond_to",
-    "thread_replies",
-    "broadcast_replies",
-];
-
-pub const TRIGGER_KEYS: &[&str] = &["mentions", "keywords", "all_messages"];
+/// The behavioural and `triggers` keys are the schema crate's (shared with the converters).
+pub use apiary_schema::{behaviour::KEYS as BEHAVIOUR_KEYS, triggers::KEYS as TRIGGER_KEYS};
 
 /// A `triggers` object as written; unset sub-keys take their built-in default at resolution.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

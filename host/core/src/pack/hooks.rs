@@ -9,7 +9,7 @@ use super::paths::{self, PathError};
 use super::source::{Fields, SourceFile, suggest};
 use crate::diag::{Diagnostic, Report, Severity};
 
-pub const HOOK_POINTS: &[&str] = &["on_start", "on_stop", "on_message"];
+pub use apiary_schema::hooks::POINTS as HOOK_POINTS;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct HookSet {

@@ -7,26 +7,8 @@ use super::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
 use super::source::{Fields, SourceFile, suggest};
 use crate::diag::{Diagnostic, Report, Severity};
 
-pub const MANIFEST_PATH: &str = ".plugin/plugin.json";
-
-pub const KNOWN_KEYS: &[&str] = &[
-    "$schema",
-    "id",
-    "name",
-    "version",
-    "description",
-    "author",
-    "license",
-    "homepage",
-    "repository",
-    "keywords",
-    "engines",
-    "personas",
-    "defaults",
-    "pack_instructions",
-    "mcp_config",
-    "hooks_config",
-];
+/// The manifest's path and keys are the schema crate's (shared with the converters).
+pub use apiary_schema::manifest::{KEYS as KNOWN_KEYS, PATH as MANIFEST_PATH};
 
 pub const MIGRATE_HINT: &str =
     "run `apiary pack migrate <dir>` to rewrite it to the current format";
@@ -93,18 +75,17 @@ pub fn parse(src: &SourceFile, report: &mut Report) -> Option<Manifest> {
         area: "manifest",
     };
 
-    if map.contains_key("buzz") {
+    if map.contains_key(apiary_schema::manifest::V6_BLOCK) {
         let d = Diagnostic::error(
             "manifest.v6",
             "plugin.json has a V6 `buzz` block, which is no longer supported",
         )
         .help(MIGRATE_HINT);
-        report.push(src.diag(d, &["buzz"]));
+        report.push(src.diag(d, &[apiary_schema::manifest::V6_BLOCK]));
     }
-    for key in map
-        .keys()
-        .filter(|k| !KNOWN_KEYS.contains(&k.as_str()) && k.as_str() != "buzz")
-    {
+    for key in map.keys().filter(|k| {
+        !KNOWN_KEYS.contains(&k.as_str()) && k.as_str() != apiary_schema::manifest::V6_BLOCK
+    }) {
         let d = Diagnostic::warning(
             "manifest.unknown-key",
             format!("unknown key `{key}` in plugin.json; ignored"),

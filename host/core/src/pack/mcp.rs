@@ -9,16 +9,8 @@ use serde_json::Value;
 use super::source::{Fields, SourceFile, suggest};
 use crate::diag::{Diagnostic, Report};
 
-const SERVER_KEYS: &[&str] = &[
-    "name",
-    "type",
-    "transport",
-    "command",
-    "args",
-    "env",
-    "url",
-    "headers",
-];
+/// Every key an entry may have, per the schema crate (shared with the converters).
+use apiary_schema::mcp::KEYS as SERVER_KEYS;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct McpServer {

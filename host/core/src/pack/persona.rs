@@ -6,26 +6,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
+use super::behaviour::BehaviourLayer;
 use super::frontmatter;
 use super::hooks::{self, HookSet};
 use super::manifest::{Author, MIGRATE_HINT};
 use super::mcp::{self, McpServer};
 use super::source::{Fields, SharedText, SourceFile, Syntax, suggest};
 use crate::diag::{Diagnostic, Report, Severity};
-
-const IDENTITY_KEYS: &[&str] = &[
-    "name",
-    "display_name",
-    "avatar",
-    "description",
-    "version",
-    "author",
-    "runtime",
-    "skills",
-    "mcp_servers",
-    "hooks",
-];
 
 pub const MAX_NAME_LEN: usize = 64;
 
@@ -51,14 +38,6 @@ pub struct Persona {
     pub body: SharedText,
     /// The file as read, for diagnostics found after parsing (e.g. a `skills:` entry that is missing).
     pub source: SourceFile,
-}
-
-fn all_keys() -> Vec<&'static str> {
-    IDENTITY_KEYS
-        .iter()
-        .chain(BEHAVIOUR_KEYS)
-        .copied()
-        .collect()
 }
 
 /// Parses a persona file's text. `None` when required identity fields are missing or the file cannot
@@ -115,24 +94,24 @@ pub fn parse(rel: PathBuf, text: Arc<str>, report: &mut Report) -> Option<Person
         area: "persona",
     };
 
-    if map.contains_key("buzz") {
+    if map.contains_key(apiary_schema::manifest::V6_BLOCK) {
         let d = Diagnostic::error(
             "persona.v6",
             "the frontmatter has a V6 `buzz:` block, which is no longer supported",
         )
         .help(MIGRATE_HINT);
-        report.push(src.diag(d, &["buzz"]));
+        report.push(src.diag(d, &[apiary_schema::manifest::V6_BLOCK]));
     }
-    let known = all_keys();
+    let known = apiary_schema::persona::KEYS;
     for key in map
         .keys()
-        .filter(|k| !known.contains(&k.as_str()) && k.as_str() != "buzz")
+        .filter(|k| !known.contains(&k.as_str()) && k.as_str() != apiary_schema::manifest::V6_BLOCK)
     {
         let d = Diagnostic::error(
             "persona.unknown-key",
             format!("unknown key `{key}` in persona frontmatter"),
         );
-        let d = match suggest(key, &known) {
+        let d = match suggest(key, known) {
             Some(s) => d.help(format!("did you mean `{s}`?")),
             None => d.help("persona frontmatter takes identity fields (name, display_name, description, …) and the behavioural fields of spec §10"),
         };

@@ -182,7 +182,11 @@ fn is_var_name(s: &str) -> bool {
 }
 
 fn check_keys(f: &Fields<'_>, report: &mut Report) {
-    let known: Vec<&str> = BEHAVIOUR_KEYS.iter().copied().chain(["runtime"]).collect();
+    let known: Vec<&str> = BEHAVIOUR_KEYS
+        .iter()
+        .copied()
+        .chain([apiary_schema::persona::RUNTIME])
+        .collect();
     for key in f.map.keys().filter(|k| !known.contains(&k.as_str())) {
         let d = Diagnostic::error(
             "overrides.unknown-key",
