@@ -119,7 +119,7 @@ fn pairs(e: &Entry) -> String {
 fn add(store: &Store, args: &AddArgs) -> u8 {
     let sb = match Sandbox::shared() {
         Ok(sb) => sb,
-        Err(e) => return failed(&e, args.json),
+        Err(e) => return failed(&e.to_string(), args.json),
     };
     match store.add(sb, &args.file, args.name.as_deref(), args.force) {
         Ok(e) => {

@@ -103,7 +103,7 @@ pub struct HookRunArgs {
 }
 
 fn parse_point(s: &str) -> Result<HookPoint, String> {
-    s.parse()
+    s.parse::<HookPoint>().map_err(|e| e.to_string())
 }
 
 const TRIGGER_AFTER_HELP: &str = "\
@@ -593,7 +593,7 @@ fn run_component_hook(
     workspace: &Path,
 ) -> Result<HookOutcome, (String, String)> {
     let fail = |e: SandboxError| (e.kind().to_string(), e.to_string());
-    let sb = Sandbox::shared().map_err(|e| ("setup".to_string(), e))?;
+    let sb = Sandbox::shared().map_err(fail)?;
     let (name, bytes) =
         crate::safe_fs::read_regular(file, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT_FILE)
             .map(|b| {

@@ -29,7 +29,7 @@ pub struct SandboxTriggers {
 
 impl SandboxTriggers {
     pub fn builtin() -> Result<SandboxTriggers, String> {
-        let sandbox = Sandbox::shared()?;
+        let sandbox = Sandbox::shared().map_err(|e| e.to_string())?;
         let runner = crate::builtin::trigger_matcher(sandbox).map_err(|e| e.to_string())?;
         Ok(SandboxTriggers { sandbox, runner })
     }
@@ -304,8 +304,9 @@ impl SandboxHooks {
         }
         // Compiled without holding the lock: one slow compilation must not stall the hooks of
         // every other persona (two personas loading one file at once compile it once each).
-        let sb = Sandbox::shared()?;
-        let bytes = crate::pack::source::read_limited(file, MAX_HOOK_FILE)?;
+        let sb = Sandbox::shared().map_err(|e| e.to_string())?;
+        let bytes =
+            crate::pack::source::read_limited(file, MAX_HOOK_FILE).map_err(|e| e.to_string())?;
         let name = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -362,7 +363,7 @@ impl HookRunner for SandboxHooks {
             return self.run_script(point, pack_id, root, persona, workspace, message, hook);
         };
         let runner = self.runner(&file?)?;
-        let sb = Sandbox::shared()?;
+        let sb = Sandbox::shared().map_err(|e| e.to_string())?;
         let msg = message.map(|m| sandbox::hook::HookMessage {
             id: m.id.to_hex(),
             channel: m.channel.clone(),
