@@ -37,6 +37,19 @@ pub enum MigrateError {
     Write(PathBuf, std::io::Error),
 }
 
+impl MigrateError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            MigrateError::Read(..) => "read",
+            MigrateError::Json(..) => "json",
+            MigrateError::Yaml(..) => "yaml",
+            MigrateError::Shape(..) => "shape",
+            MigrateError::Write(..) => "write",
+        }
+    }
+}
+
 /// Fields that moved out of the V6 `buzz:` block, with their new names.
 fn v6_key(key: &str) -> &str {
     if key == "respond_to" { "triggers" } else { key }
@@ -178,7 +191,7 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
 
 fn read(path: &Path) -> Result<String, MigrateError> {
     let bytes = crate::pack::source::read_limited(path, crate::pack::MAX_PERSONA_FILE)
-        .map_err(|e| MigrateError::Read(path.to_path_buf(), e))?;
+        .map_err(|e| MigrateError::Read(path.to_path_buf(), e.to_string()))?;
     String::from_utf8(bytes)
         .map_err(|_| MigrateError::Read(path.to_path_buf(), "not valid UTF-8".into()))
 }

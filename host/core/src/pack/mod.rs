@@ -322,12 +322,12 @@ fn read_text_sized(
     let bytes = match source::read_limited_sized(path, limit, known_len) {
         Ok(b) => b,
         Err(e) => {
-            report.push(Diagnostic::error("pack.read", e).in_file(rel));
+            report.push(Diagnostic::error("pack.read", e.to_string()).in_file(rel));
             return None;
         }
     };
     source::decode(bytes)
-        .map_err(|(_, msg)| report.push(not_utf8(msg, rel)))
+        .map_err(|e| report.push(not_utf8(e, rel)))
         .ok()
 }
 
@@ -335,12 +335,12 @@ fn read_text_sized(
 fn shared_text(buf: &[u8], rel: &Path, report: &mut Report) -> Option<Arc<str>> {
     source::decode_str(buf)
         .map(Arc::from)
-        .map_err(|(_, msg)| report.push(not_utf8(msg, rel)))
+        .map_err(|e| report.push(not_utf8(e, rel)))
         .ok()
 }
 
-fn not_utf8(msg: String, rel: &Path) -> Diagnostic {
-    Diagnostic::error("pack.utf8", msg)
+fn not_utf8(e: source::NotUtf8, rel: &Path) -> Diagnostic {
+    Diagnostic::error("pack.utf8", e.to_string())
         .in_file(rel)
         .help("save the file as UTF-8")
 }
@@ -441,7 +441,7 @@ fn load_persona(
         report.push(locate_in_manifest(lookup, d, entry));
     }
     if let Err(e) = source::read_limited_from(file, MAX_PERSONA_FILE, Some(len), buf) {
-        report.push(Diagnostic::error("pack.read", e).in_file(&rel));
+        report.push(Diagnostic::error("pack.read", e.to_string()).in_file(&rel));
         return None;
     }
     let text = shared_text(buf, &rel, report)?;

@@ -47,11 +47,11 @@ pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
         }
     };
     let text = match source::read_limited_sized(&file.path, MAX_SKILL_FILE, Some(file.len))
-        .and_then(|b| source::decode(b).map_err(|e| e.1))
+        .and_then(|b| Ok(source::decode(b)?))
     {
         Ok(t) => t,
         Err(e) => {
-            report.push(Diagnostic::error("skill.read", e).in_file(&rel));
+            report.push(Diagnostic::error("skill.read", e.to_string()).in_file(&rel));
             return None;
         }
     };
@@ -144,33 +144,58 @@ pub const MAX_LOAD_KEY: usize = 64;
 /// file system could fold together); the hyphen rules are the specification's too, and also keep a
 /// name from reading as an option to the tools an agent runs on its workspace (`-rf`). The
 /// specification's reference validator also accepts non-ASCII lowercase letters; apiary does not,
-/// because Unicode normalisation differs between file systems. The error completes "skill name …".
-pub fn check_load_key(name: &str) -> Result<(), String> {
+/// because Unicode normalisation differs between file systems.
+pub fn check_load_key(name: &str) -> Result<(), LoadKeyError> {
     if name.is_empty() {
-        return Err("is empty".into());
+        return Err(LoadKeyError::Empty);
     }
     if name.len() > MAX_LOAD_KEY {
-        return Err(format!(
-            "is {} bytes long; the limit is {MAX_LOAD_KEY}",
-            name.len()
-        ));
+        return Err(LoadKeyError::TooLong(name.len()));
     }
     if let Some(c) = name
         .chars()
         .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
     {
-        return Err(format!(
-            "contains `{}`; only lowercase letters a-z, digits and `-` are allowed (it names a directory in each workspace)",
-            c.escape_debug()
-        ));
+        return Err(LoadKeyError::Char(c));
     }
     if name.starts_with('-') || name.ends_with('-') {
-        return Err("starts or ends with `-`".into());
+        return Err(LoadKeyError::EdgeHyphen);
     }
     if name.contains("--") {
-        return Err("contains `--`".into());
+        return Err(LoadKeyError::DoubleHyphen);
     }
     Ok(())
+}
+
+/// Why a skill name is not a load key ([`check_load_key`]); the text completes "skill name …".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LoadKeyError {
+    #[error("is empty")]
+    Empty,
+    #[error("is {0} bytes long; the limit is {MAX_LOAD_KEY}")]
+    TooLong(usize),
+    #[error(
+        "contains `{}`; only lowercase letters a-z, digits and `-` are allowed (it names a directory in each workspace)",
+        .0.escape_debug()
+    )]
+    Char(char),
+    #[error("starts or ends with `-`")]
+    EdgeHyphen,
+    #[error("contains `--`")]
+    DoubleHyphen,
+}
+
+impl LoadKeyError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LoadKeyError::Empty => "empty",
+            LoadKeyError::TooLong(_) => "too-long",
+            LoadKeyError::Char(_) => "bad-character",
+            LoadKeyError::EdgeHyphen => "edge-hyphen",
+            LoadKeyError::DoubleHyphen => "double-hyphen",
+        }
+    }
 }
 
 /// Entries of `skills/` that are symbolic links leading out of the pack: refused, never read (they are
