@@ -136,18 +136,20 @@ fn add(store: &Store, args: &AddArgs) -> u8 {
             }
             exit::OK
         }
-        Err(m) => failed(&m, args.json),
+        Err(m) => failed(&m.to_string(), args.json),
     }
 }
 
 fn list(store: &Store, args: &ListArgs) -> u8 {
     let entries = match store.list() {
         Ok(e) => e,
-        Err(m) => return failed(&m, args.json),
+        Err(m) => return failed(&m.to_string(), args.json),
     };
     // The digest check `apiary convert` makes, so a tampered file shows here too.
-    let status: Vec<Result<(), String>> =
-        entries.iter().map(|e| store.bytes(e).map(|_| ())).collect();
+    let status: Vec<Result<(), String>> = entries
+        .iter()
+        .map(|e| store.bytes(e).map(|_| ()).map_err(|e| e.to_string()))
+        .collect();
     if args.json {
         let rows: Vec<_> = entries
             .iter()
@@ -187,6 +189,6 @@ fn remove(store: &Store, args: &RemoveArgs) -> u8 {
             }
             exit::OK
         }
-        Err(m) => failed(&m, args.json),
+        Err(m) => failed(&m.to_string(), args.json),
     }
 }
