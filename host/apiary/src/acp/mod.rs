@@ -20,7 +20,7 @@ use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 /// A line from the agent longer than this is dropped.
@@ -134,8 +134,47 @@ pub enum AcpError {
     Version(u16),
 }
 
-/// An answer: the result, or the error code and message (`-1`: the agent exited).
-type Answer = Result<Value, (i64, String)>;
+impl AcpError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AcpError::Spawn { .. } => "spawn",
+            AcpError::Exited => "exited",
+            AcpError::Timeout(_) => "timeout",
+            AcpError::Idle(_) => "idle",
+            AcpError::Hard(_) => "hard-timeout",
+            AcpError::Rpc { .. } => "rpc",
+            AcpError::Invalid { .. } => "invalid-answer",
+            AcpError::Version(_) => "version",
+        }
+    }
+}
+
+/// Why a request has no result.
+#[derive(Debug)]
+enum Unanswered {
+    /// The agent exited before answering.
+    Exited,
+    /// A JSON-RPC error answer (its message cut to 500 characters).
+    Rpc { code: i64, message: String },
+}
+
+impl Unanswered {
+    fn into_error(self, method: &'static str) -> AcpError {
+        match self {
+            // An error answer with code -1 has always been taken as the agent's exit.
+            Unanswered::Exited | Unanswered::Rpc { code: -1, .. } => AcpError::Exited,
+            Unanswered::Rpc { code, message } => AcpError::Rpc {
+                method,
+                code,
+                message,
+            },
+        }
+    }
+}
+
+/// An answer: the result, or why there is none.
+type Answer = Result<Value, Unanswered>;
 type Pending = HashMap<u64, oneshot::Sender<Answer>>;
 
 /// What happened during a prompt, as the reader saw it.
@@ -180,10 +219,68 @@ impl Shared {
         self.alive.store(false, Ordering::SeqCst);
         let pending: Pending = std::mem::take(&mut *lock(&self.pending));
         for (_, tx) in pending {
-            let _ = tx.send(Err((-1, "agent exited".into())));
+            let _ = tx.send(Err(Unanswered::Exited));
         }
         lock(&self.sinks).clear();
         self.exited.notify_waiters();
+    }
+}
+
+/// The agent's process: piped stdio, its own process group, `spec.nice` lower priority.
+fn agent_command(spec: &SpawnSpec) -> Command {
+    let mut cmd = Command::new(&spec.command.program);
+    cmd.args(&spec.command.args)
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    // Own process group: a Ctrl-C at the terminal reaches apiary, which then drains and stops
+    // the agents itself.
+    #[cfg(unix)]
+    cmd.process_group(0);
+    #[cfg(unix)]
+    if spec.nice > 0 {
+        let nice = libc::c_int::from(spec.nice.min(19));
+        // SAFETY: runs in the forked child before exec and only makes the get/setpriority
+        // system calls, which are async-signal-safe. Raising one's own niceness needs no
+        // privilege; should it fail anyway (a seccomp filter), the agent runs at apiary's
+        // priority.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::nice(nice);
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
+/// The reader of the agent's stdout: routes answers, updates and the agent's own requests until
+/// the agent closes it, then fails what is still pending.
+async fn read_agent(shared: Arc<Shared>, stdout: ChildStdout) {
+    let mut reader = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    loop {
+        match read_line_capped(&mut reader, &mut buf, MAX_LINE).await {
+            Ok(Some(true)) => handle_line(&shared, &buf).await,
+            Ok(Some(false)) => {
+                tracing::warn!(persona = %shared.persona, "agent line over {MAX_LINE} bytes dropped");
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    shared.fail_all();
+}
+
+/// Logs the agent's stderr, line by line, at debug level.
+async fn log_stderr(persona: String, stderr: ChildStderr) {
+    let mut reader = BufReader::new(stderr);
+    let mut buf = Vec::new();
+    while let Ok(Some(_)) = read_line_capped(&mut reader, &mut buf, 16 * 1024).await {
+        let line = String::from_utf8_lossy(&buf);
+        tracing::debug!(persona = %persona, "agent stderr: {}", line.trim_end());
     }
 }
 
@@ -216,36 +313,12 @@ pub struct AcpClient {
 impl AcpClient {
     /// Starts the agent and runs `initialize` (advertising v1, no client capabilities).
     pub async fn spawn(spec: &SpawnSpec) -> Result<AcpClient, AcpError> {
-        let mut cmd = Command::new(&spec.command.program);
-        cmd.args(&spec.command.args)
-            .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .current_dir(&spec.cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        // Own process group: a Ctrl-C at the terminal reaches apiary, which then drains and stops
-        // the agents itself.
-        #[cfg(unix)]
-        cmd.process_group(0);
-        #[cfg(unix)]
-        if spec.nice > 0 {
-            let nice = libc::c_int::from(spec.nice.min(19));
-            // SAFETY: runs in the forked child before exec and only makes the get/setpriority
-            // system calls, which are async-signal-safe. Raising one's own niceness needs no
-            // privilege; should it fail anyway (a seccomp filter), the agent runs at apiary's
-            // priority.
-            unsafe {
-                cmd.pre_exec(move || {
-                    libc::nice(nice);
-                    Ok(())
-                });
-            }
-        }
-        let mut child = cmd.spawn().map_err(|source| AcpError::Spawn {
-            program: spec.command.program.display().to_string(),
-            source,
-        })?;
+        let mut child = agent_command(spec)
+            .spawn()
+            .map_err(|source| AcpError::Spawn {
+                program: spec.command.program.display().to_string(),
+                source,
+            })?;
         let stdin = child.stdin.take().ok_or(AcpError::Exited)?;
         let stdout = child.stdout.take().ok_or(AcpError::Exited)?;
         let stderr = child.stderr.take();
@@ -260,33 +333,9 @@ impl AcpClient {
             alive: AtomicBool::new(true),
             exited: tokio::sync::Notify::new(),
         });
-
-        // Reader: routes answers, updates and the agent's own requests.
-        let reader_shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout);
-            let mut buf = Vec::new();
-            loop {
-                match read_line_capped(&mut reader, &mut buf, MAX_LINE).await {
-                    Ok(Some(true)) => handle_line(&reader_shared, &buf).await,
-                    Ok(Some(false)) => {
-                        tracing::warn!(persona = %reader_shared.persona, "agent line over {MAX_LINE} bytes dropped");
-                    }
-                    Ok(None) | Err(_) => break,
-                }
-            }
-            reader_shared.fail_all();
-        });
+        tokio::spawn(read_agent(Arc::clone(&shared), stdout));
         if let Some(stderr) = stderr {
-            let persona = spec.persona.clone();
-            tokio::spawn(async move {
-                let mut reader = BufReader::new(stderr);
-                let mut buf = Vec::new();
-                while let Ok(Some(_)) = read_line_capped(&mut reader, &mut buf, 16 * 1024).await {
-                    let line = String::from_utf8_lossy(&buf);
-                    tracing::debug!(persona = %persona, "agent stderr: {}", line.trim_end());
-                }
-            });
+            tokio::spawn(log_stderr(spec.persona.clone(), stderr));
         }
 
         let mut client = AcpClient {
@@ -298,13 +347,20 @@ impl AcpClient {
                 mcp_http: false,
             },
         };
+        client.info = client.initialize().await?;
+        Ok(client)
+    }
+
+    /// `initialize`: what the agent says about itself. An agent that speaks another ACP version
+    /// is shut down.
+    async fn initialize(&self) -> Result<AgentInfo, AcpError> {
         let req = acp::InitializeRequest::new(ProtocolVersion::V1)
             .client_capabilities(acp::ClientCapabilities::default())
             .client_info(acp::Implementation::new(
                 "apiary",
                 env!("CARGO_PKG_VERSION"),
             ));
-        let value = client
+        let value = self
             .request("initialize", to_value(&req), REQUEST_TIMEOUT)
             .await?;
         let resp: acp::InitializeResponse =
@@ -318,10 +374,10 @@ impl AcpClient {
                 .and_then(|v| v.as_u64())
                 .and_then(|v| u16::try_from(v).ok())
                 .unwrap_or(0);
-            client.shutdown().await;
+            self.shutdown().await;
             return Err(AcpError::Version(v));
         }
-        client.info = AgentInfo {
+        Ok(AgentInfo {
             name: resp.agent_info.map(|i| i.name),
             system_prompt: resp
                 .agent_capabilities
@@ -329,8 +385,7 @@ impl AcpClient {
                 .system_prompt
                 .is_some(),
             mcp_http: resp.agent_capabilities.mcp_capabilities.http,
-        };
-        Ok(client)
+        })
     }
 
     pub fn is_alive(&self) -> bool {
@@ -408,8 +463,7 @@ impl AcpClient {
                         }
                         let value = match r {
                             Ok(Ok(v)) => v,
-                            Ok(Err((-1, _))) => return Err(AcpError::Exited),
-                            Ok(Err((code, message))) => return Err(AcpError::Rpc { method: "session/prompt", code, message }),
+                            Ok(Err(why)) => return Err(why.into_error("session/prompt")),
                             Err(_) => return Err(AcpError::Exited),
                         };
                         let resp: acp::PromptResponse = serde_json::from_value(value).map_err(|e| AcpError::Invalid { method: "session/prompt", detail: e.to_string() })?;
@@ -505,12 +559,8 @@ impl AcpClient {
         let rx = self.send_request(method, params).await?;
         match tokio::time::timeout(timeout, rx).await {
             Err(_) => Err(AcpError::Timeout(method)),
-            Ok(Err(_)) | Ok(Ok(Err((-1, _)))) => Err(AcpError::Exited),
-            Ok(Ok(Err((code, message)))) => Err(AcpError::Rpc {
-                method,
-                code,
-                message,
-            }),
+            Ok(Err(_)) => Err(AcpError::Exited),
+            Ok(Ok(Err(why))) => Err(why.into_error(method)),
             Ok(Ok(Ok(v))) => Ok(v),
         }
     }
@@ -611,64 +661,10 @@ async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
     let method = msg.get("method").and_then(Value::as_str);
     let id = msg.get("id").cloned().filter(|v| !v.is_null());
     match (method, id) {
-        (None, Some(id)) => {
-            let Some(n) = id.as_u64() else { return };
-            let Some(tx) = lock(&shared.pending).remove(&n) else {
-                return;
-            };
-            let result = if let Some(err) = msg.get("error") {
-                Err((
-                    err.get("code").and_then(Value::as_i64).unwrap_or(0),
-                    err.get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .chars()
-                        .take(500)
-                        .collect(),
-                ))
-            } else {
-                Ok(msg.get("result").cloned().unwrap_or(Value::Null))
-            };
-            let _ = tx.send(result);
-        }
-        (Some("session/update"), None) => {
-            let params = msg.get("params").cloned().unwrap_or(Value::Null);
-            let Ok(n) = serde_json::from_value::<acp::SessionNotification>(params) else {
-                // Unknown update kinds still count as activity for the idle timer.
-                if let Some(sid) = msg.pointer("/params/sessionId").and_then(Value::as_str)
-                    && let Some(tx) = lock(&shared.sinks).get(sid)
-                {
-                    let _ = tx.send(Activity::Other);
-                }
-                return;
-            };
-            let activity = match n.update {
-                acp::SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
-                    acp::ContentBlock::Text(t) => Activity::Text(t.text),
-                    _ => Activity::Other,
-                },
-                acp::SessionUpdate::ToolCall(t) => {
-                    tracing::debug!(persona = %shared.persona, tool = %t.title, "agent tool call");
-                    Activity::Other
-                }
-                _ => Activity::Other,
-            };
-            if let Some(tx) = lock(&shared.sinks).get(n.session_id.0.as_ref()) {
-                let _ = tx.send(activity);
-            }
-        }
+        (None, Some(id)) => answered(shared, &msg, &id),
+        (Some("session/update"), None) => session_update(shared, &msg),
         (Some("session/request_permission"), Some(id)) => {
-            let params = msg.get("params").cloned().unwrap_or(Value::Null);
-            let outcome = match serde_json::from_value::<acp::RequestPermissionRequest>(params) {
-                Ok(req) => {
-                    if let Some(tx) = lock(&shared.sinks).get(req.session_id.0.as_ref()) {
-                        let _ = tx.send(Activity::Other);
-                    }
-                    choose_permission(shared.policy, &req.options)
-                }
-                Err(_) => acp::RequestPermissionOutcome::Cancelled,
-            };
-            tracing::info!(persona = %shared.persona, policy = ?shared.policy, outcome = ?outcome, "agent asked for permission");
+            let outcome = permission(shared, &msg);
             let resp = acp::RequestPermissionResponse::new(outcome);
             let line = json!({"jsonrpc": "2.0", "id": id, "result": to_value(&resp)});
             shared.write_line(&format!("{line}\n")).await;
@@ -681,6 +677,74 @@ async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
         }
         _ => {}
     }
+}
+
+/// An answer to request `id`: handed to whoever waits for it.
+fn answered(shared: &Shared, msg: &Value, id: &Value) {
+    let Some(n) = id.as_u64() else { return };
+    let Some(tx) = lock(&shared.pending).remove(&n) else {
+        return;
+    };
+    let result = if let Some(err) = msg.get("error") {
+        Err(Unanswered::Rpc {
+            code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .chars()
+                .take(500)
+                .collect(),
+        })
+    } else {
+        Ok(msg.get("result").cloned().unwrap_or(Value::Null))
+    };
+    let _ = tx.send(result);
+}
+
+/// A `session/update` notification: text and other activity for the prompt in flight.
+fn session_update(shared: &Shared, msg: &Value) {
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    let Ok(n) = serde_json::from_value::<acp::SessionNotification>(params) else {
+        // Unknown update kinds still count as activity for the idle timer.
+        if let Some(sid) = msg.pointer("/params/sessionId").and_then(Value::as_str)
+            && let Some(tx) = lock(&shared.sinks).get(sid)
+        {
+            let _ = tx.send(Activity::Other);
+        }
+        return;
+    };
+    let activity = match n.update {
+        acp::SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
+            acp::ContentBlock::Text(t) => Activity::Text(t.text),
+            _ => Activity::Other,
+        },
+        acp::SessionUpdate::ToolCall(t) => {
+            tracing::debug!(persona = %shared.persona, tool = %t.title, "agent tool call");
+            Activity::Other
+        }
+        _ => Activity::Other,
+    };
+    if let Some(tx) = lock(&shared.sinks).get(n.session_id.0.as_ref()) {
+        let _ = tx.send(activity);
+    }
+}
+
+/// The answer to a `session/request_permission` request, by the persona's policy (counted as
+/// activity for the prompt in flight).
+fn permission(shared: &Shared, msg: &Value) -> acp::RequestPermissionOutcome {
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    let outcome = match serde_json::from_value::<acp::RequestPermissionRequest>(params) {
+        Ok(req) => {
+            if let Some(tx) = lock(&shared.sinks).get(req.session_id.0.as_ref()) {
+                let _ = tx.send(Activity::Other);
+            }
+            choose_permission(shared.policy, &req.options)
+        }
+        Err(_) => acp::RequestPermissionOutcome::Cancelled,
+    };
+    tracing::info!(persona = %shared.persona, policy = ?shared.policy, outcome = ?outcome, "agent asked for permission");
+    outcome
 }
 
 fn choose_permission(
