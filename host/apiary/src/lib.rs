@@ -23,7 +23,7 @@ pub use apiary_sandbox as sandbox;
 
 /// The process-wide sandbox, compiling into the operator's compile cache
 /// ([`paths::compile_cache`]).
-pub fn shared_sandbox() -> Result<&'static sandbox::Sandbox, String> {
+pub fn shared_sandbox() -> Result<&'static sandbox::Sandbox, sandbox::SandboxError> {
     sandbox::Sandbox::shared(|| sandbox::SandboxConfig {
         cache_dir: paths::compile_cache(),
         ..sandbox::SandboxConfig::default()

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use serde_yaml_ng::{Mapping, Value as Yaml};
 
 use crate::pack::{frontmatter, manifest::MANIFEST_PATH, paths};
@@ -35,6 +35,19 @@ pub enum MigrateError {
     Shape(PathBuf, String),
     #[error("cannot write {0}: {1}")]
     Write(PathBuf, std::io::Error),
+}
+
+impl MigrateError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            MigrateError::Read(..) => "read",
+            MigrateError::Json(..) => "json",
+            MigrateError::Yaml(..) => "yaml",
+            MigrateError::Shape(..) => "shape",
+            MigrateError::Write(..) => "write",
+        }
+    }
 }
 
 /// Fields that moved out of the V6 `buzz:` block, with their new names.
@@ -65,13 +78,6 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
         ));
     };
     let mut changes = Vec::new();
-    let mut manifest_changed = create_manifest;
-    let note = |changes: &mut Vec<Change>, file: &Path, d: String| {
-        changes.push(Change {
-            file: file.to_path_buf(),
-            description: d,
-        })
-    };
     if create_manifest {
         note(
             &mut changes,
@@ -80,91 +86,9 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
                 .into(),
         );
     }
-
-    // plugin.json: lift the V6 `buzz` block.
-    if let Some(buzz) = top.remove("buzz") {
-        manifest_changed = true;
-        let Value::Object(buzz) = buzz else {
-            return Err(MigrateError::Shape(
-                MANIFEST_PATH.into(),
-                "`buzz` must be an object".into(),
-            ));
-        };
-        for (key, mut value) in buzz {
-            if key == "defaults"
-                && let Some(d) = value.as_object_mut()
-                && let Some(t) = d.remove("respond_to")
-            {
-                d.entry("triggers").or_insert(t);
-            }
-            if top.contains_key(&key) {
-                note(
-                    &mut changes,
-                    MANIFEST_PATH.as_ref(),
-                    format!(
-                        "kept the top-level `{key}`; dropped `buzz.{key}`, which it already overrides"
-                    ),
-                );
-            } else {
-                note(
-                    &mut changes,
-                    MANIFEST_PATH.as_ref(),
-                    format!("moved `buzz.{key}` to the top-level `{key}`"),
-                );
-                top.insert(key, value);
-            }
-        }
-    }
-
-    // Persona list: existing entries, or the pre-V6 JSON files when the manifest lists none.
-    let mut entries: Vec<String> = match top.get("personas") {
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_owned))
-            .collect(),
-        _ => vec![],
-    };
-    if entries.is_empty() {
-        entries = pre_v6_files(&root);
-    }
-    let mut new_entries = Vec::new();
-    for entry in &entries {
-        let path = paths::resolve_inside(&root, entry)
-            .map_err(|e| MigrateError::Shape(entry.into(), e.to_string()))?;
-        if entry.ends_with(".json") {
-            let (rel, text, name) = convert_json_persona(&root, &path, entry)?;
-            note(
-                &mut changes,
-                &rel,
-                format!(
-                    "created from pre-V6 JSON persona `{entry}` ({name}); the JSON file is left in place"
-                ),
-            );
-            if !dry_run {
-                write_new(&root, &rel, &text)?;
-            }
-            new_entries.push(rel.to_string_lossy().replace('\\', "/"));
-            manifest_changed = true;
-        } else {
-            let rel = PathBuf::from(entry);
-            if let Some(text) = migrate_v6_persona(&rel, &read(&path)?, &mut changes)?
-                && !dry_run
-            {
-                write_atomic(&path, &text)?;
-            }
-            new_entries.push(entry.clone());
-        }
-    }
-    if new_entries != entries || (top.get("personas").is_none() && !new_entries.is_empty()) {
-        top.insert("personas".into(), Value::from(new_entries));
-        manifest_changed = true;
-        note(
-            &mut changes,
-            MANIFEST_PATH.as_ref(),
-            "updated `personas` to list the .persona.md files".into(),
-        );
-    }
-    if manifest_changed && !dry_run {
+    let lifted = lift_buzz(top, &mut changes)?;
+    let listed = migrate_personas(&root, top, dry_run, &mut changes)?;
+    if (create_manifest || lifted || listed) && !dry_run {
         let mut text = serde_json::to_string_pretty(&manifest).expect("a JSON value serialises");
         text.push('\n');
         if create_manifest {
@@ -176,9 +100,118 @@ pub fn migrate(dir: &Path, dry_run: bool) -> Result<Vec<Change>, MigrateError> {
     Ok(changes)
 }
 
+fn note(changes: &mut Vec<Change>, file: &Path, description: String) {
+    changes.push(Change {
+        file: file.to_path_buf(),
+        description,
+    })
+}
+
+/// plugin.json: lifts the V6 `buzz` block to the top level (what is already there wins). `true`
+/// when there was one.
+fn lift_buzz(
+    top: &mut Map<String, Value>,
+    changes: &mut Vec<Change>,
+) -> Result<bool, MigrateError> {
+    let Some(buzz) = top.remove("buzz") else {
+        return Ok(false);
+    };
+    let Value::Object(buzz) = buzz else {
+        return Err(MigrateError::Shape(
+            MANIFEST_PATH.into(),
+            "`buzz` must be an object".into(),
+        ));
+    };
+    for (key, mut value) in buzz {
+        if key == "defaults"
+            && let Some(d) = value.as_object_mut()
+            && let Some(t) = d.remove("respond_to")
+        {
+            d.entry("triggers").or_insert(t);
+        }
+        if top.contains_key(&key) {
+            note(
+                changes,
+                MANIFEST_PATH.as_ref(),
+                format!(
+                    "kept the top-level `{key}`; dropped `buzz.{key}`, which it already overrides"
+                ),
+            );
+        } else {
+            note(
+                changes,
+                MANIFEST_PATH.as_ref(),
+                format!("moved `buzz.{key}` to the top-level `{key}`"),
+            );
+            top.insert(key, value);
+        }
+    }
+    Ok(true)
+}
+
+/// The personas the manifest lists (or, when it lists none, the pre-V6 JSON files): V6 persona
+/// files are rewritten in place, JSON personas converted to new `.persona.md` files, and
+/// `personas` updated to list them. `true` when the manifest changed.
+fn migrate_personas(
+    root: &Path,
+    top: &mut Map<String, Value>,
+    dry_run: bool,
+    changes: &mut Vec<Change>,
+) -> Result<bool, MigrateError> {
+    let mut changed = false;
+    let mut entries: Vec<String> = match top.get("personas") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        _ => vec![],
+    };
+    if entries.is_empty() {
+        entries = pre_v6_files(root);
+    }
+    let mut new_entries = Vec::new();
+    for entry in &entries {
+        let path = paths::resolve_inside(root, entry)
+            .map_err(|e| MigrateError::Shape(entry.into(), e.to_string()))?;
+        if entry.ends_with(".json") {
+            let (rel, text, name) = convert_json_persona(root, &path, entry)?;
+            note(
+                changes,
+                &rel,
+                format!(
+                    "created from pre-V6 JSON persona `{entry}` ({name}); the JSON file is left in place"
+                ),
+            );
+            if !dry_run {
+                write_new(root, &rel, &text)?;
+            }
+            new_entries.push(rel.to_string_lossy().replace('\\', "/"));
+            changed = true;
+        } else {
+            let rel = PathBuf::from(entry);
+            if let Some(text) = migrate_v6_persona(&rel, &read(&path)?, changes)?
+                && !dry_run
+            {
+                write_atomic(&path, &text)?;
+            }
+            new_entries.push(entry.clone());
+        }
+    }
+    if new_entries != entries || (top.get("personas").is_none() && !new_entries.is_empty()) {
+        top.insert("personas".into(), Value::from(new_entries));
+        changed = true;
+        note(
+            changes,
+            MANIFEST_PATH.as_ref(),
+            "updated `personas` to list the .persona.md files".into(),
+        );
+    }
+    Ok(changed)
+}
+
 fn read(path: &Path) -> Result<String, MigrateError> {
     let bytes = crate::pack::source::read_limited(path, crate::pack::MAX_PERSONA_FILE)
-        .map_err(|e| MigrateError::Read(path.to_path_buf(), e))?;
+        .map_err(|e| MigrateError::Read(path.to_path_buf(), e.to_string()))?;
     String::from_utf8(bytes)
         .map_err(|_| MigrateError::Read(path.to_path_buf(), "not valid UTF-8".into()))
 }

@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 
 use super::front::{AllowList, Front};
 use super::limits::{Admission, Limits, Policy, Usage};
+use crate::error::{JournalProblem, RelayError};
 
 /// The library's own per-connection counter is replaced by [`Admission`]'s (its refill rounds
 /// elapsed time down to whole seconds): set out of reach.
@@ -67,7 +68,7 @@ pub struct Embedded {
 
 impl Embedded {
     /// Starts listening on `addr` (port 0 picks a free port); `journal` persists events.
-    pub async fn start(addr: SocketAddr, journal: Option<&Path>) -> anyhow::Result<Embedded> {
+    pub async fn start(addr: SocketAddr, journal: Option<&Path>) -> Result<Embedded, RelayError> {
         let settings = Settings {
             journal: journal.map(Path::to_path_buf),
             ..Settings::ephemeral()
@@ -79,7 +80,7 @@ impl Embedded {
     /// authenticate (NIP-42) with an allowed key before it may read or publish (the library's
     /// `Both` mode: a `REQ` is closed with `auth-required` and an `AUTH` challenge, an `EVENT`
     /// refused the same way).
-    pub async fn start_with(addr: SocketAddr, settings: Settings) -> anyhow::Result<Embedded> {
+    pub async fn start_with(addr: SocketAddr, settings: Settings) -> Result<Embedded, RelayError> {
         let Settings {
             journal,
             keys,
@@ -106,7 +107,7 @@ impl Embedded {
         }
         let listener = TcpListener::bind(addr)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot start the embedded relay on {addr}: {e}"))?;
+            .map_err(|error| RelayError::Bind { addr, error })?;
         let local = listener.local_addr()?;
         builder = builder.port(local.port());
         let front = Front {
@@ -168,7 +169,7 @@ pub type Journal = Store;
 
 impl Store {
     /// A store journaled at `path` (replayed first), or in memory only.
-    pub async fn open(path: Option<&Path>, limits: Limits) -> anyhow::Result<Store> {
+    pub async fn open(path: Option<&Path>, limits: Limits) -> Result<Store, RelayError> {
         let inner = MemoryDatabase::with_opts(MemoryDatabaseOptions {
             events: true,
             // The caps are [`Limits`]' (refused, never evicted silently).
@@ -191,32 +192,10 @@ impl Store {
 
     /// Replays the journal at `path` (if any) into memory; an error when it cannot be replayed
     /// whole.
-    async fn replay(&mut self, path: &Path) -> anyhow::Result<()> {
-        use anyhow::Context;
-        if let Some(dir) = path.parent() {
-            create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        let recover = |what: String| {
-            anyhow::anyhow!(
-                "relay journal {}: {what}. Its history was not loaded and the relay did not start. \
-                 To recover: start with limits that fit it (--max-stored-bytes, \
-                 --max-stored-events), or move the file away to start with an empty history \
-                 (keep it: every line is a signed event that can be re-published)",
-                path.display()
-            )
+    async fn replay(&mut self, path: &Path) -> Result<(), RelayError> {
+        let Some(f) = self.open_journal(path)? else {
+            return Ok(());
         };
-        let size = match std::fs::metadata(path) {
-            Ok(m) => m.len(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-        };
-        if size > self.limits.max_stored_bytes {
-            return Err(recover(format!(
-                "{size} bytes, over the storage limit of {} bytes",
-                self.limits.max_stored_bytes
-            )));
-        }
-        let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
         let mut reader = std::io::BufReader::new(f);
         let mut line = Vec::new();
         let (mut number, mut offset, mut events) = (0u64, 0u64, 0u64);
@@ -224,46 +203,23 @@ impl Store {
             line.clear();
             let n = reader
                 .read_until(b'\n', &mut line)
-                .with_context(|| format!("reading {}", path.display()))?;
+                .map_err(|e| RelayError::file("reading", path, e))?;
             if n == 0 {
                 break;
             }
             number += 1;
             if line.last() != Some(&b'\n') {
-                // A write cut short (the relay stopped mid-line; the event was never
-                // acknowledged): cut it off so the next append starts a fresh line.
-                tracing::warn!(
-                    "relay journal {}: line {number} is incomplete ({n} bytes without a newline); cut off",
-                    path.display()
-                );
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .with_context(|| format!("opening {}", path.display()))?;
-                f.set_len(offset)
-                    .with_context(|| format!("truncating {}", path.display()))?;
+                cut_torn_line(path, number, n, offset)?;
                 break;
             }
             offset += n as u64;
-            let text = std::str::from_utf8(&line)
-                .map_err(|_| recover(format!("line {number} is not UTF-8")))?;
-            if text.trim().is_empty() {
+            let Some(ev) = journal_event(path, number, &line)? else {
                 continue;
-            }
-            let ev = Event::from_json(text.trim())
-                .map_err(|e| recover(format!("line {number} is not an event ({e})")))?;
-            ev.verify().map_err(|e| {
-                recover(format!(
-                    "line {number}: event {} does not verify ({e})",
-                    ev.id
-                ))
-            })?;
+            };
             events += 1;
             if events > self.limits.max_stored_events {
-                return Err(recover(format!(
-                    "more than {} events, the storage limit",
-                    self.limits.max_stored_events
-                )));
+                let limit = self.limits.max_stored_events;
+                return Err(damaged(path, JournalProblem::TooManyEvents { limit }));
             }
             // Replaced or deleted events are rejected by the memory store, as when they came in.
             if let Ok(status) = self.inner.save_event(&ev).await
@@ -275,6 +231,26 @@ impl Store {
         self.usage.events.store(events, Ordering::Relaxed);
         self.usage.bytes.store(offset, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The journal at `path` opened for replay (its directory created first); `None` when there
+    /// is none yet, an error when it is over the storage limit.
+    fn open_journal(&self, path: &Path) -> Result<Option<std::fs::File>, RelayError> {
+        if let Some(dir) = path.parent() {
+            create_private_dir(dir).map_err(|e| RelayError::file("creating", dir, e))?;
+        }
+        let size = match std::fs::metadata(path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(RelayError::file("reading", path, e)),
+        };
+        let limit = self.limits.max_stored_bytes;
+        if size > limit {
+            return Err(damaged(path, JournalProblem::TooLarge { size, limit }));
+        }
+        std::fs::File::open(path)
+            .map(Some)
+            .map_err(|e| RelayError::file("opening", path, e))
     }
 
     /// Appends `event` to the journal; an error (the event is then not stored at all) when the
@@ -293,8 +269,62 @@ impl Store {
     }
 }
 
-fn open_append(path: &Path) -> anyhow::Result<std::fs::File> {
-    use anyhow::Context;
+/// The event on journal line `number` of `path` (`None` for a blank line); an error when the line
+/// is not a valid signed event.
+fn journal_event(path: &Path, number: u64, line: &[u8]) -> Result<Option<Event>, RelayError> {
+    let text = std::str::from_utf8(line)
+        .map_err(|_| damaged(path, JournalProblem::NotUtf8 { line: number }))?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let ev = Event::from_json(text.trim()).map_err(|e| {
+        let detail = e.to_string();
+        damaged(
+            path,
+            JournalProblem::NotAnEvent {
+                line: number,
+                detail,
+            },
+        )
+    })?;
+    ev.verify().map_err(|e| {
+        let (id, detail) = (ev.id, e.to_string());
+        damaged(
+            path,
+            JournalProblem::Unverified {
+                line: number,
+                id,
+                detail,
+            },
+        )
+    })?;
+    Ok(Some(ev))
+}
+
+/// Cuts off line `number` of the journal, `n` bytes without a newline at `offset`: a write cut
+/// short (the relay stopped mid-line; the event was never acknowledged). The next append then
+/// starts a fresh line.
+fn cut_torn_line(path: &Path, number: u64, n: usize, offset: u64) -> Result<(), RelayError> {
+    tracing::warn!(
+        "relay journal {}: line {number} is incomplete ({n} bytes without a newline); cut off",
+        path.display()
+    );
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| RelayError::file("opening", path, e))?;
+    f.set_len(offset)
+        .map_err(|e| RelayError::file("truncating", path, e))
+}
+
+fn damaged(path: &Path, problem: JournalProblem) -> RelayError {
+    RelayError::Journal {
+        path: path.to_path_buf(),
+        problem,
+    }
+}
+
+fn open_append(path: &Path) -> Result<std::fs::File, RelayError> {
     let mut opts = std::fs::OpenOptions::new();
     opts.create(true).append(true);
     #[cfg(unix)]
@@ -303,7 +333,7 @@ fn open_append(path: &Path) -> anyhow::Result<std::fs::File> {
         opts.mode(0o600);
     }
     opts.open(path)
-        .with_context(|| format!("opening {}", path.display()))
+        .map_err(|e| RelayError::file("opening", path, e))
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {

@@ -147,30 +147,40 @@ pub fn serve(
     })
 }
 
+/// Why the front stopped serving a connection (logged at debug level, never shown otherwise).
+#[derive(Debug, thiserror::Error)]
+enum Ended {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Ws(#[from] tokio_tungstenite::tungstenite::Error),
+    /// A message over the size cap (the client was sent close code 1009).
+    #[error("{0}")]
+    Capacity(tokio_tungstenite::tungstenite::error::CapacityError),
+    #[error("no request within {HANDSHAKE_TIMEOUT:?}")]
+    NoRequest,
+    #[error("no websocket handshake within {HANDSHAKE_TIMEOUT:?}")]
+    NoHandshake,
+    #[error("closed before a request")]
+    ClosedEarly,
+    #[error("not an HTTP GET request")]
+    NotGet,
+    #[error("request head over {MAX_REQUEST_HEAD} bytes")]
+    HeadTooLarge,
+}
+
+type ClientSocket = tokio_tungstenite::WebSocketStream<TcpStream>;
+type LibrarySocket = tokio_tungstenite::WebSocketStream<tokio::io::DuplexStream>;
+
 async fn serve_connection(
     relay: &LocalRelay,
     stream: TcpStream,
     peer: SocketAddr,
     front: &Front,
-) -> anyhow::Result<()> {
-    stream.set_nodelay(true)?;
-    let head = tokio::time::timeout(HANDSHAKE_TIMEOUT, peek_head(&stream))
-        .await
-        .map_err(|_| anyhow::anyhow!("no request within {HANDSHAKE_TIMEOUT:?}"))??;
-    if wants_info(&head) {
-        return serve_info(stream, head.len(), &front.info).await;
-    }
-    let max = front.limits.max_message_bytes();
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(max))
-        .max_frame_size(Some(max));
-    let mut client = tokio::time::timeout(
-        HANDSHAKE_TIMEOUT,
-        tokio_tungstenite::accept_async_with_config(stream, Some(config)),
-    )
-    .await
-    .map_err(|_| anyhow::anyhow!("no websocket handshake within {HANDSHAKE_TIMEOUT:?}"))??;
-
+) -> Result<(), Ended> {
+    let Some(mut client) = handshake(stream, front).await? else {
+        return Ok(());
+    };
     // The library gets the other end of a pipe, already "upgraded".
     let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
     let library = relay.clone();
@@ -181,41 +191,7 @@ async fn serve_connection(
     });
     let mut inner =
         tokio_tungstenite::WebSocketStream::from_raw_socket(ours, Role::Client, None).await;
-
-    let result = async {
-        loop {
-            tokio::select! {
-                msg = client.next() => match msg {
-                    Some(Ok(Ws::Text(text))) => match screen(front, text.as_str()) {
-                        Some(answer) => client.send(Ws::text(answer)).await?,
-                        None => inner.send(Ws::Text(text)).await?,
-                    },
-                    Some(Ok(Ws::Binary(b))) => inner.send(Ws::Binary(b)).await?,
-                    Some(Ok(Ws::Close(_))) | None => break,
-                    Some(Ok(_)) => {}
-                    Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(e))) => {
-                        let frame = CloseFrame {
-                            code: CloseCode::Size,
-                            reason: format!("message over {max} bytes").into(),
-                        };
-                        let _ = client.send(Ws::Close(Some(frame))).await;
-                        anyhow::bail!("{e}");
-                    }
-                    Some(Err(e)) => anyhow::bail!("{e}"),
-                },
-                msg = inner.next() => match msg {
-                    Some(Ok(Ws::Text(text))) => client.send(Ws::Text(text)).await?,
-                    Some(Ok(Ws::Close(_))) | None | Some(Err(_)) => {
-                        let _ = client.close(None).await;
-                        break;
-                    }
-                    Some(Ok(_)) => {}
-                },
-            }
-        }
-        anyhow::Ok(())
-    }
-    .await;
+    let result = relay_messages(front, &mut client, &mut inner).await;
     // Close the library's side with a handshake (it answers our Close and then ends), so it does
     // not write into a pipe already gone (which it logs as an error).
     let _ = inner.close(None).await;
@@ -224,6 +200,70 @@ async fn serve_connection(
     drop(inner);
     let _ = served.await;
     result
+}
+
+/// Reads the request head and answers it: the NIP-11 document (then `None`), or the websocket
+/// handshake with the message caps set.
+async fn handshake(stream: TcpStream, front: &Front) -> Result<Option<ClientSocket>, Ended> {
+    stream.set_nodelay(true)?;
+    let head = tokio::time::timeout(HANDSHAKE_TIMEOUT, peek_head(&stream))
+        .await
+        .map_err(|_| Ended::NoRequest)??;
+    if wants_info(&head) {
+        serve_info(stream, head.len(), &front.info).await?;
+        return Ok(None);
+    }
+    let max = front.limits.max_message_bytes();
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max));
+    let client = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        tokio_tungstenite::accept_async_with_config(stream, Some(config)),
+    )
+    .await
+    .map_err(|_| Ended::NoHandshake)??;
+    Ok(Some(client))
+}
+
+/// Passes messages both ways, screening the client's ([`screen`]), until either side closes.
+async fn relay_messages(
+    front: &Front,
+    client: &mut ClientSocket,
+    inner: &mut LibrarySocket,
+) -> Result<(), Ended> {
+    loop {
+        tokio::select! {
+            msg = client.next() => match msg {
+                Some(Ok(Ws::Text(text))) => match screen(front, text.as_str()) {
+                    Some(answer) => client.send(Ws::text(answer)).await?,
+                    None => inner.send(Ws::Text(text)).await?,
+                },
+                Some(Ok(Ws::Binary(b))) => inner.send(Ws::Binary(b)).await?,
+                Some(Ok(Ws::Close(_))) | None => break,
+                Some(Ok(_)) => {}
+                Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(e))) => {
+                    let max = front.limits.max_message_bytes();
+                    let frame = CloseFrame {
+                        code: CloseCode::Size,
+                        reason: format!("message over {max} bytes").into(),
+                    };
+                    let _ = client.send(Ws::Close(Some(frame))).await;
+                    return Err(Ended::Capacity(e));
+                }
+                Some(Err(e)) => return Err(Ended::Ws(e)),
+            },
+            msg = inner.next() => match msg {
+                Some(Ok(Ws::Text(text))) => client.send(Ws::Text(text)).await?,
+                Some(Ok(Ws::Close(_))) | None | Some(Err(_)) => {
+                    let _ = client.close(None).await;
+                    break;
+                }
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    Ok(())
 }
 
 /// The answer the front gives itself to a client message, or `None` to pass it on.
@@ -283,24 +323,24 @@ fn screen(front: &Front, text: &str) -> Option<String> {
 
 /// Waits until the request head (up to the blank line) has arrived, without consuming it: the
 /// websocket handshake reads it again.
-async fn peek_head(stream: &TcpStream) -> anyhow::Result<Vec<u8>> {
+async fn peek_head(stream: &TcpStream) -> Result<Vec<u8>, Ended> {
     let mut buf = vec![0u8; MAX_REQUEST_HEAD];
     loop {
         let n = stream.peek(&mut buf).await?;
         if n == 0 {
-            anyhow::bail!("closed before a request");
+            return Err(Ended::ClosedEarly);
         }
         // Only GET is served (NIP-11 and the websocket upgrade): anything else is dropped at once.
         let start = &buf[..n.min(4)];
         if !b"GET ".starts_with(start) {
-            anyhow::bail!("not an HTTP GET request");
+            return Err(Ended::NotGet);
         }
         if let Some(end) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n") {
             buf.truncate(end + 4);
             return Ok(buf);
         }
         if n == buf.len() {
-            anyhow::bail!("request head over {MAX_REQUEST_HEAD} bytes");
+            return Err(Ended::HeadTooLarge);
         }
         // Peeking again returns at once with the same bytes: wait for more to arrive.
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -325,7 +365,7 @@ fn wants_info(head: &[u8]) -> bool {
             .any(|v| v.contains("application/nostr+json"))
 }
 
-async fn serve_info(mut stream: TcpStream, head_len: usize, info: &str) -> anyhow::Result<()> {
+async fn serve_info(mut stream: TcpStream, head_len: usize, info: &str) -> std::io::Result<()> {
     use tokio::io::AsyncReadExt;
     let mut head = vec![0u8; head_len];
     stream.read_exact(&mut head).await?;

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use nostr_sdk::prelude::{Keys, PublicKey, SecretKey};
 
+use crate::RelayError;
+
 #[derive(Debug, Clone)]
 pub struct KeyStore {
     dir: PathBuf,
@@ -26,12 +28,12 @@ impl KeyStore {
     }
 
     /// The key `apiary post` signs with.
-    pub fn operator(&self) -> anyhow::Result<Keys> {
+    pub fn operator(&self) -> Result<Keys, RelayError> {
         load_or_create(&self.dir.join("operator.key"))
     }
 
     /// The key a persona signs with, in the identity namespace of its pack.
-    pub fn persona(&self, namespace: &str, persona: &str) -> anyhow::Result<Keys> {
+    pub fn persona(&self, namespace: &str, persona: &str) -> Result<Keys, RelayError> {
         let path = self
             .namespace_dir(namespace)
             .join(format!("{}.key", safe_component(persona)));
@@ -44,27 +46,24 @@ impl KeyStore {
     }
 
     /// The owner record of `namespace` (`owner.json`), `None` when there is none yet.
-    pub fn owner(&self, namespace: &str) -> anyhow::Result<Option<Owner>> {
-        use anyhow::Context;
+    pub fn owner(&self, namespace: &str) -> Result<Option<Owner>, RelayError> {
         let path = self.namespace_dir(namespace).join(OWNER_FILE);
         match std::fs::read(&path) {
-            Ok(bytes) if bytes.len() > 64 * 1024 => {
-                anyhow::bail!("{} is too large to be an owner record", path.display())
-            }
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .with_context(|| format!("{} is not a valid owner record", path.display())),
+            Ok(bytes) if bytes.len() > 64 * 1024 => Err(RelayError::OwnerTooLarge { path }),
+            Ok(bytes) => match serde_json::from_slice(&bytes) {
+                Ok(owner) => Ok(Some(owner)),
+                Err(error) => Err(RelayError::BadOwner { path, error }),
+            },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+            Err(e) => Err(RelayError::file("reading", &path, e)),
         }
     }
 
     /// Records `owner` for `namespace` unless it has one already; returns the owner in force (ours,
     /// or the one another process wrote first).
-    pub fn claim(&self, namespace: &str, owner: &Owner) -> anyhow::Result<Owner> {
-        use anyhow::Context;
+    pub fn claim(&self, namespace: &str, owner: &Owner) -> Result<Owner, RelayError> {
         let dir = self.namespace_dir(namespace);
-        create_private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        create_private_dir(&dir).map_err(|e| RelayError::file("creating", &dir, e))?;
         let path = dir.join(OWNER_FILE);
         let mut opts = std::fs::OpenOptions::new();
         opts.write(true).create_new(true);
@@ -77,38 +76,36 @@ impl KeyStore {
             Ok(mut f) => {
                 f.write_all(&owner_json(owner))
                     .and_then(|_| f.sync_all())
-                    .with_context(|| format!("writing {}", path.display()))?;
+                    .map_err(|e| RelayError::file("writing", &path, e))?;
                 Ok(owner.clone())
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
                 .owner(namespace)?
-                .with_context(|| format!("{} vanished", path.display())),
-            Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
+                .ok_or(RelayError::OwnerVanished { path }),
+            Err(e) => Err(RelayError::file("creating", &path, e)),
         }
     }
 
     /// Records `owner` for `namespace`, replacing any earlier owner (temporary file and rename).
-    pub fn set_owner(&self, namespace: &str, owner: &Owner) -> anyhow::Result<()> {
-        use anyhow::Context;
+    pub fn set_owner(&self, namespace: &str, owner: &Owner) -> Result<(), RelayError> {
         let dir = self.namespace_dir(namespace);
-        create_private_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        create_private_dir(&dir).map_err(|e| RelayError::file("creating", &dir, e))?;
         let path = dir.join(OWNER_FILE);
+        let writing = |e| RelayError::file("writing", &path, e);
         let mut tmp = tempfile::Builder::new()
             .prefix(".owner-")
             .tempfile_in(&dir)
-            .with_context(|| format!("writing {}", path.display()))?;
+            .map_err(writing)?;
         tmp.write_all(&owner_json(owner))
             .and_then(|_| tmp.as_file().sync_all())
-            .with_context(|| format!("writing {}", path.display()))?;
-        tmp.persist(&path)
-            .map_err(|e| e.error)
-            .with_context(|| format!("writing {}", path.display()))?;
+            .map_err(writing)?;
+        tmp.persist(&path).map_err(|e| writing(e.error))?;
         Ok(())
     }
 
     /// The embedded relay's own key: it advertises it (NIP-11 `pubkey`) and only group metadata
     /// signed with it is authoritative.
-    pub fn relay(&self) -> anyhow::Result<Keys> {
+    pub fn relay(&self) -> Result<Keys, RelayError> {
         load_or_create(&self.dir.join("relay.key"))
     }
 
@@ -205,15 +202,16 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
-fn load_or_create(path: &Path) -> anyhow::Result<Keys> {
-    use anyhow::Context;
+fn load_or_create(path: &Path) -> Result<Keys, RelayError> {
     if let Some(parent) = path.parent() {
         create_private_dir(parent)
-            .with_context(|| format!("creating key directory {}", parent.display()))?;
+            .map_err(|e| RelayError::file("creating key directory", parent, e))?;
     }
     if let Ok(text) = std::fs::read_to_string(path) {
-        let sk = SecretKey::from_hex(text.trim())
-            .with_context(|| format!("{} is not a valid secret key", path.display()))?;
+        let sk = SecretKey::from_hex(text.trim()).map_err(|error| RelayError::BadKey {
+            path: path.to_path_buf(),
+            error,
+        })?;
         return Ok(Keys::new(sk));
     }
     let keys = Keys::generate();
@@ -228,15 +226,17 @@ fn load_or_create(path: &Path) -> anyhow::Result<Keys> {
         Ok(mut f) => {
             f.write_all(format!("{}\n", keys.secret_key().to_secret_hex()).as_bytes())
                 .and_then(|_| f.sync_all())
-                .with_context(|| format!("writing {}", path.display()))?;
+                .map_err(|e| RelayError::file("writing", path, e))?;
             Ok(keys)
         }
         // Another process created it first: use theirs.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let text = std::fs::read_to_string(path)?;
-            Ok(Keys::new(SecretKey::from_hex(text.trim())?))
+            Ok(Keys::new(
+                SecretKey::from_hex(text.trim()).map_err(RelayError::Key)?,
+            ))
         }
-        Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
+        Err(e) => Err(RelayError::file("creating", path, e)),
     }
 }
 

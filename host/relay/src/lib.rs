@@ -19,6 +19,7 @@
 
 pub mod echo;
 pub mod embedded;
+pub mod error;
 pub mod front;
 pub mod keys;
 pub mod limits;
@@ -27,6 +28,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nostr_sdk::prelude::*;
+
+pub use error::{JournalProblem, RelayError};
 
 /// NIP-29 chat message.
 pub const KIND_MESSAGE: u16 = 9;
@@ -216,7 +219,7 @@ pub fn channel_filter(channels: &[String], since: Timestamp) -> Filter {
 }
 
 /// A connected client without a key: it cannot answer a NIP-42 challenge.
-pub async fn connect(url: &str, timeout: Duration) -> anyhow::Result<Client> {
+pub async fn connect(url: &str, timeout: Duration) -> Result<Client, RelayError> {
     connect_as(url, timeout, None).await
 }
 
@@ -227,7 +230,7 @@ pub async fn connect_as(
     url: &str,
     timeout: Duration,
     keys: Option<Keys>,
-) -> anyhow::Result<Client> {
+) -> Result<Client, RelayError> {
     Ok(connect_watched(url, timeout, keys).await?.0)
 }
 
@@ -235,7 +238,7 @@ pub async fn connect_as(
 /// reads, the relay pool's per-event parse and signature check), so that work never queues in
 /// front of the harness's dispatch and agent pipes on the caller's runtime. Process-wide, started
 /// on first use, never stopped (its thread idles when nothing is connected).
-pub fn io_runtime() -> anyhow::Result<&'static tokio::runtime::Handle> {
+pub fn io_runtime() -> Result<&'static tokio::runtime::Handle, RelayError> {
     static RT: RuntimeSlot = std::sync::OnceLock::new();
     one_thread_runtime(&RT, "apiary-relay-io")
 }
@@ -243,33 +246,36 @@ pub fn io_runtime() -> anyhow::Result<&'static tokio::runtime::Handle> {
 /// The embedded relay's runtime: a thread of its own, apart from [`io_runtime`], so the relay's
 /// work (verifying, storing and fanning out every event it is sent) and the client's (parsing and
 /// verifying what the relay sends it) run side by side instead of queueing behind each other.
-pub fn relay_runtime() -> anyhow::Result<&'static tokio::runtime::Handle> {
+pub fn relay_runtime() -> Result<&'static tokio::runtime::Handle, RelayError> {
     static RT: RuntimeSlot = std::sync::OnceLock::new();
     one_thread_runtime(&RT, "apiary-relay")
 }
 
-type RuntimeSlot = std::sync::OnceLock<Result<tokio::runtime::Runtime, String>>;
+/// A runtime, or why it could not be started (kept: the start is not retried).
+type RuntimeSlot = std::sync::OnceLock<std::io::Result<tokio::runtime::Runtime>>;
 
 fn one_thread_runtime(
     slot: &'static RuntimeSlot,
-    name: &str,
-) -> anyhow::Result<&'static tokio::runtime::Handle> {
+    name: &'static str,
+) -> Result<&'static tokio::runtime::Handle, RelayError> {
     let rt = slot.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(name)
             .enable_all()
             .build()
-            .map_err(|e| e.to_string())
     });
     match rt {
         Ok(rt) => Ok(rt.handle()),
-        Err(e) => anyhow::bail!("cannot start the {name} runtime: {e}"),
+        Err(e) => Err(RelayError::Runtime {
+            name,
+            detail: e.to_string(),
+        }),
     }
 }
 
 /// Runs `fut` on the [`io_runtime`]: tasks it spawns (a relay client's connection) live there.
-pub async fn on_io_runtime<F>(fut: F) -> anyhow::Result<F::Output>
+pub async fn on_io_runtime<F>(fut: F) -> Result<F::Output, RelayError>
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
@@ -290,7 +296,7 @@ pub async fn shutdown(client: &Client) {
 
 /// Runs `fut` on the [`relay_runtime`]: tasks it spawns (an embedded relay's listener and
 /// connections) live there.
-pub async fn on_relay_runtime<F>(fut: F) -> anyhow::Result<F::Output>
+pub async fn on_relay_runtime<F>(fut: F) -> Result<F::Output, RelayError>
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
@@ -298,14 +304,19 @@ where
     spawn_on(relay_runtime()?, "embedded relay", fut).await
 }
 
-async fn spawn_on<F>(rt: &tokio::runtime::Handle, what: &str, fut: F) -> anyhow::Result<F::Output>
+async fn spawn_on<F>(
+    rt: &tokio::runtime::Handle,
+    what: &'static str,
+    fut: F,
+) -> Result<F::Output, RelayError>
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    rt.spawn(fut)
-        .await
-        .map_err(|e| anyhow::anyhow!("{what} task failed: {e}"))
+    rt.spawn(fut).await.map_err(|e| RelayError::Task {
+        what,
+        detail: e.to_string(),
+    })
 }
 
 /// Like [`connect_as`], with the client's notifications from before the connection was opened (so
@@ -314,10 +325,13 @@ pub async fn connect_watched(
     url: &str,
     timeout: Duration,
     keys: Option<Keys>,
-) -> anyhow::Result<(
-    Client,
-    tokio::sync::broadcast::Receiver<RelayPoolNotification>,
-)> {
+) -> Result<
+    (
+        Client,
+        tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+    ),
+    RelayError,
+> {
     let url = url.to_string();
     on_io_runtime(async move { connect_here(&url, timeout, keys, None).await }).await?
 }
@@ -331,10 +345,13 @@ pub async fn connect_skipping_echoes(
     timeout: Duration,
     keys: Option<Keys>,
     transport: echo::SkipEchoes,
-) -> anyhow::Result<(
-    Client,
-    tokio::sync::broadcast::Receiver<RelayPoolNotification>,
-)> {
+) -> Result<
+    (
+        Client,
+        tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+    ),
+    RelayError,
+> {
     let url = url.to_string();
     on_io_runtime(async move { connect_here(&url, timeout, keys, Some(transport)).await }).await?
 }
@@ -344,10 +361,13 @@ async fn connect_here(
     timeout: Duration,
     keys: Option<Keys>,
     transport: Option<echo::SkipEchoes>,
-) -> anyhow::Result<(
-    Client,
-    tokio::sync::broadcast::Receiver<RelayPoolNotification>,
-)> {
+) -> Result<
+    (
+        Client,
+        tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+    ),
+    RelayError,
+> {
     let mut builder = Client::builder();
     if let Some(keys) = keys {
         builder = builder.signer(keys);
@@ -367,7 +387,10 @@ async fn connect_here(
         .pool()
         .add_relay(url, opts)
         .await
-        .map_err(|e| anyhow::anyhow!("relay URL `{url}`: {e}"))?;
+        .map_err(|e| RelayError::Url {
+            url: url.to_string(),
+            detail: e.to_string(),
+        })?;
     client.connect().await;
     client.wait_for_connection(timeout).await;
     let connected = client
@@ -377,7 +400,10 @@ async fn connect_here(
         .any(|r| r.status() == RelayStatus::Connected);
     if !connected {
         client.shutdown().await;
-        anyhow::bail!("cannot connect to the relay at {url} within {timeout:?}");
+        return Err(RelayError::Connect {
+            url: url.to_string(),
+            timeout,
+        });
     }
     Ok((client, notifications))
 }

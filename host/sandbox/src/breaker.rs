@@ -18,6 +18,13 @@ impl Default for BreakerPolicy {
     }
 }
 
+/// An open breaker: the cooldown left and the failures that opened it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Open {
+    pub retry_in: Duration,
+    pub failures: u32,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Breaker {
     consecutive_failures: u32,
@@ -25,10 +32,13 @@ pub(crate) struct Breaker {
 }
 
 impl Breaker {
-    /// `Err(remaining cooldown, failures)` while open.
-    pub(crate) fn admit(&mut self, now: Instant) -> Result<(), (Duration, u32)> {
+    /// `Err` while open.
+    pub(crate) fn admit(&mut self, now: Instant) -> Result<(), Open> {
         match self.open_until {
-            Some(until) if now < until => Err((until - now, self.consecutive_failures)),
+            Some(until) if now < until => Err(Open {
+                retry_in: until - now,
+                failures: self.consecutive_failures,
+            }),
             Some(_) => {
                 // Half-open: let one trial through; a failure re-opens at once.
                 self.open_until = None;
@@ -68,7 +78,7 @@ mod tests {
             assert!(b.admit(t0).is_ok());
         }
         b.record(false, &policy, t0);
-        assert_eq!(b.admit(t0).unwrap_err().1, 3);
+        assert_eq!(b.admit(t0).unwrap_err().failures, 3);
         let later = t0 + Duration::from_secs(11);
         assert!(b.admit(later).is_ok(), "half-open after the cooldown");
         b.record(false, &policy, later);

@@ -35,16 +35,19 @@ impl HookPoint {
     }
 }
 
+/// A name that is not a hook point.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown hook point `{0}`: expected on_start, on_stop or on_message")]
+pub struct UnknownHookPoint(pub String);
+
 impl std::str::FromStr for HookPoint {
-    type Err = String;
-    fn from_str(s: &str) -> Result<HookPoint, String> {
+    type Err = UnknownHookPoint;
+    fn from_str(s: &str) -> Result<HookPoint, UnknownHookPoint> {
         match s.replace('-', "_").as_str() {
             "on_start" => Ok(HookPoint::OnStart),
             "on_stop" => Ok(HookPoint::OnStop),
             "on_message" => Ok(HookPoint::OnMessage),
-            _ => Err(format!(
-                "unknown hook point `{s}`: expected on_start, on_stop or on_message"
-            )),
+            _ => Err(UnknownHookPoint(s.to_string())),
         }
     }
 }

@@ -48,8 +48,9 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 const LOG_LINES_PER_CALL: u32 = 256;
 const LOG_LINE_BYTES: usize = 4 << 10;
 
-/// Everything that can go wrong loading or calling a component. The message says what happened.
-#[derive(Debug, thiserror::Error)]
+/// Everything that can go wrong setting up the sandbox, loading or calling a component. The
+/// message says what happened. `Clone`: the process-wide sandbox keeps why it could not start.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum SandboxError {
     #[error("{name}: {detail}")]
     NotAComponent { name: String, detail: String },
@@ -122,6 +123,9 @@ pub enum SandboxError {
     },
     #[error("{name}: {detail}")]
     Setup { name: String, detail: String },
+    /// The sandbox itself could not be set up (the engine, the linker).
+    #[error("cannot {step}: {detail}")]
+    Engine { step: &'static str, detail: String },
     #[error("{name} was stopped: the host panicked while running it ({detail})")]
     HostPanic { name: String, detail: String },
 }
@@ -146,7 +150,7 @@ impl SandboxError {
             SandboxError::Oversized { .. } => "oversized",
             SandboxError::Invalid { .. } => "invalid-answer",
             SandboxError::CircuitOpen { .. } => "circuit-open",
-            SandboxError::Setup { .. } => "setup",
+            SandboxError::Setup { .. } | SandboxError::Engine { .. } => "setup",
             SandboxError::HostPanic { .. } => "host-panic",
         }
     }
@@ -307,15 +311,23 @@ fn engine_config(pool: Option<u32>) -> Config {
 impl Sandbox {
     /// The process-wide sandbox, created on first use with the configuration `config` gives (the
     /// caller names the cache dir: this crate computes no default path).
-    pub fn shared(config: impl FnOnce() -> SandboxConfig) -> Result<&'static Sandbox, String> {
-        static SHARED: OnceLock<Result<Sandbox, String>> = OnceLock::new();
+    pub fn shared(
+        config: impl FnOnce() -> SandboxConfig,
+    ) -> Result<&'static Sandbox, SandboxError> {
+        static SHARED: OnceLock<Result<Sandbox, SandboxError>> = OnceLock::new();
         SHARED
             .get_or_init(|| Sandbox::new(config()))
             .as_ref()
             .map_err(Clone::clone)
     }
 
-    pub fn new(config: SandboxConfig) -> Result<Sandbox, String> {
+    pub fn new(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
+        let engine_error = |step| {
+            move |e: wasmtime::Error| SandboxError::Engine {
+                step,
+                detail: format!("{e:#}"),
+            }
+        };
         let pooled = match config.pooling {
             true => Engine::new(&engine_config(Some(config.pool_instances))),
             false => Err(wasmtime::Error::msg(
@@ -327,19 +339,17 @@ impl Sandbox {
             Err(e) => {
                 // Pooling reserves a lot of virtual address space; some environments cap it.
                 tracing::warn!("pooling allocator unavailable ({e:#}); using on-demand allocation");
-                Engine::new(&engine_config(None))
-                    .map_err(|e| format!("cannot create the wasm engine: {e:#}"))?
+                Engine::new(&engine_config(None)).map_err(engine_error("create the wasm engine"))?
             }
         };
         start_ticker(&engine);
         let mut linker: Linker<State> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .map_err(|e| format!("cannot link WASI: {e:#}"))?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error("link WASI"))?;
         bindings::v0_1::hook::apiary::plugin::host::add_to_linker::<State, HasSelf<State>>(
             &mut linker,
             |s| s,
         )
-        .map_err(|e| format!("cannot link the host interface: {e:#}"))?;
+        .map_err(engine_error("link the host interface"))?;
         let cache = CompileCache::new(&engine, config.cache_dir);
         Ok(Sandbox {
             engine,
@@ -514,7 +524,7 @@ impl Sandbox {
             Ok(r) => r
                 .map_err(|e| classify(name, limits, (refused_growth, refused_table), &stderr, e))
                 .and_then(|r| r),
-            Err(panic) => Err(SandboxError::HostPanic {
+            Err(blocking::Panicked(panic)) => Err(SandboxError::HostPanic {
                 name: name.to_string(),
                 detail: truncate(&panic, 300).to_string(),
             }),
@@ -570,11 +580,13 @@ impl Sandbox {
         let mut breakers = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
         let b = breakers.entry(loaded.digest.clone()).or_default();
         b.admit(Instant::now())
-            .map_err(|(retry_in, failures)| SandboxError::CircuitOpen {
-                name: loaded.name.to_string(),
-                failures,
-                retry_in,
-            })
+            .map_err(
+                |breaker::Open { retry_in, failures }| SandboxError::CircuitOpen {
+                    name: loaded.name.to_string(),
+                    failures,
+                    retry_in,
+                },
+            )
     }
 
     /// Counts a call's outcome for the circuit breaker.

@@ -29,6 +29,16 @@ pub enum McpError {
     },
 }
 
+impl McpError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            McpError::Unresolved { .. } => "unresolved-env",
+            McpError::NotAllowed { .. } => "env-not-allowed",
+        }
+    }
+}
+
 /// Where `${VAR}` values come from: `env`, for the variables in `allowed` only (the pack's
 /// `allow_env`). `env` also gives `PATH` for finding a bare command.
 pub struct Vars<'a> {

@@ -20,7 +20,7 @@ use agent_client_protocol_schema::ProtocolVersion;
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 /// A line from the agent longer than this is dropped.
@@ -134,8 +134,47 @@ pub enum AcpError {
     Version(u16),
 }
 
-/// An answer: the result, or the error code and message (`-1`: the agent exited).
-type Answer = Result<Value, (i64, String)>;
+impl AcpError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AcpError::Spawn { .. } => "spawn",
+            AcpError::Exited => "exited",
+            AcpError::Timeout(_) => "timeout",
+            AcpError::Idle(_) => "idle",
+            AcpError::Hard(_) => "hard-timeout",
+            AcpError::Rpc { .. } => "rpc",
+            AcpError::Invalid { .. } => "invalid-answer",
+            AcpError::Version(_) => "version",
+        }
+    }
+}
+
+/// Why a request has no result.
+#[derive(Debug)]
+enum Unanswered {
+    /// The agent exited before answering.
+    Exited,
+    /// A JSON-RPC error answer (its message cut to 500 characters).
+    Rpc { code: i64, message: String },
+}
+
+impl Unanswered {
+    fn into_error(self, method: &'static str) -> AcpError {
+        match self {
+            // An error answer with code -1 has always been taken as the agent's exit.
+            Unanswered::Exited | Unanswered::Rpc { code: -1, .. } => AcpError::Exited,
+            Unanswered::Rpc { code, message } => AcpError::Rpc {
+                method,
+                code,
+                message,
+            },
+        }
+    }
+}
+
+/// An answer: the result, or why there is none.
+type Answer = Result<Value, Unanswered>;
 type Pending = HashMap<u64, oneshot::Sender<Answer>>;
 
 /// What happened during a prompt, as the reader saw it.
@@ -180,15 +219,15 @@ impl Shared {
         self.alive.store(false, Ordering::SeqCst);
         let pending: Pending = std::mem::take(&mut *lock(&self.pending));
         for (_, tx) in pending {
-            let _ = tx.send(Err((-1, "agent exited".into())));
+            let _ = tx.send(Err(Unanswered::Exited));
         }
         lock(&self.sinks).clear();
         self.exited.notify_waiters();
     }
 }
 
-/// The agent's command: piped stdio, its own process group, niced.
-fn command(spec: &SpawnSpec) -> Command {
+/// The agent's process: piped stdio, its own process group, `spec.nice` lower priority.
+fn agent_command(spec: &SpawnSpec) -> Command {
     let mut cmd = Command::new(&spec.command.program);
     cmd.args(&spec.command.args)
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -218,9 +257,9 @@ fn command(spec: &SpawnSpec) -> Command {
     cmd
 }
 
-/// The reader: routes answers, updates and the agent's own requests until the agent's stdout
-/// closes, then fails everything still waiting.
-async fn read_stdout(shared: Arc<Shared>, stdout: tokio::process::ChildStdout) {
+/// The reader of the agent's stdout: routes answers, updates and the agent's own requests until
+/// the agent closes it, then fails what is still pending.
+async fn read_agent(shared: Arc<Shared>, stdout: ChildStdout) {
     let mut reader = BufReader::new(stdout);
     let mut buf = Vec::new();
     loop {
@@ -235,8 +274,8 @@ async fn read_stdout(shared: Arc<Shared>, stdout: tokio::process::ChildStdout) {
     shared.fail_all();
 }
 
-/// The agent's stderr, to the debug log.
-async fn log_stderr(persona: String, stderr: tokio::process::ChildStderr) {
+/// Logs the agent's stderr, line by line, at debug level.
+async fn log_stderr(persona: String, stderr: ChildStderr) {
     let mut reader = BufReader::new(stderr);
     let mut buf = Vec::new();
     while let Ok(Some(_)) = read_line_capped(&mut reader, &mut buf, 16 * 1024).await {
@@ -274,10 +313,12 @@ pub struct AcpClient {
 impl AcpClient {
     /// Starts the agent and runs `initialize` (advertising v1, no client capabilities).
     pub async fn spawn(spec: &SpawnSpec) -> Result<AcpClient, AcpError> {
-        let mut child = command(spec).spawn().map_err(|source| AcpError::Spawn {
-            program: spec.command.program.display().to_string(),
-            source,
-        })?;
+        let mut child = agent_command(spec)
+            .spawn()
+            .map_err(|source| AcpError::Spawn {
+                program: spec.command.program.display().to_string(),
+                source,
+            })?;
         let stdin = child.stdin.take().ok_or(AcpError::Exited)?;
         let stdout = child.stdout.take().ok_or(AcpError::Exited)?;
         let stderr = child.stderr.take();
@@ -292,7 +333,7 @@ impl AcpClient {
             alive: AtomicBool::new(true),
             exited: tokio::sync::Notify::new(),
         });
-        tokio::spawn(read_stdout(Arc::clone(&shared), stdout));
+        tokio::spawn(read_agent(Arc::clone(&shared), stdout));
         if let Some(stderr) = stderr {
             tokio::spawn(log_stderr(spec.persona.clone(), stderr));
         }
@@ -310,7 +351,8 @@ impl AcpClient {
         Ok(client)
     }
 
-    /// `initialize`: what the agent can do. An agent of another protocol version is stopped.
+    /// `initialize`: what the agent says about itself. An agent that speaks another ACP version
+    /// is shut down.
     async fn initialize(&self) -> Result<AgentInfo, AcpError> {
         let req = acp::InitializeRequest::new(ProtocolVersion::V1)
             .client_capabilities(acp::ClientCapabilities::default())
@@ -421,8 +463,7 @@ impl AcpClient {
                         }
                         let value = match r {
                             Ok(Ok(v)) => v,
-                            Ok(Err((-1, _))) => return Err(AcpError::Exited),
-                            Ok(Err((code, message))) => return Err(AcpError::Rpc { method: "session/prompt", code, message }),
+                            Ok(Err(why)) => return Err(why.into_error("session/prompt")),
                             Err(_) => return Err(AcpError::Exited),
                         };
                         let resp: acp::PromptResponse = serde_json::from_value(value).map_err(|e| AcpError::Invalid { method: "session/prompt", detail: e.to_string() })?;
@@ -518,12 +559,8 @@ impl AcpClient {
         let rx = self.send_request(method, params).await?;
         match tokio::time::timeout(timeout, rx).await {
             Err(_) => Err(AcpError::Timeout(method)),
-            Ok(Err(_)) | Ok(Ok(Err((-1, _)))) => Err(AcpError::Exited),
-            Ok(Ok(Err((code, message)))) => Err(AcpError::Rpc {
-                method,
-                code,
-                message,
-            }),
+            Ok(Err(_)) => Err(AcpError::Exited),
+            Ok(Ok(Err(why))) => Err(why.into_error(method)),
             Ok(Ok(Ok(v))) => Ok(v),
         }
     }
@@ -616,8 +653,6 @@ async fn read_line_capped<R: AsyncBufRead + Unpin>(
     }
 }
 
-/// One line from the agent: an answer to one of our requests, a session update, or a request of
-/// its own (permission, or anything else, refused).
 async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
     let Ok(msg) = serde_json::from_slice::<Value>(line) else {
         tracing::debug!(persona = %shared.persona, "agent sent a line that is not JSON; ignored");
@@ -626,9 +661,14 @@ async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
     let method = msg.get("method").and_then(Value::as_str);
     let id = msg.get("id").cloned().filter(|v| !v.is_null());
     match (method, id) {
-        (None, Some(id)) => answer(shared, &msg, &id),
+        (None, Some(id)) => answered(shared, &msg, &id),
         (Some("session/update"), None) => session_update(shared, &msg),
-        (Some("session/request_permission"), Some(id)) => permission(shared, &msg, id).await,
+        (Some("session/request_permission"), Some(id)) => {
+            let outcome = permission(shared, &msg);
+            let resp = acp::RequestPermissionResponse::new(outcome);
+            let line = json!({"jsonrpc": "2.0", "id": id, "result": to_value(&resp)});
+            shared.write_line(&format!("{line}\n")).await;
+        }
         (Some(m), Some(id)) => {
             tracing::debug!(persona = %shared.persona, method = %m.chars().take(64).collect::<String>(), "refused agent request");
             let line = json!({"jsonrpc": "2.0", "id": id,
@@ -639,29 +679,30 @@ async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
     }
 }
 
-/// The agent's answer to our request `id`, to whoever waits for it.
-fn answer(shared: &Shared, msg: &Value, id: &Value) {
+/// An answer to request `id`: handed to whoever waits for it.
+fn answered(shared: &Shared, msg: &Value, id: &Value) {
     let Some(n) = id.as_u64() else { return };
     let Some(tx) = lock(&shared.pending).remove(&n) else {
         return;
     };
     let result = if let Some(err) = msg.get("error") {
-        Err((
-            err.get("code").and_then(Value::as_i64).unwrap_or(0),
-            err.get("message")
+        Err(Unanswered::Rpc {
+            code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: err
+                .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .chars()
                 .take(500)
                 .collect(),
-        ))
+        })
     } else {
         Ok(msg.get("result").cloned().unwrap_or(Value::Null))
     };
     let _ = tx.send(result);
 }
 
-/// `session/update`: message text and other activity, to the prompt in flight on that session.
+/// A `session/update` notification: text and other activity for the prompt in flight.
 fn session_update(shared: &Shared, msg: &Value) {
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
     let Ok(n) = serde_json::from_value::<acp::SessionNotification>(params) else {
@@ -689,8 +730,9 @@ fn session_update(shared: &Shared, msg: &Value) {
     }
 }
 
-/// `session/request_permission`, answered by the operator's policy.
-async fn permission(shared: &Shared, msg: &Value, id: Value) {
+/// The answer to a `session/request_permission` request, by the persona's policy (counted as
+/// activity for the prompt in flight).
+fn permission(shared: &Shared, msg: &Value) -> acp::RequestPermissionOutcome {
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
     let outcome = match serde_json::from_value::<acp::RequestPermissionRequest>(params) {
         Ok(req) => {
@@ -702,9 +744,7 @@ async fn permission(shared: &Shared, msg: &Value, id: Value) {
         Err(_) => acp::RequestPermissionOutcome::Cancelled,
     };
     tracing::info!(persona = %shared.persona, policy = ?shared.policy, outcome = ?outcome, "agent asked for permission");
-    let resp = acp::RequestPermissionResponse::new(outcome);
-    let line = json!({"jsonrpc": "2.0", "id": id, "result": to_value(&resp)});
-    shared.write_line(&format!("{line}\n")).await;
+    outcome
 }
 
 fn choose_permission(

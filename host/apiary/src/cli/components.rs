@@ -118,7 +118,7 @@ fn pairs(e: &Entry) -> String {
 fn add(store: &Store, args: &AddArgs) -> u8 {
     let sb = match crate::shared_sandbox() {
         Ok(sb) => sb,
-        Err(e) => return failed(&e, args.json),
+        Err(e) => return failed(&e.to_string(), args.json),
     };
     match store.add(sb, &args.file, args.name.as_deref(), args.force) {
         Ok(e) => {
@@ -135,18 +135,20 @@ fn add(store: &Store, args: &AddArgs) -> u8 {
             }
             exit::OK
         }
-        Err(m) => failed(&m, args.json),
+        Err(m) => failed(&m.to_string(), args.json),
     }
 }
 
 fn list(store: &Store, args: &ListArgs) -> u8 {
     let entries = match store.list() {
         Ok(e) => e,
-        Err(m) => return failed(&m, args.json),
+        Err(m) => return failed(&m.to_string(), args.json),
     };
     // The digest check `apiary convert` makes, so a tampered file shows here too.
-    let status: Vec<Result<(), String>> =
-        entries.iter().map(|e| store.bytes(e).map(|_| ())).collect();
+    let status: Vec<Result<(), String>> = entries
+        .iter()
+        .map(|e| store.bytes(e).map(|_| ()).map_err(|e| e.to_string()))
+        .collect();
     if args.json {
         let rows: Vec<_> = entries
             .iter()
@@ -186,6 +188,6 @@ fn remove(store: &Store, args: &RemoveArgs) -> u8 {
             }
             exit::OK
         }
-        Err(m) => failed(&m, args.json),
+        Err(m) => failed(&m.to_string(), args.json),
     }
 }

@@ -110,7 +110,7 @@ pub struct HookRunArgs {
 }
 
 fn parse_point(s: &str) -> Result<HookPoint, String> {
-    s.parse()
+    s.parse::<HookPoint>().map_err(|e| e.to_string())
 }
 
 const TRIGGER_AFTER_HELP: &str = "\

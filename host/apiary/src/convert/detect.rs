@@ -126,23 +126,10 @@ fn rules(dir: &Path, notes: &mut Vec<String>) -> Result<Option<Detected>, Refusa
             )
         });
     }
-    if dir.join("plugin.json").is_file() {
-        match read_json(dir, "plugin.json") {
-            Ok(v) => match v.get("$schema").and_then(|s| s.as_str()) {
-                Some(s) if is_agent_plugins_schema(s) => {
-                    return Ok(found(
-                        "agent-plugins",
-                        "root-plugin-json",
-                        format!("found plugin.json with $schema {s}"),
-                    ));
-                }
-                Some(s) => notes.push(format!(
-                    "plugin.json has $schema {s}, which is not an Agent Plugins schema"
-                )),
-                None => notes.push("plugin.json has no $schema (not Agent Plugins 1.0)".into()),
-            },
-            Err(r) => notes.push(r.reason),
-        }
+    if dir.join("plugin.json").is_file()
+        && let Some(d) = root_plugin_json(dir, notes)
+    {
+        return Ok(Some(d));
     }
     if dir.join(".claude-plugin/plugin.json").is_file() {
         return Ok(found(
@@ -167,56 +154,86 @@ fn rules(dir: &Path, notes: &mut Vec<String>) -> Result<Option<Detected>, Refusa
             return Ok(found(format, "named-manifest", format!("found {file}")));
         }
     }
+    Ok(layout_rules(dir, notes))
+}
+
+/// The rules for packs told by their layout rather than a plugin manifest (agent-compose files, a
+/// bare skill, agent files), in order.
+fn layout_rules(dir: &Path, notes: &mut Vec<String>) -> Option<Detected> {
     if dir.join("person.kdl").is_file() {
-        return Ok(found(
-            "agent-compose-package",
-            "person-kdl",
-            "found person.kdl",
-        ));
+        return found("agent-compose-package", "person-kdl", "found person.kdl");
     }
     if let Some(kdl) = roster_kdl(dir) {
-        return Ok(found(
+        return found(
             "agent-compose-package",
             "roster-kdl",
             format!("found {kdl} with a `roster` node"),
-        ));
+        );
     }
-    if dir.join("person.json").is_file() {
-        match read_json(dir, "person.json") {
-            Ok(v) => match v.get("format").and_then(|f| f.as_str()) {
-                Some(f) if f.starts_with("agent-compose.person-snapshot.") => {
-                    return Ok(found(
-                        "agent-compose-snapshot",
-                        "person-json",
-                        format!("found person.json with format {f}"),
-                    ));
-                }
-                _ => notes.push(
-                    "person.json has no `format` starting with agent-compose.person-snapshot."
-                        .into(),
-                ),
-            },
-            Err(r) => notes.push(r.reason),
-        }
+    if dir.join("person.json").is_file()
+        && let Some(d) = person_json(dir, notes)
+    {
+        return Some(d);
     }
     if dir.join("SKILL.md").is_file() {
-        return Ok(found(
+        return found(
             "claude-plugin",
             "bare-skill",
             "found a bare SKILL.md (manifest-less Claude plugin)",
-        ));
+        );
     }
     let agents = agent_markdown(dir);
     if agents > 0 {
-        return Ok(found(
+        return found(
             "claude-plugin",
             "agents-only",
             format!(
                 "found {agents} agents/*.md file(s) and no manifest (manifest-less Claude plugin)"
             ),
-        ));
+        );
     }
-    Ok(None)
+    None
+}
+
+/// A root `plugin.json` with an Agent Plugins `$schema`; anything else is noted.
+fn root_plugin_json(dir: &Path, notes: &mut Vec<String>) -> Option<Detected> {
+    match read_json(dir, "plugin.json") {
+        Ok(v) => match v.get("$schema").and_then(|s| s.as_str()) {
+            Some(s) if is_agent_plugins_schema(s) => {
+                return found(
+                    "agent-plugins",
+                    "root-plugin-json",
+                    format!("found plugin.json with $schema {s}"),
+                );
+            }
+            Some(s) => notes.push(format!(
+                "plugin.json has $schema {s}, which is not an Agent Plugins schema"
+            )),
+            None => notes.push("plugin.json has no $schema (not Agent Plugins 1.0)".into()),
+        },
+        Err(r) => notes.push(r.reason),
+    }
+    None
+}
+
+/// A `person.json` agent-compose snapshot; anything else is noted.
+fn person_json(dir: &Path, notes: &mut Vec<String>) -> Option<Detected> {
+    match read_json(dir, "person.json") {
+        Ok(v) => match v.get("format").and_then(|f| f.as_str()) {
+            Some(f) if f.starts_with("agent-compose.person-snapshot.") => {
+                return found(
+                    "agent-compose-snapshot",
+                    "person-json",
+                    format!("found person.json with format {f}"),
+                );
+            }
+            _ => notes.push(
+                "person.json has no `format` starting with agent-compose.person-snapshot.".into(),
+            ),
+        },
+        Err(r) => notes.push(r.reason),
+    }
+    None
 }
 
 /// An Agent Plugins (or its earlier name, Open Plugin) schema URL.

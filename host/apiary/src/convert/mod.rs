@@ -193,13 +193,39 @@ pub fn convert(sandbox: &Sandbox, reg: &Registry, job: &Job) -> Outcome {
 }
 
 fn run(sandbox: &Sandbox, reg: &Registry, job: &Job, o: &mut Outcome) -> Result<(), Failure> {
+    let (work, input) = stage_input(job)?;
+    let (source, root) = decide_format(sandbox, reg, job, &input, o)?;
+    o.source_format = Some(source.clone());
+    let steps = plan_steps(reg, job, &source)?;
+    o.steps = steps.clone();
+    let run = Run {
+        sandbox,
+        reg,
+        job,
+        work: work.path(),
+    };
+    let mut step_input = input.join(&root);
+    for (i, step) in steps.iter().enumerate() {
+        let last = i + 1 == steps.len();
+        step_input = run.step(o, i, step, last, &step_input)?;
+    }
+    stage::check_destination(&job.out, job.force)
+        .map_err(|e| fail("destination", e.to_string()))?;
+    stage::place(&step_input, &job.out).map_err(|e| fail("write", e.to_string()))?;
+    Ok(())
+}
+
+/// Checks the request and the destination, and copies the input into a private work directory:
+/// the work directory (removed on drop) and the staged input in it.
+fn stage_input(job: &Job) -> Result<(tempfile::TempDir, PathBuf), Failure> {
     if !registry::valid_format(&job.to) {
         return Err(fail(
             "no-converter",
             format!("{:?} is not a format id", job.to),
         ));
     }
-    stage::check_destination(&job.out, job.force).map_err(|m| fail("destination", m))?;
+    stage::check_destination(&job.out, job.force)
+        .map_err(|e| fail("destination", e.to_string()))?;
     let work = tempfile::Builder::new()
         .prefix("apiary-convert-")
         .tempdir()
@@ -210,31 +236,52 @@ fn run(sandbox: &Sandbox, reg: &Registry, job: &Job, o: &mut Outcome) -> Result<
             )
         })?;
     let input = work.path().join("input");
-    stage::copy_in(&job.src, &input, Caps::TREE).map_err(|m| fail("input", m))?;
+    stage::copy_in(&job.src, &input, Caps::TREE).map_err(|e| fail("input", e.to_string()))?;
+    Ok((work, input))
+}
 
-    let (source, root) = decide_format(sandbox, reg, job, &input, o)?;
-    o.source_format = Some(source.clone());
+/// The converters from `source` to the job's target.
+fn plan_steps(reg: &Registry, job: &Job, source: &str) -> Result<Vec<Step>, Failure> {
     if source == job.to {
         return Err(fail(
             "same-format",
             format!("the input is already {source}; nothing to convert"),
         ));
     }
-    let steps = plan::plan(reg, &source, &job.to).map_err(|m| {
+    plan::plan(reg, source, &job.to).map_err(|m| {
         let named = detect::NAMED_ONLY.iter().find(|(id, _)| *id == source);
         match named {
             Some((_, what)) => fail(
                 "no-converter",
                 format!("the input is {what}, which apiary detects but cannot convert: {m}"),
             ),
-            None => fail("no-converter", m),
+            None => fail("no-converter", m.to_string()),
         }
-    })?;
-    o.steps = steps.clone();
+    })
+}
 
-    let mut step_input = input.join(&root);
-    for (i, step) in steps.iter().enumerate() {
-        let Some(conv) = reg.get(&step.converter) else {
+/// What every step of one conversion shares.
+struct Run<'a> {
+    sandbox: &'a Sandbox,
+    reg: &'a Registry,
+    job: &'a Job,
+    /// The private work directory.
+    work: &'a Path,
+}
+
+impl Run<'_> {
+    /// Step `i` of the plan: runs its converter on `input` into `<work>/step-<i+1>`, checks and
+    /// validates what it wrote. Returns the next step's input (the one pack the output holds,
+    /// unless this is the `last` step).
+    fn step(
+        &self,
+        o: &mut Outcome,
+        i: usize,
+        step: &Step,
+        last: bool,
+        input: &Path,
+    ) -> Result<PathBuf, Failure> {
+        let Some(conv) = self.reg.get(&step.converter) else {
             return Err(fail("no-converter", format!("{} vanished", step.converter)));
         };
         o.converters.push(Used {
@@ -243,29 +290,65 @@ fn run(sandbox: &Sandbox, reg: &Registry, job: &Job, o: &mut Outcome) -> Result<
             origin: conv.origin.clone(),
             digest: conv.digest.clone(),
         });
-        let out = work.path().join(format!("step-{}", i + 1));
+        let out = self.work.join(format!("step-{}", i + 1));
         std::fs::create_dir(&out)
             .map_err(|e| fail("output", format!("cannot create {}: {e}", out.display())))?;
+        let report = self.call(conv, step, input, &out)?;
+        o.report.add(i + 1, &conv.name, report);
+        stage::scan_output(&out, Caps::TREE)
+            .map_err(|m| blame(conv, "output", format!("{}: {m}", conv.name)))?;
+        let v = validate::validate(&step.target, &out);
+        let verdict = invalid_output(&conv.name, &step.target, &v);
+        o.validation = Some(v);
+        if let Some(message) = verdict {
+            return Err(blame(conv, "validation", message));
+        }
+        let packs = validate::pack_roots(&out);
+        if !last && packs.len() > 1 {
+            // A marketplace gives one pack per plugin; a chain carries one pack on.
+            return Err(blame(
+                conv,
+                "output",
+                format!(
+                    "{} wrote {} packs ({}); the next step converts one: pick it with --option plugin=NAME",
+                    conv.name,
+                    packs.len(),
+                    list_some(&packs, 8)
+                ),
+            ));
+        }
+        Ok(match packs.as_slice() {
+            [one] if !last => out.join(one),
+            _ => out,
+        })
+    }
+
+    /// Runs `conv` for `step` from `input` into `out`: its report, or the failure when the sandbox
+    /// stopped it or it flooded stdout or stderr.
+    fn call(
+        &self,
+        conv: &registry::Converter,
+        step: &Step,
+        input: &Path,
+        out: &Path,
+    ) -> Result<crate::sandbox::converter::Report, Failure> {
         let request = Request {
             source: step.source.clone(),
             target: step.target.clone(),
-            options: job.options.clone(),
-        };
-        let blame = |kind, message: String| Failure {
-            converter: Some(conv.name.clone()),
-            ..fail(kind, message)
+            options: self.job.options.clone(),
         };
         let call = conv
             .runner
-            .convert(sandbox, &request, &step_input, &out)
+            .convert(self.sandbox, &request, input, out)
             .map_err(|e| Failure {
                 sandbox_kind: Some(e.kind()),
-                ..blame("converter", report::clean(&e.to_string(), 4096))
+                ..blame(conv, "converter", report::clean(&e.to_string(), 4096))
             })?;
         for (stream, c) in [("stdout", &call.stdout), ("stderr", &call.stderr)] {
             if c.dropped > 0 {
                 // A converter talks through its report and the log import; a flood is misbehaviour.
                 return Err(blame(
+                    conv,
                     "converter",
                     format!(
                         "{} wrote more than {} bytes to {stream} ({} bytes dropped); its output is not trusted",
@@ -276,50 +359,35 @@ fn run(sandbox: &Sandbox, reg: &Registry, job: &Job, o: &mut Outcome) -> Result<
                 ));
             }
         }
-        o.report.add(i + 1, &conv.name, call.value);
-        stage::scan_output(&out, Caps::TREE)
-            .map_err(|m| blame("output", format!("{}: {m}", conv.name)))?;
-        let v = validate::validate(&step.target, &out);
-        if !v.ok() {
-            let first = &v.errors[0];
-            let where_ = if first.path.is_empty() {
-                String::new()
-            } else {
-                format!("{}: ", first.path)
-            };
-            let message = format!(
-                "{} wrote an invalid {} ({} error{}; first: {where_}{})",
-                conv.name,
-                step.target,
-                v.errors.len(),
-                if v.errors.len() == 1 { "" } else { "s" },
-                first.message
-            );
-            o.validation = Some(v);
-            return Err(blame("validation", message));
-        }
-        o.validation = Some(v);
-        let packs = validate::pack_roots(&out);
-        if i + 1 < steps.len() && packs.len() > 1 {
-            // A marketplace gives one pack per plugin; a chain carries one pack on.
-            return Err(blame(
-                "output",
-                format!(
-                    "{} wrote {} packs ({}); the next step converts one: pick it with --option plugin=NAME",
-                    conv.name,
-                    packs.len(),
-                    list_some(&packs, 8)
-                ),
-            ));
-        }
-        step_input = match packs.as_slice() {
-            [one] if i + 1 < steps.len() => out.join(one),
-            _ => out,
-        };
+        Ok(call.value)
     }
-    stage::check_destination(&job.out, job.force).map_err(|m| fail("destination", m))?;
-    stage::place(&step_input, &job.out).map_err(|m| fail("write", m))?;
-    Ok(())
+}
+
+/// A failure `conv` is at fault for.
+fn blame(conv: &registry::Converter, kind: &'static str, message: String) -> Failure {
+    Failure {
+        converter: Some(conv.name.clone()),
+        ..fail(kind, message)
+    }
+}
+
+/// What is wrong with a converter's output as `target`, from its validation; `None` when valid.
+fn invalid_output(converter: &str, target: &str, v: &Validation) -> Option<String> {
+    if v.ok() {
+        return None;
+    }
+    let first = &v.errors[0];
+    let where_ = if first.path.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", first.path)
+    };
+    Some(format!(
+        "{converter} wrote an invalid {target} ({} error{}; first: {where_}{})",
+        v.errors.len(),
+        if v.errors.len() == 1 { "" } else { "s" },
+        first.message
+    ))
 }
 
 /// The input format and the directory (relative to the input root) it was found in.
@@ -362,7 +430,43 @@ fn decide_format(
         return Err(refuse(refusal));
     }
     // Added converters may claim what the host rules do not recognise.
-    let mut best: Option<(f32, String, String, String)> = None;
+    match best_claim(sandbox, reg, input, o) {
+        Some((claim, true)) => Err(fail(
+            "detection",
+            format!(
+                "added converters disagree about the input format ({} and another, with equal confidence); pass --from FORMAT",
+                claim.format
+            ),
+        )),
+        Some((claim, false)) => {
+            o.detected_by = Some(DetectedBy::Converter {
+                converter: claim.converter,
+                confidence: claim.confidence,
+                evidence: claim.evidence,
+            });
+            Ok((claim.format, PathBuf::new()))
+        }
+        None => Err(refuse(refusal)),
+    }
+}
+
+/// An added converter's claim on the input.
+struct Claim {
+    confidence: f32,
+    converter: String,
+    format: String,
+    evidence: String,
+}
+
+/// The most confident plausible claim the added converters' `detect` makes on `input`, and whether
+/// another claim for a different format ties with it. A `detect` that fails is noted and skipped.
+fn best_claim(
+    sandbox: &Sandbox,
+    reg: &Registry,
+    input: &Path,
+    o: &mut Outcome,
+) -> Option<(Claim, bool)> {
+    let mut best: Option<Claim> = None;
     let mut tie = false;
     for conv in reg
         .converters
@@ -387,37 +491,21 @@ fn decide_format(
                 continue;
             }
             match &best {
-                Some((b, _, f, _)) if c < *b || (c == *b && *f == d.format) => {}
-                Some((b, _, _, _)) if c == *b => tie = true,
+                Some(b) if c < b.confidence || (c == b.confidence && b.format == d.format) => {}
+                Some(b) if c == b.confidence => tie = true,
                 _ => {
                     tie = false;
-                    best = Some((
-                        c,
-                        conv.name.clone(),
-                        d.format,
-                        report::clean(&d.evidence, 300),
-                    ));
+                    best = Some(Claim {
+                        confidence: c,
+                        converter: conv.name.clone(),
+                        format: d.format,
+                        evidence: report::clean(&d.evidence, 300),
+                    });
                 }
             }
         }
     }
-    match best {
-        Some((_, _, format, _)) if tie => Err(fail(
-            "detection",
-            format!(
-                "added converters disagree about the input format ({format} and another, with equal confidence); pass --from FORMAT"
-            ),
-        )),
-        Some((confidence, converter, format, evidence)) => {
-            o.detected_by = Some(DetectedBy::Converter {
-                converter,
-                confidence,
-                evidence,
-            });
-            Ok((format, PathBuf::new()))
-        }
-        None => Err(refuse(refusal)),
-    }
+    best.map(|b| (b, tie))
 }
 
 /// `a, b, c, … and N more`.

@@ -17,8 +17,31 @@ pub struct Step {
     pub target: String,
 }
 
+/// Why no converter or chain turns one format into another.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// `read` lists the formats converters read (`none` when there are none).
+    #[error("no available converter reads {format} (formats converters read: {read})")]
+    NoReader { format: String, read: String },
+    #[error("no available converter writes {format} (formats converters write: {written})")]
+    NoWriter { format: String, written: String },
+    #[error("no converter turns {from} into {to}, directly or through {PIVOT}")]
+    NoRoute { from: String, to: String },
+}
+
+impl PlanError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PlanError::NoReader { .. } => "no-reader",
+            PlanError::NoWriter { .. } => "no-writer",
+            PlanError::NoRoute { .. } => "no-route",
+        }
+    }
+}
+
 /// The steps from `source` to `target`, or why there are none.
-pub fn plan(reg: &Registry, source: &str, target: &str) -> Result<Vec<Step>, String> {
+pub fn plan(reg: &Registry, source: &str, target: &str) -> Result<Vec<Step>, PlanError> {
     let step = |name: &str, s: &str, t: &str| Step {
         converter: name.to_string(),
         source: s.to_string(),
@@ -46,18 +69,19 @@ pub fn plan(reg: &Registry, source: &str, target: &str) -> Result<Vec<Step>, Str
         }
     };
     if !reg.converters.iter().any(|c| c.reads(source)) {
-        return Err(format!(
-            "no available converter reads {source} (formats converters read: {})",
-            known(reg.sources())
-        ));
+        return Err(PlanError::NoReader {
+            format: source.to_string(),
+            read: known(reg.sources()),
+        });
     }
     if !reg.targets().contains(&target) {
-        return Err(format!(
-            "no available converter writes {target} (formats converters write: {})",
-            known(reg.targets())
-        ));
+        return Err(PlanError::NoWriter {
+            format: target.to_string(),
+            written: known(reg.targets()),
+        });
     }
-    Err(format!(
-        "no converter turns {source} into {target}, directly or through {PIVOT}"
-    ))
+    Err(PlanError::NoRoute {
+        from: source.to_string(),
+        to: target.to_string(),
+    })
 }

@@ -81,23 +81,42 @@ pub fn valid_format(id: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b".-".contains(c))
 }
 
+/// Why a converter's `info` answer is refused; the text completes "<converter>: …".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConversionsError {
+    /// The id as listed, cut to 80 bytes.
+    #[error(
+        "its info lists the format id {0:?}, which is not a valid format id ([a-z0-9][a-z0-9.-]*, at most 64)"
+    )]
+    BadFormat(String),
+    #[error("its info lists a conversion from {0} to itself")]
+    ToItself(String),
+}
+
+impl ConversionsError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ConversionsError::BadFormat(_) => "bad-format",
+            ConversionsError::ToItself(_) => "to-itself",
+        }
+    }
+}
+
 /// The conversions an `info` answer lists, refused when a format id is not one.
-pub fn checked_conversions(info: &ConverterInfo) -> Result<Vec<(String, String)>, String> {
+pub fn checked_conversions(
+    info: &ConverterInfo,
+) -> Result<Vec<(String, String)>, ConversionsError> {
     let mut out = Vec::new();
     for c in &info.conversions {
         for id in [&c.source, &c.target] {
             if !valid_format(id) {
-                return Err(format!(
-                    "its info lists the format id {:?}, which is not a valid format id ([a-z0-9][a-z0-9.-]*, at most 64)",
-                    crate::sandbox::truncate(id, 80)
-                ));
+                let id = crate::sandbox::truncate(id, 80).to_string();
+                return Err(ConversionsError::BadFormat(id));
             }
         }
         if c.source == c.target {
-            return Err(format!(
-                "its info lists a conversion from {} to itself",
-                c.source
-            ));
+            return Err(ConversionsError::ToItself(c.source.clone()));
         }
         let pair = (c.source.clone(), c.target.clone());
         if !out.contains(&pair) {
@@ -127,7 +146,7 @@ impl Registry {
                     origin: Origin::Added {
                         source: store.dir().to_path_buf(),
                     },
-                    reason,
+                    reason: reason.to_string(),
                 });
                 return reg;
             }
@@ -149,20 +168,12 @@ impl Registry {
             source: entry.source.clone(),
         };
         if self.converters.iter().any(|c| c.name == entry.name) {
-            self.unavailable.push(Unavailable {
-                name: entry.name.clone(),
-                origin,
-                reason: "a built-in converter has the same name".to_string(),
-            });
-            return;
+            let reason = "a built-in converter has the same name";
+            return self.refuse(&entry.name, origin, reason);
         }
         match store.bytes(entry) {
             Ok(bytes) => self.admit(sandbox, &entry.name, &entry.name, origin, &bytes, deadline),
-            Err(reason) => self.unavailable.push(Unavailable {
-                name: entry.name.clone(),
-                origin,
-                reason,
-            }),
+            Err(reason) => self.refuse(&entry.name, origin, reason),
         }
     }
 
@@ -182,27 +193,33 @@ impl Registry {
                 Some(d) => r.with_deadline(d),
                 None => r,
             });
-        let answer = loaded.map_err(|e| e.to_string()).and_then(|runner| {
-            let info = runner.info(sandbox).map_err(|e| e.to_string())?.value;
-            let conversions = checked_conversions(&info)?;
-            Ok((runner, info, conversions))
+        let answer = loaded.and_then(|runner| Ok((runner.info(sandbox)?.value, runner)));
+        let (info, runner) = match answer {
+            Ok(a) => a,
+            Err(e) => return self.refuse(name, origin, e),
+        };
+        let conversions = match checked_conversions(&info) {
+            Ok(c) => c,
+            Err(e) => return self.refuse(name, origin, e),
+        };
+        self.converters.push(Converter {
+            name: name.to_string(),
+            origin,
+            // Computed once by the sandbox when it loaded the bytes.
+            digest: runner.loaded().digest.clone(),
+            version: crate::sandbox::truncate(&info.version, 64).to_string(),
+            conversions,
+            runner,
         });
-        match answer {
-            Ok((runner, info, conversions)) => self.converters.push(Converter {
-                name: name.to_string(),
-                origin,
-                // Computed once by the sandbox when it loaded the bytes.
-                digest: runner.loaded().digest.clone(),
-                version: crate::sandbox::truncate(&info.version, 64).to_string(),
-                conversions,
-                runner,
-            }),
-            Err(reason) => self.unavailable.push(Unavailable {
-                name: name.to_string(),
-                origin,
-                reason,
-            }),
-        }
+    }
+
+    /// Lists `name` as unavailable, with why.
+    fn refuse(&mut self, name: &str, origin: Origin, reason: impl std::fmt::Display) {
+        self.unavailable.push(Unavailable {
+            name: name.to_string(),
+            origin,
+            reason: reason.to_string(),
+        });
     }
 
     pub fn get(&self, name: &str) -> Option<&Converter> {

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::registry::ConversionsError;
 use crate::sandbox::converter::ConverterRunner;
-use crate::sandbox::{Sandbox, World, cache};
+use crate::sandbox::{Sandbox, SandboxError, World, cache};
 
 /// A component file bigger than this is not a converter.
 const MAX_COMPONENT: u64 = 64 << 20;
@@ -34,6 +35,113 @@ pub struct Entry {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct RegistryFile {
     components: Vec<Entry>,
+}
+
+/// Why the component store could not list, add, remove or hand over a component.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// `cannot {action} {path}: {error}`.
+    #[error("cannot {action} {}: {error}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(
+        "{} is damaged (line {}, column {}): {error}; remove it to start over",
+        path.display(),
+        error.line(),
+        error.column()
+    )]
+    Damaged {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+    /// The registry or a component's copy could not be renamed into place.
+    #[error(
+        "cannot write {}: failed to persist temporary file: {error}",
+        path.display()
+    )]
+    Persist {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot serialise the component registry: {0}")]
+    Serialise(serde_json::Error),
+    #[error("{} is {size} bytes, over the {} MiB cap for a component", file.display(), MAX_COMPONENT >> 20)]
+    TooLarge { file: PathBuf, size: u64 },
+    /// The sandbox refused the component (not a component, unsupported version, failed `info`).
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error(
+        "{label} is a {world} component; only converter components can be added (apiary:plugin/format-converter)"
+    )]
+    NotAConverter { label: String, world: World },
+    #[error(
+        "{label} calls itself {name:?}, which is not a usable name ([a-z0-9][a-z0-9._-]*, at most 64); pass --name"
+    )]
+    BadName { label: String, name: String },
+    #[error("{label}: {error}")]
+    Conversions {
+        label: String,
+        error: ConversionsError,
+    },
+    #[error(
+        "a component named {name} is already added (from {}); pass --force to replace it",
+        from.display()
+    )]
+    Exists { name: String, from: PathBuf },
+    #[error("no component named {name} is added{}", added(known))]
+    Unknown { name: String, known: Vec<String> },
+    #[error("removed from the registry, but cannot delete its file: {0}")]
+    Delete(std::io::Error),
+    #[error("the registry names a component {0:?}, which is not a valid name")]
+    BadRecord(String),
+    #[error(
+        "{} does not match the digest recorded when it was added (recorded sha256 {recorded}, now {now}); refused. Add it again with `apiary component add --force` if the change is yours",
+        path.display()
+    )]
+    Tampered {
+        path: PathBuf,
+        recorded: String,
+        now: String,
+    },
+}
+
+impl StoreError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Io { .. } | StoreError::Persist { .. } | StoreError::Delete(_) => "io",
+            StoreError::Damaged { .. } | StoreError::BadRecord(_) => "damaged-registry",
+            StoreError::Serialise(_) => "serialise",
+            StoreError::TooLarge { .. } => "too-large",
+            StoreError::Sandbox(e) => e.kind(),
+            StoreError::NotAConverter { .. } => "not-a-converter",
+            StoreError::BadName { .. } => "bad-name",
+            StoreError::Conversions { .. } => "bad-conversions",
+            StoreError::Exists { .. } => "exists",
+            StoreError::Unknown { .. } => "unknown",
+            StoreError::Tampered { .. } => "digest-mismatch",
+        }
+    }
+}
+
+/// ` (added: a, b)`, or nothing when no component is added.
+fn added(known: &[String]) -> String {
+    if known.is_empty() {
+        String::new()
+    } else {
+        format!(" (added: {})", known.join(", "))
+    }
+}
+
+fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    move |error| StoreError::Io {
+        action,
+        path: path.to_path_buf(),
+        error,
+    }
 }
 
 /// The component store in a data directory.
@@ -65,27 +173,22 @@ impl Store {
     }
 
     /// Every recorded component (an absent registry is an empty one).
-    pub fn list(&self) -> Result<Vec<Entry>, String> {
+    pub fn list(&self) -> Result<Vec<Entry>, StoreError> {
         let path = self.dir.join(REGISTRY);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(e) => return Err(io_error("read", &path)(e)),
         };
-        let file: RegistryFile = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "{} is damaged (line {}, column {}): {e}; remove it to start over",
-                path.display(),
-                e.line(),
-                e.column()
-            )
-        })?;
-        Ok(file.components)
+        match serde_json::from_str::<RegistryFile>(&text) {
+            Ok(file) => Ok(file.components),
+            Err(error) => Err(StoreError::Damaged { path, error }),
+        }
     }
 
-    fn save(&self, components: Vec<Entry>) -> Result<(), String> {
+    fn save(&self, components: Vec<Entry>) -> Result<(), StoreError> {
         let text = serde_json::to_string_pretty(&RegistryFile { components })
-            .map_err(|e| format!("cannot serialise the component registry: {e}"))?;
+            .map_err(StoreError::Serialise)?;
         write_atomic(&self.dir, REGISTRY, text.as_bytes())
     }
 
@@ -102,51 +205,46 @@ impl Store {
         file: &Path,
         name: Option<&str>,
         replace: bool,
-    ) -> Result<Entry, String> {
+    ) -> Result<Entry, StoreError> {
         let size = std::fs::metadata(file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?
+            .map_err(io_error("read", file))?
             .len();
         if size > MAX_COMPONENT {
-            return Err(format!(
-                "{} is {size} bytes, over the {} MiB cap for a component",
-                file.display(),
-                MAX_COMPONENT >> 20
-            ));
+            return Err(StoreError::TooLarge {
+                file: file.to_path_buf(),
+                size,
+            });
         }
         let bytes =
             crate::safe_fs::read_regular(file, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT)
-                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                .map_err(io_error("read", file))?;
         let label = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| file.display().to_string());
         // Identity check (world and WIT version), compile into the cache, link.
-        let loaded = sandbox.load(&label, &bytes).map_err(|e| e.to_string())?;
+        let loaded = sandbox.load(&label, &bytes)?;
         if loaded.identity.world != World::Converter {
-            return Err(format!(
-                "{label} is a {} component; only converter components can be added (apiary:plugin/format-converter)",
-                loaded.identity.world
-            ));
+            let world = loaded.identity.world;
+            return Err(StoreError::NotAConverter { label, world });
         }
         let wit_version = loaded.identity.version.to_string();
-        let runner = ConverterRunner::new(loaded).map_err(|e| e.to_string())?;
-        let info = runner.info(sandbox).map_err(|e| e.to_string())?.value;
+        let runner = ConverterRunner::new(loaded)?;
+        let info = runner.info(sandbox)?.value;
         let name = name.map(str::to_string).unwrap_or(info.name.clone());
         if !valid_name(&name) {
-            return Err(format!(
-                "{label} calls itself {:?}, which is not a usable name ([a-z0-9][a-z0-9._-]*, at most 64); pass --name",
-                crate::sandbox::truncate(&name, 80)
-            ));
+            let name = crate::sandbox::truncate(&name, 80).to_string();
+            return Err(StoreError::BadName { label, name });
         }
-        let conversions =
-            super::registry::checked_conversions(&info).map_err(|e| format!("{label}: {e}"))?;
+        let conversions = match super::registry::checked_conversions(&info) {
+            Ok(c) => c,
+            Err(error) => return Err(StoreError::Conversions { label, error }),
+        };
         let mut components = self.list()?;
         if let Some(i) = components.iter().position(|c| c.name == name) {
             if !replace {
-                return Err(format!(
-                    "a component named {name} is already added (from {}); pass --force to replace it",
-                    components[i].source.display()
-                ));
+                let from = components.swap_remove(i).source;
+                return Err(StoreError::Exists { name, from });
             }
             components.remove(i);
         }
@@ -168,18 +266,12 @@ impl Store {
     }
 
     /// Forgets a component and deletes its copy.
-    pub fn remove(&self, name: &str) -> Result<Entry, String> {
+    pub fn remove(&self, name: &str) -> Result<Entry, StoreError> {
         let mut components = self.list()?;
         let Some(i) = components.iter().position(|c| c.name == name) else {
-            let known: Vec<&str> = components.iter().map(|c| c.name.as_str()).collect();
-            return Err(format!(
-                "no component named {name} is added{}",
-                if known.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (added: {})", known.join(", "))
-                }
-            ));
+            let known = components.into_iter().map(|c| c.name).collect();
+            let name = name.to_string();
+            return Err(StoreError::Unknown { name, known });
         };
         let entry = components.remove(i);
         self.save(components)?;
@@ -187,56 +279,51 @@ impl Store {
             match std::fs::remove_file(self.wasm_path(&entry.name)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(format!(
-                        "removed from the registry, but cannot delete its file: {e}"
-                    ));
-                }
+                Err(e) => return Err(StoreError::Delete(e)),
             }
         }
         Ok(entry)
     }
 
     /// The stored bytes of `entry`, refused when they no longer match the recorded digest.
-    pub fn bytes(&self, entry: &Entry) -> Result<Vec<u8>, String> {
+    pub fn bytes(&self, entry: &Entry) -> Result<Vec<u8>, StoreError> {
         if !valid_name(&entry.name) {
-            return Err(format!(
-                "the registry names a component {:?}, which is not a valid name",
-                entry.name
-            ));
+            return Err(StoreError::BadRecord(entry.name.clone()));
         }
         let path = self.wasm_path(&entry.name);
         let bytes =
             crate::safe_fs::read_regular(&path, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                .map_err(io_error("read", &path))?;
         let digest = cache::sha256_hex(&bytes);
         if digest != entry.digest {
-            return Err(format!(
-                "{} does not match the digest recorded when it was added (recorded sha256 {}, now {digest}); refused. Add it again with `apiary component add --force` if the change is yours",
-                path.display(),
-                entry.digest
-            ));
+            return Err(StoreError::Tampered {
+                path,
+                recorded: entry.digest.clone(),
+                now: digest,
+            });
         }
         Ok(bytes)
     }
 }
 
 /// Writes `dir/name` through a temp file and a rename; the directory is owner-only.
-fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
     use std::io::Write;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(io_error("create", dir))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     }
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io_error("write in", dir))?;
     tmp.write_all(bytes)
         .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
-    tmp.persist(dir.join(name))
-        .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))?;
+        .map_err(io_error("write in", dir))?;
+    let path = dir.join(name);
+    tmp.persist(&path).map_err(|e| StoreError::Persist {
+        path: path.clone(),
+        error: e.error,
+    })?;
     Ok(())
 }
 

@@ -381,43 +381,7 @@ fn claude_plugin(dir: &Path) -> Validation {
     let manifest = ".claude-plugin/plugin.json";
     if dir.join(manifest).is_file() {
         if let Some(m) = json(&mut v, dir, manifest) {
-            match m.get("name").and_then(|n| n.as_str()) {
-                Some(n) if slug_ok(n, b"-", 64) => {
-                    if !(3..=50).contains(&n.len()) {
-                        v.warn(manifest, format!("`name` {n:?} is outside the 3–50 characters Claude's style guide uses"));
-                    }
-                }
-                Some(n) => v.error(
-                    manifest,
-                    format!("`name` {n:?} does not match [a-z0-9-]{{1,64}}"),
-                ),
-                None => v.error(manifest, "`name` is required"),
-            }
-            for field in [
-                "agents",
-                "skills",
-                "commands",
-                "hooks",
-                "mcpServers",
-                "outputStyles",
-                "lspServers",
-                "themes",
-                "monitors",
-            ] {
-                let paths: Vec<&str> = match m.get(field) {
-                    Some(serde_json::Value::String(s)) => vec![s.as_str()],
-                    Some(serde_json::Value::Array(a)) => {
-                        a.iter().filter_map(|x| x.as_str()).collect()
-                    }
-                    _ => Vec::new(),
-                };
-                for p in paths {
-                    if field == "mcpServers" && p.contains("://") {
-                        continue;
-                    }
-                    referenced_path(&mut v, dir, manifest, field, p);
-                }
-            }
+            claude_manifest(&mut v, dir, manifest, &m);
         }
     } else if !dir.join("agents").is_dir() && !dir.join("skills").is_dir() {
         v.error(
@@ -451,6 +415,51 @@ fn claude_plugin(dir: &Path) -> Validation {
     }
     skills(&mut v, dir, "skills");
     v
+}
+
+/// A Claude plugin manifest `m` (at `manifest`): its `name`, and the paths its component fields
+/// reference.
+fn claude_manifest(v: &mut Validation, dir: &Path, manifest: &str, m: &serde_json::Value) {
+    match m.get("name").and_then(|n| n.as_str()) {
+        Some(n) if slug_ok(n, b"-", 64) => {
+            if !(3..=50).contains(&n.len()) {
+                v.warn(
+                    manifest,
+                    format!(
+                        "`name` {n:?} is outside the 3–50 characters Claude's style guide uses"
+                    ),
+                );
+            }
+        }
+        Some(n) => v.error(
+            manifest,
+            format!("`name` {n:?} does not match [a-z0-9-]{{1,64}}"),
+        ),
+        None => v.error(manifest, "`name` is required"),
+    }
+    for field in [
+        "agents",
+        "skills",
+        "commands",
+        "hooks",
+        "mcpServers",
+        "outputStyles",
+        "lspServers",
+        "themes",
+        "monitors",
+    ] {
+        let paths: Vec<&str> = match m.get(field) {
+            Some(serde_json::Value::String(s)) => vec![s.as_str()],
+            Some(serde_json::Value::Array(a)) => a.iter().filter_map(|x| x.as_str()).collect(),
+            _ => Vec::new(),
+        };
+        for p in paths {
+            if field == "mcpServers" && p.contains("://") {
+                continue;
+            }
+            referenced_path(v, dir, manifest, field, p);
+        }
+    }
 }
 
 /// `sub/**/*.md`, relative to `dir`, sorted.
@@ -496,22 +505,7 @@ fn duduclaw_expert(dir: &Path) -> Validation {
         ],
         false,
     );
-    let text = match std::fs::read_to_string(dir.join("expert.toml")) {
-        Ok(t) => t,
-        Err(e) => {
-            v.error("expert.toml", format!("cannot read: {e}"));
-            return v;
-        }
-    };
-    let file: ExpertFile = match toml::from_str(&text) {
-        Ok(f) => f,
-        Err(e) => {
-            v.error("expert.toml", format!("not valid TOML: {e}"));
-            return v;
-        }
-    };
-    let Some(expert) = file.expert else {
-        v.error("expert.toml", "the `[expert]` table is required");
+    let Some(expert) = expert_table(&mut v, dir) else {
         return v;
     };
     match expert.get("name").and_then(|n| n.as_str()) {
@@ -538,9 +532,44 @@ fn duduclaw_expert(dir: &Path) -> Validation {
             "at least one `[[expert.agents]]` is required",
         );
     }
+    let (names, reports) = expert_agents(&mut v, dir, &agents);
+    check_reports_to(&mut v, &names, &reports);
+    skills(&mut v, dir, "skills");
+    v
+}
+
+/// The `[expert]` table of `expert.toml`; `None` (with the error) when it cannot be read.
+fn expert_table(v: &mut Validation, dir: &Path) -> Option<toml::Table> {
+    let text = match std::fs::read_to_string(dir.join("expert.toml")) {
+        Ok(t) => t,
+        Err(e) => {
+            v.error("expert.toml", format!("cannot read: {e}"));
+            return None;
+        }
+    };
+    let file: ExpertFile = match toml::from_str(&text) {
+        Ok(f) => f,
+        Err(e) => {
+            v.error("expert.toml", format!("not valid TOML: {e}"));
+            return None;
+        }
+    };
+    if file.expert.is_none() {
+        v.error("expert.toml", "the `[expert]` table is required");
+    }
+    file.expert
+}
+
+/// Checks each `[[expert.agents]]` entry and its files: the valid agent names, and who each
+/// agent `reports_to`.
+fn expert_agents(
+    v: &mut Validation,
+    dir: &Path,
+    agents: &[toml::Value],
+) -> (BTreeSet<String>, BTreeMap<String, String>) {
     let mut names = BTreeSet::new();
     let mut reports: BTreeMap<String, String> = BTreeMap::new();
-    for a in &agents {
+    for a in agents {
         let Some(name) = a.get("name").and_then(|n| n.as_str()) else {
             v.error("expert.toml", "an `[[expert.agents]]` entry has no `name`");
             continue;
@@ -571,7 +600,16 @@ fn duduclaw_expert(dir: &Path) -> Validation {
             reports.insert(name.to_string(), boss.to_string());
         }
     }
-    for (agent, boss) in &reports {
+    (names, reports)
+}
+
+/// `reports_to` names an agent of the pack, and never forms a cycle.
+fn check_reports_to(
+    v: &mut Validation,
+    names: &BTreeSet<String>,
+    reports: &BTreeMap<String, String>,
+) {
+    for (agent, boss) in reports {
         if !names.contains(boss) {
             v.error(
                 "expert.toml",
@@ -579,7 +617,7 @@ fn duduclaw_expert(dir: &Path) -> Validation {
             );
         }
     }
-    // reports_to must be acyclic: follow each chain at most |agents| steps.
+    // Follow each chain at most |agents| steps.
     for start in reports.keys() {
         let mut at = start;
         for _ in 0..=names.len() {
@@ -596,8 +634,6 @@ fn duduclaw_expert(dir: &Path) -> Validation {
             }
         }
     }
-    skills(&mut v, dir, "skills");
-    v
 }
 
 fn agent_compose_package(dir: &Path) -> Validation {

@@ -13,7 +13,7 @@ use super::hooks::HookError;
 pub enum DispatchError {
     /// Connecting to the relay.
     #[error(transparent)]
-    Relay(#[from] anyhow::Error),
+    Relay(#[from] crate::relay::RelayError),
     #[error("subscribing to the relay: {0}")]
     Subscribe(String),
     #[error("no persona could start")]
@@ -25,8 +25,8 @@ pub enum DispatchError {
     Workspace(std::io::Error),
     #[error("skills not copied: {0}")]
     Skills(std::io::Error),
-    #[error("key store: {0:#}")]
-    Keys(anyhow::Error),
+    #[error("key store: {0}")]
+    Keys(crate::relay::RelayError),
     #[error("hook cannot be loaded: {0}")]
     HookLoad(HookError),
     #[error("on_start hook failed: {0}")]
@@ -122,21 +122,12 @@ mod tests {
             .to_string(),
             "internal error while starting: boom"
         );
+        let io = || crate::relay::RelayError::Io(std::io::Error::other("disk gone"));
         assert_eq!(
-            DispatchError::Keys(anyhow::anyhow!("outer").context("ctx")).to_string(),
-            "key store: ctx: outer"
+            DispatchError::Keys(io()).to_string(),
+            "key store: disk gone"
         );
-        assert_eq!(
-            DispatchError::Relay(anyhow::anyhow!("inner").context("connecting")).to_string(),
-            "connecting"
-        );
-        assert_eq!(
-            format!(
-                "{:#}",
-                DispatchError::Relay(anyhow::anyhow!("inner").context("connecting"))
-            ),
-            "connecting: inner"
-        );
+        assert_eq!(DispatchError::Relay(io()).to_string(), "disk gone");
         assert_eq!(open.kind(), "circuit-open");
     }
 }

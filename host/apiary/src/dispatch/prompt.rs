@@ -50,7 +50,10 @@ pub fn base_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Stri
         (false, Some(path)) => {
             let bytes = match crate::pack::source::read_limited(Path::new(&path), MAX_BASE_FILE) {
                 Ok(b) => b,
-                Err(why) => return Err(BaseError::Unreadable { path, why }),
+                Err(why) => {
+                    let why = why.to_string();
+                    return Err(BaseError::Unreadable { path, why });
+                }
             };
             let text = String::from_utf8(bytes).map_err(|_| BaseError::NotUtf8 { path })?;
             Ok(Some(text.trim().to_string()))

@@ -47,7 +47,7 @@ pub struct SandboxTriggers {
 
 impl SandboxTriggers {
     pub fn builtin() -> Result<SandboxTriggers, TriggerError> {
-        let sandbox = crate::shared_sandbox().map_err(TriggerError::Failed)?;
+        let sandbox = crate::shared_sandbox()?;
         let runner = crate::builtin::trigger_matcher(sandbox)?;
         Ok(SandboxTriggers { sandbox, runner })
     }
@@ -326,9 +326,9 @@ impl SandboxHooks {
         }
         // Compiled without holding the lock: one slow compilation must not stall the hooks of
         // every other persona (two personas loading one file at once compile it once each).
-        let sb = crate::shared_sandbox().map_err(HookError::Setup)?;
-        let bytes =
-            crate::pack::source::read_limited(file, MAX_HOOK_FILE).map_err(HookError::Read)?;
+        let sb = crate::shared_sandbox().map_err(|e| HookError::Setup(e.to_string()))?;
+        let bytes = crate::pack::source::read_limited(file, MAX_HOOK_FILE)
+            .map_err(|e| HookError::Read(e.to_string()))?;
         let name = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -415,7 +415,7 @@ impl SandboxHooks {
             return self.run_script(call, root, hook).map(Some);
         };
         let runner = self.runner(&file?)?;
-        let sb = crate::shared_sandbox().map_err(HookError::Setup)?;
+        let sb = crate::shared_sandbox().map_err(|e| HookError::Setup(e.to_string()))?;
         let out = runner.run(
             sb,
             call.point,

@@ -188,7 +188,7 @@ fn owned(id: &str) -> Identity {
     }
 }
 
-fn owner_error(e: anyhow::Error) -> DistError {
+fn owner_error(e: crate::relay::RelayError) -> DistError {
     DistError::new("identity.owner", format!("{e:#}"))
         .help("the key store's owner records are apiary's; restore or remove the file")
 }

@@ -30,6 +30,17 @@ pub enum SplitError {
     TooLarge { size: usize },
 }
 
+impl SplitError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SplitError::NoOpening => "no-opening",
+            SplitError::NoClosing => "no-closing",
+            SplitError::TooLarge { .. } => "too-large",
+        }
+    }
+}
+
 pub fn split(text: &str) -> Result<Split<'_>, SplitError> {
     let had_bom = text.starts_with(BOM);
     let start = if had_bom { BOM.len() } else { 0 };

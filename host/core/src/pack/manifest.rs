@@ -1,7 +1,7 @@
 //! `.plugin/plugin.json`: the OPS-superset manifest (spec §2).
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
 use super::source::{Fields, SourceFile, suggest};
@@ -75,27 +75,7 @@ pub fn parse(src: &SourceFile, report: &mut Report) -> Option<Manifest> {
         area: "manifest",
     };
 
-    if map.contains_key(apiary_schema::manifest::V6_BLOCK) {
-        let d = Diagnostic::error(
-            "manifest.v6",
-            "plugin.json has a V6 `buzz` block, which is no longer supported",
-        )
-        .help(MIGRATE_HINT);
-        report.push(src.diag(d, &[apiary_schema::manifest::V6_BLOCK]));
-    }
-    for key in map.keys().filter(|k| {
-        !KNOWN_KEYS.contains(&k.as_str()) && k.as_str() != apiary_schema::manifest::V6_BLOCK
-    }) {
-        let d = Diagnostic::warning(
-            "manifest.unknown-key",
-            format!("unknown key `{key}` in plugin.json; ignored"),
-        );
-        let d = match suggest(key, KNOWN_KEYS) {
-            Some(s) => d.help(format!("did you mean `{s}`?")),
-            None => d,
-        };
-        report.push(src.diag(d, &[key]));
-    }
+    check_keys(src, map, report);
 
     let id = required(&fields, report, "id");
     if let Some(id) = &id {
@@ -124,22 +104,7 @@ pub fn parse(src: &SourceFile, report: &mut Report) -> Option<Manifest> {
         .help(MIGRATE_HINT);
         report.push(src.diag(d, &["personas"]));
     }
-
-    let defaults = fields.object(report, "defaults").map(|d| {
-        let f = fields.nested("defaults", d);
-        for key in d.keys().filter(|k| !BEHAVIOUR_KEYS.contains(&k.as_str())) {
-            let diag = Diagnostic::warning(
-                "manifest.unknown-default",
-                format!("unknown key `{key}` in `defaults` (plugin.json); ignored"),
-            );
-            let diag = match suggest(key, BEHAVIOUR_KEYS) {
-                Some(s) => diag.help(format!("did you mean `{s}`?")),
-                None => diag.help(format!("`defaults` takes {}", BEHAVIOUR_KEYS.join(", "))),
-            };
-            report.push(src.diag(diag, &["defaults", key]));
-        }
-        BehaviourLayer::read(&f, report, Severity::Warning)
-    });
+    let defaults = read_defaults(&fields, report);
 
     let manifest = Manifest {
         id: id?,
@@ -158,6 +123,49 @@ pub fn parse(src: &SourceFile, report: &mut Report) -> Option<Manifest> {
         defaults,
     };
     Some(manifest)
+}
+
+/// Top-level keys: a V6 `buzz` block is an error, unknown keys are warnings.
+fn check_keys(src: &SourceFile, map: &Map<String, Value>, report: &mut Report) {
+    if map.contains_key(apiary_schema::manifest::V6_BLOCK) {
+        let d = Diagnostic::error(
+            "manifest.v6",
+            "plugin.json has a V6 `buzz` block, which is no longer supported",
+        )
+        .help(MIGRATE_HINT);
+        report.push(src.diag(d, &[apiary_schema::manifest::V6_BLOCK]));
+    }
+    for key in map.keys().filter(|k| {
+        !KNOWN_KEYS.contains(&k.as_str()) && k.as_str() != apiary_schema::manifest::V6_BLOCK
+    }) {
+        let d = Diagnostic::warning(
+            "manifest.unknown-key",
+            format!("unknown key `{key}` in plugin.json; ignored"),
+        );
+        let d = match suggest(key, KNOWN_KEYS) {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d,
+        };
+        report.push(src.diag(d, &[key]));
+    }
+}
+
+/// `defaults` (precedence level 4), `None` when absent; unknown keys in it are warnings.
+fn read_defaults(fields: &Fields<'_>, report: &mut Report) -> Option<BehaviourLayer> {
+    let d = fields.object(report, "defaults")?;
+    let f = fields.nested("defaults", d);
+    for key in d.keys().filter(|k| !BEHAVIOUR_KEYS.contains(&k.as_str())) {
+        let diag = Diagnostic::warning(
+            "manifest.unknown-default",
+            format!("unknown key `{key}` in `defaults` (plugin.json); ignored"),
+        );
+        let diag = match suggest(key, BEHAVIOUR_KEYS) {
+            Some(s) => diag.help(format!("did you mean `{s}`?")),
+            None => diag.help(format!("`defaults` takes {}", BEHAVIOUR_KEYS.join(", "))),
+        };
+        report.push(fields.src.diag(diag, &["defaults", key]));
+    }
+    Some(BehaviourLayer::read(&f, report, Severity::Warning))
 }
 
 fn required(fields: &Fields<'_>, report: &mut Report, key: &str) -> Option<String> {

@@ -120,7 +120,6 @@ pub fn parse_persona_list(fields: &Fields<'_>, report: &mut Report) -> Vec<McpSe
 }
 
 fn parse_server(f: &Fields<'_>, report: &mut Report, name: String) -> Option<McpServer> {
-    let here = |key: &'static str| -> Vec<&str> { [&f.prefix[..], &[key]].concat() };
     for key in f.map.keys().filter(|k| !SERVER_KEYS.contains(&k.as_str())) {
         let d = Diagnostic::warning(
             "mcp.unknown-key",
@@ -132,6 +131,19 @@ fn parse_server(f: &Fields<'_>, report: &mut Report, name: String) -> Option<Mcp
         };
         report.push(f.src.diag(d, &[&f.prefix[..], &[key.as_str()]].concat()));
     }
+    let transport = read_transport(f, report, &name)?;
+    let env_refs = transport_env_refs(&transport);
+    Some(McpServer {
+        name,
+        transport,
+        env_refs,
+    })
+}
+
+/// The server's transport, checked: stdio (`command`, `args`, `env`) or streamable HTTP (`url`,
+/// `headers`); `None` (reported) for SSE, an unknown transport or a missing command or URL.
+fn read_transport(f: &Fields<'_>, report: &mut Report, name: &str) -> Option<Transport> {
+    let here = |key: &'static str| -> Vec<&str> { [&f.prefix[..], &[key]].concat() };
     // Point transport findings at the key the author wrote: `type` or its synonym `transport`.
     let kind_key = if f.get("type").is_some() {
         "type"
@@ -159,17 +171,15 @@ fn parse_server(f: &Fields<'_>, report: &mut Report, name: String) -> Option<Mcp
         report.push(f.src.diag(d, &here(kind_key)));
         return None;
     }
-    let transport = if is_http
-        || (kind.is_none() && f.get("url").is_some() && f.get("command").is_none())
-    {
+    if is_http || (kind.is_none() && f.get("url").is_some() && f.get("command").is_none()) {
         let Some(url) = f.string(report, "url") else {
             let d = Diagnostic::error("mcp.url", format!("HTTP MCP server `{name}` has no `url`"));
             report.push(f.src.diag(d, &f.prefix));
             return None;
         };
         let headers = string_map(f, report, "headers");
-        check_secrets(f, report, &name, "headers", &headers);
-        Transport::Http { url, headers }
+        check_secrets(f, report, name, "headers", &headers);
+        Some(Transport::Http { url, headers })
     } else {
         let Some(command) = f.string(report, "command").filter(|c| !c.trim().is_empty()) else {
             let d = Diagnostic::error("mcp.command", format!("MCP server `{name}` has neither `command` nor `url`"))
@@ -178,14 +188,18 @@ fn parse_server(f: &Fields<'_>, report: &mut Report, name: String) -> Option<Mcp
             return None;
         };
         let env = string_map(f, report, "env");
-        check_secrets(f, report, &name, "env", &env);
+        check_secrets(f, report, name, "env", &env);
         let args = f.string_list(report, "args").unwrap_or_default();
-        check_command(f, report, &name, &command, &args);
-        Transport::Stdio { command, args, env }
-    };
-    // Every value apiary interpolates: args and env, or the URL and headers.
+        check_command(f, report, name, &command, &args);
+        Some(Transport::Stdio { command, args, env })
+    }
+}
+
+/// Every `${VAR}` the server's interpolated values name (args and env, or the URL and headers),
+/// in order, once each.
+fn transport_env_refs(transport: &Transport) -> Vec<String> {
     let mut env_refs = Vec::new();
-    let values: Vec<&String> = match &transport {
+    let values: Vec<&String> = match transport {
         Transport::Stdio { args, env, .. } => args.iter().chain(env.values()).collect(),
         Transport::Http { url, headers } => std::iter::once(url).chain(headers.values()).collect(),
     };
@@ -196,11 +210,7 @@ fn parse_server(f: &Fields<'_>, report: &mut Report, name: String) -> Option<Mcp
             }
         }
     }
-    Some(McpServer {
-        name,
-        transport,
-        env_refs,
-    })
+    env_refs
 }
 
 /// Shells: whatever their arguments, they run any command.

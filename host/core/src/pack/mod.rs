@@ -129,23 +129,7 @@ pub fn load(dir: &Path) -> Loaded {
 }
 
 fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
-    let root = match dir.canonicalize() {
-        Ok(r) if r.is_dir() => r,
-        Ok(_) => {
-            report.push(Diagnostic::error(
-                "pack.not-dir",
-                format!("{} is not a directory", dir.display()),
-            ));
-            return None;
-        }
-        Err(e) => {
-            report.push(Diagnostic::error(
-                "pack.not-found",
-                format!("cannot open pack directory {}: {e}", dir.display()),
-            ));
-            return None;
-        }
-    };
+    let root = pack_root(dir, report)?;
     let manifest = load_manifest(&root, report);
     check_pre_v6_layout(&root, manifest.as_ref(), report);
     let manifest = manifest?;
@@ -159,9 +143,73 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
         .collect();
     let personas = load_personas(&root, &entries, report);
     check_persona_set(&manifest, &personas, report);
+    let files = load_pack_files(&root, &manifest, report);
 
+    let pack_skill_dirs = skill::pack_skill_dirs(&root);
+    let mut skills = BTreeMap::new();
+    for d in &pack_skill_dirs {
+        if let Some(s) = skill::load(&root, d, report) {
+            skills.insert(d.clone(), s);
+        }
+    }
+    let claimed_skill_dirs = check_personas(&root, &personas, &mut skills, report);
+    note_env_refs(&manifest.id, &files.mcp_servers, &personas, report);
+    skill::check_duplicate_names(&skills, report);
+
+    let claimed: std::collections::HashSet<&PathBuf> =
+        claimed_skill_dirs.iter().flatten().collect();
+    let shared_skill_dirs = pack_skill_dirs
+        .iter()
+        .filter(|d| !claimed.contains(d))
+        .cloned()
+        .collect();
+    Some(Pack {
+        shared_skill_dirs,
+        root,
+        manifest,
+        personas,
+        instructions: files.instructions,
+        mcp_servers: files.mcp_servers,
+        hooks: files.hooks,
+        skills,
+        pack_skill_dirs,
+        claimed_skill_dirs,
+    })
+}
+
+/// The canonical pack directory; `None` (reported) when `dir` is not one.
+fn pack_root(dir: &Path, report: &mut Report) -> Option<PathBuf> {
+    match dir.canonicalize() {
+        Ok(r) if r.is_dir() => Some(r),
+        Ok(_) => {
+            report.push(Diagnostic::error(
+                "pack.not-dir",
+                format!("{} is not a directory", dir.display()),
+            ));
+            None
+        }
+        Err(e) => {
+            report.push(Diagnostic::error(
+                "pack.not-found",
+                format!("cannot open pack directory {}: {e}", dir.display()),
+            ));
+            None
+        }
+    }
+}
+
+/// The pack-level files besides the manifest.
+struct PackFiles {
+    instructions: Option<String>,
+    mcp_servers: Vec<McpServer>,
+    hooks: HookSet,
+}
+
+/// Reads `instructions.md`, `.mcp.json` and `hooks/hooks.json` (or the files the manifest names
+/// instead); an absent one is empty.
+fn load_pack_files(root: &Path, manifest: &Manifest, report: &mut Report) -> PackFiles {
     let instructions = load_optional_text(
-        &root,
+        root,
         manifest.pack_instructions.as_deref(),
         "instructions.md",
         "pack_instructions",
@@ -170,7 +218,7 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
     .map(|(_, t)| persona::normalise_text(&t))
     .filter(|t| !t.is_empty());
     let mcp_servers = load_optional_text(
-        &root,
+        root,
         manifest.mcp_config.as_deref(),
         ".mcp.json",
         "mcp_config",
@@ -182,8 +230,8 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
         mcp::parse_mcp_json(&src, report)
     })
     .unwrap_or_default();
-    let pack_hooks = load_optional_text(
-        &root,
+    let hooks = load_optional_text(
+        root,
         manifest.hooks_config.as_deref(),
         "hooks/hooks.json",
         "hooks_config",
@@ -193,34 +241,41 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
         let src = SourceFile::new(rel, text, Syntax::Json);
         src.register(report);
         let hooks = hooks::parse_hooks_json(&src, report);
-        hooks::check_paths(&root, &hooks, &src, &[], report);
+        hooks::check_paths(root, &hooks, &src, &[], report);
         hooks
     })
     .unwrap_or_default();
-
-    let pack_skill_dirs = skill::pack_skill_dirs(&root);
-    let mut skills = BTreeMap::new();
-    for d in &pack_skill_dirs {
-        if let Some(s) = skill::load(&root, d, report) {
-            skills.insert(d.clone(), s);
-        }
+    PackFiles {
+        instructions,
+        mcp_servers,
+        hooks,
     }
-    let mut claimed_skill_dirs = Vec::new();
+}
+
+/// What each persona's files refer to: its `skills:` (loaded into `skills` when not yet there),
+/// its hooks' paths, its other extras. Returns, per persona, the skill directories it claims.
+fn check_personas(
+    root: &Path,
+    personas: &[Persona],
+    skills: &mut BTreeMap<PathBuf, Skill>,
+    report: &mut Report,
+) -> Vec<Vec<PathBuf>> {
+    let mut claimed_skill_dirs = Vec::with_capacity(personas.len());
     // Personas of one pack tend to name the same few skills: resolve each entry once.
     let mut references: HashMap<&str, Result<paths::Resolved, paths::PathError>> = HashMap::new();
     let mut checked = paths::CheckedDirs::default();
-    for p in &personas {
+    for p in personas {
         let src = &p.source;
         let mut dirs = Vec::new();
         for entry in &p.skills {
             let resolved = references
                 .entry(entry.as_str())
-                .or_insert_with(|| skill::resolve_reference(&root, entry, &mut checked))
+                .or_insert_with(|| skill::resolve_reference(root, entry, &mut checked))
                 .clone();
             match resolved.map(|r| (r.is_dir, r.path)) {
                 Ok((true, d)) => {
                     if !skills.contains_key(&d)
-                        && let Some(s) = skill::load(&root, &d, report)
+                        && let Some(s) = skill::load(root, &d, report)
                     {
                         skills.insert(d.clone(), s);
                     }
@@ -240,32 +295,11 @@ fn load_into(dir: &Path, report: &mut Report) -> Option<Pack> {
                 }
             }
         }
-        hooks::check_paths(&root, &p.hooks, src, &["hooks"], report);
-        check_persona_extras(&root, p, src, report);
+        hooks::check_paths(root, &p.hooks, src, &["hooks"], report);
+        check_persona_extras(root, p, src, report);
         claimed_skill_dirs.push(dirs);
     }
-    note_env_refs(&manifest.id, &mcp_servers, &personas, report);
-    skill::check_duplicate_names(&skills, report);
-
-    let claimed: std::collections::HashSet<&PathBuf> =
-        claimed_skill_dirs.iter().flatten().collect();
-    let shared_skill_dirs = pack_skill_dirs
-        .iter()
-        .filter(|d| !claimed.contains(d))
-        .cloned()
-        .collect();
-    Some(Pack {
-        shared_skill_dirs,
-        root,
-        manifest,
-        personas,
-        instructions,
-        mcp_servers,
-        hooks: pack_hooks,
-        skills,
-        pack_skill_dirs,
-        claimed_skill_dirs,
-    })
+    claimed_skill_dirs
 }
 
 fn load_manifest(root: &Path, report: &mut Report) -> Option<Manifest> {
@@ -322,12 +356,12 @@ fn read_text_sized(
     let bytes = match source::read_limited_sized(path, limit, known_len) {
         Ok(b) => b,
         Err(e) => {
-            report.push(Diagnostic::error("pack.read", e).in_file(rel));
+            report.push(Diagnostic::error("pack.read", e.to_string()).in_file(rel));
             return None;
         }
     };
     source::decode(bytes)
-        .map_err(|(_, msg)| report.push(not_utf8(msg, rel)))
+        .map_err(|e| report.push(not_utf8(e, rel)))
         .ok()
 }
 
@@ -335,12 +369,12 @@ fn read_text_sized(
 fn shared_text(buf: &[u8], rel: &Path, report: &mut Report) -> Option<Arc<str>> {
     source::decode_str(buf)
         .map(Arc::from)
-        .map_err(|(_, msg)| report.push(not_utf8(msg, rel)))
+        .map_err(|e| report.push(not_utf8(e, rel)))
         .ok()
 }
 
-fn not_utf8(msg: String, rel: &Path) -> Diagnostic {
-    Diagnostic::error("pack.utf8", msg)
+fn not_utf8(e: source::NotUtf8, rel: &Path) -> Diagnostic {
+    Diagnostic::error("pack.utf8", e.to_string())
         .in_file(rel)
         .help("save the file as UTF-8")
 }
@@ -441,7 +475,7 @@ fn load_persona(
         report.push(locate_in_manifest(lookup, d, entry));
     }
     if let Err(e) = source::read_limited_from(file, MAX_PERSONA_FILE, Some(len), buf) {
-        report.push(Diagnostic::error("pack.read", e).in_file(&rel));
+        report.push(Diagnostic::error("pack.read", e.to_string()).in_file(&rel));
         return None;
     }
     let text = shared_text(buf, &rel, report)?;

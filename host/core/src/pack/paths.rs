@@ -17,6 +17,19 @@ pub enum PathError {
     NotFound(String),
 }
 
+impl PathError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PathError::Empty => "empty",
+            PathError::Absolute(_) => "absolute",
+            PathError::Parent(_) => "parent",
+            PathError::Escape(..) => "escape",
+            PathError::NotFound(_) => "not-found",
+        }
+    }
+}
+
 /// Why a stored path (an archive entry, a file of a pack being packaged) was refused; the text
 /// completes "entry `x` …".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,6 +56,25 @@ pub enum EntryNameError {
     NoFile,
     #[error("is nested deeper than {0} directories")]
     TooDeep(usize),
+}
+
+impl EntryNameError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EntryNameError::Empty => "empty",
+            EntryNameError::TooLong(_) => "too-long",
+            EntryNameError::Control => "control",
+            EntryNameError::Backslash => "backslash",
+            EntryNameError::Absolute => "absolute",
+            EntryNameError::Drive => "drive",
+            EntryNameError::Colon => "colon",
+            EntryNameError::Parent => "parent",
+            EntryNameError::LongComponent => "long-component",
+            EntryNameError::NoFile => "no-file",
+            EntryNameError::TooDeep(_) => "too-deep",
+        }
+    }
 }
 
 /// Checks a stored path (as written in an archive, or found in a pack) and returns its normal form:

@@ -46,31 +46,12 @@ pub fn parse(rel: PathBuf, text: Arc<str>, report: &mut Report) -> Option<Person
     let split = match frontmatter::split(&text) {
         Ok(s) => s,
         Err(e) => {
-            // Registered so the human report can show the snippet the location points at.
-            report.add_shared_source(&rel, Arc::clone(&text));
-            let mut d = Diagnostic::error("persona.frontmatter", e.to_string()).in_file(&rel);
-            if matches!(e, frontmatter::SplitError::NoClosing) {
-                d = d.at(&text, 0, 3).help(
-                    "end the frontmatter with a line containing only `---` before the prompt",
-                );
-            } else if matches!(e, frontmatter::SplitError::NoOpening) {
-                d = d.help(
-                    "a persona file starts with `---`, YAML frontmatter, `---`, then the prompt",
-                );
-            }
-            report.push(d);
+            report_split_error(&rel, &text, &e, report);
             return None;
         }
     };
     if split.had_bom {
-        report.push(
-            Diagnostic::warning(
-                "persona.bom",
-                "the file starts with a UTF-8 byte-order mark; it was ignored",
-            )
-            .in_file(&rel)
-            .help("save the file as UTF-8 without BOM"),
-        );
+        report.push(bom_warning(&rel));
     }
     // The YAML and, unless it needs normalising, the body are read from the shared source text
     // below: no copies of their own.
@@ -94,29 +75,7 @@ pub fn parse(rel: PathBuf, text: Arc<str>, report: &mut Report) -> Option<Person
         area: "persona",
     };
 
-    if map.contains_key(apiary_schema::manifest::V6_BLOCK) {
-        let d = Diagnostic::error(
-            "persona.v6",
-            "the frontmatter has a V6 `buzz:` block, which is no longer supported",
-        )
-        .help(MIGRATE_HINT);
-        report.push(src.diag(d, &[apiary_schema::manifest::V6_BLOCK]));
-    }
-    let known = apiary_schema::persona::KEYS;
-    for key in map
-        .keys()
-        .filter(|k| !known.contains(&k.as_str()) && k.as_str() != apiary_schema::manifest::V6_BLOCK)
-    {
-        let d = Diagnostic::error(
-            "persona.unknown-key",
-            format!("unknown key `{key}` in persona frontmatter"),
-        );
-        let d = match suggest(key, known) {
-            Some(s) => d.help(format!("did you mean `{s}`?")),
-            None => d.help("persona frontmatter takes identity fields (name, display_name, description, …) and the behavioural fields of spec §10"),
-        };
-        report.push(src.diag(d, &[key]));
-    }
+    check_keys(&src, &map, report);
 
     let name = required(&fields, report, "name");
     if let Some(n) = &name {
@@ -145,15 +104,74 @@ pub fn parse(rel: PathBuf, text: Arc<str>, report: &mut Report) -> Option<Person
         source: src,
     };
     if persona.body.is_empty() {
-        let d = Diagnostic::warning(
-            "persona.empty-prompt",
-            format!("persona `{}` has an empty prompt body", persona.name),
-        )
-        .in_file(&persona.file)
-        .help("write the persona's role and rules after the closing `---`");
-        report.push(d);
+        report.push(empty_prompt_warning(&persona));
     }
     Some(persona)
+}
+
+fn bom_warning(rel: &std::path::Path) -> Diagnostic {
+    Diagnostic::warning(
+        "persona.bom",
+        "the file starts with a UTF-8 byte-order mark; it was ignored",
+    )
+    .in_file(rel)
+    .help("save the file as UTF-8 without BOM")
+}
+
+fn empty_prompt_warning(persona: &Persona) -> Diagnostic {
+    Diagnostic::warning(
+        "persona.empty-prompt",
+        format!("persona `{}` has an empty prompt body", persona.name),
+    )
+    .in_file(&persona.file)
+    .help("write the persona's role and rules after the closing `---`")
+}
+
+/// A persona file whose frontmatter cannot be split off.
+fn report_split_error(
+    rel: &std::path::Path,
+    text: &Arc<str>,
+    e: &frontmatter::SplitError,
+    report: &mut Report,
+) {
+    // Registered so the human report can show the snippet the location points at.
+    report.add_shared_source(rel, Arc::clone(text));
+    let mut d = Diagnostic::error("persona.frontmatter", e.to_string()).in_file(rel);
+    if matches!(e, frontmatter::SplitError::NoClosing) {
+        d = d
+            .at(text, 0, 3)
+            .help("end the frontmatter with a line containing only `---` before the prompt");
+    } else if matches!(e, frontmatter::SplitError::NoOpening) {
+        d = d.help("a persona file starts with `---`, YAML frontmatter, `---`, then the prompt");
+    }
+    report.push(d);
+}
+
+/// Frontmatter keys: a V6 `buzz:` block and unknown keys are errors.
+fn check_keys(src: &SourceFile, map: &Map<String, Value>, report: &mut Report) {
+    if map.contains_key(apiary_schema::manifest::V6_BLOCK) {
+        let d = Diagnostic::error(
+            "persona.v6",
+            "the frontmatter has a V6 `buzz:` block, which is no longer supported",
+        )
+        .help(MIGRATE_HINT);
+        report.push(src.diag(d, &[apiary_schema::manifest::V6_BLOCK]));
+    }
+    let known = apiary_schema::persona::KEYS;
+    for key in map
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()) && k.as_str() != apiary_schema::manifest::V6_BLOCK)
+    {
+        let d = Diagnostic::error(
+            "persona.unknown-key",
+            format!("unknown key `{key}` in persona frontmatter"),
+        );
+        let d = match suggest(key, known) {
+            Some(s) => d.help(format!("did you mean `{s}`?")),
+            None => d.help("persona frontmatter takes identity fields (name, display_name, description, …) and the behavioural fields of spec §10"),
+        };
+        report.push(src.diag(d, &[key]));
+    }
 }
 
 /// Parses YAML frontmatter into a JSON mapping, reporting syntax errors at their line in the file.
@@ -192,21 +210,7 @@ pub(crate) fn yaml_mapping(
     let parsed: serde_yaml_ng::Value = match serde_yaml_ng::from_str(yaml) {
         Ok(v) => v,
         Err(e) => {
-            let full = e.to_string();
-            let message = yaml_message(first_line(&full));
-            let mut d =
-                Diagnostic::error(code, format!("frontmatter is not valid YAML: {message}"))
-                    .in_file(&src.rel);
-            if let Some(loc) = e.location() {
-                // The parser reports a duplicate key at the start of its mapping; point at the repeat.
-                let at = message
-                    .split_once("duplicate entry with key ")
-                    .map(|(_, k)| k.trim_matches('"'))
-                    .and_then(|k| duplicate_key_offset(yaml, loc.index(), loc.column(), k))
-                    .unwrap_or(loc.index());
-                d = d.at(&src.text, offset + at, 1);
-            }
-            report.push(d);
+            report.push(yaml_error(src, yaml, offset, code, &e));
             return None;
         }
     };
@@ -229,7 +233,42 @@ pub(crate) fn yaml_mapping(
         report.push(src.diag(d, &keys));
         return None;
     }
-    match serde_json::to_value(&parsed) {
+    json_mapping(src, &parsed, offset, code, report)
+}
+
+/// A YAML syntax error, located in the file.
+fn yaml_error(
+    src: &SourceFile,
+    yaml: &str,
+    offset: usize,
+    code: &'static str,
+    e: &serde_yaml_ng::Error,
+) -> Diagnostic {
+    let full = e.to_string();
+    let message = yaml_message(first_line(&full));
+    let mut d = Diagnostic::error(code, format!("frontmatter is not valid YAML: {message}"))
+        .in_file(&src.rel);
+    if let Some(loc) = e.location() {
+        // The parser reports a duplicate key at the start of its mapping; point at the repeat.
+        let at = message
+            .split_once("duplicate entry with key ")
+            .map(|(_, k)| k.trim_matches('"'))
+            .and_then(|k| duplicate_key_offset(yaml, loc.index(), loc.column(), k))
+            .unwrap_or(loc.index());
+        d = d.at(&src.text, offset + at, 1);
+    }
+    d
+}
+
+/// The parsed YAML as a JSON mapping; anything else is reported.
+fn json_mapping(
+    src: &SourceFile,
+    parsed: &serde_yaml_ng::Value,
+    offset: usize,
+    code: &'static str,
+    report: &mut Report,
+) -> Option<Map<String, Value>> {
+    match serde_json::to_value(parsed) {
         Ok(Value::Object(m)) => Some(m),
         Ok(other) => {
             let d = Diagnostic::error(

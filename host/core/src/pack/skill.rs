@@ -29,32 +29,7 @@ pub struct Skill {
 pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
     let rel_dir = paths::relative_to(root, dir);
     let rel = rel_dir.join("SKILL.md");
-    // Resolved like every pack path: a SKILL.md symlinked out of the pack is never read.
-    let file = match paths::resolve(root, &rel.to_string_lossy(), &mut Default::default()) {
-        Ok(f) if f.is_file => f,
-        Err(e @ paths::PathError::Escape(..)) => {
-            report.push(Diagnostic::error("skill.path", e.to_string()).in_file(&rel));
-            return None;
-        }
-        _ => {
-            let d = Diagnostic::error(
-                "skill.missing",
-                format!("skill directory `{}` has no SKILL.md", rel_dir.display()),
-            )
-            .in_file(&rel_dir);
-            report.push(d);
-            return None;
-        }
-    };
-    let text = match source::read_limited_sized(&file.path, MAX_SKILL_FILE, Some(file.len))
-        .and_then(|b| source::decode(b).map_err(|e| e.1))
-    {
-        Ok(t) => t,
-        Err(e) => {
-            report.push(Diagnostic::error("skill.read", e).in_file(&rel));
-            return None;
-        }
-    };
+    let text = read_skill_md(root, &rel_dir, &rel, report)?;
     let split = match frontmatter::split(&text) {
         Ok(s) => s,
         Err(e) => {
@@ -102,16 +77,60 @@ pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
     let name = required("name");
     let description = required("description");
     let (name, description) = (name?, description?);
+    if !check_name(&name, dir, &src, report) {
+        return None;
+    }
+    Some(Skill {
+        name,
+        description,
+        dir: dir.to_path_buf(),
+        rel: rel_dir,
+    })
+}
+
+/// The text of `rel` (`<rel_dir>/SKILL.md`), resolved like every pack path: a SKILL.md symlinked
+/// out of the pack is never read. `None` when it is missing or unreadable (reported).
+fn read_skill_md(root: &Path, rel_dir: &Path, rel: &Path, report: &mut Report) -> Option<String> {
+    let file = match paths::resolve(root, &rel.to_string_lossy(), &mut Default::default()) {
+        Ok(f) if f.is_file => f,
+        Err(e @ paths::PathError::Escape(..)) => {
+            report.push(Diagnostic::error("skill.path", e.to_string()).in_file(rel));
+            return None;
+        }
+        _ => {
+            let d = Diagnostic::error(
+                "skill.missing",
+                format!("skill directory `{}` has no SKILL.md", rel_dir.display()),
+            )
+            .in_file(rel_dir);
+            report.push(d);
+            return None;
+        }
+    };
+    match source::read_limited_sized(&file.path, MAX_SKILL_FILE, Some(file.len))
+        .and_then(|b| Ok(source::decode(b)?))
+    {
+        Ok(t) => Some(t),
+        Err(e) => {
+            report.push(Diagnostic::error("skill.read", e.to_string()).in_file(rel));
+            None
+        }
+    }
+}
+
+/// The skill's `name` as its load key: `false` (reported) when it is not a safe one; a name that
+/// differs from the directory's is a warning.
+fn check_name(name: &str, dir: &Path, src: &SourceFile, report: &mut Report) -> bool {
     // The load key becomes a directory name in every persona's workspace: an unsafe one is refused
     // here, and the copy refuses it again (dispatch::workspace).
-    if let Err(why) = check_load_key(&name) {
+    if let Err(why) = check_load_key(name) {
         let d = Diagnostic::error(
             "skill.name",
             format!("skill name \"{}\" {why}", name.escape_debug()),
         )
         .help("a skill name is 1-64 lowercase letters, digits and single hyphens, not starting or ending with a hyphen (Agent Skills); use the directory name, e.g. `name: code-review`");
         report.push(src.diag(d, &["name"]));
-        return None;
+        return false;
     }
     let dir_name = dir
         .file_name()
@@ -127,12 +146,7 @@ pub fn load(root: &Path, dir: &Path, report: &mut Report) -> Option<Skill> {
         ));
         report.push(src.diag(d, &["name"]));
     }
-    Some(Skill {
-        name,
-        description,
-        dir: dir.to_path_buf(),
-        rel: rel_dir,
-    })
+    true
 }
 
 /// Longest load key (Agent Skills: 1-64 characters).
@@ -144,33 +158,58 @@ pub const MAX_LOAD_KEY: usize = 64;
 /// file system could fold together); the hyphen rules are the specification's too, and also keep a
 /// name from reading as an option to the tools an agent runs on its workspace (`-rf`). The
 /// specification's reference validator also accepts non-ASCII lowercase letters; apiary does not,
-/// because Unicode normalisation differs between file systems. The error completes "skill name …".
-pub fn check_load_key(name: &str) -> Result<(), String> {
+/// because Unicode normalisation differs between file systems.
+pub fn check_load_key(name: &str) -> Result<(), LoadKeyError> {
     if name.is_empty() {
-        return Err("is empty".into());
+        return Err(LoadKeyError::Empty);
     }
     if name.len() > MAX_LOAD_KEY {
-        return Err(format!(
-            "is {} bytes long; the limit is {MAX_LOAD_KEY}",
-            name.len()
-        ));
+        return Err(LoadKeyError::TooLong(name.len()));
     }
     if let Some(c) = name
         .chars()
         .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
     {
-        return Err(format!(
-            "contains `{}`; only lowercase letters a-z, digits and `-` are allowed (it names a directory in each workspace)",
-            c.escape_debug()
-        ));
+        return Err(LoadKeyError::Char(c));
     }
     if name.starts_with('-') || name.ends_with('-') {
-        return Err("starts or ends with `-`".into());
+        return Err(LoadKeyError::EdgeHyphen);
     }
     if name.contains("--") {
-        return Err("contains `--`".into());
+        return Err(LoadKeyError::DoubleHyphen);
     }
     Ok(())
+}
+
+/// Why a skill name is not a load key ([`check_load_key`]); the text completes "skill name …".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LoadKeyError {
+    #[error("is empty")]
+    Empty,
+    #[error("is {0} bytes long; the limit is {MAX_LOAD_KEY}")]
+    TooLong(usize),
+    #[error(
+        "contains `{}`; only lowercase letters a-z, digits and `-` are allowed (it names a directory in each workspace)",
+        .0.escape_debug()
+    )]
+    Char(char),
+    #[error("starts or ends with `-`")]
+    EdgeHyphen,
+    #[error("contains `--`")]
+    DoubleHyphen,
+}
+
+impl LoadKeyError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LoadKeyError::Empty => "empty",
+            LoadKeyError::TooLong(_) => "too-long",
+            LoadKeyError::Char(_) => "bad-character",
+            LoadKeyError::EdgeHyphen => "edge-hyphen",
+            LoadKeyError::DoubleHyphen => "double-hyphen",
+        }
+    }
 }
 
 /// Entries of `skills/` that are symbolic links leading out of the pack: refused, never read (they are

@@ -374,17 +374,58 @@ pub fn suggest(unknown: &str, known: &[&str]) -> Option<String> {
         .map(|(_, k)| k.to_string())
 }
 
+/// Why a small file could not be read (or decoded): the message completes a diagnostic on the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// Not a regular file (a FIFO, a device), or a final link where none may be: refused before
+    /// anything waits on it.
+    #[error("{0}")]
+    Refused(std::io::Error),
+    #[error("cannot open: {0}")]
+    Open(std::io::Error),
+    #[error("cannot read: {0}")]
+    Read(std::io::Error),
+    #[error("file is larger than the {} KiB limit", limit / 1024)]
+    TooLarge { limit: u64 },
+    #[error(transparent)]
+    NotUtf8(#[from] NotUtf8),
+}
+
+impl ReadError {
+    /// A short machine-readable kind, for `--json` output and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReadError::Refused(_) => "refused",
+            ReadError::Open(_) => "open",
+            ReadError::Read(_) => "read",
+            ReadError::TooLarge { .. } => "too-large",
+            ReadError::NotUtf8(_) => "not-utf8",
+        }
+    }
+}
+
+/// Text that is not UTF-8: where its first invalid byte is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the file is not valid UTF-8 (invalid byte at offset {at})")]
+pub struct NotUtf8 {
+    pub at: usize,
+}
+
 /// Reads a file the operator named (an overrides file, a base prompt) that must stay small. A final
 /// symbolic link is followed (the operator's own choice); anything but a regular file (a FIFO, a
 /// device) is refused without waiting on it, and more than `limit` bytes are never read.
-pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     read_opened(path, FinalLink::Follow, limit, None)
 }
 
 /// Reads a file of a pack at a path already resolved inside it, that must stay small: as
 /// [`read_limited`], but a final link (swapped in after the resolution) is refused. `known` is the
 /// size an earlier `stat` gave; it only sizes the buffer, the limit is enforced on what is read.
-pub fn read_limited_sized(path: &Path, limit: u64, known: Option<u64>) -> Result<Vec<u8>, String> {
+pub fn read_limited_sized(
+    path: &Path,
+    limit: u64,
+    known: Option<u64>,
+) -> Result<Vec<u8>, ReadError> {
     read_opened(path, FinalLink::Refuse, limit, known)
 }
 
@@ -393,10 +434,10 @@ fn read_opened(
     link: FinalLink,
     limit: u64,
     known: Option<u64>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, ReadError> {
     let (file, len) = crate::safe_fs::open_regular(path, link).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput => e.to_string(),
-        _ => format!("cannot open: {e}"),
+        std::io::ErrorKind::InvalidInput => ReadError::Refused(e),
+        _ => ReadError::Open(e),
     })?;
     let mut bytes = Vec::new();
     read_limited_from(file, limit, known.or(Some(len)), &mut bytes)?;
@@ -411,7 +452,7 @@ pub fn read_limited_from(
     limit: u64,
     known: Option<u64>,
     bytes: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<(), ReadError> {
     use std::io::Read;
     // Sized up front so a small file is read in one call, not in growing chunks.
     let size = match known {
@@ -426,7 +467,7 @@ pub fn read_limited_from(
         // (one system call fewer per persona file). A file that grew is read on as usual.
         // Only bytes the reused buffer never held are zeroed; `read` overwrites the rest.
         bytes.resize(size + 1, 0);
-        let n = read_retrying(&mut file, bytes).map_err(|e| format!("cannot read: {e}"))?;
+        let n = read_retrying(&mut file, bytes).map_err(ReadError::Read)?;
         bytes.truncate(n);
         if n <= size {
             return Ok(());
@@ -435,13 +476,9 @@ pub fn read_limited_from(
         bytes.clear();
         bytes.reserve(size + 1);
     }
-    file.read_to_end(bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
+    file.read_to_end(bytes).map_err(ReadError::Read)?;
     if bytes.len() as u64 > limit {
-        return Err(format!(
-            "file is larger than the {} KiB limit",
-            limit / 1024
-        ));
+        return Err(ReadError::TooLarge { limit });
     }
     Ok(())
 }
@@ -457,21 +494,19 @@ fn read_retrying(file: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Resu
 }
 
 /// UTF-8 text, or the offset of the first invalid byte.
-pub fn decode(bytes: Vec<u8>) -> Result<String, (usize, String)> {
+pub fn decode(bytes: Vec<u8>) -> Result<String, NotUtf8> {
     String::from_utf8(bytes).map_err(|e| not_utf8(e.utf8_error()))
 }
 
 /// [`decode`] of borrowed bytes.
-pub fn decode_str(bytes: &[u8]) -> Result<&str, (usize, String)> {
+pub fn decode_str(bytes: &[u8]) -> Result<&str, NotUtf8> {
     std::str::from_utf8(bytes).map_err(not_utf8)
 }
 
-fn not_utf8(e: std::str::Utf8Error) -> (usize, String) {
-    let at = e.valid_up_to();
-    (
-        at,
-        format!("the file is not valid UTF-8 (invalid byte at offset {at})"),
-    )
+fn not_utf8(e: std::str::Utf8Error) -> NotUtf8 {
+    NotUtf8 {
+        at: e.valid_up_to(),
+    }
 }
 
 #[cfg(test)]
@@ -536,10 +571,30 @@ mod tests {
         // The limit holds whatever the stat said.
         for known in [Some(10), Some(3), Some(64), None] {
             let err = read_limited_sized(&path, 9, known).unwrap_err();
-            assert!(err.contains("limit"), "{known:?}: {err}");
+            assert_eq!(err.kind(), "too-large", "{known:?}: {err}");
+            assert_eq!(err.to_string(), "file is larger than the 0 KiB limit");
         }
         assert_eq!(read_limited_sized(&path, 10, Some(10)).unwrap().len(), 10);
         std::fs::write(&path, b"").unwrap();
         assert!(read_limited_sized(&path, 10, Some(0)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn read_errors_keep_their_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = read_limited(&dir.path().join("none"), 10).unwrap_err();
+        assert_eq!(missing.kind(), "open");
+        assert!(
+            missing.to_string().starts_with("cannot open: "),
+            "{missing}"
+        );
+        let not_a_file = read_limited(dir.path(), 10).unwrap_err();
+        assert_eq!(not_a_file.kind(), "refused", "{not_a_file}");
+        let bad = decode(vec![b'a', 0xff]).unwrap_err();
+        assert_eq!(bad, NotUtf8 { at: 1 });
+        assert_eq!(
+            ReadError::from(bad).to_string(),
+            "the file is not valid UTF-8 (invalid byte at offset 1)"
+        );
     }
 }

@@ -210,22 +210,29 @@ pub fn cached_process_env() -> impl Fn(&str) -> Option<String> {
     }
 }
 
-/// Picks the first level that sets a field: operator, persona, pack defaults.
-fn pick<T: Clone>(
-    operator: Option<&BehaviourLayer>,
-    persona: &BehaviourLayer,
-    defaults: Option<&BehaviourLayer>,
-    field: impl Fn(&BehaviourLayer) -> &Option<T>,
-) -> Option<(T, Level)> {
-    let levels = [
-        (operator, Level::Operator),
-        (Some(persona), Level::Persona),
-        (defaults, Level::PackDefaults),
-    ];
-    levels
-        .into_iter()
-        .find_map(|(layer, level)| layer.and_then(|l| field(l).clone()).map(|v| (v, level)))
+/// The levels a persona's behavioural fields come from, below the process environment: operator,
+/// persona, pack defaults.
+struct Layers<'a> {
+    operator: Option<&'a BehaviourLayer>,
+    persona: &'a BehaviourLayer,
+    defaults: Option<&'a BehaviourLayer>,
 }
+
+impl Layers<'_> {
+    /// The first level that sets a field.
+    fn pick<T: Clone>(&self, field: impl Fn(&BehaviourLayer) -> &Option<T>) -> Option<(T, Level)> {
+        let levels = [
+            (self.operator, Level::Operator),
+            (Some(self.persona), Level::Persona),
+            (self.defaults, Level::PackDefaults),
+        ];
+        levels
+            .into_iter()
+            .find_map(|(layer, level)| layer.and_then(|l| field(l).clone()).map(|v| (v, level)))
+    }
+}
+
+type Sources = BTreeMap<&'static str, Level>;
 
 fn resolve_persona(
     pack: &Pack,
@@ -235,29 +242,96 @@ fn resolve_persona(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> ResolvedPersona {
     let persona = &pack.personas[index];
-    let defaults = pack.manifest.defaults.as_ref();
     let operator = overrides.get(&pack.manifest.id, &persona.name);
-    let op = operator.map(|o| &o.behaviour);
-    let b = &persona.behaviour;
-    let mut sources = BTreeMap::new();
-
-    let mut with_source = |key: &'static str, level: Level| {
-        sources.insert(key, level);
+    let layers = Layers {
+        operator: operator.map(|o| &o.behaviour),
+        persona: &persona.behaviour,
+        defaults: pack.manifest.defaults.as_ref(),
     };
+    let mut sources = Sources::new();
 
     let runtime_name = operator
         .and_then(|o| o.runtime.clone())
         .or_else(|| persona.runtime.clone());
     let runtime = Runtime::for_name(runtime_name.as_deref());
+    let model = resolve_model(&layers, &runtime, env, &mut sources);
+    let routing = resolve_routing(&layers, &mut sources);
+    let version = resolve_version(pack, persona, &mut sources);
+    let runtime_level = match (operator.and_then(|o| o.runtime.as_ref()), &persona.runtime) {
+        (Some(_), _) => Level::Operator,
+        (None, Some(_)) => Level::Persona,
+        (None, None) => Level::BuiltIn,
+    };
+    sources.insert("runtime", runtime_level);
 
-    let model = pick(op, b, defaults, |l| &l.model);
+    let skills: Vec<String> = received_skills.iter().map(|s| s.name.clone()).collect();
+    let skill_names: Vec<&str> = skills.iter().map(String::as_str).collect();
+    let system_prompt = prompt::system_prompt(
+        &persona.body,
+        pack.instructions.as_deref(),
+        &skill_names,
+        prompt::DEFAULT_SKILL_HINT,
+    );
+    let env_vars = project_env(
+        &runtime,
+        model.model.as_ref(),
+        model.temperature,
+        model.context,
+        env,
+    );
+
+    ResolvedPersona {
+        identity: Identity {
+            name: persona.name.clone(),
+            display_name: persona.display_name.clone(),
+            description: persona.description.clone(),
+            avatar: persona.avatar.clone(),
+            author: persona.author.clone(),
+            runtime: runtime.name.to_string(),
+            file: persona.file.clone(),
+        },
+        version,
+        model: model.model,
+        temperature: model.temperature,
+        max_context_tokens: model.context,
+        subscribe: routing.subscribe,
+        triggers: routing.triggers,
+        thread_replies: routing.thread_replies,
+        broadcast_replies: routing.broadcast_replies,
+        skills,
+        mcp_servers: mcp::merge(&pack.mcp_servers, &persona.mcp_servers),
+        env: env_vars,
+        system_prompt,
+        sources,
+        hooks: pack.hooks.overlay(&persona.hooks),
+        allow_env: overrides.allow_env(&pack.manifest.id).to_vec(),
+    }
+}
+
+/// The model and its sampling settings, as the agent will run with them.
+struct ModelSettings {
+    model: Option<ModelRef>,
+    temperature: Option<f64>,
+    context: Option<u64>,
+}
+
+/// Model, temperature and context size from the layers, then the runtime's variables in the
+/// operator's own environment (level 1) over them.
+fn resolve_model(
+    layers: &Layers<'_>,
+    runtime: &Runtime,
+    env: &dyn Fn(&str) -> Option<String>,
+    sources: &mut Sources,
+) -> ModelSettings {
+    let model = layers.pick(|l| &l.model);
     let mut model_ref = model.as_ref().map(|(m, _)| ModelRef::parse(m));
-    with_source("model", model.as_ref().map_or(Level::Unset, |m| m.1));
+    sources.insert("model", model.as_ref().map_or(Level::Unset, |m| m.1));
 
-    let temperature =
-        pick(op, b, defaults, |l| &l.temperature).unwrap_or((BUILT_IN_TEMPERATURE, Level::BuiltIn));
+    let temperature = layers
+        .pick(|l| &l.temperature)
+        .unwrap_or((BUILT_IN_TEMPERATURE, Level::BuiltIn));
     let mut temperature = (Some(temperature.0), temperature.1);
-    let context = pick(op, b, defaults, |l| &l.max_context_tokens);
+    let context = layers.pick(|l| &l.max_context_tokens);
     let mut context = (context.map(|c| c.0), context.map_or(Level::Unset, |c| c.1));
 
     // Level 1: the operator's own environment is what the agent will see; report that.
@@ -272,7 +346,7 @@ fn resolve_persona(
             provider: env_provider.or(base.provider),
             model: env_model.unwrap_or(base.model),
         });
-        with_source("model", Level::ProcessEnv);
+        sources.insert("model", Level::ProcessEnv);
     }
     // The operator's value wins even when it is not a number: the agent gets it verbatim (see `env`),
     // so the resolved value is then unknown (`None`), never the pack's value it replaced.
@@ -282,11 +356,26 @@ fn resolve_persona(
     if let Some(c) = runtime.context_var.and_then(env) {
         context = (c.trim().parse::<u64>().ok(), Level::ProcessEnv);
     }
-    with_source("temperature", temperature.1);
-    with_source("max_context_tokens", context.1);
+    sources.insert("temperature", temperature.1);
+    sources.insert("max_context_tokens", context.1);
+    ModelSettings {
+        model: model_ref,
+        temperature: temperature.0,
+        context: context.0,
+    }
+}
 
-    let subscribe = pick(op, b, defaults, |l| &l.subscribe);
-    with_source(
+/// Where a persona listens and how it replies.
+struct Routing {
+    subscribe: Vec<String>,
+    triggers: Triggers,
+    thread_replies: bool,
+    broadcast_replies: bool,
+}
+
+fn resolve_routing(layers: &Layers<'_>, sources: &mut Sources) -> Routing {
+    let subscribe = layers.pick(|l| &l.subscribe);
+    sources.insert(
         "subscribe",
         subscribe.as_ref().map_or(Level::BuiltIn, |s| s.1),
     );
@@ -297,77 +386,40 @@ fn resolve_persona(
         .map(|c| c.strip_prefix('#').unwrap_or(&c).to_string())
         .collect();
 
-    let triggers = pick(op, b, defaults, |l| &l.triggers);
-    with_source(
+    let triggers = layers.pick(|l| &l.triggers);
+    sources.insert(
         "triggers",
         triggers.as_ref().map_or(Level::BuiltIn, |t| t.1),
     );
     let triggers = triggers.map_or(Triggers::BUILT_IN, |t| Triggers::from_layer(&t.0));
 
-    let thread_replies = pick(op, b, defaults, |l| &l.thread_replies)
+    let thread_replies = layers
+        .pick(|l| &l.thread_replies)
         .unwrap_or((BUILT_IN_THREAD_REPLIES, Level::BuiltIn));
-    with_source("thread_replies", thread_replies.1);
-    let broadcast_replies = pick(op, b, defaults, |l| &l.broadcast_replies)
+    sources.insert("thread_replies", thread_replies.1);
+    let broadcast_replies = layers
+        .pick(|l| &l.broadcast_replies)
         .unwrap_or((BUILT_IN_BROADCAST_REPLIES, Level::BuiltIn));
-    with_source("broadcast_replies", broadcast_replies.1);
-
-    let version = match &persona.version {
-        Some(v) => {
-            with_source("version", Level::Persona);
-            v.clone()
-        }
-        None => {
-            with_source("version", Level::PackDefaults);
-            pack.manifest.version.clone()
-        }
-    };
-    with_source(
-        "runtime",
-        if operator.is_some_and(|o| o.runtime.is_some()) {
-            Level::Operator
-        } else if persona.runtime.is_some() {
-            Level::Persona
-        } else {
-            Level::BuiltIn
-        },
-    );
-
-    let skills: Vec<String> = received_skills.iter().map(|s| s.name.clone()).collect();
-    let skill_names: Vec<&str> = skills.iter().map(String::as_str).collect();
-    let system_prompt = prompt::system_prompt(
-        &persona.body,
-        pack.instructions.as_deref(),
-        &skill_names,
-        prompt::DEFAULT_SKILL_HINT,
-    );
-
-    let env_vars = project_env(&runtime, model_ref.as_ref(), temperature.0, context.0, env);
-
-    ResolvedPersona {
-        identity: Identity {
-            name: persona.name.clone(),
-            display_name: persona.display_name.clone(),
-            description: persona.description.clone(),
-            avatar: persona.avatar.clone(),
-            author: persona.author.clone(),
-            runtime: runtime.name.to_string(),
-            file: persona.file.clone(),
-        },
-        version,
-        model: model_ref,
-        temperature: temperature.0,
-        max_context_tokens: context.0,
+    sources.insert("broadcast_replies", broadcast_replies.1);
+    Routing {
         subscribe,
         triggers,
         thread_replies: thread_replies.0,
         broadcast_replies: broadcast_replies.0,
-        skills,
-        mcp_servers: mcp::merge(&pack.mcp_servers, &persona.mcp_servers),
-        env: env_vars,
-        system_prompt,
-        sources,
-        hooks: pack.hooks.overlay(&persona.hooks),
-        allow_env: overrides.allow_env(&pack.manifest.id).to_vec(),
+    }
+}
+
+/// The persona's own version, else the pack's.
+fn resolve_version(pack: &Pack, persona: &crate::pack::Persona, sources: &mut Sources) -> String {
+    match &persona.version {
+        Some(v) => {
+            sources.insert("version", Level::Persona);
+            v.clone()
+        }
+        None => {
+            sources.insert("version", Level::PackDefaults);
+            pack.manifest.version.clone()
+        }
     }
 }
 

@@ -70,7 +70,7 @@ impl Overrides {
     /// Loads the file; any error is in the report and the overrides are then empty.
     pub fn load(path: &Path, report: &mut Report) -> Overrides {
         let text = match source::read_limited(path, 1024 * 1024)
-            .and_then(|b| source::decode(b).map_err(|e| e.1))
+            .and_then(|b| Ok(source::decode(b)?))
         {
             Ok(t) => t,
             Err(e) => {
