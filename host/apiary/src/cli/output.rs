@@ -147,6 +147,12 @@ impl Failed {
         )
     }
 
+    /// This failure's text, then `next`'s (two mistakes on one command line).
+    pub fn and(mut self, next: Failed) -> Failed {
+        self.text.push_str(&next.text);
+        self
+    }
+
     /// With `--json`, `{"ok": false, "error": <error>}` on stdout instead of the text.
     pub fn with_json(mut self, error: impl Serialize + 'static) -> Failed {
         self.json = Some(Box::new(NotOk { ok: false, error }));
