@@ -403,19 +403,7 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
     };
     row(out, "version", &p.version, version_from);
     row(out, "runtime", &id.runtime, src("runtime"));
-    row_start(out, "model");
-    match &p.model {
-        Some(m) => {
-            out.push_str(&m.model);
-            if let Some(provider) = &m.provider {
-                for part in [" (provider ", provider, ")"] {
-                    out.push_str(part);
-                }
-            }
-        }
-        None => out.push_str("runtime default"),
-    }
-    row_end(out, src("model"));
+    row_model(out, p, src("model"));
     row_or(
         out,
         "temperature",
@@ -433,20 +421,7 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
     row_start(out, "subscribe");
     push_list(out, p.subscribe.iter().map(String::as_str), ", ");
     row_end(out, src("subscribe"));
-    let t = &p.triggers;
-    row_start(out, "triggers");
-    out.push_str(if t.mentions {
-        "mentions true, keywords ["
-    } else {
-        "mentions false, keywords ["
-    });
-    push_joined(out, t.keywords.iter().map(String::as_str), ", ");
-    out.push_str(if t.all_messages {
-        "], all_messages true"
-    } else {
-        "], all_messages false"
-    });
-    row_end(out, src("triggers"));
+    row_triggers(out, p, src("triggers"));
     row(
         out,
         "thread_replies",
@@ -465,6 +440,47 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
     row_start(out, "mcp_servers");
     push_list(out, p.mcp_servers.iter().map(|s| s.name.as_str()), ", ");
     row_end(out, "");
+    row_env(out, p);
+    for (point, cmd) in p.hooks.entries() {
+        row(out, &format!("hook {point}"), cmd, "");
+    }
+    row_prompt(out, p);
+}
+
+fn row_model(out: &mut String, p: &ResolvedPersona, from: &str) {
+    row_start(out, "model");
+    match &p.model {
+        Some(m) => {
+            out.push_str(&m.model);
+            if let Some(provider) = &m.provider {
+                for part in [" (provider ", provider, ")"] {
+                    out.push_str(part);
+                }
+            }
+        }
+        None => out.push_str("runtime default"),
+    }
+    row_end(out, from);
+}
+
+fn row_triggers(out: &mut String, p: &ResolvedPersona, from: &str) {
+    let t = &p.triggers;
+    row_start(out, "triggers");
+    out.push_str(if t.mentions {
+        "mentions true, keywords ["
+    } else {
+        "mentions false, keywords ["
+    });
+    push_joined(out, t.keywords.iter().map(String::as_str), ", ");
+    out.push_str(if t.all_messages {
+        "], all_messages true"
+    } else {
+        "], all_messages false"
+    });
+    row_end(out, from);
+}
+
+fn row_env(out: &mut String, p: &ResolvedPersona) {
     row_start(out, "env");
     if p.env.is_empty() {
         out.push_str("(none)");
@@ -478,9 +494,10 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
         }
     }
     row_end(out, "");
-    for (point, cmd) in p.hooks.entries() {
-        row(out, &format!("hook {point}"), cmd, "");
-    }
+}
+
+/// The prompt's length and the start of its first non-blank line.
+fn row_prompt(out: &mut String, p: &ResolvedPersona) {
     let first = p
         .system_prompt
         .lines()
