@@ -1001,3 +1001,67 @@ fn write_pack_check(err: &mut dyn Write, p: &verify::PackCheck) -> io::Result<()
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::output::capture;
+
+    #[test]
+    fn a_refusal_is_an_error_document_or_the_message_and_its_help() {
+        let e = DistError::new("pack.not-installed", "x is not installed in /r").help("try y");
+        let (out, err, json, code) = capture(&Failed::from(e));
+        assert_eq!(out, "");
+        assert_eq!(err, "error: x is not installed in /r\n  help: try y\n");
+        assert_eq!(
+            json.unwrap(),
+            "{\n  \"ok\": false,\n  \"error\": {\n    \"code\": \"pack.not-installed\",\n    \"message\": \"x is not installed in /r\",\n    \"help\": \"try y\"\n  }\n}"
+        );
+        assert_eq!(code, exit::FAILURE);
+    }
+
+    #[test]
+    fn an_empty_root_lists_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let args = ListArgs {
+            root: Some(root.path().to_path_buf()),
+            json: true,
+        };
+        let (out, err, json, code) = capture(&list(&args));
+        assert_eq!(out, "");
+        assert_eq!(
+            err,
+            format!("No packs installed in {}.\n", root.path().display())
+        );
+        let v: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
+        assert_eq!(v["packs"], serde_json::json!([]));
+        assert_eq!(v["root"], root.path().to_str().unwrap());
+        assert_eq!(code, exit::OK);
+    }
+
+    #[test]
+    fn nothing_to_trust_says_what_was_looked_for() {
+        let reviewed = |wanted| Reviewed {
+            ok: true,
+            pack_id: "p".into(),
+            version: "1.0.0".into(),
+            dir: "/d".into(),
+            trusted: false,
+            hooks: vec![],
+            servers: vec![],
+            wanted,
+            is_dir: false,
+        };
+        let (_, err, json, _) = capture(&Trust::Reviewed(reviewed((true, false))));
+        assert_eq!(err, "p 1.0.0 has no hooks: nothing to trust.\n");
+        assert_eq!(
+            json.unwrap(),
+            "{\n  \"ok\": true,\n  \"pack_id\": \"p\",\n  \"version\": \"1.0.0\",\n  \"dir\": \"/d\",\n  \"trusted\": false,\n  \"hooks\": [],\n  \"mcp_servers\": []\n}"
+        );
+        let (_, err, _, _) = capture(&Trust::Reviewed(reviewed((true, true))));
+        assert_eq!(
+            err,
+            "p 1.0.0 has no hooks and no stdio MCP servers: nothing to trust.\n"
+        );
+    }
+}

@@ -672,6 +672,52 @@ mod tests {
     }
 
     #[test]
+    fn validate_outcome_reports_findings_to_people_and_the_documented_json() {
+        let dir = tempfile::tempdir().unwrap();
+        scratch_pack(dir.path());
+        let args = ValidateArgs {
+            dir: dir.path().to_path_buf(),
+            json: false,
+        };
+        let (out, err, json, code) = super::super::output::capture(&validate(&args));
+        assert_eq!(out, "");
+        assert!(
+            err.ends_with(&format!(
+                "✓ {} is valid, with 1 warning\n",
+                dir.path().display()
+            )),
+            "{err}"
+        );
+        assert_eq!(code, exit::WARNINGS);
+        let v: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["pack", "valid", "errors", "warnings", "diagnostics"]);
+        assert_eq!(v["valid"], true);
+    }
+
+    #[test]
+    fn inspect_of_a_missing_persona_is_a_failure_without_json() {
+        let dir = tempfile::tempdir().unwrap();
+        scratch_pack(dir.path());
+        let overrides = dir.path().join("overrides.toml");
+        std::fs::write(&overrides, "").unwrap();
+        let args = InspectArgs {
+            dir: dir.path().to_path_buf(),
+            persona: Some("nobody".into()),
+            overrides: Some(overrides),
+            json: true,
+        };
+        let (out, err, json, code) = super::super::output::capture(&inspect(&args));
+        assert_eq!(out, "");
+        assert_eq!(
+            err,
+            "error: pack com.example.stream has no persona `nobody` (it has: a, b, c)\n"
+        );
+        assert!(json.is_none(), "printed as text even with --json");
+        assert_eq!(code, exit::FAILURE);
+    }
+
+    #[test]
     fn streamed_inspect_json_is_the_resolved_packs_json() {
         let dir = tempfile::tempdir().unwrap();
         scratch_pack(dir.path());
