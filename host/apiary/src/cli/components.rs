@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::output::{Document, Failed, Human, Outcome, render};
-use super::{exit, sandbox};
+use super::sandbox;
 use crate::convert::store::{Entry, Store};
 use crate::sandbox::Sandbox;
 
@@ -185,10 +185,6 @@ impl Outcome for Added {
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
     }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
-    }
 }
 
 /// `component list`: each added component, with the digest check `apiary convert` makes (so a
@@ -271,10 +267,6 @@ impl Outcome for Listed {
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
     }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
-    }
 }
 
 /// `component remove`: the component removed.
@@ -306,9 +298,5 @@ impl Outcome for Removed {
 
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
-    }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
     }
 }

@@ -378,8 +378,4 @@ impl Outcome for Converters {
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
     }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
-    }
 }

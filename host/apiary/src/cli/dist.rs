@@ -263,10 +263,6 @@ impl Outcome for Built {
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
     }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
-    }
 }
 
 /// `install`: what was installed.
@@ -374,10 +370,6 @@ impl Outcome for Installed {
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
     }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
-    }
 }
 
 /// Asks `question` on the terminal; only `y`/`yes` is a yes.
@@ -472,10 +464,6 @@ impl Outcome for Trust {
 
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
-    }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
     }
 }
 
@@ -854,10 +842,6 @@ impl Outcome for Listed {
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
     }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
-    }
 }
 
 /// `uninstall`: what was removed and what was kept.
@@ -920,10 +904,6 @@ impl Outcome for Uninstalled {
 
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
-    }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
     }
 }
 

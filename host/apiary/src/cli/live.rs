@@ -996,10 +996,6 @@ impl Outcome for Posted {
     fn json(&self) -> Option<&dyn Document> {
         None
     }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
-    }
 }
 
 fn post_message(args: &PostArgs) -> Result<Posted, Failed> {

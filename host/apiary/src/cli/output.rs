@@ -19,7 +19,10 @@ pub(crate) trait Outcome {
     /// even under `--json` (failures found before the command had anything to report).
     fn json(&self) -> Option<&dyn Document>;
 
-    fn exit_code(&self) -> u8;
+    /// 0 unless the outcome says otherwise.
+    fn exit_code(&self) -> u8 {
+        exit::OK
+    }
 }
 
 /// A value written as pretty JSON (any [`Serialize`] type): the object-safe face of `Serialize`.

@@ -290,10 +290,6 @@ impl Outcome for Inspected {
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
     }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
-    }
 }
 
 /// `inspect` for a person: the pack's header, then each persona resolved, written and dropped in
@@ -619,10 +615,6 @@ impl Outcome for Migrated {
 
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
-    }
-
-    fn exit_code(&self) -> u8 {
-        exit::OK
     }
 }
 
