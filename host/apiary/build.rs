@@ -33,6 +33,8 @@ fn main() {
 
     watch(&wit);
     watch_guests(&guests);
+    // trigger-default's decision is this crate, a path dependency from outside guests/.
+    watch(&repo.join("host").join("triggers"));
     println!("cargo:rerun-if-env-changed=APIARY_SKIP_GUEST_BUILD");
     // Two checkouts sharing one target dir share this build script's fingerprint (cargo leaves
     // the path out of a workspace member's metadata hash); the paths above differ per checkout,

@@ -191,8 +191,29 @@ impl Pack {
             manifest,
             ..Pack::default()
         };
+        pack.read_personas(root, &mut report)?;
+        pack.read_skills(root)?;
+        let mcp = manifest_path(&pack.manifest, "mcp_config", ".mcp.json");
+        if tree::is_file(root, &mcp) {
+            pack.mcp_servers = read_mcp(root, &mcp)?;
+        }
+        pack.read_hooks(root)?;
+        if let Some(file) = pack
+            .manifest
+            .get("pack_instructions")
+            .and_then(Value::as_str)
+        {
+            match tree::read(root, file) {
+                Ok(text) => pack.instructions = Some(text),
+                Err(e) => report.lost("missing-file", file, "", e),
+            }
+        }
+        Ok((pack, report))
+    }
 
-        let files: Vec<String> = match pack.manifest.get("personas") {
+    /// The persona files the manifest lists.
+    fn read_personas(&mut self, root: &Path, report: &mut Report) -> Result<(), String> {
+        let files: Vec<String> = match self.manifest.get("personas") {
             Some(Value::Array(items)) => items
                 .iter()
                 .filter_map(|v| v.as_str().map(str::to_string))
@@ -213,22 +234,25 @@ impl Pack {
                     ),
                 );
             }
-            pack.personas.push(Persona {
+            self.personas.push(Persona {
                 file: file.trim_start_matches("./").to_string(),
                 fields: fm.fields,
                 body: fm.body,
                 mode: fm.mode,
             });
         }
+        Ok(())
+    }
 
+    /// Every directory under `skills/`, then the skills a persona lists outside it (once).
+    fn read_skills(&mut self, root: &Path) -> Result<(), String> {
         for name in tree::list(root, "skills") {
             let dir = format!("skills/{name}");
             if tree::is_dir(root, &dir) {
-                pack.skills.push(Skill::read(root, &dir)?);
+                self.skills.push(Skill::read(root, &dir)?);
             }
         }
-        // Skills a persona lists outside `skills/` are read too, once.
-        let listed: Vec<String> = pack
+        let listed: Vec<String> = self
             .personas
             .iter()
             .flat_map(|p| {
@@ -245,40 +269,28 @@ impl Pack {
             .collect();
         for dir in listed {
             let name = dir.rsplit('/').next().unwrap_or(&dir).to_string();
-            if !pack.skills.iter().any(|s| s.name == name) && tree::is_dir(root, &dir) {
-                pack.skills.push(Skill::read(root, &dir)?);
+            if !self.skills.iter().any(|s| s.name == name) && tree::is_dir(root, &dir) {
+                self.skills.push(Skill::read(root, &dir)?);
             }
         }
+        Ok(())
+    }
 
-        let mcp = manifest_path(&pack.manifest, "mcp_config", ".mcp.json");
-        if tree::is_file(root, &mcp) {
-            pack.mcp_servers = read_mcp(root, &mcp)?;
-        }
-
-        let hooks = manifest_path(&pack.manifest, "hooks_config", "hooks/hooks.json");
+    /// The hooks file and the files its commands name.
+    fn read_hooks(&mut self, root: &Path) -> Result<(), String> {
+        let hooks = manifest_path(&self.manifest, "hooks_config", "hooks/hooks.json");
         if tree::is_file(root, &hooks) {
             let value = tree::read_json(root, &hooks)?;
             for command in hook_commands(&value) {
                 let path = command.trim_start_matches("./");
                 if tree::is_file(root, path) {
-                    pack.hook_files
+                    self.hook_files
                         .push((path.to_string(), tree::read_bytes(root, path)?));
                 }
             }
-            pack.hooks = Some(value);
+            self.hooks = Some(value);
         }
-
-        if let Some(file) = pack
-            .manifest
-            .get("pack_instructions")
-            .and_then(Value::as_str)
-        {
-            match tree::read(root, file) {
-                Ok(text) => pack.instructions = Some(text),
-                Err(e) => report.lost("missing-file", file, "", e),
-            }
-        }
-        Ok((pack, report))
+        Ok(())
     }
 
     /// Writes the pack under `root` in the spec §3 layout: `.plugin/plugin.json`,

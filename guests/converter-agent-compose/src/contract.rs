@@ -73,6 +73,46 @@ pub fn check(
         .iter()
         .map(|p| (p.name.as_str(), p.color.as_deref()))
         .collect();
+    check_colors(personalities, &mut v);
+    let mut usage: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut derived: Vec<(String, String, &RoleView)> = Vec::new();
+    for role in roles {
+        check_meld(rules, role, &colors, external, &mut usage, &mut v);
+        check_identity(rules, role, &mut v);
+        if let Some(hex) = &role.favorite
+            && let Some(why) = color::illegible(hex)
+        {
+            v(
+                &role.path,
+                "favorite_color",
+                format!("role {}: favourite colour {why}", role.slug),
+            );
+        }
+        let hexes: Option<Vec<&str>> = role
+            .personalities
+            .iter()
+            .map(|m| colors.get(m.as_str()).copied().flatten())
+            .collect();
+        if let Some(hexes) = hexes.filter(|h| !h.is_empty()) {
+            match color::favorite(&hexes) {
+                Some(fav) => derived.push((role.slug.clone(), fav, role)),
+                None if hexes.iter().all(|h| color::illegible(h).is_none()) => v(
+                    &role.path,
+                    "personality",
+                    format!("role {}: the derived favourite colour is grey", role.slug),
+                ),
+                None => {}
+            }
+        }
+    }
+    if rules == Rules::Core {
+        check_core(personalities, &usage, &derived, &mut v);
+    }
+    out
+}
+
+/// Every personality has a legible colour.
+fn check_colors(personalities: &[PersonalityView], v: &mut impl FnMut(&str, &str, String)) {
     for p in personalities {
         match &p.color {
             None => v(
@@ -91,110 +131,99 @@ pub fn check(
             }
         }
     }
-    let mut usage: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut derived: Vec<(String, String, &RoleView)> = Vec::new();
-    for role in roles {
-        let meld = &role.personalities;
-        match rules {
-            Rules::Core if meld.len() != 2 => v(
+}
+
+/// A role's meld: its size, no repeats, every member defined; counts each member's use.
+fn check_meld<'a>(
+    rules: Rules,
+    role: &'a RoleView,
+    colors: &BTreeMap<&str, Option<&str>>,
+    external: &[String],
+    usage: &mut BTreeMap<&'a str, usize>,
+    v: &mut impl FnMut(&str, &str, String),
+) {
+    let meld = &role.personalities;
+    match rules {
+        Rules::Core if meld.len() != 2 => v(
+            &role.path,
+            "personality",
+            format!(
+                "role {}: a core role needs exactly two personalities, found {}",
+                role.slug,
+                meld.len()
+            ),
+        ),
+        Rules::External if meld.is_empty() => v(
+            &role.path,
+            "personality",
+            format!("role {}: the personality meld is empty", role.slug),
+        ),
+        _ => {}
+    }
+    for (i, name) in meld.iter().enumerate() {
+        if meld[..i].contains(name) {
+            v(
+                &role.path,
+                "personality",
+                format!("role {}: personality {name} is listed twice", role.slug),
+            );
+        }
+        if !colors.contains_key(name.as_str()) && !external.contains(name) {
+            v(
+                &role.path,
+                "personality",
+                format!("role {}: personality {name} is not defined", role.slug),
+            );
+        }
+        *usage.entry(name.as_str()).or_default() += 1;
+    }
+}
+
+/// The core roster's rules: each personality in one to three roles, every derived favourite
+/// colour legible and distinct.
+fn check_core(
+    personalities: &[PersonalityView],
+    usage: &BTreeMap<&str, usize>,
+    derived: &[(String, String, &RoleView)],
+    v: &mut impl FnMut(&str, &str, String),
+) {
+    for p in personalities {
+        let n = usage.get(p.name.as_str()).copied().unwrap_or(0);
+        if n == 0 {
+            v(
+                &p.path,
+                "",
+                format!("personality {} is used by no core role", p.name),
+            );
+        } else if n > 3 {
+            v(
+                &p.path,
+                "",
+                format!(
+                    "personality {} is used by {n} core roles, at most 3 allowed",
+                    p.name
+                ),
+            );
+        }
+    }
+    for (i, (slug, fav, role)) in derived.iter().enumerate() {
+        if let Some(why) = color::illegible(fav) {
+            v(
+                &role.path,
+                "personality",
+                format!("role {slug}: derived favourite colour {why}"),
+            );
+        }
+        if let Some((other, _, _)) = derived[..i].iter().find(|(_, f, _)| f == fav) {
+            v(
                 &role.path,
                 "personality",
                 format!(
-                    "role {}: a core role needs exactly two personalities, found {}",
-                    role.slug,
-                    meld.len()
+                    "role {slug}: derived favourite colour {fav} is the same as role {other}'s"
                 ),
-            ),
-            Rules::External if meld.is_empty() => v(
-                &role.path,
-                "personality",
-                format!("role {}: the personality meld is empty", role.slug),
-            ),
-            _ => {}
-        }
-        for (i, name) in meld.iter().enumerate() {
-            if meld[..i].contains(name) {
-                v(
-                    &role.path,
-                    "personality",
-                    format!("role {}: personality {name} is listed twice", role.slug),
-                );
-            }
-            if !colors.contains_key(name.as_str()) && !external.contains(name) {
-                v(
-                    &role.path,
-                    "personality",
-                    format!("role {}: personality {name} is not defined", role.slug),
-                );
-            }
-            *usage.entry(name.as_str()).or_default() += 1;
-        }
-        check_identity(rules, role, &mut v);
-        if let Some(hex) = &role.favorite
-            && let Some(why) = color::illegible(hex)
-        {
-            v(
-                &role.path,
-                "favorite_color",
-                format!("role {}: favourite colour {why}", role.slug),
             );
         }
-        let hexes: Option<Vec<&str>> = meld
-            .iter()
-            .map(|m| colors.get(m.as_str()).copied().flatten())
-            .collect();
-        if let Some(hexes) = hexes.filter(|h| !h.is_empty()) {
-            match color::favorite(&hexes) {
-                Some(fav) => derived.push((role.slug.clone(), fav, role)),
-                None if hexes.iter().all(|h| color::illegible(h).is_none()) => v(
-                    &role.path,
-                    "personality",
-                    format!("role {}: the derived favourite colour is grey", role.slug),
-                ),
-                None => {}
-            }
-        }
     }
-    if rules == Rules::Core {
-        for p in personalities {
-            let n = usage.get(p.name.as_str()).copied().unwrap_or(0);
-            if n == 0 {
-                v(
-                    &p.path,
-                    "",
-                    format!("personality {} is used by no core role", p.name),
-                );
-            } else if n > 3 {
-                v(
-                    &p.path,
-                    "",
-                    format!(
-                        "personality {} is used by {n} core roles, at most 3 allowed",
-                        p.name
-                    ),
-                );
-            }
-        }
-        for (i, (slug, fav, role)) in derived.iter().enumerate() {
-            if let Some(why) = color::illegible(fav) {
-                v(
-                    &role.path,
-                    "personality",
-                    format!("role {slug}: derived favourite colour {why}"),
-                );
-            }
-            if let Some((other, _, _)) = derived[..i].iter().find(|(_, f, _)| f == fav) {
-                v(
-                    &role.path,
-                    "personality",
-                    format!(
-                        "role {slug}: derived favourite colour {fav} is the same as role {other}'s"
-                    ),
-                );
-            }
-        }
-    }
-    out
 }
 
 fn check_identity(rules: Rules, role: &RoleView, v: &mut impl FnMut(&str, &str, String)) {

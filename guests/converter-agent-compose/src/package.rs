@@ -161,6 +161,49 @@ pub fn read(root: &Path) -> Result<Package, String> {
         ));
     }
     // Skill directories first: every file under a directory holding a SKILL.md belongs to it.
+    let skill_dirs = read_skills(root, &files, &mut package)?;
+    for file in &files {
+        if file == ROOT || (!is_model_file(file) && skill_dirs.iter().any(|d| in_dir(file, d))) {
+            continue;
+        }
+        if file.ends_with(".kdl") {
+            let text = tree::read(root, file)?;
+            let nodes = node::parse(&text, file)?;
+            if !classify(&mut package, file, nodes)? {
+                package.extra_files.push((file.clone(), text));
+            }
+        } else if file.ends_with("INVARIANT.md") {
+            package.invariant = Some((file.clone(), tree::read(root, file)?));
+        } else {
+            let text = tree::read(root, file)?;
+            package.extra_files.push((file.clone(), text));
+        }
+    }
+    // File order is the numbered order in the external layout; `order` decides in the core one.
+    for list in [
+        &mut package.roles,
+        &mut package.personalities,
+        &mut package.boundaries,
+    ] {
+        list.sort_by_key(|e| {
+            e.node
+                .first_child("order")
+                .and_then(|o| o.args.first())
+                .and_then(|v| v.as_i64())
+                .or_else(|| e.node.props.get("order").and_then(|v| v.as_i64()))
+                .unwrap_or(i64::MAX)
+        });
+    }
+    Ok(package)
+}
+
+/// The skill directories (each holding a SKILL.md) into `package.skills`, each with its files;
+/// returns the directories.
+fn read_skills(
+    root: &Path,
+    files: &[String],
+    package: &mut Package,
+) -> Result<Vec<String>, String> {
     let skill_dirs: Vec<String> = files
         .iter()
         .filter(|f| f.ends_with("/SKILL.md"))
@@ -197,39 +240,7 @@ pub fn read(root: &Path) -> Result<Package, String> {
             files: skill_files,
         });
     }
-    for file in &files {
-        if file == ROOT || (!is_model_file(file) && skill_dirs.iter().any(|d| in_dir(file, d))) {
-            continue;
-        }
-        if file.ends_with(".kdl") {
-            let text = tree::read(root, file)?;
-            let nodes = node::parse(&text, file)?;
-            if !classify(&mut package, file, nodes)? {
-                package.extra_files.push((file.clone(), text));
-            }
-        } else if file.ends_with("INVARIANT.md") {
-            package.invariant = Some((file.clone(), tree::read(root, file)?));
-        } else {
-            let text = tree::read(root, file)?;
-            package.extra_files.push((file.clone(), text));
-        }
-    }
-    // File order is the numbered order in the external layout; `order` decides in the core one.
-    for list in [
-        &mut package.roles,
-        &mut package.personalities,
-        &mut package.boundaries,
-    ] {
-        list.sort_by_key(|e| {
-            e.node
-                .first_child("order")
-                .and_then(|o| o.args.first())
-                .and_then(|v| v.as_i64())
-                .or_else(|| e.node.props.get("order").and_then(|v| v.as_i64()))
-                .unwrap_or(i64::MAX)
-        });
-    }
-    Ok(package)
+    Ok(skill_dirs)
 }
 
 /// `.kdl` files are the model wherever they are (the core layout keeps `role.kdl` beside the

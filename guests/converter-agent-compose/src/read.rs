@@ -10,6 +10,7 @@ use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Pack, Persona, Report, Skill, Value, frontmatter, json};
 
 use crate::contract::{self, Rules as Contract};
+use crate::node::Node;
 use crate::package::{self, Entry, Kind, Package};
 use crate::{EXT, color, view};
 
@@ -112,9 +113,27 @@ pub fn to_pack(package: &Package) -> Result<(Pack, Report), String> {
         pack.personas.push(persona);
         ext_personas.insert(name, extra);
     }
+    pack_skills(package, &role_skill_ids, &mut pack, &mut report)?;
 
-    // Personality, boundary and method SKILL.md trees become pack skills; role skills do not
-    // (their body is the persona body).
+    let mut ext = Map::new();
+    ext.insert("source".into(), "package".into());
+    ext.insert("kind".into(), package.kind.as_str().into());
+    ext.insert("name".into(), package.name.clone().into());
+    ext.insert("personas".into(), Value::Object(ext_personas));
+    carry_entries(package, &mut ext, &mut report);
+    carry_rest(package, &external, &mut pack, &mut ext, &mut report);
+    pack.manifest.insert(EXT.into(), Value::Object(ext));
+    Ok((pack, report))
+}
+
+/// Personality, boundary and method SKILL.md trees become pack skills; role skills do not
+/// (their body is the persona body).
+fn pack_skills(
+    package: &Package,
+    role_skill_ids: &[String],
+    pack: &mut Pack,
+    report: &mut Report,
+) -> Result<(), String> {
     for skill in &package.skills {
         if role_skill_ids.contains(&skill.id) {
             continue;
@@ -155,12 +174,11 @@ pub fn to_pack(package: &Package) -> Result<(Pack, Report), String> {
             files: skill.files.clone(),
         });
     }
+    Ok(())
+}
 
-    let mut ext = Map::new();
-    ext.insert("source".into(), "package".into());
-    ext.insert("kind".into(), package.kind.as_str().into());
-    ext.insert("name".into(), package.name.clone().into());
-    ext.insert("personas".into(), Value::Object(ext_personas));
+/// Personalities, boundaries and inspirations: no persona pack slot, kept as nodes.
+fn carry_entries(package: &Package, ext: &mut Map<String, Value>, report: &mut Report) {
     for (key, list) in [
         ("personalities", &package.personalities),
         ("boundaries", &package.boundaries),
@@ -195,8 +213,18 @@ pub fn to_pack(package: &Package) -> Result<(Pack, Report), String> {
             format!("inspiration {} kept in {EXT}.inspirations", e.slug()),
         );
     }
+}
+
+/// External personalities, the invariant (as the pack instructions) and other files.
+fn carry_rest(
+    package: &Package,
+    external: &[String],
+    pack: &mut Pack,
+    ext: &mut Map<String, Value>,
+    report: &mut Report,
+) {
     if !external.is_empty() {
-        for name in &external {
+        for name in external {
             report.reinterpreted(
                 "personality-external",
                 "",
@@ -234,8 +262,6 @@ pub fn to_pack(package: &Package) -> Result<(Pack, Report), String> {
         }
         ext.insert("files".into(), Value::Object(files));
     }
-    pack.manifest.insert(EXT.into(), Value::Object(ext));
-    Ok((pack, report))
 }
 
 /// One role as a persona, plus its extension entry.
@@ -251,37 +277,8 @@ fn role_persona(
     let mut fields = Map::new();
     let mut extra = Map::new();
     fields.insert("name".into(), name.into());
-
-    let display = node
-        .child_arg("display-name")
-        .map(str::to_string)
-        .or_else(|| {
-            let n = view::identity_name(node)?;
-            report.reinterpreted(
-                "identity-as-display-name",
-                &role.file,
-                "identity.name",
-                format!(
-                    "role {} has no display-name; its identity name `{n}` is the display name",
-                    role.slug()
-                ),
-            );
-            Some(n)
-        })
-        .unwrap_or_else(|| {
-            report.synthesised(
-                "default-applied",
-                &file,
-                "display_name",
-                format!(
-                    "role {} has no display-name or identity; its slug is the display name",
-                    role.slug()
-                ),
-            );
-            role.slug().to_string()
-        });
+    let display = display_name(role, &file, report);
     fields.insert("display_name".into(), display.into());
-
     let purpose = match node.child_arg("purpose") {
         Some(p) => p.to_string(),
         None => {
@@ -298,78 +295,8 @@ fn role_persona(
         }
     };
     fields.insert("description".into(), purpose.into());
-
-    // The persona body is the role briefing: the role SKILL.md body, or a `briefing` node.
-    let body = if let Some(text) = node.child_arg("briefing") {
-        text.to_string()
-    } else if let Some(id) = node.child_arg("skill") {
-        match package.skill(id) {
-            Some(skill) => {
-                role_skill_ids.push(id.to_string());
-                let fm = frontmatter::parse(skill.text());
-                extra.insert("skill_dir".into(), skill.dir.clone().into());
-                extra.insert("skill_frontmatter".into(), Value::Object(fm.fields));
-                if skill.files.len() > 1 {
-                    let files: Map<String, Value> = skill
-                        .files
-                        .iter()
-                        .filter(|(p, _)| p != "SKILL.md")
-                        .map(|(p, b)| (p.clone(), String::from_utf8_lossy(b).into_owned().into()))
-                        .collect();
-                    extra.insert("skill_files".into(), Value::Object(files));
-                }
-                fm.body
-            }
-            None => {
-                report.lost(
-                    "missing-file",
-                    &role.file,
-                    "skill",
-                    format!(
-                        "role skill {id} has no SKILL.md in the package; the persona body is empty"
-                    ),
-                );
-                String::new()
-            }
-        }
-    } else {
-        report.synthesised(
-            "default-applied",
-            &file,
-            "body",
-            format!(
-                "role {} has no role skill or briefing; the persona body is empty",
-                role.slug()
-            ),
-        );
-        String::new()
-    };
-
-    // Skills the persona names: its meld's personality skills, its boundaries', its methods.
-    let mut skills = Vec::new();
-    let mut add = |id: String| {
-        if let Some(dir) = slug::normalise(&id, Rules::Skill)
-            && package.skill(&id).is_some()
-        {
-            let entry = Value::from(format!("./skills/{dir}/"));
-            if !skills.contains(&entry) {
-                skills.push(entry);
-            }
-        }
-    };
-    for member in view::meld(node) {
-        if let Some(p) = package.personality(&member) {
-            add(view::bound_skill(&p.node));
-        }
-    }
-    for b in view::role_boundaries(node) {
-        if let Some(entry) = package.boundaries.iter().find(|e| e.slug() == b) {
-            add(view::bound_skill(&entry.node));
-        }
-    }
-    for m in view::methods(node) {
-        add(m);
-    }
+    let body = briefing(package, role, &file, &mut extra, report, role_skill_ids);
+    let skills = persona_skills(package, node);
     if !skills.is_empty() {
         fields.insert("skills".into(), Value::Array(skills));
     }
@@ -412,4 +339,116 @@ fn role_persona(
         mode: convert_kit::ParseMode::Strict,
     };
     Ok((persona, Value::Object(extra)))
+}
+
+/// The role's display name: its `display-name`, else its identity's name, else its slug.
+fn display_name(role: &Entry, file: &str, report: &mut Report) -> String {
+    let node = &role.node;
+    node.child_arg("display-name")
+        .map(str::to_string)
+        .or_else(|| {
+            let n = view::identity_name(node)?;
+            report.reinterpreted(
+                "identity-as-display-name",
+                &role.file,
+                "identity.name",
+                format!(
+                    "role {} has no display-name; its identity name `{n}` is the display name",
+                    role.slug()
+                ),
+            );
+            Some(n)
+        })
+        .unwrap_or_else(|| {
+            report.synthesised(
+                "default-applied",
+                file,
+                "display_name",
+                format!(
+                    "role {} has no display-name or identity; its slug is the display name",
+                    role.slug()
+                ),
+            );
+            role.slug().to_string()
+        })
+}
+
+/// The persona body is the role briefing: the role SKILL.md body (its frontmatter and other
+/// files kept in `extra`), or a `briefing` node.
+fn briefing(
+    package: &Package,
+    role: &Entry,
+    file: &str,
+    extra: &mut Map<String, Value>,
+    report: &mut Report,
+    role_skill_ids: &mut Vec<String>,
+) -> String {
+    let node = &role.node;
+    if let Some(text) = node.child_arg("briefing") {
+        return text.to_string();
+    }
+    let Some(id) = node.child_arg("skill") else {
+        report.synthesised(
+            "default-applied",
+            file,
+            "body",
+            format!(
+                "role {} has no role skill or briefing; the persona body is empty",
+                role.slug()
+            ),
+        );
+        return String::new();
+    };
+    let Some(skill) = package.skill(id) else {
+        report.lost(
+            "missing-file",
+            &role.file,
+            "skill",
+            format!("role skill {id} has no SKILL.md in the package; the persona body is empty"),
+        );
+        return String::new();
+    };
+    role_skill_ids.push(id.to_string());
+    let fm = frontmatter::parse(skill.text());
+    extra.insert("skill_dir".into(), skill.dir.clone().into());
+    extra.insert("skill_frontmatter".into(), Value::Object(fm.fields));
+    if skill.files.len() > 1 {
+        let files: Map<String, Value> = skill
+            .files
+            .iter()
+            .filter(|(p, _)| p != "SKILL.md")
+            .map(|(p, b)| (p.clone(), String::from_utf8_lossy(b).into_owned().into()))
+            .collect();
+        extra.insert("skill_files".into(), Value::Object(files));
+    }
+    fm.body
+}
+
+/// Skills the persona names: its meld's personality skills, its boundaries', its methods.
+fn persona_skills(package: &Package, node: &Node) -> Vec<Value> {
+    let mut skills = Vec::new();
+    let mut add = |id: String| {
+        if let Some(dir) = slug::normalise(&id, Rules::Skill)
+            && package.skill(&id).is_some()
+        {
+            let entry = Value::from(format!("./skills/{dir}/"));
+            if !skills.contains(&entry) {
+                skills.push(entry);
+            }
+        }
+    };
+    for member in view::meld(node) {
+        if let Some(p) = package.personality(&member) {
+            add(view::bound_skill(&p.node));
+        }
+    }
+    for b in view::role_boundaries(node) {
+        if let Some(entry) = package.boundaries.iter().find(|e| e.slug() == b) {
+            add(view::bound_skill(&entry.node));
+        }
+    }
+    for m in view::methods(node) {
+        add(m);
+    }
+    skills
 }

@@ -72,60 +72,12 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         .get("personalities")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
-
-    // The contract, on the snapshot as written.
     let rules = if person == "core" {
         Contract::Core
     } else {
         Contract::External
     };
-    let mut views = Vec::new();
-    for slug in &order {
-        let role = roles
-            .get(slug)
-            .filter(|r| r.is_object())
-            .ok_or_else(|| format!("{FILE}: role_order names `{slug}`, which `roles` lacks"))?;
-        let id = role.get("identity").map(|i| identity(Some(i)));
-        let seats = role
-            .get("seats")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .map(|seat| {
-                        let key = s(seat, "key").or(s(seat, "harness")).unwrap_or_default();
-                        let sid = identity(Some(seat));
-                        // A seat repeating the role identity is the role-stable form, not a mix.
-                        let sid = if id.as_ref() == Some(&sid) {
-                            Identity::default()
-                        } else {
-                            sid
-                        };
-                        (key.to_string(), sid)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        views.push(RoleView {
-            slug: slug.clone(),
-            path: format!("{FILE}#roles.{slug}"),
-            personalities: strings(role, "personalities"),
-            identity: id,
-            seats,
-            favorite: s(role, "favorite_color").map(str::to_string),
-        });
-    }
-    let pviews: Vec<PersonalityView> = personalities
-        .iter()
-        .map(|(name, p)| PersonalityView {
-            name: name.clone(),
-            path: format!("{FILE}#personalities.{name}"),
-            color: s(p, "color").map(str::to_string),
-        })
-        .collect();
-    let violations = contract::check(rules, &views, &pviews, &[]);
-    if !violations.is_empty() {
-        return Err(view::refusal(&format!("snapshot of {person}"), &violations));
-    }
+    check(rules, &person, &order, roles, personalities)?;
 
     let mut report = Report::default();
     let mut pack = Pack::new(&format!("agent-compose.person.{person}"), &person, "0.0.0");
@@ -143,91 +95,13 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
     );
     let mut ext_personas = Map::new();
     for slug in &order {
-        let role = &roles[slug.as_str()];
-        let name = slug::normalise(slug, Rules::Persona)
-            .ok_or_else(|| format!("{FILE}: role `{slug}` has no usable name"))?;
-        if &name != slug {
-            report.normalised(
-                "name-normalised",
-                FILE,
-                &format!("roles.{slug}"),
-                format!("{slug} -> {name}"),
-            );
-        }
-        if pack.personas.iter().any(|p| p.name() == name) {
-            return Err(format!("{FILE}: two roles become persona `{name}`"));
-        }
-        let file = format!("agents/{name}.persona.md");
-        let mut fields = Map::new();
-        fields.insert("name".into(), name.clone().into());
-        let display = match s(role, "display_name").filter(|d| !d.is_empty()) {
-            Some(d) => d.to_string(),
-            None => {
-                report.synthesised(
-                    "default-applied",
-                    &file,
-                    "display_name",
-                    format!("role {slug} has no display_name; the slug is used"),
-                );
-                slug.clone()
-            }
-        };
-        fields.insert("display_name".into(), display.into());
-        let purpose = match s(role, "purpose").filter(|d| !d.is_empty()) {
-            Some(p) => p.to_string(),
-            None => {
-                report.synthesised(
-                    "default-applied",
-                    &file,
-                    "description",
-                    format!("role {slug} has no purpose; description made from the slug"),
-                );
-                format!("The {slug} role.")
-            }
-        };
-        fields.insert("description".into(), purpose.into());
-        let mut skills = Vec::new();
-        for member in strings(role, "personalities") {
-            let Some(p) = personalities.get(&member) else {
-                continue;
-            };
-            let id = s(p, "skill")
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("personality-{member}"));
-            let Some(dir) = slug::normalise(&id, Rules::Skill) else {
-                continue;
-            };
-            skills.push(Value::from(format!("./skills/{dir}/")));
-            if !pack.skills.iter().any(|k| k.name == dir) {
-                pack.skills.push(stub_skill(&dir, &member, p));
-                report.synthesised(
-                    "skill-body-missing",
-                    &format!("skills/{dir}/SKILL.md"),
-                    "",
-                    format!("a snapshot carries no personality skill bodies; {dir} is a stub naming its colour and motif"),
-                );
-            }
-        }
-        if !skills.is_empty() {
-            fields.insert("skills".into(), Value::Array(skills));
-        }
-        let body = s(role, "briefing").unwrap_or_default().to_string();
-        pack.personas.push(Persona {
-            file,
-            fields,
-            body,
-            mode: convert_kit::ParseMode::Strict,
-        });
-        let mut rest = role.as_object().cloned().unwrap_or_default();
-        for key in ["display_name", "purpose", "briefing"] {
-            rest.remove(key);
-        }
-        report.normalised(
-            "carried-in-extension",
-            FILE,
-            &format!("roles.{slug}"),
-            format!("identity, seats, meld, favorite_color, tiers, boundaries and the rest of role {slug} kept in {EXT}.personas.{name}"),
-        );
+        let (name, rest) = persona(
+            &mut pack,
+            slug,
+            &roles[slug.as_str()],
+            personalities,
+            &mut report,
+        )?;
         ext_personas.insert(name, Value::Object(rest));
     }
     for slug in roles.keys().filter(|k| !order.contains(k)) {
@@ -238,7 +112,197 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
             format!("role {slug} is not in role_order; not converted"),
         );
     }
+    let ext = extension(
+        &snap,
+        rules,
+        &person,
+        ext_personas,
+        personalities,
+        &mut report,
+    );
+    pack.manifest.insert(EXT.into(), Value::Object(ext));
+    pack.write(output)?;
+    Ok(report)
+}
 
+/// The contract, on the snapshot as written.
+fn check(
+    rules: Contract,
+    person: &str,
+    order: &[String],
+    roles: &Map<String, Value>,
+    personalities: &Map<String, Value>,
+) -> Result<(), String> {
+    let mut views = Vec::new();
+    for slug in order {
+        let role = roles
+            .get(slug)
+            .filter(|r| r.is_object())
+            .ok_or_else(|| format!("{FILE}: role_order names `{slug}`, which `roles` lacks"))?;
+        views.push(role_view(slug, role));
+    }
+    let pviews: Vec<PersonalityView> = personalities
+        .iter()
+        .map(|(name, p)| PersonalityView {
+            name: name.clone(),
+            path: format!("{FILE}#personalities.{name}"),
+            color: s(p, "color").map(str::to_string),
+        })
+        .collect();
+    let violations = contract::check(rules, &views, &pviews, &[]);
+    if !violations.is_empty() {
+        return Err(view::refusal(&format!("snapshot of {person}"), &violations));
+    }
+    Ok(())
+}
+
+fn role_view(slug: &str, role: &Value) -> RoleView {
+    let id = role.get("identity").map(|i| identity(Some(i)));
+    let seats = role
+        .get("seats")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|seat| {
+                    let key = s(seat, "key").or(s(seat, "harness")).unwrap_or_default();
+                    let sid = identity(Some(seat));
+                    // A seat repeating the role identity is the role-stable form, not a mix.
+                    let sid = if id.as_ref() == Some(&sid) {
+                        Identity::default()
+                    } else {
+                        sid
+                    };
+                    (key.to_string(), sid)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    RoleView {
+        slug: slug.to_string(),
+        path: format!("{FILE}#roles.{slug}"),
+        personalities: strings(role, "personalities"),
+        identity: id,
+        seats,
+        favorite: s(role, "favorite_color").map(str::to_string),
+    }
+}
+
+/// One role in `role_order` -> one persona (with stubs for its personality skills). Returns the
+/// persona name and the rest of the role, for the extension.
+fn persona(
+    pack: &mut Pack,
+    slug: &String,
+    role: &Value,
+    personalities: &Map<String, Value>,
+    report: &mut Report,
+) -> Result<(String, Map<String, Value>), String> {
+    let name = slug::normalise(slug, Rules::Persona)
+        .ok_or_else(|| format!("{FILE}: role `{slug}` has no usable name"))?;
+    if &name != slug {
+        report.normalised(
+            "name-normalised",
+            FILE,
+            &format!("roles.{slug}"),
+            format!("{slug} -> {name}"),
+        );
+    }
+    if pack.personas.iter().any(|p| p.name() == name) {
+        return Err(format!("{FILE}: two roles become persona `{name}`"));
+    }
+    let file = format!("agents/{name}.persona.md");
+    let mut fields = Map::new();
+    fields.insert("name".into(), name.clone().into());
+    let display = match s(role, "display_name").filter(|d| !d.is_empty()) {
+        Some(d) => d.to_string(),
+        None => {
+            report.synthesised(
+                "default-applied",
+                &file,
+                "display_name",
+                format!("role {slug} has no display_name; the slug is used"),
+            );
+            slug.clone()
+        }
+    };
+    fields.insert("display_name".into(), display.into());
+    let purpose = match s(role, "purpose").filter(|d| !d.is_empty()) {
+        Some(p) => p.to_string(),
+        None => {
+            report.synthesised(
+                "default-applied",
+                &file,
+                "description",
+                format!("role {slug} has no purpose; description made from the slug"),
+            );
+            format!("The {slug} role.")
+        }
+    };
+    fields.insert("description".into(), purpose.into());
+    let skills = personality_skills(pack, role, personalities, report);
+    if !skills.is_empty() {
+        fields.insert("skills".into(), Value::Array(skills));
+    }
+    let body = s(role, "briefing").unwrap_or_default().to_string();
+    pack.personas.push(Persona {
+        file,
+        fields,
+        body,
+        mode: convert_kit::ParseMode::Strict,
+    });
+    let mut rest = role.as_object().cloned().unwrap_or_default();
+    for key in ["display_name", "purpose", "briefing"] {
+        rest.remove(key);
+    }
+    report.normalised(
+        "carried-in-extension",
+        FILE,
+        &format!("roles.{slug}"),
+        format!("identity, seats, meld, favorite_color, tiers, boundaries and the rest of role {slug} kept in {EXT}.personas.{name}"),
+    );
+    Ok((name, rest))
+}
+
+/// The role's personality skills, as the persona's `skills`; each one a stub in the pack, once.
+fn personality_skills(
+    pack: &mut Pack,
+    role: &Value,
+    personalities: &Map<String, Value>,
+    report: &mut Report,
+) -> Vec<Value> {
+    let mut skills = Vec::new();
+    for member in strings(role, "personalities") {
+        let Some(p) = personalities.get(&member) else {
+            continue;
+        };
+        let id = s(p, "skill")
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("personality-{member}"));
+        let Some(dir) = slug::normalise(&id, Rules::Skill) else {
+            continue;
+        };
+        skills.push(Value::from(format!("./skills/{dir}/")));
+        if !pack.skills.iter().any(|k| k.name == dir) {
+            pack.skills.push(stub_skill(&dir, &member, p));
+            report.synthesised(
+                "skill-body-missing",
+                &format!("skills/{dir}/SKILL.md"),
+                "",
+                format!("a snapshot carries no personality skill bodies; {dir} is a stub naming its colour and motif"),
+            );
+        }
+    }
+    skills
+}
+
+/// The `x-agent-compose` block: the roles and personalities as written, the rest of the snapshot.
+fn extension(
+    snap: &Value,
+    rules: Contract,
+    person: &str,
+    ext_personas: Map<String, Value>,
+    personalities: &Map<String, Value>,
+    report: &mut Report,
+) -> Map<String, Value> {
     let mut ext = Map::new();
     ext.insert("source".into(), "snapshot".into());
     ext.insert(
@@ -250,7 +314,7 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         }
         .into(),
     );
-    ext.insert("name".into(), person.clone().into());
+    ext.insert("name".into(), person.into());
     ext.insert("personas".into(), Value::Object(ext_personas));
     ext.insert("personalities".into(), Value::Object(personalities.clone()));
     let mut rest = snap.as_object().cloned().unwrap_or_default();
@@ -266,9 +330,7 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         );
         ext.insert("snapshot".into(), Value::Object(rest));
     }
-    pack.manifest.insert(EXT.into(), Value::Object(ext));
-    pack.write(output)?;
-    Ok(report)
+    ext
 }
 
 fn stub_skill(dir: &str, member: &str, p: &Value) -> Skill {

@@ -9,10 +9,11 @@
 
 use std::path::Path;
 
+use convert_kit::pack::Persona;
 use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Pack, Report, Value, frontmatter, tree};
 
-use crate::contract::{self, Rules as Contract, Violation};
+use crate::contract::{self, RoleView, Rules as Contract, Violation};
 use crate::node::{self, Node};
 use crate::package::{self, Kind};
 use crate::{EXT, color, view};
@@ -104,20 +105,45 @@ fn skill_dir_of(entry: &str) -> String {
 /// Builds a role node from snapshot-shaped fields (an overlay or a snapshot-born pack).
 fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -> Node {
     let mut role = Node::new("role").arg(slug);
+    role.children.extend(duty_nodes(slug, e));
+    let meld = strings(e, "personalities");
+    if !meld.is_empty() {
+        let mut n = Node::new("personality");
+        n.args = meld.into_iter().map(Value::from).collect();
+        role = role.child(n);
+    }
+    role.children.extend(seat_nodes(e, runtime));
+    if let Some(cc) = obj(e.get("copy_contract")) {
+        role = role.child(copy_contract_node(cc));
+    }
+    if let Some(ins) = obj(e.get("inspiration"))
+        && let Some(id) = s(ins, "id").filter(|i| !i.is_empty())
+    {
+        let mut n = Node::new("inspiration").arg(id);
+        if let Some(fit) = s(ins, "fit") {
+            n = n.child(Node::new("fit").arg(fit));
+        }
+        role = role.child(n);
+    }
+    role
+}
+
+/// What the role does: model tiers, its skill, methods, boundaries, adjacent roles.
+fn duty_nodes(slug: &str, e: &Map<String, Value>) -> Vec<Node> {
+    let mut nodes = Vec::new();
     let tiers = strings(e, "supported_model_tiers");
     if !tiers.is_empty() {
         let mut n = Node::new("model-tier");
         n.args = tiers.into_iter().map(Value::from).collect();
-        role = role.child(n);
+        nodes.push(n);
     }
-    role = role.child(
-        Node::new("skill").arg(s(e, "skill").unwrap_or(&format!("role-{slug}")).to_string()),
-    );
+    nodes
+        .push(Node::new("skill").arg(s(e, "skill").unwrap_or(&format!("role-{slug}")).to_string()));
     for m in strings(e, "methods") {
-        role = role.child(Node::new("method").arg(m));
+        nodes.push(Node::new("method").arg(m));
     }
     for b in strings(e, "boundaries") {
-        role = role.child(Node::new("boundary").arg(b));
+        nodes.push(Node::new("boundary").arg(b));
     }
     for sb in e
         .get("scoped_boundaries")
@@ -129,7 +155,7 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
             sb.get("name").and_then(Value::as_str),
             sb.get("scope").and_then(Value::as_str),
         ) {
-            role = role.child(Node::new("boundary-scoped").arg(name).prop("scope", scope));
+            nodes.push(Node::new("boundary-scoped").arg(name).prop("scope", scope));
         }
     }
     for a in e
@@ -143,15 +169,15 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
             if let Some(reason) = a.get("reason").and_then(Value::as_str) {
                 n = n.prop("reason", reason);
             }
-            role = role.child(n);
+            nodes.push(n);
         }
     }
-    let meld = strings(e, "personalities");
-    if !meld.is_empty() {
-        let mut n = Node::new("personality");
-        n.args = meld.into_iter().map(Value::from).collect();
-        role = role.child(n);
-    }
+    nodes
+}
+
+/// Who the role is: its identity and its seats (or the persona's runtime as the one seat).
+fn seat_nodes(e: &Map<String, Value>, runtime: Option<&str>) -> Vec<Node> {
+    let mut nodes = Vec::new();
     let identity = obj(e.get("identity"));
     if let Some(id) = identity {
         let mut n = Node::new("identity");
@@ -160,7 +186,7 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
                 n = n.prop(key, v);
             }
         }
-        role = role.child(n);
+        nodes.push(n);
     }
     let seats: Vec<&Map<String, Value>> = e
         .get("seats")
@@ -196,44 +222,36 @@ fn role_from_fields(slug: &str, e: &Map<String, Value>, runtime: Option<&str>) -
                 n = n.prop(key, v);
             }
         }
-        role = role.child(n);
+        nodes.push(n);
     }
     if seats.is_empty()
         && let Some(rt) = runtime
     {
-        role = role.child(Node::new("agent").arg(rt));
+        nodes.push(Node::new("agent").arg(rt));
     }
-    if let Some(cc) = obj(e.get("copy_contract")) {
-        let mut n = Node::new("copy-contract");
-        if let Some(scope) = s(cc, "scope") {
-            n = n.prop("scope", scope);
-        }
-        for rule in cc
-            .get("rules")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(f) = rule.get("forbid").and_then(Value::as_str) {
-                let mut r = Node::new("forbid").arg(f);
-                if let Some(p) = rule.get("prefer").and_then(Value::as_str) {
-                    r = r.prop("prefer", p);
-                }
-                n = n.child(r);
-            }
-        }
-        role = role.child(n);
+    nodes
+}
+
+fn copy_contract_node(cc: &Map<String, Value>) -> Node {
+    let mut n = Node::new("copy-contract");
+    if let Some(scope) = s(cc, "scope") {
+        n = n.prop("scope", scope);
     }
-    if let Some(ins) = obj(e.get("inspiration"))
-        && let Some(id) = s(ins, "id").filter(|i| !i.is_empty())
+    for rule in cc
+        .get("rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
     {
-        let mut n = Node::new("inspiration").arg(id);
-        if let Some(fit) = s(ins, "fit") {
-            n = n.child(Node::new("fit").arg(fit));
+        if let Some(f) = rule.get("forbid").and_then(Value::as_str) {
+            let mut r = Node::new("forbid").arg(f);
+            if let Some(p) = rule.get("prefer").and_then(Value::as_str) {
+                r = r.prop("prefer", p);
+            }
+            n = n.child(r);
         }
-        role = role.child(n);
     }
-    role
+    n
 }
 
 /// Builds a personality node from snapshot-shaped fields.
@@ -276,8 +294,73 @@ fn personality_from_fields(name: &str, e: &Map<String, Value>) -> Node {
     n
 }
 
+const MANIFEST: &str = ".plugin/plugin.json";
+
+/// The package's root: its kind, the pack's title and the person name made from it, the layout.
+struct Target<'a> {
+    kind: Kind,
+    title: &'a str,
+    name: String,
+    /// agent-compose core's `data/` layout (a roster, or a pack read from one), else a person
+    /// package's.
+    core_layout: bool,
+}
+
+/// The package under construction: the files so far, and what the contract will refuse.
+struct Build<'a> {
+    pack: &'a Pack,
+    ext: &'a Map<String, Value>,
+    core_layout: bool,
+    out: Vec<Out>,
+    violations: Vec<Violation>,
+    /// Skill directories bound by personalities and boundaries.
+    bound_skill_dirs: Vec<String>,
+    /// Skill directories written into the package so far (bound ones and role methods).
+    claimed: Vec<String>,
+}
+
 fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<Vec<Out>, String> {
-    const MANIFEST: &str = ".plugin/plugin.json";
+    let target = target(pack, ext, report)?;
+    report_unmapped_pack(pack, report);
+    let mut b = Build {
+        pack,
+        ext,
+        core_layout: target.core_layout,
+        out: Vec::new(),
+        violations: Vec::new(),
+        bound_skill_dirs: Vec::new(),
+        claimed: Vec::new(),
+    };
+    // Personalities (with their SKILL.md) first: roles refer to them.
+    let pnodes = b.personalities()?;
+    b.boundaries()?;
+    b.claimed = b.bound_skill_dirs.clone();
+    let views = b.roles(&pnodes, report)?;
+    for skill in &pack.skills {
+        if !b.claimed.contains(&skill.name) {
+            report.lost("skill-unclaimed", &format!("skills/{}", skill.name), "", format!("skill {} is bound by no role, personality or boundary; a package has no shared skills", skill.name));
+        }
+    }
+    b.check(&target, &views, &pnodes)?;
+    b.root(&target, report)?;
+    report_unknown_ext(ext, report);
+    // Two entries for one path would silently overwrite: refuse instead.
+    let mut paths: Vec<&str> = b.out.iter().map(|o| o.path.as_str()).collect();
+    paths.sort_unstable();
+    if let Some(w) = paths.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!(
+            "two parts of the package would be written to {}",
+            w[0]
+        ));
+    }
+    Ok(b.out)
+}
+
+fn target<'a>(
+    pack: &'a Pack,
+    ext: &'a Map<String, Value>,
+    report: &mut Report,
+) -> Result<Target<'a>, String> {
     let kind = s(ext, "kind").and_then(Kind::parse).unwrap_or(Kind::Person);
     let title = s(ext, "name")
         .or_else(|| s(&pack.manifest, "name"))
@@ -299,12 +382,16 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
                 .filter_map(Value::as_object)
                 .any(|e| s(e, "file").is_some_and(|f| f.starts_with("data/")))
         });
-    let rules = if kind == Kind::Roster {
-        Contract::Core
-    } else {
-        Contract::External
-    };
+    Ok(Target {
+        kind,
+        title,
+        name,
+        core_layout,
+    })
+}
 
+/// Manifest fields, MCP servers and hooks: a package has no place for them.
+fn report_unmapped_pack(pack: &Pack, report: &mut Report) {
     for (key, value) in &pack.manifest {
         if !matches!(
             key.as_str(),
@@ -338,22 +425,58 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
             "agent-compose packages carry no lifecycle hooks",
         );
     }
+}
 
-    let mut out = Vec::new();
-    let mut violations: Vec<Violation> = Vec::new();
-    let empty = Map::new();
-    let ext_personalities = obj(ext.get("personalities")).unwrap_or(&empty);
-    let ext_boundaries = obj(ext.get("boundaries")).unwrap_or(&empty);
-    let ext_personas = obj(ext.get("personas")).unwrap_or(&empty);
-    let external = strings(ext, "external_personalities");
+/// Extension keys the writer does not read.
+fn report_unknown_ext(ext: &Map<String, Value>, report: &mut Report) {
+    for key in ext.keys() {
+        if !matches!(
+            key.as_str(),
+            "source"
+                | "kind"
+                | "name"
+                | "personas"
+                | "personalities"
+                | "boundaries"
+                | "inspirations"
+                | "external_personalities"
+                | "invariant_file"
+                | "files"
+        ) {
+            report.lost(
+                "field-unsupported",
+                MANIFEST,
+                &format!("{EXT}.{key}"),
+                format!("{EXT}.{key} has no place in a person package"),
+            );
+        }
+    }
+}
 
-    // Personalities (with their SKILL.md) first: roles refer to them.
-    let mut pnodes: Vec<(Node, String)> = Vec::new();
-    let mut bound_skill_dirs: Vec<String> = Vec::new();
-    for (i, (pname, entry)) in ext_personalities.iter().enumerate() {
-        let entry = entry
-            .as_object()
-            .ok_or_else(|| format!("{EXT}.personalities.{pname} is not an object"))?;
+impl Build<'_> {
+    /// The extension's personalities, each with its file and bound skill: (node, file) in order.
+    fn personalities(&mut self) -> Result<Vec<(Node, String)>, String> {
+        let mut pnodes = Vec::new();
+        for (i, (pname, entry)) in obj(self.ext.get("personalities"))
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let entry = entry
+                .as_object()
+                .ok_or_else(|| format!("{EXT}.personalities.{pname} is not an object"))?;
+            pnodes.push(self.personality(i, pname, entry)?);
+        }
+        Ok(pnodes)
+    }
+
+    fn personality(
+        &mut self,
+        i: usize,
+        pname: &str,
+        entry: &Map<String, Value>,
+    ) -> Result<(Node, String), String> {
+        let core_layout = self.core_layout;
         let node = match kept_node(entry)? {
             Some(n) => n,
             None => personality_from_fields(pname, entry),
@@ -377,94 +500,131 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
         } else {
             format!("definitions/skills/{skill}")
         };
-        match skill_files(pack, &skill, entry) {
+        match skill_files(self.pack, &skill, entry) {
             Some(files) if !skill_body_empty(&files) => {
-                bound_skill_dirs.push(skill_dir_name(&skill));
+                self.bound_skill_dirs.push(skill_dir_name(&skill));
                 for (rel, bytes) in files {
-                    out.push(Out { path: format!("{skill_dir}/{rel}"), bytes });
+                    self.out.push(Out { path: format!("{skill_dir}/{rel}"), bytes });
                 }
             }
-            Some(_) => violations.push(Violation { path: format!("skills/{skill}/SKILL.md"), field: String::new(), message: format!("personality {pslug}: its skill {skill} has an empty body (a snapshot carries none); supply the definition") }),
-            None => violations.push(Violation { path: format!("{EXT}.personalities.{pname}"), field: "skill".into(), message: format!("personality {pslug}: no SKILL.md for {skill} (expected skills/{skill}/ in the pack or `skill_md` in the overlay)") }),
+            Some(_) => self.violations.push(Violation { path: format!("skills/{skill}/SKILL.md"), field: String::new(), message: format!("personality {pslug}: its skill {skill} has an empty body (a snapshot carries none); supply the definition") }),
+            None => self.violations.push(Violation { path: format!("{EXT}.personalities.{pname}"), field: "skill".into(), message: format!("personality {pslug}: no SKILL.md for {skill} (expected skills/{skill}/ in the pack or `skill_md` in the overlay)") }),
         }
-        out.push(Out {
+        self.out.push(Out {
             path: file.clone(),
             bytes: node::render(std::slice::from_ref(&node)).into_bytes(),
         });
-        pnodes.push((node, file));
+        Ok((node, file))
     }
 
-    for (bname, entry) in ext_boundaries {
-        let entry = entry
-            .as_object()
-            .ok_or_else(|| format!("{EXT}.boundaries.{bname} is not an object"))?;
-        let Some(node) = kept_node(entry)? else {
-            continue;
-        };
-        let bslug = node.arg0().unwrap_or_default().to_string();
-        let file = kept_file(entry, ".kdl")
-            .unwrap_or_else(|| format!("data/boundary-{bslug}/boundary.kdl"));
-        let skill = view::bound_skill(&node);
-        if let Some(files) = skill_files(pack, &skill, entry) {
-            bound_skill_dirs.push(skill_dir_name(&skill));
-            let dir = file
-                .rsplit_once('/')
-                .map(|(d, _)| d.to_string())
-                .filter(|d| core_layout && d.starts_with("data/"))
-                .unwrap_or_else(|| format!("definitions/skills/{skill}"));
-            for (rel, bytes) in files {
-                out.push(Out {
-                    path: format!("{dir}/{rel}"),
-                    bytes,
-                });
-            }
-        }
-        out.push(Out {
-            path: file,
-            bytes: node::render(std::slice::from_ref(&node)).into_bytes(),
-        });
-    }
-
-    // Roles.
-    let mut views = Vec::new();
-    let mut claimed: Vec<String> = bound_skill_dirs.clone();
-    for (i, persona) in pack.personas.iter().enumerate() {
-        let pname = persona.name();
-        let rslug = slug::normalise(pname, Rules::AgentCompose).ok_or_else(|| {
-            format!(
-                "{}: persona `{pname}` leaves no usable role slug",
-                persona.file
-            )
-        })?;
-        if rslug != pname {
-            report.normalised(
-                "name-normalised",
-                &persona.file,
-                "name",
-                format!("{pname} -> {rslug}"),
-            );
-        }
-        let entry = obj(ext_personas.get(pname)).unwrap_or(&empty);
-        let runtime = persona.fields.get("runtime").and_then(Value::as_str);
-        let mut role = match kept_node(entry)? {
-            Some(n) => n,
-            None => {
-                if !entry.is_empty() {
-                    report.normalised(
-                        "carried-in-extension",
-                        MANIFEST,
-                        &format!("{EXT}.personas.{pname}"),
-                        format!("role {rslug} built from the extension/overlay fields"),
-                    );
+    /// The extension's boundaries kept as nodes, each with its bound skill's files.
+    fn boundaries(&mut self) -> Result<(), String> {
+        for (bname, entry) in obj(self.ext.get("boundaries")).into_iter().flatten() {
+            let entry = entry
+                .as_object()
+                .ok_or_else(|| format!("{EXT}.boundaries.{bname} is not an object"))?;
+            let Some(node) = kept_node(entry)? else {
+                continue;
+            };
+            let bslug = node.arg0().unwrap_or_default().to_string();
+            let file = kept_file(entry, ".kdl")
+                .unwrap_or_else(|| format!("data/boundary-{bslug}/boundary.kdl"));
+            let skill = view::bound_skill(&node);
+            if let Some(files) = skill_files(self.pack, &skill, entry) {
+                self.bound_skill_dirs.push(skill_dir_name(&skill));
+                let dir = file
+                    .rsplit_once('/')
+                    .map(|(d, _)| d.to_string())
+                    .filter(|d| self.core_layout && d.starts_with("data/"))
+                    .unwrap_or_else(|| format!("definitions/skills/{skill}"));
+                for (rel, bytes) in files {
+                    self.out.push(Out {
+                        path: format!("{dir}/{rel}"),
+                        bytes,
+                    });
                 }
-                role_from_fields(&rslug, entry, runtime)
             }
-        };
-        role.args = vec![Value::from(rslug.clone())];
+            self.out.push(Out {
+                path: file,
+                bytes: node::render(std::slice::from_ref(&node)).into_bytes(),
+            });
+        }
+        Ok(())
+    }
 
-        // Persona fields laid over the node.
+    /// One role per persona; their views for the contract check.
+    fn roles(
+        &mut self,
+        pnodes: &[(Node, String)],
+        report: &mut Report,
+    ) -> Result<Vec<RoleView>, String> {
+        let empty = Map::new();
+        let mut views = Vec::new();
+        let pack = self.pack;
+        for (i, persona) in pack.personas.iter().enumerate() {
+            let entry = obj(obj(self.ext.get("personas")).and_then(|p| p.get(persona.name())))
+                .unwrap_or(&empty);
+            views.push(self.role(i, persona, entry, pnodes, report)?);
+        }
+        Ok(views)
+    }
+
+    fn role(
+        &mut self,
+        i: usize,
+        persona: &Persona,
+        entry: &Map<String, Value>,
+        pnodes: &[(Node, String)],
+        report: &mut Report,
+    ) -> Result<RoleView, String> {
+        let (rslug, mut role) = role_node(persona, entry, report)?;
+        self.lay_persona(&mut role, &rslug, persona, entry, report);
+        // Skills the persona names beyond its meld and boundaries become methods.
+        self.methods(&mut role, &rslug, persona, report);
+        report_runtime(&role, persona, entry, report);
+        for (key, value) in &persona.fields {
+            if !MAPPED.contains(&key.as_str()) {
+                report.lost(
+                    "field-unsupported",
+                    &persona.file,
+                    key,
+                    format!(
+                        "persona `{key}` has no place in an agent-compose role (value {})",
+                        short(value)
+                    ),
+                );
+            }
+        }
+        let fav = favorite_color(&role, persona.name(), entry, pnodes, report);
+        let file = kept_file(entry, ".kdl")
+            .filter(|f| f.contains(&rslug))
+            .unwrap_or_else(|| {
+                if self.core_layout {
+                    format!("data/role-{rslug}/role.kdl")
+                } else {
+                    format!("roles/{:02}-{rslug}.kdl", i + 1)
+                }
+            });
+        let role_view = view::role_view(&role, &file, fav);
+        self.out.push(Out {
+            path: file,
+            bytes: node::render(std::slice::from_ref(&role)).into_bytes(),
+        });
+        Ok(role_view)
+    }
+
+    /// The persona's fields laid over the role node: display name, purpose, and the briefing or
+    /// the role skill written from the persona body.
+    fn lay_persona(
+        &mut self,
+        role: &mut Node,
+        rslug: &str,
+        persona: &Persona,
+        entry: &Map<String, Value>,
+        report: &mut Report,
+    ) {
         let display = persona.str_field("display_name");
-        let default_display = view::identity_name(&role).unwrap_or_else(|| rslug.clone());
+        let default_display = view::identity_name(role).unwrap_or_else(|| rslug.to_string());
         if role.first_child("display-name").is_some()
             || (!display.is_empty() && display != default_display)
         {
@@ -494,40 +654,55 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
                 );
             }
             let id = role.child_arg("skill").unwrap_or_default().to_string();
-            let mut fm = obj(entry.get("skill_frontmatter"))
-                .cloned()
-                .unwrap_or_default();
-            if fm.is_empty() {
-                fm.insert("name".into(), id.clone().into());
-                fm.insert("description".into(), description.into());
-            }
-            let dir = s(entry, "skill_dir")
-                .filter(|d| tree::join(Path::new("/"), d).is_ok())
-                .map(str::to_string)
-                .unwrap_or_else(|| {
-                    if core_layout {
-                        format!("data/role-{rslug}")
-                    } else {
-                        format!("roles/{rslug}")
-                    }
-                });
-            out.push(Out {
-                path: format!("{dir}/SKILL.md"),
-                bytes: frontmatter::render(&fm, body).into_bytes(),
+            self.role_skill(&id, rslug, description, body, entry);
+        }
+    }
+
+    /// The role skill's `SKILL.md` (the persona body) and the files the extension kept with it.
+    fn role_skill(
+        &mut self,
+        id: &str,
+        rslug: &str,
+        description: &str,
+        body: &str,
+        entry: &Map<String, Value>,
+    ) {
+        let mut fm = obj(entry.get("skill_frontmatter"))
+            .cloned()
+            .unwrap_or_default();
+        if fm.is_empty() {
+            fm.insert("name".into(), id.into());
+            fm.insert("description".into(), description.into());
+        }
+        let dir = s(entry, "skill_dir")
+            .filter(|d| tree::join(Path::new("/"), d).is_ok())
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                if self.core_layout {
+                    format!("data/role-{rslug}")
+                } else {
+                    format!("roles/{rslug}")
+                }
             });
-            if let Some(extra) = obj(entry.get("skill_files")) {
-                for (rel, text) in extra {
-                    if let Some(t) = text.as_str() {
-                        out.push(Out {
-                            path: format!("{dir}/{rel}"),
-                            bytes: t.as_bytes().to_vec(),
-                        });
-                    }
+        self.out.push(Out {
+            path: format!("{dir}/SKILL.md"),
+            bytes: frontmatter::render(&fm, body).into_bytes(),
+        });
+        if let Some(extra) = obj(entry.get("skill_files")) {
+            for (rel, text) in extra {
+                if let Some(t) = text.as_str() {
+                    self.out.push(Out {
+                        path: format!("{dir}/{rel}"),
+                        bytes: t.as_bytes().to_vec(),
+                    });
                 }
             }
         }
+    }
 
-        // Skills the persona names beyond its meld and boundaries become methods.
+    /// The persona's other skills as role methods, each skill's files written once.
+    fn methods(&mut self, role: &mut Node, rslug: &str, persona: &Persona, report: &mut Report) {
+        let pack = self.pack;
         for item in persona
             .fields
             .get("skills")
@@ -536,7 +711,7 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
             .flatten()
         {
             let dir = skill_dir_of(item.as_str().unwrap_or_default());
-            if dir.is_empty() || bound_skill_dirs.contains(&dir) {
+            if dir.is_empty() || self.bound_skill_dirs.contains(&dir) {
                 continue;
             }
             let Some(skill) = pack.skills.iter().find(|k| k.name == dir) else {
@@ -548,7 +723,7 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
                 );
                 continue;
             };
-            if !view::methods(&role).contains(&dir) {
+            if !view::methods(role).contains(&dir) {
                 role.add_child(
                     Node::new("method").arg(dir.clone()),
                     &["method", "skill", "model-tier", "purpose"],
@@ -560,213 +735,232 @@ fn build(pack: &Pack, ext: &Map<String, Value>, report: &mut Report) -> Result<V
                     format!("skill {dir} becomes role method `{dir}` of {rslug}"),
                 );
             }
-            if !claimed.contains(&dir) {
-                claimed.push(dir.clone());
-                let mdir = if core_layout {
+            if !self.claimed.contains(&dir) {
+                self.claimed.push(dir.clone());
+                let mdir = if self.core_layout {
                     format!("data/{dir}")
                 } else {
                     format!("definitions/skills/{dir}")
                 };
                 for (rel, bytes) in &skill.files {
-                    out.push(Out {
+                    self.out.push(Out {
                         path: format!("{mdir}/{rel}"),
                         bytes: bytes.clone(),
                     });
                 }
             }
         }
+    }
 
-        if let Some(rt) = runtime {
-            let harnesses: Vec<String> = view::seats(&role).into_iter().map(|(k, _)| k).collect();
-            if !role
-                .children
-                .iter()
-                .any(|c| c.name == "agent" && c.arg0() == Some(rt))
-            {
-                report.lost("field-unsupported", &persona.file, "runtime", format!("runtime `{rt}` is not one of the role's seats ({}); seats are kept as they were", harnesses.join(", ")));
-            } else if entry.get("node").is_none() {
-                report.reinterpreted(
-                    "runtime-as-seat",
-                    &persona.file,
-                    "runtime",
-                    format!("runtime `{rt}` becomes harness seat `agent \"{rt}\"`"),
-                );
-            }
-        }
-        for (key, value) in &persona.fields {
-            if !MAPPED.contains(&key.as_str()) {
-                report.lost(
-                    "field-unsupported",
-                    &persona.file,
-                    key,
-                    format!(
-                        "persona `{key}` has no place in an agent-compose role (value {})",
-                        short(value)
-                    ),
-                );
-            }
-        }
-
-        // The favourite colour: checked, and compared with what agent-compose will derive.
-        let fav = s(entry, "favorite_color").map(str::to_string);
-        let colors: Option<Vec<&str>> = view::meld(&role)
+    /// The person contract over the roles and personalities, plus "at least one role": any
+    /// violation refuses the whole package.
+    fn check(
+        &mut self,
+        target: &Target,
+        views: &[RoleView],
+        pnodes: &[(Node, String)],
+    ) -> Result<(), String> {
+        let rules = if target.kind == Kind::Roster {
+            Contract::Core
+        } else {
+            Contract::External
+        };
+        let pviews: Vec<_> = pnodes
             .iter()
-            .map(|m| {
-                pnodes
-                    .iter()
-                    .find(|(n, _)| n.arg0() == Some(m))
-                    .and_then(|(n, _)| n.str_prop("color"))
-            })
+            .map(|(n, f)| view::personality_view(n, f))
             .collect();
-        let derived = colors.and_then(|c| color::favorite(&c));
-        if let Some(f) = &fav
-            && derived.as_deref() != Some(f.as_str())
-        {
-            report.lost(
-                "favorite-color-derived",
-                MANIFEST,
-                &format!("{EXT}.personas.{pname}.favorite_color"),
-                format!("favorite_color {f} has no slot in a package: agent-compose derives the favourite from the meld ({})", derived.as_deref().unwrap_or("none")),
-            );
-        }
-
-        let file = kept_file(entry, ".kdl")
-            .filter(|f| f.contains(&rslug))
-            .unwrap_or_else(|| {
-                if core_layout {
-                    format!("data/role-{rslug}/role.kdl")
-                } else {
-                    format!("roles/{:02}-{rslug}.kdl", i + 1)
-                }
+        let external = strings(self.ext, "external_personalities");
+        self.violations
+            .extend(contract::check(rules, views, &pviews, &external));
+        if views.is_empty() {
+            self.violations.push(Violation {
+                path: MANIFEST.into(),
+                field: "personas".into(),
+                message: "no personas: a package needs at least one role".into(),
             });
-        views.push(view::role_view(&role, &file, fav));
-        out.push(Out {
-            path: file,
-            bytes: node::render(std::slice::from_ref(&role)).into_bytes(),
-        });
-    }
-
-    for skill in &pack.skills {
-        if !claimed.contains(&skill.name) {
-            report.lost("skill-unclaimed", &format!("skills/{}", skill.name), "", format!("skill {} is bound by no role, personality or boundary; a package has no shared skills", skill.name));
         }
+        if !self.violations.is_empty() {
+            return Err(view::refusal(
+                &format!("the package for {}", target.title),
+                &self.violations,
+            ));
+        }
+        Ok(())
     }
 
-    let pviews: Vec<_> = pnodes
+    /// Root, invariant, inspirations, carried files.
+    fn root(&mut self, target: &Target, report: &mut Report) -> Result<(), String> {
+        let ext = self.ext;
+        self.out.push(Out {
+            path: package::ROOT.into(),
+            bytes: node::render(&[Node::new(target.kind.as_str()).arg(target.name.clone())])
+                .into_bytes(),
+        });
+        if let Some(text) = &self.pack.instructions {
+            let path = s(ext, "invariant_file")
+                .filter(|p| p.ends_with("INVARIANT.md") && tree::join(Path::new("/"), p).is_ok())
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    if self.core_layout {
+                        "data/invariant/INVARIANT.md".into()
+                    } else {
+                        "definitions/INVARIANT.md".into()
+                    }
+                });
+            if s(ext, "invariant_file").is_none() {
+                report.reinterpreted(
+                    "instructions-as-invariant",
+                    "instructions.md",
+                    "",
+                    format!("pack instructions become the personality invariant {path}"),
+                );
+            }
+            self.out.push(Out {
+                path,
+                bytes: text.clone().into_bytes(),
+            });
+        }
+        for (i, ins) in ext
+            .get("inspirations")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let Some(entry) = ins.as_object() else {
+                continue;
+            };
+            let Some(node) = kept_node(entry)? else {
+                continue;
+            };
+            let file = kept_file(entry, ".kdl").unwrap_or_else(|| {
+                format!(
+                    "inspirations/{:02}-{}.kdl",
+                    i + 1,
+                    node.arg0().unwrap_or("inspiration")
+                )
+            });
+            self.out.push(Out {
+                path: file,
+                bytes: node::render(&[node]).into_bytes(),
+            });
+        }
+        for (path, text) in obj(ext.get("files")).into_iter().flatten() {
+            if let Some(t) = text.as_str()
+                && tree::join(Path::new("/"), path).is_ok()
+            {
+                self.out.push(Out {
+                    path: path.clone(),
+                    bytes: t.as_bytes().to_vec(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The role node for a persona: kept in the extension, else built from the overlay's fields;
+/// its slug is the persona name normalised.
+fn role_node(
+    persona: &Persona,
+    entry: &Map<String, Value>,
+    report: &mut Report,
+) -> Result<(String, Node), String> {
+    let pname = persona.name();
+    let rslug = slug::normalise(pname, Rules::AgentCompose).ok_or_else(|| {
+        format!(
+            "{}: persona `{pname}` leaves no usable role slug",
+            persona.file
+        )
+    })?;
+    if rslug != pname {
+        report.normalised(
+            "name-normalised",
+            &persona.file,
+            "name",
+            format!("{pname} -> {rslug}"),
+        );
+    }
+    let runtime = persona.fields.get("runtime").and_then(Value::as_str);
+    let mut role = match kept_node(entry)? {
+        Some(n) => n,
+        None => {
+            if !entry.is_empty() {
+                report.normalised(
+                    "carried-in-extension",
+                    MANIFEST,
+                    &format!("{EXT}.personas.{pname}"),
+                    format!("role {rslug} built from the extension/overlay fields"),
+                );
+            }
+            role_from_fields(&rslug, entry, runtime)
+        }
+    };
+    role.args = vec![Value::from(rslug.clone())];
+    Ok((rslug, role))
+}
+
+/// The persona's runtime: one of the role's harness seats, or lost.
+fn report_runtime(role: &Node, persona: &Persona, entry: &Map<String, Value>, report: &mut Report) {
+    let Some(rt) = persona.fields.get("runtime").and_then(Value::as_str) else {
+        return;
+    };
+    let harnesses: Vec<String> = view::seats(role).into_iter().map(|(k, _)| k).collect();
+    if !role
+        .children
         .iter()
-        .map(|(n, f)| view::personality_view(n, f))
-        .collect();
-    violations.extend(contract::check(rules, &views, &pviews, &external));
-    if views.is_empty() {
-        violations.push(Violation {
-            path: MANIFEST.into(),
-            field: "personas".into(),
-            message: "no personas: a package needs at least one role".into(),
-        });
-    }
-    if !violations.is_empty() {
-        return Err(view::refusal(
-            &format!("the package for {title}"),
-            &violations,
-        ));
-    }
-
-    // Root, invariant, inspirations, carried files.
-    out.push(Out {
-        path: package::ROOT.into(),
-        bytes: node::render(&[Node::new(kind.as_str()).arg(name.clone())]).into_bytes(),
-    });
-    if let Some(text) = &pack.instructions {
-        let path = s(ext, "invariant_file")
-            .filter(|p| p.ends_with("INVARIANT.md") && tree::join(Path::new("/"), p).is_ok())
-            .map(str::to_string)
-            .unwrap_or_else(|| {
-                if core_layout {
-                    "data/invariant/INVARIANT.md".into()
-                } else {
-                    "definitions/INVARIANT.md".into()
-                }
-            });
-        if s(ext, "invariant_file").is_none() {
-            report.reinterpreted(
-                "instructions-as-invariant",
-                "instructions.md",
-                "",
-                format!("pack instructions become the personality invariant {path}"),
-            );
-        }
-        out.push(Out {
-            path,
-            bytes: text.clone().into_bytes(),
-        });
-    }
-    for (i, ins) in ext
-        .get("inspirations")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
+        .any(|c| c.name == "agent" && c.arg0() == Some(rt))
     {
-        let Some(entry) = ins.as_object() else {
-            continue;
-        };
-        let Some(node) = kept_node(entry)? else {
-            continue;
-        };
-        let file = kept_file(entry, ".kdl").unwrap_or_else(|| {
+        report.lost(
+            "field-unsupported",
+            &persona.file,
+            "runtime",
             format!(
-                "inspirations/{:02}-{}.kdl",
-                i + 1,
-                node.arg0().unwrap_or("inspiration")
-            )
-        });
-        out.push(Out {
-            path: file,
-            bytes: node::render(&[node]).into_bytes(),
-        });
+                "runtime `{rt}` is not one of the role's seats ({}); seats are kept as they were",
+                harnesses.join(", ")
+            ),
+        );
+    } else if entry.get("node").is_none() {
+        report.reinterpreted(
+            "runtime-as-seat",
+            &persona.file,
+            "runtime",
+            format!("runtime `{rt}` becomes harness seat `agent \"{rt}\"`"),
+        );
     }
-    for (path, text) in obj(ext.get("files")).into_iter().flatten() {
-        if let Some(t) = text.as_str()
-            && tree::join(Path::new("/"), path).is_ok()
-        {
-            out.push(Out {
-                path: path.clone(),
-                bytes: t.as_bytes().to_vec(),
-            });
-        }
+}
+
+/// The favourite colour kept in the extension: checked, and compared with what agent-compose
+/// will derive from the role's meld.
+fn favorite_color(
+    role: &Node,
+    pname: &str,
+    entry: &Map<String, Value>,
+    pnodes: &[(Node, String)],
+    report: &mut Report,
+) -> Option<String> {
+    let fav = s(entry, "favorite_color").map(str::to_string);
+    let colors: Option<Vec<&str>> = view::meld(role)
+        .iter()
+        .map(|m| {
+            pnodes
+                .iter()
+                .find(|(n, _)| n.arg0() == Some(m))
+                .and_then(|(n, _)| n.str_prop("color"))
+        })
+        .collect();
+    let derived = colors.and_then(|c| color::favorite(&c));
+    if let Some(f) = &fav
+        && derived.as_deref() != Some(f.as_str())
+    {
+        report.lost(
+            "favorite-color-derived",
+            MANIFEST,
+            &format!("{EXT}.personas.{pname}.favorite_color"),
+            format!("favorite_color {f} has no slot in a package: agent-compose derives the favourite from the meld ({})", derived.as_deref().unwrap_or("none")),
+        );
     }
-    for key in ext.keys() {
-        if !matches!(
-            key.as_str(),
-            "source"
-                | "kind"
-                | "name"
-                | "personas"
-                | "personalities"
-                | "boundaries"
-                | "inspirations"
-                | "external_personalities"
-                | "invariant_file"
-                | "files"
-        ) {
-            report.lost(
-                "field-unsupported",
-                MANIFEST,
-                &format!("{EXT}.{key}"),
-                format!("{EXT}.{key} has no place in a person package"),
-            );
-        }
-    }
-    // Two entries for one path would silently overwrite: refuse instead.
-    let mut paths: Vec<&str> = out.iter().map(|o| o.path.as_str()).collect();
-    paths.sort_unstable();
-    if let Some(w) = paths.windows(2).find(|w| w[0] == w[1]) {
-        return Err(format!(
-            "two parts of the package would be written to {}",
-            w[0]
-        ));
-    }
-    Ok(out)
+    fav
 }
 
 fn skill_dir_name(skill: &str) -> String {

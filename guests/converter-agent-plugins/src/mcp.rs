@@ -152,6 +152,45 @@ fn ops_cwd(cwd: &str) -> bool {
 /// A persona pack server entry in OPS `mcp.json` spelling.
 pub fn to_ops(config: &Map<String, Value>) -> Result<(Map<String, Value>, Vec<Note>), String> {
     let mut notes = Vec::new();
+    let ops_kind = ops_transport(config, &mut notes)?;
+    let mut out = Map::new();
+    out.insert("type".into(), ops_kind.into());
+    let allowed = if ops_kind == "stdio" {
+        STDIO_KEYS
+    } else {
+        REMOTE_KEYS
+    };
+    for (key, value) in config {
+        if key == "type" || key == "transport" || key == "name" {
+            continue;
+        }
+        if !allowed.contains(&key.as_str()) {
+            notes.push(note(
+                List::Reinterpreted,
+                "mcp-field-extension-only",
+                key,
+                format!(
+                    "`{key}` has no place in an OPS `{ops_kind}` server; kept in the `{}` extension only",
+                    crate::model::NAMESPACE
+                ),
+            ));
+            continue;
+        }
+        out.insert(key.clone(), value.clone());
+    }
+    if ops_kind == "stdio" {
+        check_ops_stdio(config, &mut notes)?;
+    } else {
+        check_ops_remote(config, &mut notes)?;
+    }
+    Ok((out, notes))
+}
+
+/// The OPS transport (`type`) for a pack entry's `type` or `transport`, or its absence.
+fn ops_transport(
+    config: &Map<String, Value>,
+    notes: &mut Vec<Note>,
+) -> Result<&'static str, String> {
     let (kind_key, kind) = match (config.get("type"), config.get("transport")) {
         (Some(v), _) => ("type", v),
         (None, Some(v)) => ("transport", v),
@@ -187,85 +226,66 @@ pub fn to_ops(config: &Map<String, Value>) -> Result<(Map<String, Value>, Vec<No
         )),
         _ => {}
     }
+    Ok(ops_kind)
+}
 
-    let mut out = Map::new();
-    out.insert("type".into(), ops_kind.into());
-    let allowed = if ops_kind == "stdio" {
-        STDIO_KEYS
-    } else {
-        REMOTE_KEYS
-    };
-    for (key, value) in config {
-        if key == "type" || key == "transport" || key == "name" {
-            continue;
+/// What OPS requires of a stdio server: a plain command, string args and env (not setting its
+/// reserved variables), a rooted `cwd`.
+fn check_ops_stdio(config: &Map<String, Value>, notes: &mut Vec<Note>) -> Result<(), String> {
+    let command = config
+        .get("command")
+        .and_then(Value::as_str)
+        .ok_or("a stdio server needs a string `command`")?;
+    ops_command(command)?;
+    string_list(config.get("args")).map_err(|e| format!("`args` {e}"))?;
+    if let Some(env) = string_map(config.get("env")).map_err(|e| format!("`env` {e}"))? {
+        if env.contains_key("PLUGIN_ROOT") || env.contains_key("PLUGIN_DATA") {
+            return Err("`env` sets PLUGIN_ROOT or PLUGIN_DATA, which OPS reserves".into());
         }
-        if !allowed.contains(&key.as_str()) {
-            notes.push(note(
-                List::Reinterpreted,
-                "mcp-field-extension-only",
-                key,
-                format!(
-                    "`{key}` has no place in an OPS `{ops_kind}` server; kept in the `{}` extension only",
-                    crate::model::NAMESPACE
-                ),
-            ));
-            continue;
-        }
-        out.insert(key.clone(), value.clone());
-    }
-
-    if ops_kind == "stdio" {
-        let command = config
-            .get("command")
-            .and_then(Value::as_str)
-            .ok_or("a stdio server needs a string `command`")?;
-        ops_command(command)?;
-        string_list(config.get("args")).map_err(|e| format!("`args` {e}"))?;
-        if let Some(env) = string_map(config.get("env")).map_err(|e| format!("`env` {e}"))? {
-            if env.contains_key("PLUGIN_ROOT") || env.contains_key("PLUGIN_DATA") {
-                return Err("`env` sets PLUGIN_ROOT or PLUGIN_DATA, which OPS reserves".into());
-            }
-            for (key, value) in &env {
-                for var in foreign_placeholders(value.as_str().unwrap_or_default()) {
-                    notes.push(note(
-                        List::Reinterpreted,
-                        "mcp-variable-not-expanded",
-                        &format!("env.{key}"),
-                        format!("`${{{var}}}` stays literal under OPS (only ${{PLUGIN_ROOT}} and ${{PLUGIN_DATA}} expand): the host must supply this value another way"),
-                    ));
-                }
-            }
-        }
-        if let Some(cwd) = config.get("cwd") {
-            let cwd = cwd.as_str().ok_or("`cwd` is not a string")?;
-            if !ops_cwd(cwd) {
-                return Err(format!(
-                    "`cwd` `{cwd}` is not `./`, ${{PLUGIN_ROOT}} or ${{PLUGIN_DATA}} rooted"
+        for (key, value) in &env {
+            for var in foreign_placeholders(value.as_str().unwrap_or_default()) {
+                notes.push(note(
+                    List::Reinterpreted,
+                    "mcp-variable-not-expanded",
+                    &format!("env.{key}"),
+                    format!("`${{{var}}}` stays literal under OPS (only ${{PLUGIN_ROOT}} and ${{PLUGIN_DATA}} expand): the host must supply this value another way"),
                 ));
             }
         }
-    } else {
-        let url = config
-            .get("url")
-            .and_then(Value::as_str)
-            .ok_or("a remote server needs a string `url`")?;
-        ops_url(url)?;
-        if let Some(headers) =
-            string_map(config.get("headers")).map_err(|e| format!("`headers` {e}"))?
-        {
-            for (key, value) in &headers {
-                if value.as_str().is_some_and(|v| v.contains("${")) {
-                    notes.push(note(
-                        List::Reinterpreted,
-                        "mcp-variable-not-expanded",
-                        &format!("headers.{key}"),
-                        "OPS never expands header values: the placeholder is sent literally".into(),
-                    ));
-                }
+    }
+    if let Some(cwd) = config.get("cwd") {
+        let cwd = cwd.as_str().ok_or("`cwd` is not a string")?;
+        if !ops_cwd(cwd) {
+            return Err(format!(
+                "`cwd` `{cwd}` is not `./`, ${{PLUGIN_ROOT}} or ${{PLUGIN_DATA}} rooted"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What OPS requires of a remote server: an https URL, string headers (never expanded).
+fn check_ops_remote(config: &Map<String, Value>, notes: &mut Vec<Note>) -> Result<(), String> {
+    let url = config
+        .get("url")
+        .and_then(Value::as_str)
+        .ok_or("a remote server needs a string `url`")?;
+    ops_url(url)?;
+    if let Some(headers) =
+        string_map(config.get("headers")).map_err(|e| format!("`headers` {e}"))?
+    {
+        for (key, value) in &headers {
+            if value.as_str().is_some_and(|v| v.contains("${")) {
+                notes.push(note(
+                    List::Reinterpreted,
+                    "mcp-variable-not-expanded",
+                    &format!("headers.{key}"),
+                    "OPS never expands header values: the placeholder is sent literally".into(),
+                ));
             }
         }
     }
-    Ok((out, notes))
+    Ok(())
 }
 
 /// An OPS `mcp.json` server entry in persona pack `.mcp.json` spelling.
@@ -289,52 +309,7 @@ pub fn to_pack(config: &Map<String, Value>) -> Result<(Map<String, Value>, Vec<N
     }
     let mut out = Map::new();
     if kind == "stdio" {
-        let command = config
-            .get("command")
-            .and_then(Value::as_str)
-            .filter(|c| !c.is_empty())
-            .ok_or("a stdio server needs a non-empty string `command`")?;
-        out.insert("command".into(), command.into());
-        if let Some(args) = string_list(config.get("args")).map_err(|e| format!("`args` {e}"))? {
-            out.insert("args".into(), Value::Array(args));
-        }
-        if let Some(env) = string_map(config.get("env")).map_err(|e| format!("`env` {e}"))? {
-            out.insert("env".into(), Value::Object(env));
-        }
-        if let Some(cwd) = config.get("cwd") {
-            let cwd = cwd.as_str().ok_or("`cwd` is not a string")?;
-            out.insert("cwd".into(), cwd.into());
-            notes.push(note(
-                List::Reinterpreted,
-                "mcp-cwd-ignored",
-                "cwd",
-                "apiary starts MCP servers in its own working directory; `cwd` is kept but not applied".into(),
-            ));
-        }
-        let texts = out
-            .get("args")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .chain(
-                out.get("env")
-                    .and_then(Value::as_object)
-                    .into_iter()
-                    .flat_map(|m| m.values()),
-            )
-            .chain(out.get("cwd"))
-            .filter_map(Value::as_str);
-        if texts
-            .into_iter()
-            .any(|t| t.contains("${PLUGIN_ROOT}") || t.contains("${PLUGIN_DATA}"))
-        {
-            notes.push(note(
-                List::Reinterpreted,
-                "plugin-placeholder",
-                "",
-                "${PLUGIN_ROOT}/${PLUGIN_DATA} are OPS host variables; apiary reads `${...}` from its process environment instead".into(),
-            ));
-        }
+        pack_stdio(config, &mut out, &mut notes)?;
     } else {
         let url = config
             .get("url")
@@ -358,6 +333,66 @@ pub fn to_pack(config: &Map<String, Value>) -> Result<(Map<String, Value>, Vec<N
     Ok((out, notes))
 }
 
+/// An OPS stdio server's command, args, env and cwd into `out`, with what apiary treats
+/// differently noted.
+fn pack_stdio(
+    config: &Map<String, Value>,
+    out: &mut Map<String, Value>,
+    notes: &mut Vec<Note>,
+) -> Result<(), String> {
+    let command = config
+        .get("command")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .ok_or("a stdio server needs a non-empty string `command`")?;
+    out.insert("command".into(), command.into());
+    if let Some(args) = string_list(config.get("args")).map_err(|e| format!("`args` {e}"))? {
+        out.insert("args".into(), Value::Array(args));
+    }
+    if let Some(env) = string_map(config.get("env")).map_err(|e| format!("`env` {e}"))? {
+        out.insert("env".into(), Value::Object(env));
+    }
+    if let Some(cwd) = config.get("cwd") {
+        let cwd = cwd.as_str().ok_or("`cwd` is not a string")?;
+        out.insert("cwd".into(), cwd.into());
+        notes.push(note(
+            List::Reinterpreted,
+            "mcp-cwd-ignored",
+            "cwd",
+            "apiary starts MCP servers in its own working directory; `cwd` is kept but not applied"
+                .into(),
+        ));
+    }
+    let texts = out
+        .get("args")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .chain(
+            out.get("env")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flat_map(|m| m.values()),
+        )
+        .chain(out.get("cwd"))
+        .filter_map(Value::as_str);
+    if texts
+        .into_iter()
+        .any(|t| t.contains("${PLUGIN_ROOT}") || t.contains("${PLUGIN_DATA}"))
+    {
+        notes.push(note(
+            List::Reinterpreted,
+            "plugin-placeholder",
+            "",
+            "${PLUGIN_ROOT}/${PLUGIN_DATA} are OPS host variables; apiary reads `${...}` from its process environment instead".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// One server entry into the other spelling ([`to_ops`], [`to_pack`]), with notes.
+type Spelling = fn(&Map<String, Value>) -> Result<(Map<String, Value>, Vec<Note>), String>;
+
 /// One server of a converted list, with the notes to report about it.
 pub struct Mapped {
     pub name: String,
@@ -371,12 +406,11 @@ pub struct Mapped {
 /// Maps `servers` (in one spelling) with `forward`, keeping aside in `kept` the original of every
 /// entry that `back` would not restore; `previous` holds originals kept aside by an earlier
 /// conversion in the other direction, used when the entry is unchanged since.
-#[allow(clippy::type_complexity)]
 fn map_list(
     servers: &[(String, Map<String, Value>)],
     previous: &Map<String, Value>,
-    forward: fn(&Map<String, Value>) -> Result<(Map<String, Value>, Vec<Note>), String>,
-    back: fn(&Map<String, Value>) -> Result<(Map<String, Value>, Vec<Note>), String>,
+    forward: Spelling,
+    back: Spelling,
     kept: &mut Map<String, Value>,
 ) -> Vec<Mapped> {
     let mut out = Vec::new();

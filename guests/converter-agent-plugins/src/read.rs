@@ -88,62 +88,8 @@ pub fn ops_to_pack(input: &Path, output: &Path, options: Options) -> Result<Repo
         Value::Object(map) => map,
         _ => return Err("plugin.json is not a JSON object".into()),
     };
-    match top.get("$schema").and_then(Value::as_str) {
-        Some(PLUGIN_SCHEMA) => {}
-        Some(s) if OLD_SCHEMAS.contains(&s) => {
-            return Err(format!(
-                "plugin.json targets the pre-release identifier {s}; only Agent Plugins 1.0.0 ({PLUGIN_SCHEMA}) is supported"
-            ));
-        }
-        Some(s) => {
-            return Err(format!(
-                "plugin.json: unsupported $schema `{s}` (expected {PLUGIN_SCHEMA})"
-            ));
-        }
-        None => return Err("plugin.json has no $schema, which Agent Plugins requires".into()),
-    }
-    // Fatal schema violations make OPS hosts reject the plugin: refuse with the list.
-    let mut fatal = Vec::new();
-    let name = top.get("name").and_then(Value::as_str).unwrap_or_default();
-    if !model::valid_plugin_name(name) {
-        let shown = top
-            .get("name")
-            .map(|n| crate::clip(&n.to_string(), 80))
-            .unwrap_or_default();
-        fatal.push(format!(
-            "`name` breaks the OPS name rule (1-64 of [a-z0-9.-]): {shown}"
-        ));
-    }
-    for key in STRING_FIELDS {
-        if top.get(*key).is_some_and(|v| !v.is_string()) {
-            fatal.push(format!("`{key}` is not a string"));
-        }
-    }
-    let author = match top.get("author") {
-        None => None,
-        Some(Value::Object(a))
-            if a.iter()
-                .all(|(k, v)| ["name", "email", "url"].contains(&k.as_str()) && v.is_string()) =>
-        {
-            Some(a.clone())
-        }
-        Some(_) => {
-            fatal.push("`author` is not an object of string name/email/url".into());
-            None
-        }
-    };
-    if top
-        .get("keywords")
-        .is_some_and(|v| model::string_list(v).is_none())
-    {
-        fatal.push("`keywords` is not a list of strings".into());
-    }
-    if !fatal.is_empty() {
-        return Err(format!(
-            "plugin.json breaks Agent Plugins 1.0 (hosts reject it): {}",
-            fatal.join("; ")
-        ));
-    }
+    check_schema(&top)?;
+    let author = check_manifest(&top)?;
     for key in top.keys().filter(|k| !OPS_KEYS.contains(&k.as_str())) {
         report.lost(
             "unknown-field",
@@ -154,46 +100,8 @@ pub fn ops_to_pack(input: &Path, output: &Path, options: Options) -> Result<Repo
             ),
         );
     }
-    let mut extensions = match top.get("extensions") {
-        None => Map::new(),
-        Some(Value::Object(map)) => map.clone(),
-        Some(_) => {
-            report.lost(
-                "extensions-ignored",
-                "plugin.json",
-                "extensions",
-                "`extensions` is not an object; ignored as OPS requires",
-            );
-            Map::new()
-        }
-    };
-    let ours = extensions.remove(NAMESPACE);
-    for (ns, value) in &extensions {
-        if !value.is_object() {
-            report.lost(
-                "extensions-ignored",
-                "plugin.json",
-                &format!("extensions.{ns}"),
-                "an extension namespace whose value is not an object; ignored",
-            );
-        }
-    }
-    extensions.retain(|_, v| v.is_object());
-
     let mut build = Build::default();
-    if !extensions.is_empty() {
-        for ns in extensions.keys() {
-            report.normalised(
-                "carried-in-extension",
-                "plugin.json",
-                &format!("extensions.{ns}"),
-                format!("another client's namespace, kept verbatim in {PACK_KEY}.extensions"),
-            );
-        }
-        build
-            .back
-            .insert("extensions".into(), Value::Object(extensions));
-    }
+    let ours = extensions(&top, &mut build, &mut report);
 
     // Skills and MCP first: a synthesised persona lists them.
     read_skills(input, &["skills".to_string()], &mut build, &mut report);
@@ -238,6 +146,110 @@ pub fn ops_to_pack(input: &Path, output: &Path, options: Options) -> Result<Repo
     Ok(report)
 }
 
+/// Only Agent Plugins 1.0.0's `$schema` is read.
+fn check_schema(top: &Map<String, Value>) -> Result<(), String> {
+    match top.get("$schema").and_then(Value::as_str) {
+        Some(PLUGIN_SCHEMA) => Ok(()),
+        Some(s) if OLD_SCHEMAS.contains(&s) => Err(format!(
+            "plugin.json targets the pre-release identifier {s}; only Agent Plugins 1.0.0 ({PLUGIN_SCHEMA}) is supported"
+        )),
+        Some(s) => Err(format!(
+            "plugin.json: unsupported $schema `{s}` (expected {PLUGIN_SCHEMA})"
+        )),
+        None => Err("plugin.json has no $schema, which Agent Plugins requires".into()),
+    }
+}
+
+/// Fatal schema violations make OPS hosts reject the plugin: refuses with the list. Returns the
+/// author object.
+fn check_manifest(top: &Map<String, Value>) -> Result<Option<Map<String, Value>>, String> {
+    let mut fatal = Vec::new();
+    let name = top.get("name").and_then(Value::as_str).unwrap_or_default();
+    if !model::valid_plugin_name(name) {
+        let shown = top
+            .get("name")
+            .map(|n| crate::clip(&n.to_string(), 80))
+            .unwrap_or_default();
+        fatal.push(format!(
+            "`name` breaks the OPS name rule (1-64 of [a-z0-9.-]): {shown}"
+        ));
+    }
+    for key in STRING_FIELDS {
+        if top.get(*key).is_some_and(|v| !v.is_string()) {
+            fatal.push(format!("`{key}` is not a string"));
+        }
+    }
+    let author = match top.get("author") {
+        None => None,
+        Some(Value::Object(a))
+            if a.iter()
+                .all(|(k, v)| ["name", "email", "url"].contains(&k.as_str()) && v.is_string()) =>
+        {
+            Some(a.clone())
+        }
+        Some(_) => {
+            fatal.push("`author` is not an object of string name/email/url".into());
+            None
+        }
+    };
+    if top
+        .get("keywords")
+        .is_some_and(|v| model::string_list(v).is_none())
+    {
+        fatal.push("`keywords` is not a list of strings".into());
+    }
+    if !fatal.is_empty() {
+        return Err(format!(
+            "plugin.json breaks Agent Plugins 1.0 (hosts reject it): {}",
+            fatal.join("; ")
+        ));
+    }
+    Ok(author)
+}
+
+/// `extensions`: other clients' namespaces kept in the pack's block; returns apiary's own.
+fn extensions(top: &Map<String, Value>, build: &mut Build, report: &mut Report) -> Option<Value> {
+    let mut extensions = match top.get("extensions") {
+        None => Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(_) => {
+            report.lost(
+                "extensions-ignored",
+                "plugin.json",
+                "extensions",
+                "`extensions` is not an object; ignored as OPS requires",
+            );
+            Map::new()
+        }
+    };
+    let ours = extensions.remove(NAMESPACE);
+    for (ns, value) in &extensions {
+        if !value.is_object() {
+            report.lost(
+                "extensions-ignored",
+                "plugin.json",
+                &format!("extensions.{ns}"),
+                "an extension namespace whose value is not an object; ignored",
+            );
+        }
+    }
+    extensions.retain(|_, v| v.is_object());
+    if !extensions.is_empty() {
+        for ns in extensions.keys() {
+            report.normalised(
+                "carried-in-extension",
+                "plugin.json",
+                &format!("extensions.{ns}"),
+                format!("another client's namespace, kept verbatim in {PACK_KEY}.extensions"),
+            );
+        }
+        build
+            .back
+            .insert("extensions".into(), Value::Object(extensions));
+    }
+    ours
+}
+
 /// The pack manifest from a plugin apiary wrote: the extension block plus the OPS fields.
 fn restore_pack(
     input: &Path,
@@ -248,6 +260,52 @@ fn restore_pack(
     build: &mut Build,
     report: &mut Report,
 ) -> Result<(), String> {
+    let mut m = restore_fields(top, author, &mut ext, build, report);
+    // Persona files, instructions, hooks: the namespace directory is the pack's own tree.
+    let personas = ext
+        .get("personas")
+        .and_then(model::string_list)
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| {
+            format!("extensions.{NAMESPACE}.personas is missing or not a list of persona files")
+        })?;
+    for file in &personas {
+        tree::join(input, file).map_err(|e| format!("extensions.{NAMESPACE}.personas: {e}"))?;
+        let file = strip(file);
+        if !tree::is_file(input, &format!("{NAMESPACE}/{file}")) {
+            return Err(format!("persona file {NAMESPACE}/{file} is missing"));
+        }
+    }
+    for key in ["pack_instructions", "hooks_config"] {
+        if let Some(file) = ext.get(key).and_then(Value::as_str)
+            && !tree::is_file(input, &format!("{NAMESPACE}/{}", strip(file)))
+        {
+            report.lost(
+                "missing-file",
+                &format!("{NAMESPACE}/{file}"),
+                "",
+                format!("`{key}` names a file the plugin does not have"),
+            );
+            ext.remove(key);
+        }
+    }
+    if tree::is_dir(input, NAMESPACE) {
+        tree::copy_dir(input, NAMESPACE, output, "")?;
+    }
+    m.extend(ext);
+    build.manifest = m;
+    Ok(())
+}
+
+/// The manifest fields the pack had, from the extension block, with the OPS fields (which the
+/// plugin's owner may have changed since) laid over them; taken out of `ext`.
+fn restore_fields(
+    top: &Map<String, Value>,
+    author: Option<Map<String, Value>>,
+    ext: &mut Map<String, Value>,
+    build: &mut Build,
+    report: &mut Report,
+) -> Map<String, Value> {
     let slug = top.get("name").and_then(Value::as_str).unwrap_or_default();
     let mut m = Map::new();
     m.insert(
@@ -298,41 +356,7 @@ fn restore_pack(
         ext.remove(key);
     }
     ext.remove("mcp_servers");
-
-    // Persona files, instructions, hooks: the namespace directory is the pack's own tree.
-    let personas = ext
-        .get("personas")
-        .and_then(model::string_list)
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| {
-            format!("extensions.{NAMESPACE}.personas is missing or not a list of persona files")
-        })?;
-    for file in &personas {
-        tree::join(input, file).map_err(|e| format!("extensions.{NAMESPACE}.personas: {e}"))?;
-        let file = strip(file);
-        if !tree::is_file(input, &format!("{NAMESPACE}/{file}")) {
-            return Err(format!("persona file {NAMESPACE}/{file} is missing"));
-        }
-    }
-    for key in ["pack_instructions", "hooks_config"] {
-        if let Some(file) = ext.get(key).and_then(Value::as_str)
-            && !tree::is_file(input, &format!("{NAMESPACE}/{}", strip(file)))
-        {
-            report.lost(
-                "missing-file",
-                &format!("{NAMESPACE}/{file}"),
-                "",
-                format!("`{key}` names a file the plugin does not have"),
-            );
-            ext.remove(key);
-        }
-    }
-    if tree::is_dir(input, NAMESPACE) {
-        tree::copy_dir(input, NAMESPACE, output, "")?;
-    }
-    m.extend(ext);
-    build.manifest = m;
-    Ok(())
+    m
 }
 
 fn put_author(
@@ -546,6 +570,34 @@ fn synthesise_persona(
     Ok(())
 }
 
+/// Reads a skill's `SKILL.md`: a usable one joins `build.skills` (name, short description);
+/// otherwise, why it is not usable.
+fn read_skill_md(input: &Path, md: &str, name: &str, build: &mut Build) -> Option<String> {
+    let text = match tree::read(input, md) {
+        Err(e) => return Some(e),
+        Ok(text) => text,
+    };
+    let fm = frontmatter::parse(&text);
+    let has = |k: &str| {
+        fm.fields
+            .get(k)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.trim().is_empty())
+    };
+    if fm.mode != ParseMode::Strict {
+        Some("SKILL.md frontmatter is missing or not YAML".to_string())
+    } else if !has("name") || !has("description") {
+        Some("SKILL.md lacks `name` or `description`".to_string())
+    } else {
+        let description = fm.fields["description"].as_str().unwrap_or_default();
+        let short: String = description.chars().take(200).collect();
+        build
+            .skills
+            .push((name.to_string(), short.replace('\n', " ")));
+        None
+    }
+}
+
 /// Copies the valid skills under each of `roots` (a skills folder, or a skill folder itself) to
 /// `skills/<name>/`; a skill the persona pack cannot load is reported and left out.
 fn read_skills(input: &Path, roots: &[String], build: &mut Build, report: &mut Report) {
@@ -581,29 +633,7 @@ fn read_skills(input: &Path, roots: &[String], build: &mut Build, report: &mut R
                 );
                 continue;
             }
-            let problem = match tree::read(input, &md) {
-                Err(e) => Some(e),
-                Ok(text) => {
-                    let fm = frontmatter::parse(&text);
-                    let has = |k: &str| {
-                        fm.fields
-                            .get(k)
-                            .and_then(Value::as_str)
-                            .is_some_and(|s| !s.trim().is_empty())
-                    };
-                    if fm.mode != ParseMode::Strict {
-                        Some("SKILL.md frontmatter is missing or not YAML".to_string())
-                    } else if !has("name") || !has("description") {
-                        Some("SKILL.md lacks `name` or `description`".to_string())
-                    } else {
-                        let description = fm.fields["description"].as_str().unwrap_or_default();
-                        let short: String = description.chars().take(200).collect();
-                        build.skills.push((name.clone(), short.replace('\n', " ")));
-                        None
-                    }
-                }
-            };
-            if let Some(why) = problem {
+            if let Some(why) = read_skill_md(input, &md, &name, build) {
                 report.lost(
                     "skill-invalid",
                     &md,
@@ -825,9 +855,49 @@ pub fn draft_to_pack(input: &Path, output: &Path, options: Options) -> Result<Re
         .filter(|n| !n.trim().is_empty())
         .ok_or_else(|| format!("{MANIFEST} has no `name`, the draft's one required field"))?;
     let mut build = Build::default();
+    build.manifest = draft_manifest(&top, name, &mut build, &mut report);
+    report_unknown_draft_keys(&top, &mut report);
+
+    read_skills(
+        input,
+        &component_paths(&top, "skills", "skills", &mut report),
+        &mut build,
+        &mut report,
+    );
+    read_draft_mcp(input, &top, &mut build, &mut report);
+    let agents = read_draft_agents(input, output, &top, &mut build, &mut report)?;
+    if agents.is_empty() {
+        if options.refuse_synthesis {
+            return Err(
+                "the draft plugin has no agents to make personas from (option persona=refuse)"
+                    .into(),
+            );
+        }
+        let mut plain = top.clone();
+        plain.insert("name".into(), name.into());
+        synthesise_persona(output, &plain, &mut build, &mut report)?;
+    } else {
+        build.manifest.insert(
+            "personas".into(),
+            Value::Array(agents.into_iter().map(Value::from).collect()),
+        );
+    }
+    let skip = |p: &str| p == MANIFEST || p.starts_with("skills/");
+    finish(input, output, build, &skip, &mut report)?;
+    Ok(report)
+}
+
+/// The pack manifest from the draft's: an id made up, a version defaulted, fields of the wrong
+/// type dropped.
+fn draft_manifest(
+    top: &Map<String, Value>,
+    name: &str,
+    build: &mut Build,
+    report: &mut Report,
+) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("$schema".into(), pack::SCHEMA.into());
-    let id = synthesised_id(&top);
+    let id = synthesised_id(top);
     report.synthesised(
         "id-synthesised",
         MANIFEST,
@@ -869,7 +939,7 @@ pub fn draft_to_pack(input: &Path, output: &Path, options: Options) -> Result<Re
             m.insert("author".into(), s.clone().into());
         }
         Some(Value::Object(a)) => match model::ops_author(&Value::Object(a.clone())) {
-            Some(a) => put_author(&a, &mut m, &mut build, &mut report),
+            Some(a) => put_author(&a, &mut m, build, report),
             None => report.lost(
                 "field-type-invalid",
                 MANIFEST,
@@ -897,8 +967,11 @@ pub fn draft_to_pack(input: &Path, output: &Path, options: Options) -> Result<Re
         ),
         None => {}
     }
-    build.manifest = m;
+    m
+}
 
+/// Draft keys with no persona pack meaning (components apiary has none of, or unknown).
+fn report_unknown_draft_keys(top: &Map<String, Value>, report: &mut Report) {
     let known = [
         "$schema",
         "name",
@@ -937,34 +1010,6 @@ pub fn draft_to_pack(input: &Path, output: &Path, options: Options) -> Result<Re
             ),
         );
     }
-
-    read_skills(
-        input,
-        &component_paths(&top, "skills", "skills", &mut report),
-        &mut build,
-        &mut report,
-    );
-    read_draft_mcp(input, &top, &mut build, &mut report);
-    let agents = read_draft_agents(input, output, &top, &mut build, &mut report)?;
-    if agents.is_empty() {
-        if options.refuse_synthesis {
-            return Err(
-                "the draft plugin has no agents to make personas from (option persona=refuse)"
-                    .into(),
-            );
-        }
-        let mut plain = top.clone();
-        plain.insert("name".into(), name.into());
-        synthesise_persona(output, &plain, &mut build, &mut report)?;
-    } else {
-        build.manifest.insert(
-            "personas".into(),
-            Value::Array(agents.into_iter().map(Value::from).collect()),
-        );
-    }
-    let skip = |p: &str| p == MANIFEST || p.starts_with("skills/");
-    finish(input, output, build, &skip, &mut report)?;
-    Ok(report)
 }
 
 /// A draft component path field (string, list of strings or `{paths: [...]}`) or its default.
@@ -1012,40 +1057,47 @@ fn component_paths(
         .collect()
 }
 
+/// The draft's MCP servers and the file they are in: inline in the manifest, else the first
+/// `mcpServers` path (default `.mcp.json`) that exists.
+fn draft_mcp_servers(
+    input: &Path,
+    top: &Map<String, Value>,
+    report: &mut Report,
+) -> Option<(String, Map<String, Value>)> {
+    if let Some(Value::Object(inline)) = top.get("mcpServers")
+        && !inline.contains_key("paths")
+    {
+        return Some((MANIFEST.to_string(), inline.clone()));
+    }
+    let files = component_paths(top, "mcpServers", ".mcp.json", report);
+    let file = files
+        .into_iter()
+        .map(|f| strip(&f))
+        .find(|f| tree::is_file(input, f))?;
+    match tree::read_json(input, &file) {
+        Ok(v) => match v.get("mcpServers").and_then(Value::as_object) {
+            Some(s) => Some((file, s.clone())),
+            None => {
+                report.lost(
+                    "mcp-config-invalid",
+                    &file,
+                    "",
+                    "no `mcpServers` object; no MCP servers carried",
+                );
+                None
+            }
+        },
+        Err(e) => {
+            report.lost("mcp-config-invalid", &file, "", e);
+            None
+        }
+    }
+}
+
 /// Draft MCP: a `.mcp.json`-style file (default `.mcp.json`) or an inline server map.
 fn read_draft_mcp(input: &Path, top: &Map<String, Value>, build: &mut Build, report: &mut Report) {
-    let (file, servers) = match top.get("mcpServers") {
-        Some(Value::Object(inline)) if !inline.contains_key("paths") => {
-            (MANIFEST.to_string(), inline.clone())
-        }
-        _ => {
-            let files = component_paths(top, "mcpServers", ".mcp.json", report);
-            let Some(file) = files
-                .into_iter()
-                .map(|f| strip(&f))
-                .find(|f| tree::is_file(input, f))
-            else {
-                return;
-            };
-            match tree::read_json(input, &file) {
-                Ok(v) => match v.get("mcpServers").and_then(Value::as_object) {
-                    Some(s) => (file, s.clone()),
-                    None => {
-                        report.lost(
-                            "mcp-config-invalid",
-                            &file,
-                            "",
-                            "no `mcpServers` object; no MCP servers carried",
-                        );
-                        return;
-                    }
-                },
-                Err(e) => {
-                    report.lost("mcp-config-invalid", &file, "", e);
-                    return;
-                }
-            }
-        }
+    let Some((file, servers)) = draft_mcp_servers(input, top, report) else {
+        return;
     };
     build.consumed.push(file.clone());
     for (name, config) in servers {
@@ -1101,20 +1153,7 @@ fn read_draft_agents(
     build: &mut Build,
     report: &mut Report,
 ) -> Result<Vec<String>, String> {
-    let mut files = Vec::new();
-    for path in component_paths(top, "agents", "agents", report) {
-        let path = strip(&path);
-        if tree::is_file(input, &path) {
-            files.push(path);
-        } else if tree::is_dir(input, &path) {
-            files.extend(
-                tree::list(input, &path)
-                    .into_iter()
-                    .map(|n| format!("{path}/{n}"))
-                    .filter(|f| f.ends_with(".md") && tree::is_file(input, f)),
-            );
-        }
-    }
+    let files = draft_agent_files(input, top, report);
     let mut personas = Vec::new();
     let mut extras = Map::new();
     for file in files.into_iter().take(MAX_AGENTS) {
@@ -1138,86 +1177,10 @@ fn read_draft_agents(
                 ),
             );
         }
-        let stem = file
-            .rsplit('/')
-            .next()
-            .unwrap_or(&file)
-            .trim_end_matches(".md")
-            .to_string();
-        let original = fm
-            .fields
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or(&stem)
-            .to_string();
-        let Some(mut name) = slug::normalise(&original, Rules::Persona) else {
-            report.lost(
-                "agent-unnamed",
-                &file,
-                "name",
-                format!("`{original}` gives no persona name; agent not carried"),
-            );
+        let Some((original, name)) = draft_agent_name(&file, &fm, &personas, report) else {
             continue;
         };
-        while personas
-            .iter()
-            .any(|p: &String| p == &format!("agents/{name}.persona.md"))
-        {
-            name.push('_');
-        }
-        if name != original {
-            report.normalised(
-                "name-normalised",
-                &file,
-                "name",
-                format!("{original} -> {name}"),
-            );
-        }
-        let mut fields = Map::new();
-        fields.insert("name".into(), name.clone().into());
-        fields.insert("display_name".into(), original.clone().into());
-        report.synthesised(
-            "display-name-synthesised",
-            &file,
-            "display_name",
-            format!("the agent's name `{original}`"),
-        );
-        let description = match fm
-            .fields
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-        {
-            Some(d) => d.to_string(),
-            None => {
-                report.synthesised(
-                    "description-synthesised",
-                    &file,
-                    "description",
-                    "the agent has no description",
-                );
-                format!(
-                    "{original} (from the {} plugin)",
-                    top.get("name").and_then(Value::as_str).unwrap_or_default()
-                )
-            }
-        };
-        fields.insert("description".into(), description.into());
-        if let Some(model) = fm.fields.get("model").and_then(Value::as_str) {
-            fields.insert("model".into(), model.into());
-            if !model.contains(':') {
-                report.reinterpreted("model-alias", &file, "model", format!("`{model}` is a host alias without a provider; apiary passes it to the runtime as written"));
-            }
-        }
-        if !build.skills.is_empty() {
-            let refs: Vec<Value> = build
-                .skills
-                .iter()
-                .map(|(n, _)| format!("./skills/{n}/").into())
-                .collect();
-            fields.insert("skills".into(), Value::Array(refs));
-        }
+        let fields = draft_agent_fields(&file, &fm, &original, &name, top, build, report);
         let rest: Map<String, Value> = fm
             .fields
             .into_iter()
@@ -1244,4 +1207,128 @@ fn read_draft_agents(
         build.back.insert("agents".into(), Value::Object(extras));
     }
     Ok(personas)
+}
+
+/// The draft's agent files: the `agents` paths (files, or the `.md` files of directories).
+fn draft_agent_files(input: &Path, top: &Map<String, Value>, report: &mut Report) -> Vec<String> {
+    let mut files = Vec::new();
+    for path in component_paths(top, "agents", "agents", report) {
+        let path = strip(&path);
+        if tree::is_file(input, &path) {
+            files.push(path);
+        } else if tree::is_dir(input, &path) {
+            files.extend(
+                tree::list(input, &path)
+                    .into_iter()
+                    .map(|n| format!("{path}/{n}"))
+                    .filter(|f| f.ends_with(".md") && tree::is_file(input, f)),
+            );
+        }
+    }
+    files
+}
+
+/// The agent's name as written (else its file's stem) and the persona name made from it,
+/// unique among `personas` (their files); `None` when nothing usable is left.
+fn draft_agent_name(
+    file: &str,
+    fm: &frontmatter::Frontmatter,
+    personas: &[String],
+    report: &mut Report,
+) -> Option<(String, String)> {
+    let stem = file
+        .rsplit('/')
+        .next()
+        .unwrap_or(file)
+        .trim_end_matches(".md")
+        .to_string();
+    let original = fm
+        .fields
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or(&stem)
+        .to_string();
+    let Some(mut name) = slug::normalise(&original, Rules::Persona) else {
+        report.lost(
+            "agent-unnamed",
+            file,
+            "name",
+            format!("`{original}` gives no persona name; agent not carried"),
+        );
+        return None;
+    };
+    while personas
+        .iter()
+        .any(|p: &String| p == &format!("agents/{name}.persona.md"))
+    {
+        name.push('_');
+    }
+    if name != original {
+        report.normalised(
+            "name-normalised",
+            file,
+            "name",
+            format!("{original} -> {name}"),
+        );
+    }
+    Some((original, name))
+}
+
+/// The persona fields of a draft agent: name, display name (its name as written), description,
+/// model, and every skill of the plugin.
+fn draft_agent_fields(
+    file: &str,
+    fm: &frontmatter::Frontmatter,
+    original: &str,
+    name: &str,
+    top: &Map<String, Value>,
+    build: &Build,
+    report: &mut Report,
+) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("name".into(), name.into());
+    fields.insert("display_name".into(), original.into());
+    report.synthesised(
+        "display-name-synthesised",
+        file,
+        "display_name",
+        format!("the agent's name `{original}`"),
+    );
+    let description = match fm
+        .fields
+        .get("description")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+    {
+        Some(d) => d.to_string(),
+        None => {
+            report.synthesised(
+                "description-synthesised",
+                file,
+                "description",
+                "the agent has no description",
+            );
+            format!(
+                "{original} (from the {} plugin)",
+                top.get("name").and_then(Value::as_str).unwrap_or_default()
+            )
+        }
+    };
+    fields.insert("description".into(), description.into());
+    if let Some(model) = fm.fields.get("model").and_then(Value::as_str) {
+        fields.insert("model".into(), model.into());
+        if !model.contains(':') {
+            report.reinterpreted("model-alias", file, "model", format!("`{model}` is a host alias without a provider; apiary passes it to the runtime as written"));
+        }
+    }
+    if !build.skills.is_empty() {
+        let refs: Vec<Value> = build
+            .skills
+            .iter()
+            .map(|(n, _)| format!("./skills/{n}/").into())
+            .collect();
+        fields.insert("skills".into(), Value::Array(refs));
+    }
+    fields
 }

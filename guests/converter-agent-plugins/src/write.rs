@@ -20,442 +20,545 @@ fn strip(path: &str) -> String {
         .to_string()
 }
 
+/// The plugin under construction.
+struct Ops<'a> {
+    input: &'a Path,
+    output: &'a Path,
+    pack: &'a Pack,
+    /// The pack manifest without the OPS data kept for the way back.
+    manifest: Map<String, Value>,
+    /// OPS-only data a pack made from a plain plugin kept for the way back.
+    back: Map<String, Value>,
+    /// `plugin.json`.
+    ops: Map<String, Value>,
+    /// apiary's block under `extensions`.
+    ext: Map<String, Value>,
+    /// Pack files kept under the namespace directory.
+    carried: Vec<String>,
+    /// Skill directories written.
+    skill_dirs: Vec<String>,
+    report: Report,
+}
+
 /// Converts the persona pack at `input` into an Agent Plugins 1.0 plugin at `output`.
 pub fn pack_to_ops(input: &Path, output: &Path) -> Result<Report, String> {
-    let (pack, mut report) = Pack::read(input)?;
+    let (pack, report) = Pack::read(input)?;
     let mut manifest = pack.manifest.clone();
-    // OPS-only data a pack made from a plain plugin kept for the way back.
     let back = match manifest.remove(PACK_KEY) {
         Some(Value::Object(map)) => map,
         _ => Map::new(),
     };
-    let mut ops = Map::new();
-    let mut ext = Map::new();
-    ops.insert("$schema".into(), PLUGIN_SCHEMA.into());
+    let mut w = Ops {
+        input,
+        output,
+        pack: &pack,
+        manifest,
+        back,
+        ops: Map::new(),
+        ext: Map::new(),
+        carried: Vec::new(),
+        skill_dirs: Vec::new(),
+        report,
+    };
+    w.ops.insert("$schema".into(), PLUGIN_SCHEMA.into());
+    w.name();
+    w.typed_fields();
+    w.author();
+    w.other_fields();
+    w.carry_personas()?;
+    w.carry_instructions_and_hooks()?;
+    w.skills()?;
+    let mcp_file = w.mcp()?;
+    w.write_manifest()?;
+    w.other_files(&mcp_file)?;
+    Ok(w.report)
+}
 
-    // name: the OPS slug; the title stays in the extension.
-    let title = manifest
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|t| !t.trim().is_empty())
-        .map(str::to_string);
-    let id = manifest
-        .get("id")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+/// The OPS name: the one a plain plugin had, else a slug of the title or the pack id.
+fn plugin_name(
+    title: Option<&str>,
+    id: &str,
+    back: &Map<String, Value>,
+    report: &mut Report,
+) -> String {
     let kept_slug = back
         .get("name")
         .and_then(Value::as_str)
         .filter(|n| model::valid_plugin_name(n));
-    let slug = match kept_slug {
-        Some(s) => s.to_string(),
+    if let Some(s) = kept_slug {
+        return s.to_string();
+    }
+    let derived = title
+        .and_then(model::plugin_slug)
+        .or_else(|| model::plugin_slug(id.rsplit('.').next().unwrap_or_default()))
+        .or_else(|| model::plugin_slug(id));
+    match derived {
+        Some(s) => {
+            if title != Some(s.as_str()) {
+                report.normalised(
+                    "name-normalised",
+                    MANIFEST,
+                    "name",
+                    format!(
+                        "{} -> {s} (OPS names are lowercase [a-z0-9.-]; the title is kept in extensions.{NAMESPACE}.name)",
+                        title.unwrap_or(id)
+                    ),
+                );
+            }
+            s
+        }
         None => {
-            let derived = title
-                .as_deref()
-                .and_then(model::plugin_slug)
-                .or_else(|| model::plugin_slug(id.rsplit('.').next().unwrap_or_default()))
-                .or_else(|| model::plugin_slug(id));
-            match derived {
-                Some(s) => {
-                    if title.as_deref() != Some(s.as_str()) {
-                        report.normalised(
-                            "name-normalised",
-                            MANIFEST,
-                            "name",
-                            format!(
-                                "{} -> {s} (OPS names are lowercase [a-z0-9.-]; the title is kept in extensions.{NAMESPACE}.name)",
-                                title.as_deref().unwrap_or(id)
-                            ),
-                        );
-                    }
-                    s
+            report.synthesised(
+                "name-synthesised",
+                MANIFEST,
+                "name",
+                "neither the name nor the id gives an OPS name: `persona-pack`",
+            );
+            "persona-pack".to_string()
+        }
+    }
+}
+
+impl Ops<'_> {
+    /// name: the OPS slug; the title stays in the extension.
+    fn name(&mut self) {
+        let title = self
+            .manifest
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|t| !t.trim().is_empty())
+            .map(str::to_string);
+        let id = self
+            .manifest
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let slug = plugin_name(title.as_deref(), id, &self.back, &mut self.report);
+        self.ops.insert("name".into(), slug.clone().into());
+        if let Some(t) = &title
+            && *t != slug
+        {
+            self.ext.insert("name".into(), t.clone().into());
+        }
+        if let Some(name) = self.manifest.get("name")
+            && title.is_none()
+        {
+            self.ext.insert("name".into(), name.clone());
+        }
+    }
+
+    /// The string fields and keyword list OPS has, when they have OPS's type.
+    fn typed_fields(&mut self) {
+        let (manifest, ops, ext, report) = (
+            &self.manifest,
+            &mut self.ops,
+            &mut self.ext,
+            &mut self.report,
+        );
+        for key in STRING_FIELDS {
+            match manifest.get(*key) {
+                Some(Value::String(s)) => {
+                    ops.insert((*key).into(), s.clone().into());
                 }
-                None => {
-                    report.synthesised(
-                        "name-synthesised",
+                Some(other) => {
+                    ext.insert((*key).into(), other.clone());
+                    report.normalised(
+                        "carried-in-extension",
                         MANIFEST,
-                        "name",
-                        "neither the name nor the id gives an OPS name: `persona-pack`",
+                        key,
+                        format!("`{key}` is not a string, which OPS requires; kept in extensions.{NAMESPACE}"),
                     );
-                    "persona-pack".to_string()
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// author: OPS allows only an object with string name/email/url.
+    fn author(&mut self) {
+        let (manifest, ops, ext, report) = (
+            &self.manifest,
+            &mut self.ops,
+            &mut self.ext,
+            &mut self.report,
+        );
+        if let Some(author) = manifest.get("author") {
+            let previous = self.back.get("author").and_then(Value::as_object);
+            let restored = previous.filter(|p| model::pack_author(p).as_ref() == Some(author));
+            if let Some(object) = restored {
+                ops.insert("author".into(), Value::Object(object.clone()));
+            } else {
+                let object = model::ops_author(author);
+                if object.as_ref().and_then(model::pack_author).as_ref() != Some(author) {
+                    ext.insert("author".into(), author.clone());
+                }
+                match &object {
+                    Some(o) if author.is_string() => report.normalised(
+                        "author-to-object",
+                        MANIFEST,
+                        "author",
+                        format!("author string -> {}", Value::Object(o.clone())),
+                    ),
+                    Some(_) if ext.contains_key("author") => report.normalised(
+                        "carried-in-extension",
+                        MANIFEST,
+                        "author",
+                        format!(
+                            "author keys OPS does not allow are kept in extensions.{NAMESPACE}.author"
+                        ),
+                    ),
+                    Some(_) => {}
+                    None => report.normalised(
+                        "carried-in-extension",
+                        MANIFEST,
+                        "author",
+                        format!("author has no OPS form; kept in extensions.{NAMESPACE}.author"),
+                    ),
+                }
+                if let Some(o) = object {
+                    ops.insert("author".into(), Value::Object(o));
                 }
             }
         }
-    };
-    ops.insert("name".into(), slug.clone().into());
-    if let Some(t) = &title
-        && *t != slug
-    {
-        ext.insert("name".into(), t.clone().into());
-    }
-    if let Some(name) = manifest.get("name")
-        && title.is_none()
-    {
-        ext.insert("name".into(), name.clone());
     }
 
-    for key in STRING_FIELDS {
-        match manifest.get(*key) {
-            Some(Value::String(s)) => {
-                ops.insert((*key).into(), s.clone().into());
+    /// keywords, then everything else of the manifest into the extension, as written.
+    fn other_fields(&mut self) {
+        let (manifest, ops, ext, report) = (
+            &self.manifest,
+            &mut self.ops,
+            &mut self.ext,
+            &mut self.report,
+        );
+        for key in ["keywords"] {
+            if let Some(value) = manifest.get(key) {
+                if model::string_list(value).is_some() {
+                    ops.insert(key.into(), value.clone());
+                } else {
+                    ext.insert(key.into(), value.clone());
+                    report.normalised(
+                        "carried-in-extension",
+                        MANIFEST,
+                        key,
+                        format!("`{key}` is not a list of strings; kept in extensions.{NAMESPACE}"),
+                    );
+                }
             }
-            Some(other) => {
-                ext.insert((*key).into(), other.clone());
+        }
+        for (key, value) in manifest {
+            let handled =
+                OPS_KEYS.contains(&key.as_str()) && key != "$schema" && key != "extensions";
+            if handled || PACK_FILE_KEYS.contains(&key.as_str()) {
+                continue;
+            }
+            if key == "$schema" {
+                report.normalised(
+                    "schema-rewritten",
+                    MANIFEST,
+                    "$schema",
+                    format!(
+                        "{value} -> {PLUGIN_SCHEMA} (the pack's own is kept in extensions.{NAMESPACE})"
+                    ),
+                );
+            } else {
                 report.normalised(
                     "carried-in-extension",
                     MANIFEST,
                     key,
-                    format!("`{key}` is not a string, which OPS requires; kept in extensions.{NAMESPACE}"),
+                    format!("`{key}` has no OPS field; kept in extensions.{NAMESPACE}.{key}"),
                 );
             }
-            None => {}
+            ext.insert(key.clone(), value.clone());
         }
     }
 
-    // author: OPS allows only an object with string name/email/url.
-    if let Some(author) = manifest.get("author") {
-        let previous = back.get("author").and_then(Value::as_object);
-        let restored = previous.filter(|p| model::pack_author(p).as_ref() == Some(author));
-        if let Some(object) = restored {
-            ops.insert("author".into(), Value::Object(object.clone()));
-        } else {
-            let object = model::ops_author(author);
-            if object.as_ref().and_then(model::pack_author).as_ref() != Some(author) {
-                ext.insert("author".into(), author.clone());
-            }
-            match &object {
-                Some(o) if author.is_string() => report.normalised(
-                    "author-to-object",
-                    MANIFEST,
-                    "author",
-                    format!("author string -> {}", Value::Object(o.clone())),
+    /// A pack file OPS has no component for, under the namespace directory, byte for byte.
+    fn carry(&mut self, file: &str) -> Result<(), String> {
+        tree::write(
+            self.output,
+            &format!("{NAMESPACE}/{file}"),
+            tree::read_bytes(self.input, file)?,
+        )
+    }
+
+    fn carry_personas(&mut self) -> Result<(), String> {
+        let pack = self.pack;
+        let mut persona_files = Vec::new();
+        for persona in &pack.personas {
+            let file = strip(&persona.file);
+            self.carry(&file)?;
+            self.report.normalised(
+                "carried-in-extension",
+                &file,
+                "",
+                format!(
+                    "persona `{}` kept as {NAMESPACE}/{file}: OPS has no personas, only apiary runs it",
+                    persona.name()
                 ),
-                Some(_) if ext.contains_key("author") => report.normalised(
-                    "carried-in-extension",
-                    MANIFEST,
-                    "author",
+            );
+            if persona.fields.contains_key("mcp_servers") {
+                self.report.reinterpreted(
+                    "per-persona-mcp-extension-only",
+                    &file,
+                    "mcp_servers",
+                    "OPS has no per-agent MCP scope: these servers stay in the persona file, invisible to other OPS hosts",
+                );
+            }
+            persona_files.push(Value::from(file.clone()));
+            self.carried.push(file);
+        }
+        self.ext
+            .insert("personas".into(), Value::Array(persona_files));
+        Ok(())
+    }
+
+    fn carry_instructions_and_hooks(&mut self) -> Result<(), String> {
+        if let Some(file) = self
+            .manifest
+            .get("pack_instructions")
+            .and_then(Value::as_str)
+            && self.pack.instructions.is_some()
+        {
+            let file = strip(file);
+            self.carry(&file)?;
+            self.ext
+                .insert("pack_instructions".into(), file.clone().into());
+            self.report.normalised(
+                "carried-in-extension",
+                &file,
+                "",
+                format!("pack instructions kept as {NAMESPACE}/{file}"),
+            );
+            self.carried.push(file);
+        }
+        if self.pack.hooks.is_some() {
+            let file = strip(
+                self.manifest
+                    .get("hooks_config")
+                    .and_then(Value::as_str)
+                    .unwrap_or("hooks/hooks.json"),
+            );
+            self.carry(&file)?;
+            self.ext.insert("hooks_config".into(), file.clone().into());
+            self.report.normalised(
+                "carried-in-extension",
+                &file,
+                "",
+                format!("lifecycle hooks kept as {NAMESPACE}/{file}: OPS has no hooks, only apiary runs them"),
+            );
+            self.carried.push(file);
+            for (path, bytes) in &self.pack.hook_files {
+                tree::write(self.output, &format!("{NAMESPACE}/{path}"), bytes)?;
+                self.carried.push(path.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Skills: `skills/<name>/` as they are; a skill a persona lists from elsewhere stays at its
+    /// path under the namespace (moving it would break the persona's reference).
+    fn skills(&mut self) -> Result<(), String> {
+        let (input, output, pack) = (self.input, self.output, self.pack);
+        for skill in &pack.skills {
+            let standard = format!("skills/{}", skill.name);
+            let dir = if tree::is_dir(input, &standard) {
+                standard
+            } else {
+                let listed = pack
+                    .personas
+                    .iter()
+                    .flat_map(|p| {
+                        p.fields
+                            .get("skills")
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .filter_map(|v| v.as_str().map(strip))
+                    .find(|d| d.rsplit('/').next() == Some(skill.name.as_str()))
+                    .unwrap_or(standard);
+                self.report.reinterpreted(
+                    "skill-extension-only",
+                    &listed,
+                    "",
+                    format!("skill `{}` lives outside skills/; kept as {NAMESPACE}/{listed}, invisible to other OPS hosts", skill.name),
+                );
+                skill.write(output, &format!("{NAMESPACE}/{listed}"))?;
+                self.skill_dirs.push(listed);
+                continue;
+            };
+            skill.write(output, &dir)?;
+            if let Some(why) = skill_problem(skill) {
+                self.report.reinterpreted(
+                    "skill-not-conformant",
+                    &format!("{dir}/SKILL.md"),
+                    "",
+                    format!("OPS hosts skip skills that break the Agent Skills spec: {why}"),
+                );
+            }
+            self.skill_dirs.push(dir);
+        }
+        Ok(())
+    }
+
+    /// MCP servers: `.mcp.json` -> `mcp.json` with explicit transports. Returns the pack's MCP
+    /// file.
+    fn mcp(&mut self) -> Result<String, String> {
+        let mcp_file = strip(
+            self.manifest
+                .get("mcp_config")
+                .and_then(Value::as_str)
+                .unwrap_or(".mcp.json"),
+        );
+        let previous = self
+            .back
+            .get("mcp_servers")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let servers: Vec<(String, Map<String, Value>)> = self
+            .pack
+            .mcp_servers
+            .iter()
+            .map(|s| (s.name.clone(), s.config.clone()))
+            .collect();
+        let mut kept = Map::new();
+        let mut ops_servers = Map::new();
+        for mapped in mcp::to_ops_list(&servers, &previous, &mut kept) {
+            report_notes(&mut self.report, &mcp_file, &mapped);
+            match mapped.config {
+                Some(config) => {
+                    ops_servers.insert(mapped.name, Value::Object(config));
+                }
+                None => self.report.reinterpreted(
+                    "mcp-server-extension-only",
+                    &mcp_file,
+                    &format!("mcpServers.{}", mapped.name),
                     format!(
-                        "author keys OPS does not allow are kept in extensions.{NAMESPACE}.author"
+                        "server `{}` is not a portable OPS server ({}); kept in extensions.{NAMESPACE}.mcp_servers only, OPS hosts will not start it",
+                        mapped.name,
+                        mapped.refused.unwrap_or_default()
                     ),
                 ),
-                Some(_) => {}
-                None => report.normalised(
-                    "carried-in-extension",
-                    MANIFEST,
-                    "author",
-                    format!("author has no OPS form; kept in extensions.{NAMESPACE}.author"),
-                ),
-            }
-            if let Some(o) = object {
-                ops.insert("author".into(), Value::Object(o));
             }
         }
-    }
-
-    for key in ["keywords"] {
-        if let Some(value) = manifest.get(key) {
-            if model::string_list(value).is_some() {
-                ops.insert(key.into(), value.clone());
-            } else {
-                ext.insert(key.into(), value.clone());
-                report.normalised(
-                    "carried-in-extension",
-                    MANIFEST,
-                    key,
-                    format!("`{key}` is not a list of strings; kept in extensions.{NAMESPACE}"),
-                );
-            }
-        }
-    }
-
-    // Everything else of the manifest goes into the extension, as written.
-    for (key, value) in &manifest {
-        let handled = OPS_KEYS.contains(&key.as_str()) && key != "$schema" && key != "extensions";
-        if handled || PACK_FILE_KEYS.contains(&key.as_str()) {
-            continue;
-        }
-        if key == "$schema" {
-            report.normalised(
-                "schema-rewritten",
-                MANIFEST,
-                "$schema",
-                format!(
-                    "{value} -> {PLUGIN_SCHEMA} (the pack's own is kept in extensions.{NAMESPACE})"
-                ),
-            );
-        } else {
-            report.normalised(
-                "carried-in-extension",
-                MANIFEST,
-                key,
-                format!("`{key}` has no OPS field; kept in extensions.{NAMESPACE}.{key}"),
-            );
-        }
-        ext.insert(key.clone(), value.clone());
-    }
-
-    // Files OPS has no component for, under the namespace directory, byte for byte.
-    let mut carried: Vec<String> = Vec::new();
-    let mut persona_files = Vec::new();
-    for persona in &pack.personas {
-        let file = strip(&persona.file);
-        tree::write(
-            output,
-            &format!("{NAMESPACE}/{file}"),
-            tree::read_bytes(input, &file)?,
-        )?;
-        report.normalised(
-            "carried-in-extension",
-            &file,
-            "",
-            format!(
-                "persona `{}` kept as {NAMESPACE}/{file}: OPS has no personas, only apiary runs it",
-                persona.name()
-            ),
-        );
-        if persona.fields.contains_key("mcp_servers") {
-            report.reinterpreted(
-                "per-persona-mcp-extension-only",
-                &file,
-                "mcp_servers",
-                "OPS has no per-agent MCP scope: these servers stay in the persona file, invisible to other OPS hosts",
-            );
-        }
-        persona_files.push(Value::from(file.clone()));
-        carried.push(file);
-    }
-    ext.insert("personas".into(), Value::Array(persona_files));
-    if let Some(file) = manifest.get("pack_instructions").and_then(Value::as_str)
-        && pack.instructions.is_some()
-    {
-        let file = strip(file);
-        tree::write(
-            output,
-            &format!("{NAMESPACE}/{file}"),
-            tree::read_bytes(input, &file)?,
-        )?;
-        ext.insert("pack_instructions".into(), file.clone().into());
-        report.normalised(
-            "carried-in-extension",
-            &file,
-            "",
-            format!("pack instructions kept as {NAMESPACE}/{file}"),
-        );
-        carried.push(file);
-    }
-    if pack.hooks.is_some() {
-        let file = strip(
-            manifest
-                .get("hooks_config")
-                .and_then(Value::as_str)
-                .unwrap_or("hooks/hooks.json"),
-        );
-        tree::write(
-            output,
-            &format!("{NAMESPACE}/{file}"),
-            tree::read_bytes(input, &file)?,
-        )?;
-        ext.insert("hooks_config".into(), file.clone().into());
-        report.normalised(
-            "carried-in-extension",
-            &file,
-            "",
-            format!("lifecycle hooks kept as {NAMESPACE}/{file}: OPS has no hooks, only apiary runs them"),
-        );
-        carried.push(file);
-        for (path, bytes) in &pack.hook_files {
-            tree::write(output, &format!("{NAMESPACE}/{path}"), bytes)?;
-            carried.push(path.clone());
-        }
-    }
-
-    // Skills: `skills/<name>/` as they are; a skill a persona lists from elsewhere stays at its
-    // path under the namespace (moving it would break the persona's reference).
-    let mut skill_dirs = Vec::new();
-    for skill in &pack.skills {
-        let standard = format!("skills/{}", skill.name);
-        let dir = if tree::is_dir(input, &standard) {
-            standard
-        } else {
-            let listed = pack
-                .personas
-                .iter()
-                .flat_map(|p| {
-                    p.fields
-                        .get("skills")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default()
-                })
-                .filter_map(|v| v.as_str().map(strip))
-                .find(|d| d.rsplit('/').next() == Some(skill.name.as_str()))
-                .unwrap_or(standard);
-            report.reinterpreted(
-                "skill-extension-only",
-                &listed,
-                "",
-                format!("skill `{}` lives outside skills/; kept as {NAMESPACE}/{listed}, invisible to other OPS hosts", skill.name),
-            );
-            skill.write(output, &format!("{NAMESPACE}/{listed}"))?;
-            skill_dirs.push(listed);
-            continue;
-        };
-        skill.write(output, &dir)?;
-        if let Some(why) = skill_problem(skill) {
-            report.reinterpreted(
-                "skill-not-conformant",
-                &format!("{dir}/SKILL.md"),
-                "",
-                format!("OPS hosts skip skills that break the Agent Skills spec: {why}"),
-            );
-        }
-        skill_dirs.push(dir);
-    }
-
-    // MCP servers: `.mcp.json` -> `mcp.json` with explicit transports.
-    let mcp_file = strip(
-        manifest
-            .get("mcp_config")
-            .and_then(Value::as_str)
-            .unwrap_or(".mcp.json"),
-    );
-    let previous = back
-        .get("mcp_servers")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let servers: Vec<(String, Map<String, Value>)> = pack
-        .mcp_servers
-        .iter()
-        .map(|s| (s.name.clone(), s.config.clone()))
-        .collect();
-    let mut kept = Map::new();
-    let mut ops_servers = Map::new();
-    for mapped in mcp::to_ops_list(&servers, &previous, &mut kept) {
-        for n in &mapped.notes {
-            let field = format!("mcpServers.{}.{}", mapped.name, n.field);
-            let field = field.trim_end_matches('.');
-            match n.list {
-                List::Synthesised => {
-                    report.synthesised(n.code, &mcp_file, field, n.message.clone())
-                }
-                List::Normalised => report.normalised(n.code, &mcp_file, field, n.message.clone()),
-                List::Reinterpreted => {
-                    report.reinterpreted(n.code, &mcp_file, field, n.message.clone())
-                }
-            }
-        }
-        match mapped.config {
-            Some(config) => {
-                ops_servers.insert(mapped.name, Value::Object(config));
-            }
-            None => report.reinterpreted(
-                "mcp-server-extension-only",
+        let had_mcp = tree::is_file(self.input, &mcp_file);
+        if had_mcp || !ops_servers.is_empty() {
+            tree::write_json(
+                self.output,
+                "mcp.json",
+                &convert_kit::json!({ "$schema": MCP_SCHEMA, "mcpServers": ops_servers }),
+            )?;
+            self.report.normalised(
+                "mcp-config-renamed",
                 &mcp_file,
-                &format!("mcpServers.{}", mapped.name),
-                format!(
-                    "server `{}` is not a portable OPS server ({}); kept in extensions.{NAMESPACE}.mcp_servers only, OPS hosts will not start it",
-                    mapped.name,
-                    mapped.refused.unwrap_or_default()
-                ),
-            ),
-        }
-    }
-    let had_mcp = tree::is_file(input, &mcp_file);
-    if had_mcp || !ops_servers.is_empty() {
-        tree::write_json(
-            output,
-            "mcp.json",
-            &convert_kit::json!({ "$schema": MCP_SCHEMA, "mcpServers": ops_servers }),
-        )?;
-        report.normalised(
-            "mcp-config-renamed",
-            &mcp_file,
-            "",
-            format!("{mcp_file} -> mcp.json (with $schema and an explicit type per server)"),
-        );
-    }
-    if !kept.is_empty() {
-        ext.insert("mcp_servers".into(), Value::Object(kept));
-    }
-
-    // extensions: other clients' blocks a pack made from a plain plugin kept, then ours.
-    let mut extensions = match back.get("extensions") {
-        Some(Value::Object(map)) => map.clone(),
-        _ => Map::new(),
-    };
-    extensions.remove(NAMESPACE);
-    // The pack's identity first, then the rest as the manifest had it.
-    let mut ordered = Map::new();
-    for key in ["id", "name", "$schema"] {
-        if let Some(v) = ext.remove(key) {
-            ordered.insert(key.into(), v);
-        }
-    }
-    ordered.extend(ext);
-    extensions.insert(NAMESPACE.into(), Value::Object(ordered));
-    ops.insert("extensions".into(), Value::Object(extensions));
-    let ops = order(ops);
-    if let Err(problems) = check_manifest(&ops) {
-        return Err(format!(
-            "internal error: the plugin.json written breaks OPS 1.0: {problems}"
-        ));
-    }
-    tree::write_json(output, "plugin.json", &Value::Object(ops))?;
-
-    // Every other file of the pack comes along: documentation, other clients' namespace
-    // directories and plain files under skills/ where they were; anything else (another format's
-    // carried data such as `x-claude/`, snapshots, a root `plugin.json`) under the namespace
-    // directory, which the way back copies to the pack root as it is.
-    let mcp_dir_file = mcp_file.clone();
-    let skip = |path: &str| {
-        path == MANIFEST
-            || path == mcp_dir_file
-            || carried.iter().any(|c| c == path)
-            || skill_dirs
-                .iter()
-                .any(|d| path.starts_with(&format!("{d}/")))
-    };
-    let mut moved: Vec<String> = Vec::new();
-    for path in tree::walk(input, "")? {
-        if skip(&path) {
-            continue;
-        }
-        let reserved = path.starts_with(&format!("{NAMESPACE}/"))
-            || path.starts_with("skills/") && path.matches('/').count() > 1;
-        if reserved {
-            report.lost(
-                "file-collides",
-                &path,
                 "",
-                "the path is reserved in an OPS plugin; the file is not carried",
+                format!("{mcp_file} -> mcp.json (with $schema and an explicit type per server)"),
             );
-            continue;
         }
-        if model::stays_at_top(&path) {
-            tree::write(output, &path, tree::read_bytes(input, &path)?)?;
-            continue;
+        if !kept.is_empty() {
+            self.ext.insert("mcp_servers".into(), Value::Object(kept));
         }
-        tree::write(
-            output,
-            &format!("{NAMESPACE}/{path}"),
-            tree::read_bytes(input, &path)?,
-        )?;
-        let top = match path.split_once('/') {
-            Some((dir, _)) => format!("{dir}/"),
-            None => path.clone(),
+        Ok(mcp_file)
+    }
+
+    /// `plugin.json`, checked against OPS 1.0: extensions are other clients' blocks a pack made
+    /// from a plain plugin kept, then ours.
+    fn write_manifest(&mut self) -> Result<(), String> {
+        let mut extensions = match self.back.get("extensions") {
+            Some(Value::Object(map)) => map.clone(),
+            _ => Map::new(),
         };
-        if !moved.contains(&top) {
-            report.normalised(
-                "carried-in-namespace",
-                &top,
-                "",
-                format!("{top} has no place in an OPS plugin's layout; kept as {NAMESPACE}/{top} and restored on the way back"),
-            );
-            moved.push(top);
+        extensions.remove(NAMESPACE);
+        // The pack's identity first, then the rest as the manifest had it.
+        let mut ordered = Map::new();
+        for key in ["id", "name", "$schema"] {
+            if let Some(v) = self.ext.remove(key) {
+                ordered.insert(key.into(), v);
+            }
+        }
+        ordered.extend(std::mem::take(&mut self.ext));
+        extensions.insert(NAMESPACE.into(), Value::Object(ordered));
+        let mut ops = std::mem::take(&mut self.ops);
+        ops.insert("extensions".into(), Value::Object(extensions));
+        let ops = order(ops);
+        if let Err(problems) = check_manifest(&ops) {
+            return Err(format!(
+                "internal error: the plugin.json written breaks OPS 1.0: {problems}"
+            ));
+        }
+        tree::write_json(self.output, "plugin.json", &Value::Object(ops))
+    }
+
+    /// Every other file of the pack comes along: documentation, other clients' namespace
+    /// directories and plain files under skills/ where they were; anything else (another
+    /// format's carried data such as `x-claude/`, snapshots, a root `plugin.json`) under the
+    /// namespace directory, which the way back copies to the pack root as it is.
+    fn other_files(&mut self, mcp_file: &str) -> Result<(), String> {
+        let (input, output) = (self.input, self.output);
+        let skip = |path: &str| {
+            path == MANIFEST
+                || path == mcp_file
+                || self.carried.iter().any(|c| c == path)
+                || self
+                    .skill_dirs
+                    .iter()
+                    .any(|d| path.starts_with(&format!("{d}/")))
+        };
+        let mut moved: Vec<String> = Vec::new();
+        for path in tree::walk(input, "")? {
+            if skip(&path) {
+                continue;
+            }
+            let reserved = path.starts_with(&format!("{NAMESPACE}/"))
+                || path.starts_with("skills/") && path.matches('/').count() > 1;
+            if reserved {
+                self.report.lost(
+                    "file-collides",
+                    &path,
+                    "",
+                    "the path is reserved in an OPS plugin; the file is not carried",
+                );
+                continue;
+            }
+            if model::stays_at_top(&path) {
+                tree::write(output, &path, tree::read_bytes(input, &path)?)?;
+                continue;
+            }
+            tree::write(
+                output,
+                &format!("{NAMESPACE}/{path}"),
+                tree::read_bytes(input, &path)?,
+            )?;
+            let top = match path.split_once('/') {
+                Some((dir, _)) => format!("{dir}/"),
+                None => path.clone(),
+            };
+            if !moved.contains(&top) {
+                self.report.normalised(
+                    "carried-in-namespace",
+                    &top,
+                    "",
+                    format!("{top} has no place in an OPS plugin's layout; kept as {NAMESPACE}/{top} and restored on the way back"),
+                );
+                moved.push(top);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The notes of one server's mapping, each in its report list.
+fn report_notes(report: &mut Report, mcp_file: &str, mapped: &mcp::Mapped) {
+    for n in &mapped.notes {
+        let field = format!("mcpServers.{}.{}", mapped.name, n.field);
+        let field = field.trim_end_matches('.');
+        match n.list {
+            List::Synthesised => report.synthesised(n.code, mcp_file, field, n.message.clone()),
+            List::Normalised => report.normalised(n.code, mcp_file, field, n.message.clone()),
+            List::Reinterpreted => report.reinterpreted(n.code, mcp_file, field, n.message.clone()),
         }
     }
-    Ok(report)
 }
 
 /// Why a skill breaks the Agent Skills rules OPS hosts apply, if it does.

@@ -6,7 +6,7 @@
 //! cannot be read from a sandbox with only the input tree: each is reported and skipped, as is a
 //! local source whose directory is missing or that cannot be read.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use convert_kit::slug::{self, Rules};
 use convert_kit::{Report, Value, tree};
@@ -24,23 +24,29 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
     let Some(Value::Array(entries)) = market.get("plugins") else {
         return Err(format!("{FILE} has no `plugins` list"));
     };
-    let market_name = market
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let plugin_root = market
-        .get("metadata")
-        .and_then(|m| m.get("pluginRoot"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let mut report = Report::default();
+    let mut m = Market {
+        input,
+        out,
+        only,
+        name: market
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        plugin_root: market
+            .get("metadata")
+            .and_then(|m| m.get("pluginRoot"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        taken: Vec::new(),
+        report: Report::default(),
+    };
     let others: Vec<&str> = market
         .keys()
         .map(String::as_str)
         .filter(|k| !matches!(*k, "plugins" | "name"))
         .collect();
     if !others.is_empty() {
-        report.lost(
+        m.report.lost(
             "marketplace-field-unsupported",
             FILE,
             "",
@@ -50,98 +56,11 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
             ),
         );
     }
-    let mut taken = Vec::new();
     let mut converted = 0usize;
     for (i, entry) in entries.iter().enumerate() {
-        let field = format!("plugins[{i}]");
-        let Some(entry) = entry.as_object() else {
-            report.lost(
-                "entry-invalid",
-                FILE,
-                &field,
-                "a plugin entry that is not an object; skipped",
-            );
-            continue;
-        };
-        let Some(name) = entry
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.trim().is_empty())
-        else {
-            report.lost(
-                "entry-invalid",
-                FILE,
-                &field,
-                "a plugin entry without a `name`; skipped",
-            );
-            continue;
-        };
-        if only.is_some_and(|o| o != name) {
-            continue;
+        if m.entry(i, entry)? {
+            converted += 1;
         }
-        let field = format!("plugins.{name}");
-        let dir = match local_dir(entry.get("source"), plugin_root.as_deref()) {
-            Ok(dir) => dir,
-            Err(why) => {
-                report.lost(
-                    "remote-plugin-skipped",
-                    FILE,
-                    &field,
-                    format!("plugin `{name}`: {why}; skipped"),
-                );
-                continue;
-            }
-        };
-        if !tree::is_dir(input, &dir) && !dir.is_empty() {
-            report.lost(
-                "plugin-missing",
-                FILE,
-                &field,
-                format!("plugin `{name}`: its directory `{dir}` is not in the input; skipped"),
-            );
-            continue;
-        }
-        let root = if dir.is_empty() {
-            input.to_path_buf()
-        } else {
-            tree::join(input, &dir)?
-        };
-        let ctx = Context {
-            prefix: dir.clone(),
-            entry: Some(entry.clone()),
-            marketplace: market_name.clone(),
-            fallback_name: Some(name.to_string()),
-        };
-        let converted_plugin = match read::read(&root, Host::Claude, &ctx) {
-            Ok(c) => c,
-            Err(e) => {
-                report.lost(
-                    "plugin-refused",
-                    FILE,
-                    &field,
-                    format!("plugin `{name}` cannot be read: {e}; skipped"),
-                );
-                continue;
-            }
-        };
-        let target = if only.is_some() {
-            out.to_path_buf()
-        } else {
-            let base = slug::normalise(name, Rules::Claude).unwrap_or_else(|| "plugin".into());
-            let sub = unique(&base, &mut taken);
-            if sub != name {
-                report.normalised(
-                    "name-normalised",
-                    FILE,
-                    &field,
-                    format!("{name} -> {sub}/ (output directory)"),
-                );
-            }
-            tree::join(out, &sub)?
-        };
-        converted_plugin.write(&target)?;
-        report.extend(converted_plugin.report);
-        converted += 1;
     }
     match (only, converted) {
         (Some(o), 0) => Err(format!(
@@ -150,7 +69,129 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
         (None, 0) => Err(format!(
             "no plugin of {FILE} could be converted (remote or missing sources only)"
         )),
-        _ => Ok(report),
+        _ => Ok(m.report),
+    }
+}
+
+/// A marketplace being converted.
+struct Market<'a> {
+    input: &'a Path,
+    out: &'a Path,
+    /// The one plugin to convert (into the output root), if asked.
+    only: Option<&'a str>,
+    name: Option<String>,
+    /// `metadata.pluginRoot`: where relative plugin sources start.
+    plugin_root: Option<String>,
+    /// Output directories used so far.
+    taken: Vec<String>,
+    report: Report,
+}
+
+impl Market<'_> {
+    /// One plugin entry: converted (`true`), or reported and skipped.
+    fn entry(&mut self, i: usize, entry: &Value) -> Result<bool, String> {
+        let field = format!("plugins[{i}]");
+        let Some(entry) = entry.as_object() else {
+            self.report.lost(
+                "entry-invalid",
+                FILE,
+                &field,
+                "a plugin entry that is not an object; skipped",
+            );
+            return Ok(false);
+        };
+        let Some(name) = entry
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.trim().is_empty())
+        else {
+            self.report.lost(
+                "entry-invalid",
+                FILE,
+                &field,
+                "a plugin entry without a `name`; skipped",
+            );
+            return Ok(false);
+        };
+        if self.only.is_some_and(|o| o != name) {
+            return Ok(false);
+        }
+        let field = format!("plugins.{name}");
+        let Some(dir) = self.plugin_dir(entry.get("source"), name, &field) else {
+            return Ok(false);
+        };
+        let root = if dir.is_empty() {
+            self.input.to_path_buf()
+        } else {
+            tree::join(self.input, &dir)?
+        };
+        let ctx = Context {
+            prefix: dir.clone(),
+            entry: Some(entry.clone()),
+            marketplace: self.name.clone(),
+            fallback_name: Some(name.to_string()),
+        };
+        let converted_plugin = match read::read(&root, Host::Claude, &ctx) {
+            Ok(c) => c,
+            Err(e) => {
+                self.report.lost(
+                    "plugin-refused",
+                    FILE,
+                    &field,
+                    format!("plugin `{name}` cannot be read: {e}; skipped"),
+                );
+                return Ok(false);
+            }
+        };
+        let target = self.target(name, &field)?;
+        converted_plugin.write(&target)?;
+        self.report.extend(converted_plugin.report);
+        Ok(true)
+    }
+
+    /// The plugin's directory in the input, when its source is local and present.
+    fn plugin_dir(&mut self, source: Option<&Value>, name: &str, field: &str) -> Option<String> {
+        let dir = match local_dir(source, self.plugin_root.as_deref()) {
+            Ok(dir) => dir,
+            Err(why) => {
+                self.report.lost(
+                    "remote-plugin-skipped",
+                    FILE,
+                    field,
+                    format!("plugin `{name}`: {why}; skipped"),
+                );
+                return None;
+            }
+        };
+        if !tree::is_dir(self.input, &dir) && !dir.is_empty() {
+            self.report.lost(
+                "plugin-missing",
+                FILE,
+                field,
+                format!("plugin `{name}`: its directory `{dir}` is not in the input; skipped"),
+            );
+            return None;
+        }
+        Some(dir)
+    }
+
+    /// Where the plugin's pack goes: the output root for `plugin=<name>`, else a directory named
+    /// after it.
+    fn target(&mut self, name: &str, field: &str) -> Result<PathBuf, String> {
+        if self.only.is_some() {
+            return Ok(self.out.to_path_buf());
+        }
+        let base = slug::normalise(name, Rules::Claude).unwrap_or_else(|| "plugin".into());
+        let sub = unique(&base, &mut self.taken);
+        if sub != name {
+            self.report.normalised(
+                "name-normalised",
+                FILE,
+                field,
+                format!("{name} -> {sub}/ (output directory)"),
+            );
+        }
+        tree::join(self.out, &sub)
     }
 }
 

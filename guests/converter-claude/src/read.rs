@@ -86,6 +86,9 @@ pub struct Context {
     pub fallback_name: Option<String>,
 }
 
+/// Files as (plugin-relative path, bytes).
+type Files = Vec<(String, Vec<u8>)>;
+
 /// A converted plugin, ready to be written.
 pub struct Converted {
     pub pack: Pack,
@@ -262,23 +265,7 @@ impl Reader<'_> {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        let name = match text(plugin, "name") {
-            Some(n) => n.to_string(),
-            None => {
-                let n = self
-                    .ctx
-                    .fallback_name
-                    .clone()
-                    .unwrap_or_else(|| "claude-plugin".to_string());
-                self.report.synthesised(
-                    "name-synthesised",
-                    &file,
-                    "name",
-                    format!("the plugin has no name; named it `{n}`"),
-                );
-                n
-            }
-        };
+        let name = self.plugin_name(plugin, &file);
         let mut synthesised = Vec::new();
         let m = &mut self.pack.manifest;
         m.insert("$schema".into(), pack::SCHEMA.into());
@@ -319,6 +306,50 @@ impl Reader<'_> {
                 );
             }
         }
+        self.mapped_keys(plugin, &file);
+        // Persona-pack-only manifest keys a Claude plugin written by this converter carried.
+        for (k, v) in &xp_manifest {
+            if !matches!(k.as_str(), "id" | "name") {
+                self.pack.manifest.insert(k.clone(), v.clone());
+            }
+        }
+        self.report_unmapped_keys(plugin, &file);
+        if !plugin.is_empty() {
+            self.ext
+                .insert("plugin".into(), Value::Object(plugin.clone()));
+        }
+        if !synthesised.is_empty() {
+            self.ext.insert(
+                "synthesised".into(),
+                Value::Array(synthesised.into_iter().map(Value::from).collect()),
+            );
+        }
+    }
+
+    /// The plugin's name, else the caller's fallback, else `claude-plugin`.
+    fn plugin_name(&mut self, plugin: &Map<String, Value>, file: &str) -> String {
+        match text(plugin, "name") {
+            Some(n) => n.to_string(),
+            None => {
+                let n = self
+                    .ctx
+                    .fallback_name
+                    .clone()
+                    .unwrap_or_else(|| "claude-plugin".to_string());
+                self.report.synthesised(
+                    "name-synthesised",
+                    file,
+                    "name",
+                    format!("the plugin has no name; named it `{n}`"),
+                );
+                n
+            }
+        }
+    }
+
+    /// The manifest fields after name and version the pack has a slot for, when their shape
+    /// fits it.
+    fn mapped_keys(&mut self, plugin: &Map<String, Value>, file: &str) {
         for key in &MAPPED_KEYS[2..] {
             let Some(value) = plugin.get(*key) else {
                 continue;
@@ -336,11 +367,11 @@ impl Reader<'_> {
                 _ => value.is_string(),
             };
             if fits {
-                m.insert(key.to_string(), value.clone());
+                self.pack.manifest.insert(key.to_string(), value.clone());
             } else {
                 self.report.reinterpreted(
                     "carried-in-extension",
-                    &file,
+                    file,
                     key,
                     format!(
                         "`{key}` has a shape persona packs do not accept; kept in `{}.plugin`",
@@ -349,12 +380,10 @@ impl Reader<'_> {
                 );
             }
         }
-        // Persona-pack-only manifest keys a Claude plugin written by this converter carried.
-        for (k, v) in &xp_manifest {
-            if !matches!(k.as_str(), "id" | "name") {
-                m.insert(k.clone(), v.clone());
-            }
-        }
+    }
+
+    /// Manifest keys with no pack slot: the whole manifest is kept for the way back.
+    fn report_unmapped_keys(&mut self, plugin: &Map<String, Value>, file: &str) {
         for key in plugin.keys().filter(|k| !MAPPED_KEYS.contains(&k.as_str())) {
             let why = match key.as_str() {
                 "agents" | "skills" | "commands" | "hooks" | "mcpServers" | "outputStyles"
@@ -366,22 +395,12 @@ impl Reader<'_> {
             };
             self.report.reinterpreted(
                 "carried-in-extension",
-                &file,
+                file,
                 key,
                 format!(
                     "`{key}`: {why}; the value is kept in `{}.plugin` for the way back",
                     self.host.ext_key()
                 ),
-            );
-        }
-        if !plugin.is_empty() {
-            self.ext
-                .insert("plugin".into(), Value::Object(plugin.clone()));
-        }
-        if !synthesised.is_empty() {
-            self.ext.insert(
-                "synthesised".into(),
-                Value::Array(synthesised.into_iter().map(Value::from).collect()),
             );
         }
     }
@@ -652,7 +671,90 @@ impl Reader<'_> {
         xp: &Map<String, Value>,
         taken: &mut Vec<String>,
     ) -> Persona {
-        let key = self.host.ext_key();
+        let (original, name) = self.agent_name(file, path, &fm, xp, taken);
+        let mut fields = Map::new();
+        let mut agent = Map::new();
+        let mut synthesised: Vec<Value> = Vec::new();
+        agent.insert("file".into(), file.into());
+        if let Some(o) = &original {
+            agent.insert("name".into(), o.clone().into());
+        }
+        agent.insert(
+            "keys".into(),
+            Value::Array(fm.fields.keys().map(|k| Value::from(k.clone())).collect()),
+        );
+        fields.insert("name".into(), name.clone().into());
+        let display = self.display_name(path, original.as_deref(), &name, xp, &mut synthesised);
+        fields.insert("display_name".into(), display);
+        let description = self.description(path, &fm, &name, &mut synthesised);
+        fields.insert("description".into(), description.into());
+
+        let mut carried = Map::new();
+        match fm.fields.get("model") {
+            None => {}
+            Some(Value::String(m)) => {
+                agent.insert("model".into(), m.clone().into());
+                if let Some(id) = self.persona_model(path, &name, m) {
+                    fields.insert("model".into(), id.into());
+                }
+            }
+            Some(other) => {
+                carried.insert("model".into(), other.clone());
+            }
+        }
+        if let Some(m) = xp.get("fields").and_then(|f| f.get("model"))
+            && !fields.contains_key("model")
+        {
+            fields.insert("model".into(), m.clone());
+        }
+        if xp.get("model").and_then(Value::as_str) == Some("defaults") {
+            // The writer materialised the pack default into the agent: the persona had none.
+            fields.remove("model");
+        }
+        self.carry_agent_keys(path, &name, &fm, &mut carried);
+        if !carried.is_empty() {
+            agent.insert("fields".into(), Value::Object(carried));
+        }
+        if !synthesised.is_empty() {
+            agent.insert("synthesised".into(), Value::Array(synthesised));
+        }
+        if fm.mode == ParseMode::Lenient {
+            agent.insert("lenient".into(), true.into());
+        }
+        restore_persona_fields(&mut fields, xp);
+
+        let mut body = fm.body;
+        if let Some(block) = self.xp.get("instructions").and_then(Value::as_str) {
+            let block = crate::write::instructions_block(block);
+            if let Some(stripped) = body.strip_suffix(&block) {
+                body = stripped.to_string();
+            }
+        }
+        object(&mut self.ext, "agents").insert(name.clone(), Value::Object(agent));
+        let file = xp
+            .get("file")
+            .and_then(Value::as_str)
+            .and_then(|f| clean_path(f).ok())
+            .filter(|f| f.starts_with("agents/") && f.ends_with(".md"))
+            .unwrap_or_else(|| format!("agents/{name}.persona.md"));
+        Persona {
+            file,
+            fields,
+            body,
+            mode: fm.mode,
+        }
+    }
+
+    /// The agent's `name` as written, and the persona name: the one a pack -> Claude conversion
+    /// kept, else a slug of the agent's name (or its file's), unique among the personas.
+    fn agent_name(
+        &mut self,
+        file: &str,
+        path: &str,
+        fm: &frontmatter::Frontmatter,
+        xp: &Map<String, Value>,
+        taken: &mut Vec<String>,
+    ) -> (Option<String>, String) {
         let stem = file
             .rsplit('/')
             .next()
@@ -688,26 +790,25 @@ impl Reader<'_> {
             }
             _ => {}
         }
+        (original, name)
+    }
 
-        let mut fields = Map::new();
-        let mut agent = Map::new();
-        let mut synthesised: Vec<Value> = Vec::new();
-        agent.insert("file".into(), file.into());
-        if let Some(o) = &original {
-            agent.insert("name".into(), o.clone().into());
-        }
-        agent.insert(
-            "keys".into(),
-            Value::Array(fm.fields.keys().map(|k| Value::from(k.clone())).collect()),
-        );
-        fields.insert("name".into(), name.clone().into());
-
-        let display = match xp.get("fields").and_then(|f| f.get("display_name")) {
+    /// `display_name`: the one a pack -> Claude conversion kept, else the agent's name when it
+    /// is not a slug, else the persona name title-cased.
+    fn display_name(
+        &mut self,
+        path: &str,
+        original: Option<&str>,
+        name: &str,
+        xp: &Map<String, Value>,
+        synthesised: &mut Vec<Value>,
+    ) -> Value {
+        match xp.get("fields").and_then(|f| f.get("display_name")) {
             Some(d) => d.clone(),
             None => {
-                let d = match &original {
+                let d = match original {
                     Some(o) if !slug::is_valid(o, Rules::Persona) => o.trim().to_string(),
-                    _ => title_case(&name),
+                    _ => title_case(name),
                 };
                 synthesised.push("display_name".into());
                 self.report.synthesised(
@@ -718,10 +819,18 @@ impl Reader<'_> {
                 );
                 d.into()
             }
-        };
-        fields.insert("display_name".into(), display);
+        }
+    }
 
-        let description = match fm.fields.get("description") {
+    /// `description`: the agent's, else the body's first line.
+    fn description(
+        &mut self,
+        path: &str,
+        fm: &frontmatter::Frontmatter,
+        name: &str,
+        synthesised: &mut Vec<Value>,
+    ) -> String {
+        match fm.fields.get("description") {
             Some(Value::String(d)) if !d.trim().is_empty() => d.clone(),
             other => {
                 let d = first_line(&fm.body, 200).unwrap_or_else(|| format!("Claude agent {name}"));
@@ -742,55 +851,62 @@ impl Reader<'_> {
                 );
                 d
             }
-        };
-        fields.insert("description".into(), description.into());
+        }
+    }
 
-        let mut carried = Map::new();
-        match fm.fields.get("model") {
-            None => {}
-            Some(Value::String(m)) => {
-                agent.insert("model".into(), m.clone().into());
-                match model::to_persona(m) {
-                    ToPersona::Model { id, alias } => {
-                        if alias {
-                            self.report.reinterpreted(
-                                "model-alias-pinned",
-                                path,
-                                "model",
-                                format!("`{m}` -> `{id}`: Claude's alias moves with releases, the persona pins today's model"),
-                            );
-                        } else {
-                            self.report.normalised("model-id-prefixed", path, "model", format!("{m} -> {id}"));
-                        }
-                        fields.insert("model".into(), id.into());
-                    }
-                    ToPersona::Inherit => self.report.reinterpreted(
-                        "model-inherit",
+    /// The persona `model` for the agent's model `m`, if it has one.
+    fn persona_model(&mut self, path: &str, name: &str, m: &str) -> Option<String> {
+        let key = self.host.ext_key();
+        match model::to_persona(m) {
+            ToPersona::Model { id, alias } => {
+                if alias {
+                    self.report.reinterpreted(
+                        "model-alias-pinned",
                         path,
                         "model",
-                        "`inherit`: the persona has no `model`, so the pack default or the runtime's model applies",
-                    ),
-                    ToPersona::Unknown => self.report.reinterpreted(
-                        "carried-in-extension",
+                        format!("`{m}` -> `{id}`: Claude's alias moves with releases, the persona pins today's model"),
+                    );
+                } else {
+                    self.report.normalised(
+                        "model-id-prefixed",
                         path,
                         "model",
-                        format!("`{m}` is not a Claude model this converter knows; no persona `model`, the value is kept in `{key}.agents.{name}`"),
-                    ),
+                        format!("{m} -> {id}"),
+                    );
                 }
+                Some(id)
             }
-            Some(other) => {
-                carried.insert("model".into(), other.clone());
+            ToPersona::Inherit => {
+                self.report.reinterpreted(
+                    "model-inherit",
+                    path,
+                    "model",
+                    "`inherit`: the persona has no `model`, so the pack default or the runtime's model applies",
+                );
+                None
+            }
+            ToPersona::Unknown => {
+                self.report.reinterpreted(
+                    "carried-in-extension",
+                    path,
+                    "model",
+                    format!("`{m}` is not a Claude model this converter knows; no persona `model`, the value is kept in `{key}.agents.{name}`"),
+                );
+                None
             }
         }
-        if let Some(m) = xp.get("fields").and_then(|f| f.get("model"))
-            && !fields.contains_key("model")
-        {
-            fields.insert("model".into(), m.clone());
-        }
-        if xp.get("model").and_then(Value::as_str) == Some("defaults") {
-            // The writer materialised the pack default into the agent: the persona had none.
-            fields.remove("model");
-        }
+    }
+
+    /// Agent keys with no persona slot (and a name or description that is not text) go to
+    /// `carried`.
+    fn carry_agent_keys(
+        &mut self,
+        path: &str,
+        name: &str,
+        fm: &frontmatter::Frontmatter,
+        carried: &mut Map<String, Value>,
+    ) {
+        let key = self.host.ext_key();
         for (k, v) in fm
             .fields
             .iter()
@@ -823,65 +939,65 @@ impl Reader<'_> {
         if matches!(fm.fields.get("description"), Some(v) if !v.is_string()) {
             carried.insert("description".into(), fm.fields["description"].clone());
         }
-        if !carried.is_empty() {
-            agent.insert("fields".into(), Value::Object(carried));
-        }
-        if !synthesised.is_empty() {
-            agent.insert("synthesised".into(), Value::Array(synthesised));
-        }
-        if fm.mode == ParseMode::Lenient {
-            agent.insert("lenient".into(), true.into());
-        }
-
-        // Persona-only fields a previous pack -> Claude conversion kept, in their original order.
-        if let Some(Value::Object(extra)) = xp.get("fields") {
-            for (k, v) in extra {
-                if k != "display_name" && k != "model" {
-                    fields.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        if let Some(Value::Array(order)) = xp.get("keys") {
-            let mut ordered = Map::new();
-            for k in order.iter().filter_map(Value::as_str) {
-                if let Some(v) = fields.remove(k) {
-                    ordered.insert(k.to_string(), v);
-                }
-            }
-            ordered.extend(std::mem::take(&mut fields));
-            fields = ordered;
-        }
-
-        let mut body = fm.body;
-        if let Some(block) = self.xp.get("instructions").and_then(Value::as_str) {
-            let block = crate::write::instructions_block(block);
-            if let Some(stripped) = body.strip_suffix(&block) {
-                body = stripped.to_string();
-            }
-        }
-        object(&mut self.ext, "agents").insert(name.clone(), Value::Object(agent));
-        let file = xp
-            .get("file")
-            .and_then(Value::as_str)
-            .and_then(|f| clean_path(f).ok())
-            .filter(|f| f.starts_with("agents/") && f.ends_with(".md"))
-            .unwrap_or_else(|| format!("agents/{name}.persona.md"));
-        Persona {
-            file,
-            fields,
-            body,
-            mode: fm.mode,
-        }
     }
 
     fn mcp(&mut self, plugin: &Map<String, Value>) -> Result<(), String> {
-        let key = self.host.ext_key();
         let mut info = Map::new();
-        let mut sources: Vec<(String, Value, bool)> = Vec::new();
         let default_file = match self.host {
             Host::Cursor => "mcp.json",
             _ => ".mcp.json",
         };
+        let (sources, inline_names) = self.mcp_sources(plugin, default_file);
+        let mut inactive = Map::new();
+        for (rel, value, inline) in sources {
+            let path = self.at(&rel);
+            let Some((servers, wrapped)) = mcp::servers_of(&value) else {
+                self.report.lost(
+                    "mcp-invalid",
+                    &path,
+                    "",
+                    "not an MCP server map (`mcpServers` or a flat map of server objects); dropped",
+                );
+                continue;
+            };
+            if !inline && rel == default_file {
+                info.insert("file".into(), rel.clone().into());
+                info.insert("wrapped".into(), wrapped.into());
+                if !wrapped {
+                    self.report.normalised(
+                        "mcp-wrapped",
+                        &path,
+                        "",
+                        "a flat server map, written under `mcpServers` as persona packs expect",
+                    );
+                }
+            }
+            self.mcp_servers(servers, &path, &mut inactive);
+        }
+        if !inline_names.is_empty() {
+            info.insert(
+                "inline".into(),
+                Value::Array(inline_names.into_iter().map(Value::from).collect()),
+            );
+        }
+        if !inactive.is_empty() {
+            info.insert("inactive".into(), Value::Object(inactive));
+        }
+        if !info.is_empty() {
+            self.ext.insert("mcp".into(), Value::Object(info));
+        }
+        Ok(())
+    }
+
+    /// The MCP server maps to read, as (file, value, inline in the manifest): the manifest's
+    /// inline ones, then the default file and the files the manifest names. Also the names of
+    /// the inline servers.
+    fn mcp_sources(
+        &mut self,
+        plugin: &Map<String, Value>,
+        default_file: &str,
+    ) -> (Vec<(String, Value, bool)>, Vec<String>) {
+        let mut sources: Vec<(String, Value, bool)> = Vec::new();
         let mut files = vec![default_file.to_string()];
         let mut inline_names = Vec::new();
         let declared = match plugin.get("mcpServers") {
@@ -939,76 +1055,45 @@ impl Reader<'_> {
                 Err(e) => self.report.lost("mcp-invalid", &self.at(rel), "", e),
             }
         }
-        let mut inactive = Map::new();
-        for (rel, value, inline) in sources {
-            let path = self.at(&rel);
-            let Some((servers, wrapped)) = mcp::servers_of(&value) else {
-                self.report.lost(
-                    "mcp-invalid",
-                    &path,
-                    "",
-                    "not an MCP server map (`mcpServers` or a flat map of server objects); dropped",
-                );
+        (sources, inline_names)
+    }
+
+    /// One map's servers into the pack: the first definition of a name wins; a server the pack
+    /// cannot run is kept aside in `inactive`.
+    fn mcp_servers(
+        &mut self,
+        servers: Map<String, Value>,
+        path: &str,
+        inactive: &mut Map<String, Value>,
+    ) {
+        let key = self.host.ext_key();
+        for (name, config) in servers {
+            let Value::Object(config) = config else {
                 continue;
             };
-            if !inline && rel == default_file {
-                info.insert("file".into(), rel.clone().into());
-                info.insert("wrapped".into(), wrapped.into());
-                if !wrapped {
-                    self.report.normalised(
-                        "mcp-wrapped",
-                        &path,
-                        "",
-                        "a flat server map, written under `mcpServers` as persona packs expect",
-                    );
-                }
+            if self.pack.mcp_servers.iter().any(|s| s.name == name) || inactive.contains_key(&name)
+            {
+                self.report.lost(
+                    "mcp-duplicate",
+                    path,
+                    &format!("mcpServers.{name}"),
+                    format!("MCP server `{name}` is defined twice; the first definition is kept"),
+                );
+                continue;
             }
-            for (name, config) in servers {
-                let Value::Object(config) = config else {
-                    continue;
-                };
-                if self.pack.mcp_servers.iter().any(|s| s.name == name)
-                    || inactive.contains_key(&name)
-                {
-                    self.report.lost(
-                        "mcp-duplicate",
-                        &path,
-                        &format!("mcpServers.{name}"),
-                        format!(
-                            "MCP server `{name}` is defined twice; the first definition is kept"
-                        ),
-                    );
-                    continue;
-                }
-                if let Err(why) = mcp::usable_in_pack(&config) {
-                    self.report.reinterpreted(
-                        "mcp-transport-unsupported",
-                        &path,
-                        &format!("mcpServers.{name}"),
-                        format!(
-                            "MCP server `{name}` has {why}; kept inactive in `{key}.mcp.inactive`"
-                        ),
-                    );
-                    inactive.insert(name, Value::Object(config));
-                    continue;
-                }
-                mcp::report_claude_only(&config, &name, &path, &mut self.report);
-                self.pack.mcp_servers.push(McpServer { name, config });
+            if let Err(why) = mcp::usable_in_pack(&config) {
+                self.report.reinterpreted(
+                    "mcp-transport-unsupported",
+                    path,
+                    &format!("mcpServers.{name}"),
+                    format!("MCP server `{name}` has {why}; kept inactive in `{key}.mcp.inactive`"),
+                );
+                inactive.insert(name, Value::Object(config));
+                continue;
             }
+            mcp::report_claude_only(&config, &name, path, &mut self.report);
+            self.pack.mcp_servers.push(McpServer { name, config });
         }
-        if !inline_names.is_empty() {
-            info.insert(
-                "inline".into(),
-                Value::Array(inline_names.into_iter().map(Value::from).collect()),
-            );
-        }
-        if !inactive.is_empty() {
-            info.insert("inactive".into(), Value::Object(inactive));
-        }
-        if !info.is_empty() {
-            self.ext.insert("mcp".into(), Value::Object(info));
-        }
-        Ok(())
     }
 
     /// Claude hooks are an event map, not persona lifecycle hooks: their files are carried
@@ -1124,9 +1209,9 @@ impl Reader<'_> {
         });
     }
 
-    /// Every file not mapped: documentation at the root stays there, the rest is carried.
-    #[allow(clippy::type_complexity)]
-    fn rest(&mut self) -> Result<(Vec<(String, Vec<u8>)>, Vec<(String, Vec<u8>)>), String> {
+    /// Every file not mapped: documentation at the root stays there (the first list), the rest
+    /// is carried (the second).
+    fn rest(&mut self) -> Result<(Files, Files), String> {
         let mut docs = Vec::new();
         let mut carried = Vec::new();
         let mut groups: Vec<(String, usize)> = Vec::new();
@@ -1194,6 +1279,27 @@ impl Reader<'_> {
             self.ext.insert("files".into(), FILES_DIR.into());
         }
         Ok((docs, carried))
+    }
+}
+
+/// Persona-only fields a previous pack -> Claude conversion kept, in their original order.
+fn restore_persona_fields(fields: &mut Map<String, Value>, xp: &Map<String, Value>) {
+    if let Some(Value::Object(extra)) = xp.get("fields") {
+        for (k, v) in extra {
+            if k != "display_name" && k != "model" {
+                fields.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if let Some(Value::Array(order)) = xp.get("keys") {
+        let mut ordered = Map::new();
+        for k in order.iter().filter_map(Value::as_str) {
+            if let Some(v) = fields.remove(k) {
+                ordered.insert(k.to_string(), v);
+            }
+        }
+        ordered.extend(std::mem::take(fields));
+        *fields = ordered;
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use convert_kit::frontmatter;
-use convert_kit::pack::{self, Pack};
+use convert_kit::pack::{self, Pack, Persona};
 use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Report, Value, json, tree};
 
@@ -272,13 +272,13 @@ impl Writer<'_> {
             .instructions
             .clone()
             .filter(|t| !t.trim().is_empty());
-        for persona in &self.pack.personas {
+        let pack = self.pack;
+        for persona in &pack.personas {
             let pname = persona.name().to_string();
-            let path = persona.file.clone();
             if synthesised.as_deref() == Some(pname.as_str()) {
                 self.report.lost(
                     "persona-dropped",
-                    &path,
+                    &persona.file,
                     "",
                     format!("persona `{pname}` was synthesised when the Claude plugin was read (it had no agents); not written back"),
                 );
@@ -289,199 +289,13 @@ impl Writer<'_> {
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();
-            let ext_fields = ext
-                .get("fields")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
-            let ext_synth = strings(ext.get("synthesised"));
-
-            // Name: the Claude original when it still maps to this persona, else a slug.
-            let wanted = match ext.get("name").and_then(Value::as_str) {
-                Some(o) if slug::is_valid(o, Rules::Claude) || o.len() > 50 => o.to_string(),
-                _ => slug::normalise(&pname, Rules::Claude).unwrap_or_else(|| "agent".into()),
-            };
-            let name = unique(&wanted, &mut taken);
-            let original = ext.get("name").and_then(Value::as_str);
-            if original != Some(name.as_str()) && name != pname {
-                self.report.normalised(
-                    "name-normalised",
-                    &path,
-                    "name",
-                    format!("{pname} -> {name}"),
-                );
-            }
-
-            let mut fm = Map::new();
-            fm.insert("name".into(), name.clone().into());
-            let description = persona.str_field("description");
-            fm.insert("description".into(), description.into());
-
-            // Model: the Claude original when the persona still has what it mapped to.
-            let persona_model = persona
-                .fields
-                .get("model")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            let from_defaults =
-                persona_model.is_none() && defaults.get("model").and_then(Value::as_str).is_some();
-            let effective = persona_model.clone().or_else(|| {
-                defaults
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            });
-            let ext_model = ext.get("model").and_then(Value::as_str);
-            let mut xp_fields = Map::new();
-            match (ext_model, &effective) {
-                (Some(o), m) if !from_defaults && maps_back(o, m.as_deref()) => {
-                    fm.insert("model".into(), o.into());
-                }
-                (_, Some(m)) => match model::to_claude(m) {
-                    ToClaude::Id(id) => {
-                        fm.insert("model".into(), id.clone().into());
-                        if from_defaults {
-                            self.report.synthesised(
-                                "default-applied",
-                                &path,
-                                "model",
-                                format!("the pack default model `{m}` is written into the agent as `{id}`"),
-                            );
-                        } else {
-                            self.report.normalised(
-                                "model-id-mapped",
-                                &path,
-                                "model",
-                                format!("{m} -> {id}"),
-                            );
-                        }
-                    }
-                    ToClaude::Inherit => {
-                        fm.insert("model".into(), "inherit".into());
-                        if !from_defaults {
-                            xp_fields.insert("model".into(), m.clone().into());
-                        }
-                        self.report.lost(
-                            "model-provider-unsupported",
-                            &path,
-                            "model",
-                            format!("`{m}` is not a Claude model: the agent inherits the session's model (the value is kept in `x-persona`)"),
-                        );
-                    }
-                },
-                (Some(o), None) => {
-                    fm.insert("model".into(), o.into());
-                }
-                (None, None) => {}
-            }
-
-            // Claude keys an earlier conversion carried, then the original key order.
-            for (k, v) in &ext_fields {
-                if !fm.contains_key(k) {
-                    fm.insert(k.clone(), v.clone());
-                }
-            }
-            if let Some(Value::Array(order)) = ext.get("keys") {
-                let mut ordered = Map::new();
-                for k in order.iter().filter_map(Value::as_str) {
-                    if let Some(v) = fm.remove(k) {
-                        ordered.insert(k.to_string(), v);
-                    }
-                }
-                ordered.extend(std::mem::take(&mut fm));
-                fm = ordered;
-            }
-            // Persona skills (claims) become preloaded agent skills.
-            if let Some(Value::Array(skills)) = persona.fields.get("skills")
-                && !fm.contains_key("skills")
-            {
-                let names: Vec<Value> = skills
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .filter_map(|s| {
-                        s.trim_end_matches('/')
-                            .rsplit('/')
-                            .next()
-                            .map(str::to_string)
-                    })
-                    .filter(|s| !s.is_empty())
-                    .map(Value::from)
-                    .collect();
-                if !names.is_empty() {
-                    fm.insert("skills".into(), Value::Array(names));
-                    self.report.reinterpreted(
-                        "skills-preloaded",
-                        &path,
-                        "skills",
-                        "the persona's skills become Claude agent `skills` (preloaded into context, not loaded on demand), and other agents can use them too",
-                    );
-                }
-            }
-
-            // Persona-only fields go to `x-persona`.
-            for key in PERSONA_ONLY {
-                let Some(v) = persona.fields.get(*key) else {
-                    continue;
-                };
-                if *key == "display_name" && ext_synth.iter().any(|s| s == "display_name") {
-                    continue;
-                }
-                xp_fields.insert(key.to_string(), v.clone());
-                if matches!(*key, "mcp_servers" | "hooks" | "skills") {
-                    continue; // reported where they are mapped or lifted
-                }
-                self.report.reinterpreted(
-                    "carried-in-extension",
-                    &path,
-                    key,
-                    format!("`{key}`: Claude agents have no such field; kept in plugin.json `x-persona.personas.{name}`"),
-                );
-            }
-            for (k, _) in persona.fields.iter() {
-                let known = matches!(k.as_str(), "name" | "description" | "model")
-                    || PERSONA_ONLY.contains(&k.as_str());
-                if !known {
-                    xp_fields.insert(k.clone(), persona.fields[k].clone());
-                    self.report.reinterpreted(
-                        "carried-in-extension",
-                        &path,
-                        k,
-                        format!("unknown persona field `{k}` kept in plugin.json `x-persona.personas.{name}`"),
-                    );
-                }
-            }
-            self.lift_persona_mcp(&name, persona.fields.get("mcp_servers"), &path);
-
-            let mut body = persona.body.clone();
-            if let Some(text) = &instructions {
-                body.push_str(&instructions_block(text));
-            }
-            self.write(
-                &format!("agents/{name}.md"),
-                frontmatter::render(&fm, &body),
+            let (name, entry) = self.agent(
+                persona,
+                &ext,
+                &defaults,
+                instructions.as_deref(),
+                &mut taken,
             )?;
-
-            let mut entry = Map::new();
-            if from_defaults && fm.contains_key("model") {
-                entry.insert("model".into(), "defaults".into());
-            }
-            if name != pname {
-                entry.insert("name".into(), pname.clone().into());
-            }
-            if persona.file != format!("agents/{pname}.persona.md") {
-                entry.insert("file".into(), persona.file.clone().into());
-            }
-            let keys: Vec<Value> = persona
-                .fields
-                .keys()
-                .map(|k| Value::from(k.clone()))
-                .collect();
-            if !xp_fields.is_empty() {
-                entry.insert("fields".into(), Value::Object(xp_fields));
-            }
-            if ext.is_empty() {
-                entry.insert("keys".into(), Value::Array(keys));
-            }
             if !entry.is_empty() {
                 xp_personas.insert(name, Value::Object(entry));
             }
@@ -507,6 +321,233 @@ impl Writer<'_> {
         }
         let _ = plugin_name;
         Ok(())
+    }
+
+    /// One persona -> `agents/<name>.md`. `ext` is what an earlier conversion kept of the
+    /// Claude agent. Returns the agent's name and its `x-persona.personas` entry.
+    fn agent(
+        &mut self,
+        persona: &Persona,
+        ext: &Map<String, Value>,
+        defaults: &Map<String, Value>,
+        instructions: Option<&str>,
+        taken: &mut Vec<String>,
+    ) -> Result<(String, Map<String, Value>), String> {
+        let pname = persona.name().to_string();
+        let path = persona.file.clone();
+        let name = self.agent_name(&pname, &path, ext, taken);
+        let mut fm = Map::new();
+        fm.insert("name".into(), name.clone().into());
+        let description = persona.str_field("description");
+        fm.insert("description".into(), description.into());
+        let mut xp_fields = Map::new();
+        let from_defaults = self.agent_model(&mut fm, &mut xp_fields, persona, ext, defaults);
+        carried_keys(&mut fm, ext);
+        self.preload_skills(&mut fm, persona);
+        self.persona_only(&mut xp_fields, persona, ext, &name);
+        self.lift_persona_mcp(&name, persona.fields.get("mcp_servers"), &path);
+
+        let mut body = persona.body.clone();
+        if let Some(text) = instructions {
+            body.push_str(&instructions_block(text));
+        }
+        self.write(
+            &format!("agents/{name}.md"),
+            frontmatter::render(&fm, &body),
+        )?;
+
+        let mut entry = Map::new();
+        if from_defaults && fm.contains_key("model") {
+            entry.insert("model".into(), "defaults".into());
+        }
+        if name != pname {
+            entry.insert("name".into(), pname.clone().into());
+        }
+        if persona.file != format!("agents/{pname}.persona.md") {
+            entry.insert("file".into(), persona.file.clone().into());
+        }
+        let keys: Vec<Value> = persona
+            .fields
+            .keys()
+            .map(|k| Value::from(k.clone()))
+            .collect();
+        if !xp_fields.is_empty() {
+            entry.insert("fields".into(), Value::Object(xp_fields));
+        }
+        if ext.is_empty() {
+            entry.insert("keys".into(), Value::Array(keys));
+        }
+        Ok((name, entry))
+    }
+
+    /// The agent's name: the Claude original when it still maps to this persona, else a slug;
+    /// unique among the agents so far.
+    fn agent_name(
+        &mut self,
+        pname: &str,
+        path: &str,
+        ext: &Map<String, Value>,
+        taken: &mut Vec<String>,
+    ) -> String {
+        let wanted = match ext.get("name").and_then(Value::as_str) {
+            Some(o) if slug::is_valid(o, Rules::Claude) || o.len() > 50 => o.to_string(),
+            _ => slug::normalise(pname, Rules::Claude).unwrap_or_else(|| "agent".into()),
+        };
+        let name = unique(&wanted, taken);
+        let original = ext.get("name").and_then(Value::as_str);
+        if original != Some(name.as_str()) && name != pname {
+            self.report.normalised(
+                "name-normalised",
+                path,
+                "name",
+                format!("{pname} -> {name}"),
+            );
+        }
+        name
+    }
+
+    /// The agent's model: the Claude original when the persona still has what it mapped to,
+    /// else the persona's (or the pack default's) mapped. Returns whether it came from the pack
+    /// defaults.
+    fn agent_model(
+        &mut self,
+        fm: &mut Map<String, Value>,
+        xp_fields: &mut Map<String, Value>,
+        persona: &Persona,
+        ext: &Map<String, Value>,
+        defaults: &Map<String, Value>,
+    ) -> bool {
+        let path = persona.file.as_str();
+        let persona_model = persona
+            .fields
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let from_defaults =
+            persona_model.is_none() && defaults.get("model").and_then(Value::as_str).is_some();
+        let effective = persona_model.clone().or_else(|| {
+            defaults
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
+        let ext_model = ext.get("model").and_then(Value::as_str);
+        match (ext_model, &effective) {
+            (Some(o), m) if !from_defaults && maps_back(o, m.as_deref()) => {
+                fm.insert("model".into(), o.into());
+            }
+            (_, Some(m)) => {
+                match model::to_claude(m) {
+                    ToClaude::Id(id) => {
+                        fm.insert("model".into(), id.clone().into());
+                        if from_defaults {
+                            self.report.synthesised(
+                            "default-applied",
+                            path,
+                            "model",
+                            format!("the pack default model `{m}` is written into the agent as `{id}`"),
+                        );
+                        } else {
+                            self.report.normalised(
+                                "model-id-mapped",
+                                path,
+                                "model",
+                                format!("{m} -> {id}"),
+                            );
+                        }
+                    }
+                    ToClaude::Inherit => {
+                        fm.insert("model".into(), "inherit".into());
+                        if !from_defaults {
+                            xp_fields.insert("model".into(), m.clone().into());
+                        }
+                        self.report.lost(
+                        "model-provider-unsupported",
+                        path,
+                        "model",
+                        format!("`{m}` is not a Claude model: the agent inherits the session's model (the value is kept in `x-persona`)"),
+                    );
+                    }
+                }
+            }
+            (Some(o), None) => {
+                fm.insert("model".into(), o.into());
+            }
+            (None, None) => {}
+        }
+        from_defaults
+    }
+
+    /// Persona skills (claims) become preloaded agent skills.
+    fn preload_skills(&mut self, fm: &mut Map<String, Value>, persona: &Persona) {
+        if let Some(Value::Array(skills)) = persona.fields.get("skills")
+            && !fm.contains_key("skills")
+        {
+            let names: Vec<Value> = skills
+                .iter()
+                .filter_map(Value::as_str)
+                .filter_map(|s| {
+                    s.trim_end_matches('/')
+                        .rsplit('/')
+                        .next()
+                        .map(str::to_string)
+                })
+                .filter(|s| !s.is_empty())
+                .map(Value::from)
+                .collect();
+            if !names.is_empty() {
+                fm.insert("skills".into(), Value::Array(names));
+                self.report.reinterpreted(
+                    "skills-preloaded",
+                    &persona.file,
+                    "skills",
+                    "the persona's skills become Claude agent `skills` (preloaded into context, not loaded on demand), and other agents can use them too",
+                );
+            }
+        }
+    }
+
+    /// Persona-only and unknown persona fields go to `x-persona`.
+    fn persona_only(
+        &mut self,
+        xp_fields: &mut Map<String, Value>,
+        persona: &Persona,
+        ext: &Map<String, Value>,
+        name: &str,
+    ) {
+        let path = persona.file.as_str();
+        let ext_synth = strings(ext.get("synthesised"));
+        for key in PERSONA_ONLY {
+            let Some(v) = persona.fields.get(*key) else {
+                continue;
+            };
+            if *key == "display_name" && ext_synth.iter().any(|s| s == "display_name") {
+                continue;
+            }
+            xp_fields.insert(key.to_string(), v.clone());
+            if matches!(*key, "mcp_servers" | "hooks" | "skills") {
+                continue; // reported where they are mapped or lifted
+            }
+            self.report.reinterpreted(
+                "carried-in-extension",
+                path,
+                key,
+                format!("`{key}`: Claude agents have no such field; kept in plugin.json `x-persona.personas.{name}`"),
+            );
+        }
+        for (k, _) in persona.fields.iter() {
+            let known = matches!(k.as_str(), "name" | "description" | "model")
+                || PERSONA_ONLY.contains(&k.as_str());
+            if !known {
+                xp_fields.insert(k.clone(), persona.fields[k].clone());
+                self.report.reinterpreted(
+                    "carried-in-extension",
+                    path,
+                    k,
+                    format!("unknown persona field `{k}` kept in plugin.json `x-persona.personas.{name}`"),
+                );
+            }
+        }
     }
 
     /// Per-persona MCP servers: Claude ignores `mcpServers` in plugin agents, so they join the
@@ -542,31 +583,7 @@ impl Writer<'_> {
     /// Pack and per-persona lifecycle hooks -> Claude event hooks (approximate), lifted to
     /// plugin level.
     fn hooks(&mut self) -> Result<(), String> {
-        let mut entries: Vec<(String, String, String)> = Vec::new(); // (event, command, from)
-        if let Some(Value::Object(h)) = &self.pack.hooks {
-            for (point, event) in HOOK_EVENTS {
-                if let Some(cmd) = h.get(*point).and_then(Value::as_str) {
-                    entries.push((
-                        event.to_string(),
-                        cmd.to_string(),
-                        format!("hooks/hooks.json {point}"),
-                    ));
-                }
-            }
-        }
-        for persona in &self.pack.personas {
-            if let Some(Value::Object(h)) = persona.fields.get("hooks") {
-                for (point, event) in HOOK_EVENTS {
-                    if let Some(cmd) = h.get(*point).and_then(Value::as_str) {
-                        entries.push((
-                            event.to_string(),
-                            cmd.to_string(),
-                            format!("{} hooks.{point}", persona.file),
-                        ));
-                    }
-                }
-            }
-        }
+        let entries = self.hook_entries();
         if self.pack.hooks.is_some() {
             self.xp.insert(
                 "hooks".into(),
@@ -595,51 +612,7 @@ impl Writer<'_> {
             _ => Map::new(),
         };
         for (event, command, from) in entries {
-            let program = command
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            if program.ends_with(".wasm") {
-                self.report.lost(
-                    "hook-wasm-unsupported",
-                    &from,
-                    "",
-                    format!("`{program}` is a sandboxed component; Claude hooks run commands, so it is not mapped"),
-                );
-                continue;
-            }
-            let rest = command[program.len()..].to_string();
-            let program = match clean_path(&program) {
-                Ok(rel) => format!("${{CLAUDE_PLUGIN_ROOT}}/{rel}"),
-                Err(_) => program,
-            };
-            let hooks = object(&mut file, "hooks");
-            let list = hooks
-                .entry(event.clone())
-                .or_insert_with(|| Value::Array(Vec::new()));
-            if let Value::Array(list) = list {
-                list.push(
-                    json!({"hooks": [{"type": "command", "command": format!("{program}{rest}")}]}),
-                );
-            }
-            let drift = match event.as_str() {
-                "SessionStart" => {
-                    "a failing on_start aborts a persona, a SessionStart hook cannot stop the session"
-                }
-                "SessionEnd" => {
-                    "on_stop runs when the persona stops, SessionEnd when the Claude session ends"
-                }
-                _ => {
-                    "on_message gets the message text on stdin, UserPromptSubmit gets JSON and blocks on exit 2"
-                }
-            };
-            self.report.reinterpreted(
-                "hook-event-mapped",
-                &from,
-                "",
-                format!("lifted to a plugin-wide `{event}` command hook for every agent; {drift}"),
-            );
+            self.hook(&mut file, event, &command, &from);
         }
         if !file.is_empty() {
             self.write("hooks/hooks.json", format!("{}\n", Value::Object(file)))?;
@@ -648,6 +621,86 @@ impl Writer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The pack's and the personas' hook commands: (Claude event, command, where from).
+    fn hook_entries(&self) -> Vec<(String, String, String)> {
+        let mut entries = Vec::new();
+        if let Some(Value::Object(h)) = &self.pack.hooks {
+            for (point, event) in HOOK_EVENTS {
+                if let Some(cmd) = h.get(*point).and_then(Value::as_str) {
+                    entries.push((
+                        event.to_string(),
+                        cmd.to_string(),
+                        format!("hooks/hooks.json {point}"),
+                    ));
+                }
+            }
+        }
+        for persona in &self.pack.personas {
+            if let Some(Value::Object(h)) = persona.fields.get("hooks") {
+                for (point, event) in HOOK_EVENTS {
+                    if let Some(cmd) = h.get(*point).and_then(Value::as_str) {
+                        entries.push((
+                            event.to_string(),
+                            cmd.to_string(),
+                            format!("{} hooks.{point}", persona.file),
+                        ));
+                    }
+                }
+            }
+        }
+        entries
+    }
+
+    /// One hook command as a Claude command hook in `file` (a `hooks.json`), unless it is a
+    /// component.
+    fn hook(&mut self, file: &mut Map<String, Value>, event: String, command: &str, from: &str) {
+        let program = command
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if program.ends_with(".wasm") {
+            self.report.lost(
+                "hook-wasm-unsupported",
+                from,
+                "",
+                format!("`{program}` is a sandboxed component; Claude hooks run commands, so it is not mapped"),
+            );
+            return;
+        }
+        let rest = command[program.len()..].to_string();
+        let program = match clean_path(&program) {
+            Ok(rel) => format!("${{CLAUDE_PLUGIN_ROOT}}/{rel}"),
+            Err(_) => program,
+        };
+        let hooks = object(file, "hooks");
+        let list = hooks
+            .entry(event.clone())
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = list {
+            list.push(
+                json!({"hooks": [{"type": "command", "command": format!("{program}{rest}")}]}),
+            );
+        }
+        let drift = match event.as_str() {
+            "SessionStart" => {
+                "a failing on_start aborts a persona, a SessionStart hook cannot stop the session"
+            }
+            "SessionEnd" => {
+                "on_stop runs when the persona stops, SessionEnd when the Claude session ends"
+            }
+            _ => {
+                "on_message gets the message text on stdin, UserPromptSubmit gets JSON and blocks on exit 2"
+            }
+        };
+        self.report.reinterpreted(
+            "hook-event-mapped",
+            from,
+            "",
+            format!("lifted to a plugin-wide `{event}` command hook for every agent; {drift}"),
+        );
     }
 
     fn mcp_file(&mut self) -> Result<(), String> {
@@ -796,6 +849,30 @@ impl Writer<'_> {
                 format!("`{top}` has no place in a Claude plugin; not written"),
             );
         }
+    }
+}
+
+/// Claude keys an earlier conversion carried, then the original key order.
+fn carried_keys(fm: &mut Map<String, Value>, ext: &Map<String, Value>) {
+    let ext_fields = ext
+        .get("fields")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for (k, v) in &ext_fields {
+        if !fm.contains_key(k) {
+            fm.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(Value::Array(order)) = ext.get("keys") {
+        let mut ordered = Map::new();
+        for k in order.iter().filter_map(Value::as_str) {
+            if let Some(v) = fm.remove(k) {
+                ordered.insert(k.to_string(), v);
+            }
+        }
+        ordered.extend(std::mem::take(fm));
+        *fm = ordered;
     }
 }
 

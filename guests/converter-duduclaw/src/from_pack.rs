@@ -48,11 +48,6 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    let records = ext
-        .get("agents")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
     let mut buzz = Map::new();
     let mut expert = Expert {
         table: table(&pack, &ext, &mut buzz, &mut report),
@@ -69,8 +64,69 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         .and_then(|d| d.get("model"))
         .and_then(Value::as_str)
         .map(str::to_string);
+    let skill_dirs = skills(&pack, &mut expert, &mut report);
+    let pack_mcp = pack_mcp(&pack, &mut buzz, &mut report);
+    let shared = Shared {
+        defaults_model: defaults_model.as_deref(),
+        pack_mcp: &pack_mcp,
+        skill_dirs: &skill_dirs,
+    };
+    let personas_ext = agents(&pack, &ext, &shared, &mut expert, &mut report);
+    if !personas_ext.is_empty() {
+        buzz.insert("personas".into(), Value::Object(personas_ext));
+    }
+    if !skill_dirs.is_empty() {
+        buzz.insert("skill_dirs".into(), Value::Object(skill_dirs));
+    }
+    instructions_and_hooks(&pack, &mut expert, &mut buzz, &mut report)?;
+    carry_files(input, &pack, &ext, &mut expert, &mut buzz, &mut report)?;
 
-    // Skills: DuDuClaw requires the directory name to be a slug.
+    add_required_env(&mut expert, &mut report);
+    if !buzz.is_empty() {
+        expert.table.insert(EXT_BUZZ.into(), Value::Object(buzz));
+    }
+    expert.check()?;
+    let dropped = expert.write(output)?;
+    for field in dropped {
+        report.lost(
+            "null-dropped",
+            MANIFEST,
+            &field,
+            "a null value has no TOML form; dropped",
+        );
+    }
+    Ok(report)
+}
+
+/// What every agent mapped afresh gets from the pack: its default model, its MCP servers, the
+/// skill directories renamed.
+struct Shared<'a> {
+    defaults_model: Option<&'a str>,
+    pack_mcp: &'a Map<String, Value>,
+    /// New skill directory -> the pack's.
+    skill_dirs: &'a Map<String, Value>,
+}
+
+impl Shared<'_> {
+    /// The expert skill directory for a persona's skill reference.
+    fn skill_name(&self, reference: &str) -> String {
+        let last = reference
+            .trim_start_matches("./")
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        self.skill_dirs
+            .iter()
+            .find(|(_, from)| from.as_str() == Some(&last))
+            .map(|(to, _)| to.clone())
+            .unwrap_or(last)
+    }
+}
+
+/// Skills: DuDuClaw requires the directory name to be a slug. Returns the renames.
+fn skills(pack: &Pack, expert: &mut Expert, report: &mut Report) -> Map<String, Value> {
     let mut skill_dirs = Map::new();
     for skill in &pack.skills {
         let mut skill = skill.clone();
@@ -88,21 +144,11 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         }
         expert.skills.push(skill);
     }
-    let skill_name = |reference: &str| -> String {
-        let last = reference
-            .trim_start_matches("./")
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        skill_dirs
-            .iter()
-            .find(|(_, from)| from.as_str() == Some(&last))
-            .map(|(to, _)| to.clone())
-            .unwrap_or(last)
-    };
+    skill_dirs
+}
 
+/// The pack's MCP servers, copied into every new agent; the list is kept for the way back.
+fn pack_mcp(pack: &Pack, buzz: &mut Map<String, Value>, report: &mut Report) -> Map<String, Value> {
     let pack_mcp: Map<String, Value> = pack
         .mcp_servers
         .iter()
@@ -120,7 +166,23 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         );
         buzz.insert("mcp_servers".into(), Value::Object(pack_mcp.clone()));
     }
+    pack_mcp
+}
 
+/// One agent per persona: restored from its record, else mapped afresh. Returns the personas'
+/// fields with no expert slot, by agent.
+fn agents(
+    pack: &Pack,
+    ext: &Map<String, Value>,
+    shared: &Shared,
+    expert: &mut Expert,
+    report: &mut Report,
+) -> Map<String, Value> {
+    let records = ext
+        .get("agents")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
     let mut personas_ext = Map::new();
     let mut agents: Vec<(usize, Agent)> = Vec::new();
     let mut main: Option<String> = None;
@@ -134,53 +196,19 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         let record = records.get(persona.name()).and_then(Value::as_object);
         let taken: Vec<&str> = agents.iter().map(|(_, a)| a.name()).collect();
         let (order, agent) = match record.and_then(|r| restore(r, persona, &soul, &taken)) {
-            Some((order, mut agent)) => {
-                // A recorded name DuDuClaw would refuse (CJK, capitals) becomes a slug here.
-                let recorded = agent.name().to_string();
-                if !slug::is_valid(&recorded, Rules::DuDuClaw) {
-                    let base = slug::normalise(&recorded, Rules::DuDuClaw)
-                        .or_else(|| slug::normalise(persona.name(), Rules::DuDuClaw))
-                        .unwrap_or_else(|| format!("agent-{}", i + 1));
-                    let to = unique(&base, &taken);
-                    report.normalised(
-                        "name-normalised",
-                        convert_kit::pack::MANIFEST,
-                        &format!("{EXT_EXPERT}.agents.{}.table.name", persona.name()),
-                        format!("{recorded} -> {to}"),
-                    );
-                    agent.table.insert("name".into(), to.clone().into());
-                    renames.push((recorded, to));
-                }
-                if agent.soul_file != "soul.md" {
-                    report.normalised(
-                        "soul-file-renamed",
-                        convert_kit::pack::MANIFEST,
-                        &format!("{EXT_EXPERT}.agents.{}.soul_file", persona.name()),
-                        format!("{} -> soul.md", agent.soul_file),
-                    );
-                    agent.soul_file = "soul.md".into();
-                }
-                (order, agent)
-            }
+            Some((order, agent)) => (
+                order,
+                restored(agent, persona, i, &taken, &mut renames, report),
+            ),
             None => {
-                let agent = new_agent(
-                    persona,
-                    i,
-                    &soul,
-                    main.as_deref(),
-                    &taken,
-                    defaults_model.as_deref(),
-                    &pack_mcp,
-                    &skill_name,
-                    &mut report,
-                );
+                let agent = new_agent(persona, i, &soul, main.as_deref(), &taken, shared, report);
                 (usize::MAX - pack.personas.len() + i, agent)
             }
         };
         if main.is_none() && agent.reports_to().is_empty() {
             main = Some(agent.name().to_string());
         }
-        if let Some(extra) = persona_extras(persona, record, &mut report) {
+        if let Some(extra) = persona_extras(persona, record, report) {
             personas_ext.insert(agent.name().to_string(), Value::Object(extra));
         }
         agents.push((order, agent));
@@ -193,14 +221,53 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         }
     }
     expert.agents = agents.into_iter().map(|(_, a)| a).collect();
-    if !personas_ext.is_empty() {
-        buzz.insert("personas".into(), Value::Object(personas_ext));
-    }
-    if !skill_dirs.is_empty() {
-        buzz.insert("skill_dirs".into(), Value::Object(skill_dirs));
-    }
+    personas_ext
+}
 
-    // Instructions, hooks and carried files.
+/// A restored agent made installable: a recorded name DuDuClaw would refuse (CJK, capitals)
+/// becomes a slug (recorded in `renames`), the soul file `soul.md`.
+fn restored(
+    mut agent: Agent,
+    persona: &Persona,
+    i: usize,
+    taken: &[&str],
+    renames: &mut Vec<(String, String)>,
+    report: &mut Report,
+) -> Agent {
+    let recorded = agent.name().to_string();
+    if !slug::is_valid(&recorded, Rules::DuDuClaw) {
+        let base = slug::normalise(&recorded, Rules::DuDuClaw)
+            .or_else(|| slug::normalise(persona.name(), Rules::DuDuClaw))
+            .unwrap_or_else(|| format!("agent-{}", i + 1));
+        let to = unique(&base, taken);
+        report.normalised(
+            "name-normalised",
+            convert_kit::pack::MANIFEST,
+            &format!("{EXT_EXPERT}.agents.{}.table.name", persona.name()),
+            format!("{recorded} -> {to}"),
+        );
+        agent.table.insert("name".into(), to.clone().into());
+        renames.push((recorded, to));
+    }
+    if agent.soul_file != "soul.md" {
+        report.normalised(
+            "soul-file-renamed",
+            convert_kit::pack::MANIFEST,
+            &format!("{EXT_EXPERT}.agents.{}.soul_file", persona.name()),
+            format!("{} -> soul.md", agent.soul_file),
+        );
+        agent.soul_file = "soul.md".into();
+    }
+    agent
+}
+
+/// Pack instructions as a wiki page, hooks under `hooks/`.
+fn instructions_and_hooks(
+    pack: &Pack,
+    expert: &mut Expert,
+    buzz: &mut Map<String, Value>,
+    report: &mut Report,
+) -> Result<(), String> {
     if let Some(text) = &pack.instructions {
         report.reinterpreted(
             "instructions-as-wiki",
@@ -234,7 +301,20 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
             expert.files.push((to, bytes.clone()));
         }
     }
-    let carried = carried_files(input, &pack, &ext)?;
+    Ok(())
+}
+
+/// The input's other files: back to their places when an expert pack carried them, else
+/// where the expert layout allows them or under `wiki/x-buzz/`.
+fn carry_files(
+    input: &Path,
+    pack: &Pack,
+    ext: &Map<String, Value>,
+    expert: &mut Expert,
+    buzz: &mut Map<String, Value>,
+    report: &mut Report,
+) -> Result<(), String> {
+    let carried = carried_files(input, pack, ext)?;
     let mut buzz_files = Map::new();
     for (path, bytes, from_expert) in carried {
         if expert.files.iter().any(|(p, _)| *p == path) {
@@ -263,22 +343,7 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
     if !buzz_files.is_empty() {
         buzz.insert("files".into(), Value::Object(buzz_files));
     }
-
-    add_required_env(&mut expert, &mut report);
-    if !buzz.is_empty() {
-        expert.table.insert(EXT_BUZZ.into(), Value::Object(buzz));
-    }
-    expert.check()?;
-    let dropped = expert.write(output)?;
-    for field in dropped {
-        report.lost(
-            "null-dropped",
-            MANIFEST,
-            &field,
-            "a null value has no TOML form; dropped",
-        );
-    }
-    Ok(report)
+    Ok(())
 }
 
 /// The `[expert]` table: the recorded one when the pack came from an expert pack (with the mapped
@@ -290,10 +355,23 @@ fn table(
     report: &mut Report,
 ) -> Map<String, Value> {
     let m = &pack.manifest;
-    let manifest_file = convert_kit::pack::MANIFEST;
     let recorded = ext.get("expert").and_then(Value::as_object);
     let mut t = recorded.cloned().unwrap_or_default();
-    if recorded.is_none() {
+    table_name(&mut t, m, recorded.is_some(), report);
+    table_fields(&mut t, m, recorded.is_some(), report);
+    carry_manifest(m, recorded.is_some(), buzz, report);
+    t
+}
+
+/// `expert.name`: the recorded one when DuDuClaw accepts it, else a slug of it or of the pack id.
+fn table_name(
+    t: &mut Map<String, Value>,
+    m: &Map<String, Value>,
+    recorded: bool,
+    report: &mut Report,
+) {
+    let manifest_file = convert_kit::pack::MANIFEST;
+    if !recorded {
         let id = str_of(m, "id");
         let name = slug::normalise(id, Rules::DuDuClaw)
             .or_else(|| slug::normalise(str_of(m, "name"), Rules::DuDuClaw))
@@ -308,8 +386,8 @@ fn table(
         }
         t.insert("name".into(), name.into());
     }
-    let recorded_name = str_of(&t, "name").to_string();
-    if recorded.is_some() && !slug::is_valid(&recorded_name, Rules::DuDuClaw) {
+    let recorded_name = str_of(t, "name").to_string();
+    if recorded && !slug::is_valid(&recorded_name, Rules::DuDuClaw) {
         let to = slug::normalise(&recorded_name, Rules::DuDuClaw)
             .or_else(|| slug::normalise(str_of(m, "id"), Rules::DuDuClaw))
             .unwrap_or_else(|| "persona-pack".to_string());
@@ -321,6 +399,15 @@ fn table(
         );
         t.insert("name".into(), to.into());
     }
+}
+
+/// The manifest fields with an `[expert]` slot laid over the table.
+fn table_fields(
+    t: &mut Map<String, Value>,
+    m: &Map<String, Value>,
+    recorded: bool,
+    report: &mut Report,
+) {
     for key in ["description", "version", "license"] {
         if let Some(v) = m.get(key).and_then(Value::as_str) {
             t.insert(key.into(), v.into());
@@ -344,7 +431,7 @@ fn table(
             if let Some(name) = a.get("name").and_then(Value::as_str) {
                 report.normalised(
                     "author-as-string",
-                    manifest_file,
+                    convert_kit::pack::MANIFEST,
                     "author",
                     format!("author object -> its name `{name}` (the object is kept in `expert.{EXT_BUZZ}.manifest.author`)"),
                 );
@@ -356,13 +443,22 @@ fn table(
     if let Some(Value::Array(k)) = m.get("keywords") {
         t.insert("tags".into(), Value::Array(k.clone()));
     }
-    if recorded.is_none() {
+    if !recorded {
         let title = str_of(m, "name");
         if !title.is_empty() {
             t.insert("display_name".into(), json!({ "en": title }));
         }
     }
-    // Manifest keys with no expert slot; a pack converted from scratch records the whole manifest.
+}
+
+/// Manifest keys with no expert slot, carried in `expert.x-buzz.manifest`; a pack converted from
+/// scratch records the whole manifest.
+fn carry_manifest(
+    m: &Map<String, Value>,
+    recorded: bool,
+    buzz: &mut Map<String, Value>,
+    report: &mut Report,
+) {
     let extra: Vec<&String> = m
         .keys()
         .filter(|k| !MAPPED_KEYS.contains(&k.as_str()) && k.as_str() != EXT_EXPERT)
@@ -370,12 +466,12 @@ fn table(
     for key in &extra {
         report.reinterpreted(
             "carried-in-extension",
-            manifest_file,
+            convert_kit::pack::MANIFEST,
             key,
             format!("`{key}` has no expert slot; carried in `expert.{EXT_BUZZ}.manifest`"),
         );
     }
-    if recorded.is_none() || !extra.is_empty() {
+    if !recorded || !extra.is_empty() {
         let mut kept = m.clone();
         for key in [
             "personas",
@@ -388,7 +484,6 @@ fn table(
         }
         crate::put_exact(buzz, "manifest", Value::Object(kept));
     }
-    t
 }
 
 /// An agent recorded in `x-expert.agents.<persona>`, with the persona's current values laid over
@@ -458,28 +553,20 @@ fn restore(
 
 /// A persona mapped afresh: the first root is `main`, every later persona a `worker` reporting to
 /// it.
-#[allow(clippy::too_many_arguments)]
 fn new_agent(
     persona: &Persona,
     index: usize,
     soul: &str,
     main: Option<&str>,
     taken: &[&str],
-    defaults_model: Option<&str>,
-    pack_mcp: &Map<String, Value>,
-    skill_name: &dyn Fn(&str) -> String,
+    shared: &Shared,
     report: &mut Report,
 ) -> Agent {
     let file = persona.file.as_str();
     let raw = persona.name();
     let base =
         slug::normalise(raw, Rules::DuDuClaw).unwrap_or_else(|| format!("agent-{}", index + 1));
-    let mut name = base.clone();
-    let mut n = 2;
-    while taken.contains(&name.as_str()) {
-        name = format!("{base}-{n}");
-        n += 1;
-    }
+    let name = unique(&base, taken);
     if name != raw {
         report.normalised("name-normalised", file, "name", format!("{raw} -> {name}"));
     }
@@ -518,12 +605,29 @@ fn new_agent(
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .map(|s| Value::from(skill_name(s)))
+        .map(|s| Value::from(shared.skill_name(s)))
         .collect();
     if !skills.is_empty() {
         table.insert("skills".into(), Value::Array(skills));
     }
+    Agent {
+        table,
+        soul_file: "soul.md".into(),
+        soul: soul.to_string(),
+        partial: new_partial(persona, shared.defaults_model, report),
+        mcp: new_mcp(persona, shared.pack_mcp, report),
+        files: Vec::new(),
+    }
+}
 
+/// `agent.partial.toml` of a new agent: its preferred model (the persona's, else the pack
+/// default), without the provider.
+fn new_partial(
+    persona: &Persona,
+    defaults_model: Option<&str>,
+    report: &mut Report,
+) -> Option<Map<String, Value>> {
+    let file = persona.file.as_str();
     let model = match persona.str_field("model") {
         "" => defaults_model.inspect(|m| {
             report.synthesised(
@@ -535,7 +639,7 @@ fn new_agent(
         }),
         m => Some(m),
     };
-    let partial = model.map(|m| {
+    model.map(|m| {
         let preferred = strip_provider(m);
         if preferred != m {
             report.normalised("model-provider-stripped", file, "model", format!("{m} -> {preferred}"));
@@ -546,8 +650,11 @@ fn new_agent(
         let mut p = Map::new();
         p.insert("model".into(), json!({ "preferred": preferred }));
         p
-    });
+    })
+}
 
+/// `.mcp.json` of a new agent: the pack's servers and the persona's own.
+fn new_mcp(persona: &Persona, pack_mcp: &Map<String, Value>, report: &mut Report) -> Option<Value> {
     let mut servers = pack_mcp.clone();
     for item in persona
         .fields
@@ -562,7 +669,7 @@ fn new_agent(
         let Some(server) = item.get("name").and_then(Value::as_str) else {
             report.lost(
                 "mcp-server-invalid",
-                file,
+                &persona.file,
                 "mcp_servers",
                 "an MCP server entry without a name",
             );
@@ -572,16 +679,7 @@ fn new_agent(
         config.remove("name");
         servers.insert(server.to_string(), Value::Object(config));
     }
-    let mcp = (!servers.is_empty()).then(|| json!({ "mcpServers": servers }));
-
-    Agent {
-        table,
-        soul_file: "soul.md".into(),
-        soul: soul.to_string(),
-        partial,
-        mcp,
-        files: Vec::new(),
-    }
+    (!servers.is_empty()).then(|| json!({ "mcpServers": servers }))
 }
 
 /// `base`, or `base-2`, `base-3`, … when taken.

@@ -37,30 +37,7 @@ pub fn read(root: &Path, report: &mut Report) -> Result<Expert, String> {
         };
         (Map::new(), meta)
     };
-    let raw = str_of(&table, "name").to_string();
-    let name = if is_safe_segment(&raw) {
-        raw
-    } else {
-        let name = convert_kit::slug::normalise(
-            str_of(&meta, "label"),
-            convert_kit::slug::Rules::DuDuClaw,
-        )
-        .unwrap_or_else(|| {
-            if config_file == "preset.toml" {
-                "preset"
-            } else {
-                "agent"
-            }
-            .to_string()
-        });
-        report.synthesised(
-            "name-synthesised",
-            config_file,
-            "agent.name",
-            format!("the agent directory names no agent: `{name}`"),
-        );
-        name
-    };
+    let name = agent_name(&table, &meta, config_file, report);
     table.insert("name".into(), name.clone().into());
     if let Some(label) = meta.get("label").and_then(Value::as_str) {
         table.entry("display_name").or_insert_with(|| label.into());
@@ -104,4 +81,35 @@ pub fn read(root: &Path, report: &mut Report) -> Result<Expert, String> {
         skills: Vec::new(),
         files: Vec::new(),
     })
+}
+
+/// The agent's name: its own when usable, else its preset label as a slug, else `preset` or
+/// `agent`.
+fn agent_name(
+    table: &Map<String, Value>,
+    meta: &Map<String, Value>,
+    config_file: &str,
+    report: &mut Report,
+) -> String {
+    let raw = str_of(table, "name").to_string();
+    if is_safe_segment(&raw) {
+        return raw;
+    }
+    let name =
+        convert_kit::slug::normalise(str_of(meta, "label"), convert_kit::slug::Rules::DuDuClaw)
+            .unwrap_or_else(|| {
+                if config_file == "preset.toml" {
+                    "preset"
+                } else {
+                    "agent"
+                }
+                .to_string()
+            });
+    report.synthesised(
+        "name-synthesised",
+        config_file,
+        "agent.name",
+        format!("the agent directory names no agent: `{name}`"),
+    );
+    name
 }

@@ -48,34 +48,10 @@ pub fn write(expert: &Expert, mut report: Report, output: &Path) -> Result<Repor
         ..Pack::default()
     };
     let title = str_of(&pack.manifest, "name").to_string();
-
-    // Skills first, so personas only reference skills the pack really carries.
+    // Files carried under `x-expert/`, by their expert path.
     let mut carried: Vec<(String, Vec<u8>)> = Vec::new();
-    let renamed = buzz.get("skill_dirs").and_then(Value::as_object);
-    for skill in &expert.skills {
-        let mut skill = skill.clone();
-        if usable_skill(&skill) {
-            if let Some(Value::String(original)) = renamed.and_then(|m| m.get(&skill.name))
-                && crate::expert::is_safe_segment(original)
-            {
-                skill.name = original.clone();
-            }
-            pack.skills.push(skill);
-        } else {
-            report.reinterpreted(
-                "carried-as-file",
-                &format!("skills/{}/SKILL.md", skill.name),
-                "",
-                format!(
-                    "skill `{}` has no SKILL.md with name and description; its files are carried under {EXT_FILES}/skills/{}/ and no persona uses it",
-                    skill.name, skill.name
-                ),
-            );
-            for (path, bytes) in &skill.files {
-                carried.push((format!("skills/{}/{path}", skill.name), bytes.clone()));
-            }
-        }
-    }
+    // Skills first, so personas only reference skills the pack really carries.
+    skills(expert, &buzz, &mut pack, &mut carried, &mut report);
 
     let mut agents_ext = Map::new();
     let mut names: Vec<String> = Vec::new();
@@ -121,6 +97,67 @@ pub fn write(expert: &Expert, mut report: Report, output: &Path) -> Result<Repor
             })
             .collect();
     }
+    let restored = pack_files(expert, &buzz, &mut pack, &mut carried);
+    let files = report_carried(&carried, &mut report);
+    let ext = extension(expert, agents_ext, files, &mut report);
+    pack.manifest.insert(EXT_EXPERT.into(), Value::Object(ext));
+
+    pack.write(output)?;
+    for (path, bytes) in &restored {
+        if !convert_kit::tree::is_file(output, path) {
+            convert_kit::tree::write(output, path, bytes)?;
+        }
+    }
+    for (path, bytes) in &carried {
+        convert_kit::tree::write(output, &format!("{EXT_FILES}/{path}"), bytes)?;
+    }
+    Ok(report)
+}
+
+/// The expert pack's skills: usable ones (under the name a persona pack gave them) into the
+/// pack, the others carried as files.
+fn skills(
+    expert: &Expert,
+    buzz: &Map<String, Value>,
+    pack: &mut Pack,
+    carried: &mut Vec<(String, Vec<u8>)>,
+    report: &mut Report,
+) {
+    let renamed = buzz.get("skill_dirs").and_then(Value::as_object);
+    for skill in &expert.skills {
+        let mut skill = skill.clone();
+        if usable_skill(&skill) {
+            if let Some(Value::String(original)) = renamed.and_then(|m| m.get(&skill.name))
+                && crate::expert::is_safe_segment(original)
+            {
+                skill.name = original.clone();
+            }
+            pack.skills.push(skill);
+        } else {
+            report.reinterpreted(
+                "carried-as-file",
+                &format!("skills/{}/SKILL.md", skill.name),
+                "",
+                format!(
+                    "skill `{}` has no SKILL.md with name and description; its files are carried under {EXT_FILES}/skills/{}/ and no persona uses it",
+                    skill.name, skill.name
+                ),
+            );
+            for (path, bytes) in &skill.files {
+                carried.push((format!("skills/{}/{path}", skill.name), bytes.clone()));
+            }
+        }
+    }
+}
+
+/// The expert pack's other files: the pack instructions, files a persona pack carried (returned,
+/// to go back to their place), and the rest into `carried`.
+fn pack_files(
+    expert: &Expert,
+    buzz: &Map<String, Value>,
+    pack: &mut Pack,
+    carried: &mut Vec<(String, Vec<u8>)>,
+) -> Vec<(String, Vec<u8>)> {
     let instructions = buzz.get("instructions").and_then(Value::as_str);
     // Stored path -> the persona pack path it came from.
     let buzz_files: Map<String, Value> = buzz
@@ -146,8 +183,13 @@ pub fn write(expert: &Expert, mut report: Report, output: &Path) -> Result<Repor
         }
         carried.push((path.clone(), bytes.clone()));
     }
+    restored
+}
+
+/// Reports each carried file (hooks as quarantined) and lists them for `x-expert.files`.
+fn report_carried(carried: &[(String, Vec<u8>)], report: &mut Report) -> Vec<Value> {
     let mut files = Vec::new();
-    for (path, _) in &carried {
+    for (path, _) in carried {
         let (code, message) = if path.starts_with("hooks/") {
             (
                 "hooks-quarantined",
@@ -166,7 +208,16 @@ pub fn write(expert: &Expert, mut report: Report, output: &Path) -> Result<Repor
         }
         files.push(Value::from(path.clone()));
     }
+    files
+}
 
+/// The `x-expert` block: the `[expert]` table, other top-level TOML, agent records, file list.
+fn extension(
+    expert: &Expert,
+    agents_ext: Map<String, Value>,
+    files: Vec<Value>,
+    report: &mut Report,
+) -> Map<String, Value> {
     let mut ext = Map::new();
     let mut expert_table = expert.table.clone();
     expert_table.remove(EXT_BUZZ);
@@ -186,18 +237,7 @@ pub fn write(expert: &Expert, mut report: Report, output: &Path) -> Result<Repor
     if !files.is_empty() {
         ext.insert("files".into(), Value::Array(files));
     }
-    pack.manifest.insert(EXT_EXPERT.into(), Value::Object(ext));
-
-    pack.write(output)?;
-    for (path, bytes) in &restored {
-        if !convert_kit::tree::is_file(output, path) {
-            convert_kit::tree::write(output, path, bytes)?;
-        }
-    }
-    for (path, bytes) in &carried {
-        convert_kit::tree::write(output, &format!("{EXT_FILES}/{path}"), bytes)?;
-    }
-    Ok(report)
+    ext
 }
 
 /// A skill the persona pack validator accepts: a SKILL.md with `name` and `description`.
@@ -233,41 +273,55 @@ fn manifest(expert: &Expert, buzz: &Map<String, Value>, report: &mut Report) -> 
     let restoring = !m.is_empty();
     if !restoring {
         m.insert("$schema".into(), SCHEMA.into());
-        let raw = str_of(t, "name");
-        let id = match slug::normalise(raw, Rules::DuDuClaw) {
-            Some(id) => {
-                if id != raw {
-                    report.normalised(
-                        "name-normalised",
-                        MANIFEST,
-                        "expert.name",
-                        format!("{raw} -> {id}"),
-                    );
-                }
-                id
-            }
-            None => {
-                report.synthesised(
-                    "name-synthesised",
+        pack_identity(t, &mut m, report);
+    }
+    mapped_fields(t, &mut m, report);
+    if !restoring {
+        report_unmapped_table(t, report);
+    }
+    m
+}
+
+/// `id` (the expert name as a slug) and `name` (the title from the locale map).
+fn pack_identity(t: &Map<String, Value>, m: &mut Map<String, Value>, report: &mut Report) {
+    let raw = str_of(t, "name");
+    let id = match slug::normalise(raw, Rules::DuDuClaw) {
+        Some(id) => {
+            if id != raw {
+                report.normalised(
+                    "name-normalised",
                     MANIFEST,
                     "expert.name",
-                    format!("expert name `{raw}` has no usable characters; pack id `expert-pack`"),
+                    format!("{raw} -> {id}"),
                 );
-                "expert-pack".to_string()
             }
-        };
-        m.insert("id".into(), id.clone().into());
-        let title = title(t).unwrap_or_else(|| {
+            id
+        }
+        None => {
             report.synthesised(
-                "default-applied",
-                PACK_MANIFEST,
-                "name",
-                format!("no display_name: the pack title is its id `{id}`"),
+                "name-synthesised",
+                MANIFEST,
+                "expert.name",
+                format!("expert name `{raw}` has no usable characters; pack id `expert-pack`"),
             );
-            id.clone()
-        });
-        m.insert("name".into(), title.into());
-    }
+            "expert-pack".to_string()
+        }
+    };
+    m.insert("id".into(), id.clone().into());
+    let title = title(t).unwrap_or_else(|| {
+        report.synthesised(
+            "default-applied",
+            PACK_MANIFEST,
+            "name",
+            format!("no display_name: the pack title is its id `{id}`"),
+        );
+        id.clone()
+    });
+    m.insert("name".into(), title.into());
+}
+
+/// The `[expert]` keys with a manifest slot (version and description defaulted when missing).
+fn mapped_fields(t: &Map<String, Value>, m: &mut Map<String, Value>, report: &mut Report) {
     for (key, target) in [("version", "version"), ("description", "description")] {
         match t
             .get(key)
@@ -283,7 +337,7 @@ fn manifest(expert: &Expert, buzz: &Map<String, Value>, report: &mut Report) -> 
                 } else {
                     format!(
                         "{} (converted from a DuDuClaw expert pack)",
-                        str_of(&m, "name")
+                        str_of(m, "name")
                     )
                 };
                 report.synthesised(
@@ -314,30 +368,31 @@ fn manifest(expert: &Expert, buzz: &Map<String, Value>, report: &mut Report) -> 
     if let Some(Value::Array(tags)) = t.get("tags") {
         m.insert("keywords".into(), Value::Array(tags.clone()));
     }
-    if !restoring {
-        for key in t.keys() {
-            if MAPPED_KEYS.contains(&key.as_str()) || key == EXT_BUZZ {
-                continue;
-            }
+}
+
+/// `[expert]` keys with no manifest slot, or of a shape it does not take (carried in the block).
+fn report_unmapped_table(t: &Map<String, Value>, report: &mut Report) {
+    for key in t.keys() {
+        if MAPPED_KEYS.contains(&key.as_str()) || key == EXT_BUZZ {
+            continue;
+        }
+        report.reinterpreted(
+            "carried-in-extension",
+            MANIFEST,
+            &format!("expert.{key}"),
+            format!("`{key}` has no persona pack slot; carried in `{EXT_EXPERT}.expert.{key}`"),
+        );
+    }
+    for key in ["author", "license"] {
+        if t.get(key).is_some_and(|v| !v.is_string()) {
             report.reinterpreted(
                 "carried-in-extension",
                 MANIFEST,
                 &format!("expert.{key}"),
-                format!("`{key}` has no persona pack slot; carried in `{EXT_EXPERT}.expert.{key}`"),
+                format!("`{key}` is not a string; carried in `{EXT_EXPERT}.expert.{key}` only"),
             );
         }
-        for key in ["author", "license"] {
-            if t.get(key).is_some_and(|v| !v.is_string()) {
-                report.reinterpreted(
-                    "carried-in-extension",
-                    MANIFEST,
-                    &format!("expert.{key}"),
-                    format!("`{key}` is not a string; carried in `{EXT_EXPERT}.expert.{key}` only"),
-                );
-            }
-        }
     }
-    m
 }
 
 /// The pack title from the locale map: `en`, then `zh-TW`, then the first entry.
@@ -403,7 +458,6 @@ fn persona(
     report: &mut Report,
 ) -> (Persona, Map<String, Value>) {
     let file_default = format!("agents/{name}.persona.md");
-    let field = |key: &str| format!("expert.agents.{index}.{key}");
     let display = str_of(&agent.table, "display_name").trim().to_string();
     let preferred = agent
         .partial
@@ -413,6 +467,71 @@ fn persona(
         .and_then(Value::as_str)
         .filter(|m| !m.trim().is_empty() && !m.starts_with(':') && !m.ends_with(':'));
 
+    let mut ext = agent_record(agent, index);
+
+    // A pack written from a persona pack: its persona comes back as it was.
+    if let Some(record) = record {
+        let mut fields = match crate::get_exact(record, "fields") {
+            Some(Value::Object(fields)) => fields,
+            _ => Map::new(),
+        };
+        restore_fields(&mut fields, agent, name, &display, preferred, report);
+        let file = record
+            .get("file")
+            .and_then(Value::as_str)
+            .filter(|f| f.ends_with(".md") && convert_kit::tree::join(Path::new("/"), f).is_ok())
+            .unwrap_or(&file_default)
+            .to_string();
+        return (persona_of(file, fields, &agent.soul), ext);
+    }
+
+    let mut synthesised = Vec::new();
+    let mut fields = identity_fields(
+        agent,
+        name,
+        title,
+        &display,
+        &file_default,
+        &mut synthesised,
+        report,
+    );
+    if let Some(model) = preferred {
+        fields.insert("model".into(), model.into());
+    }
+    let skills = agent_skills(expert, agent, index, report);
+    if !skills.is_empty() {
+        fields.insert("skills".into(), Value::Array(skills));
+    }
+    if let Some(mcp) = &agent.mcp {
+        let servers = mcp_servers(mcp, &format!("agents/{}/.mcp.json", agent.name()), report);
+        if !servers.is_empty() {
+            fields.insert("mcp_servers".into(), Value::Array(servers));
+        }
+    }
+    let trigger = str_of(&agent.table, "trigger").trim();
+    if !trigger.is_empty() {
+        report.reinterpreted(
+            "trigger-as-keyword",
+            MANIFEST,
+            &agent_field(index, "trigger"),
+            format!("mention hint `{trigger}` became `triggers.keywords` (with mentions on)"),
+        );
+        fields.insert(
+            "triggers".into(),
+            json!({ "mentions": true, "keywords": [trigger] }),
+        );
+        synthesised.push("triggers");
+    }
+    report_unmapped_agent(agent, index, name, preferred, report);
+    ext.insert(
+        "synthesised".into(),
+        Value::Array(synthesised.into_iter().map(Value::from).collect()),
+    );
+    (persona_of(file_default, fields, &agent.soul), ext)
+}
+
+/// The agent as an expert pack has it, for `x-expert.agents.<name>`.
+fn agent_record(agent: &Agent, index: usize) -> Map<String, Value> {
     let mut ext = Map::new();
     ext.insert("order".into(), index.into());
     ext.insert("table".into(), Value::Object(agent.table.clone()));
@@ -423,77 +542,91 @@ fn persona(
     if let Some(mcp) = &agent.mcp {
         ext.insert("mcp".into(), mcp.clone());
     }
+    ext
+}
 
-    // A pack written from a persona pack: its persona comes back as it was.
-    if let Some(record) = record {
-        let mut fields = match crate::get_exact(record, "fields") {
-            Some(Value::Object(fields)) => fields,
-            _ => Map::new(),
-        };
-        fields.insert("name".into(), name.into());
-        if fields.remove("hooks").is_some() {
-            report.reinterpreted(
-                "hooks-quarantined",
-                MANIFEST,
-                &format!("expert.{EXT_BUZZ}.personas.{}.fields.hooks", agent.name()),
-                format!("persona `{name}` hooks from the extension block are not restored (hooks from an expert pack stay quarantined)"),
-            );
-        }
-        if !display.is_empty() && str_of(&fields, "display_name") != display {
-            fields.insert("display_name".into(), display.into());
-        }
-        if let Some(p) = preferred {
-            let recorded = fields
-                .get("model")
-                .and_then(Value::as_str)
-                .map(crate::strip_provider);
-            if recorded.is_some_and(|r| r != p) {
-                fields.insert("model".into(), p.into());
-            }
-        }
-        let file = record
-            .get("file")
-            .and_then(Value::as_str)
-            .filter(|f| f.ends_with(".md") && convert_kit::tree::join(Path::new("/"), f).is_ok())
-            .unwrap_or(&file_default)
-            .to_string();
-        return (persona_of(file, fields, &agent.soul), ext);
+/// `expert.agents.<index>.<key>`, a report field.
+fn agent_field(index: usize, key: &str) -> String {
+    format!("expert.agents.{index}.{key}")
+}
+
+/// A recorded persona's fields with the agent's current values laid over them; its hooks are not
+/// restored.
+fn restore_fields(
+    fields: &mut Map<String, Value>,
+    agent: &Agent,
+    name: &str,
+    display: &str,
+    preferred: Option<&str>,
+    report: &mut Report,
+) {
+    fields.insert("name".into(), name.into());
+    if fields.remove("hooks").is_some() {
+        report.reinterpreted(
+            "hooks-quarantined",
+            MANIFEST,
+            &format!("expert.{EXT_BUZZ}.personas.{}.fields.hooks", agent.name()),
+            format!("persona `{name}` hooks from the extension block are not restored (hooks from an expert pack stay quarantined)"),
+        );
     }
+    if !display.is_empty() && str_of(fields, "display_name") != display {
+        fields.insert("display_name".into(), display.into());
+    }
+    if let Some(p) = preferred {
+        let recorded = fields
+            .get("model")
+            .and_then(Value::as_str)
+            .map(crate::strip_provider);
+        if recorded.is_some_and(|r| r != p) {
+            fields.insert("model".into(), p.into());
+        }
+    }
+}
 
+/// A new persona's name, display name and description (synthesised: expert agents have none).
+fn identity_fields(
+    agent: &Agent,
+    name: &str,
+    title: &str,
+    display: &str,
+    file: &str,
+    synthesised: &mut Vec<&str>,
+    report: &mut Report,
+) -> Map<String, Value> {
     let mut fields = Map::new();
-    let mut synthesised = Vec::new();
     fields.insert("name".into(), name.into());
     if display.is_empty() {
         report.synthesised(
             "default-applied",
-            &file_default,
+            file,
             "display_name",
             format!("agent `{}` has no display_name: `{name}`", agent.name()),
         );
         fields.insert("display_name".into(), name.into());
         synthesised.push("display_name");
     } else {
-        fields.insert("display_name".into(), display.clone().into());
+        fields.insert("display_name".into(), display.into());
     }
     let role = str_of(&agent.table, "role");
     let description = format!(
         "{} ({} agent of {title})",
-        if display.is_empty() { name } else { &display },
+        if display.is_empty() { name } else { display },
         if role.trim().is_empty() { "an" } else { role }
     );
     report.synthesised(
         "description-synthesised",
-        &file_default,
+        file,
         "description",
         format!("expert agents have no description: `{description}`"),
     );
     fields.insert("description".into(), description.into());
     synthesised.push("description");
-    if let Some(model) = preferred {
-        fields.insert("model".into(), model.into());
-    }
+    fields
+}
 
-    let skills: Vec<Value> = agent
+/// The agent's skills the pack bundles, as persona `skills`; the others stay in the record.
+fn agent_skills(expert: &Expert, agent: &Agent, index: usize, report: &mut Report) -> Vec<Value> {
+    agent
         .table
         .get("skills")
         .and_then(Value::as_array)
@@ -507,45 +640,29 @@ fn persona(
                 report.reinterpreted(
                     "carried-in-extension",
                     MANIFEST,
-                    &field("skills"),
+                    &agent_field(index, "skills"),
                     format!("skill `{s}` is not bundled in the pack (external to it); kept in the agent record only"),
                 );
                 None
             }
         })
-        .collect();
-    if !skills.is_empty() {
-        fields.insert("skills".into(), Value::Array(skills));
-    }
+        .collect()
+}
 
-    if let Some(mcp) = &agent.mcp {
-        let servers = mcp_servers(mcp, &format!("agents/{}/.mcp.json", agent.name()), report);
-        if !servers.is_empty() {
-            fields.insert("mcp_servers".into(), Value::Array(servers));
-        }
-    }
-
-    let trigger = str_of(&agent.table, "trigger").trim();
-    if !trigger.is_empty() {
-        report.reinterpreted(
-            "trigger-as-keyword",
-            MANIFEST,
-            &field("trigger"),
-            format!("mention hint `{trigger}` became `triggers.keywords` (with mentions on)"),
-        );
-        fields.insert(
-            "triggers".into(),
-            json!({ "mentions": true, "keywords": [trigger] }),
-        );
-        synthesised.push("triggers");
-    }
-
+/// Agent keys and `agent.partial.toml` sections with no persona slot (carried in the record).
+fn report_unmapped_agent(
+    agent: &Agent,
+    index: usize,
+    name: &str,
+    preferred: Option<&str>,
+    report: &mut Report,
+) {
     for key in agent.table.keys() {
         if !matches!(key.as_str(), "name" | "display_name" | "skills" | "trigger") {
             report.reinterpreted(
                 "carried-in-extension",
                 MANIFEST,
-                &field(key),
+                &agent_field(index, key),
                 format!(
                     "`{key}` has no persona slot; carried in `{EXT_EXPERT}.agents.{name}.table`"
                 ),
@@ -570,11 +687,6 @@ fn persona(
             }
         }
     }
-    ext.insert(
-        "synthesised".into(),
-        Value::Array(synthesised.into_iter().map(Value::from).collect()),
-    );
-    (persona_of(file_default, fields, &agent.soul), ext)
 }
 
 fn usable_skill_named(expert: &Expert, name: &str) -> bool {

@@ -10,6 +10,19 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The shared corpus, looked up as the host's tests do (`tests/src/lib.rs`): beside the checkout
+/// in CI, beside a worktree's parent here.
+fn corpus() -> PathBuf {
+    [
+        repo().join("../shared/corpus"),
+        repo().join("shared/corpus"),
+        PathBuf::from("/work/shared/corpus"),
+    ]
+    .into_iter()
+    .find(|p| p.is_dir())
+    .expect("the shared corpus (../shared/corpus beside the repository)")
+}
+
 fn temp(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("dudu-native-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -19,7 +32,7 @@ fn temp(tag: &str) -> PathBuf {
 
 #[test]
 fn clinic_round_trip() {
-    let input = repo().join("../shared/corpus/duduclaw-packs/distribution/packs/clinic-starter");
+    let input = corpus().join("duduclaw-packs/distribution/packs/clinic-starter");
     let out = temp("clinic");
     let report = convert(EXPERT, BUZZ, &input, &out).unwrap();
     eprintln!("{report:#?}");

@@ -1,7 +1,8 @@
 //! `trigger-default`: apiary's built-in trigger matcher, the spec's semantics as a component.
-//! The decision itself lives in `logic.rs` (shared, verbatim, with the host's native benchmark).
+//! The decision itself is the `apiary-triggers` crate (host/triggers), which the host's native
+//! matcher uses too; this file only maps the WIT types to and from it.
 
-mod logic;
+use apiary_triggers as logic;
 
 wit_bindgen::generate!({ world: "trigger", path: "../../wit" });
 

@@ -5,6 +5,10 @@
 //! can be read as "work on top of starting a process"; the upstream reference implementation's
 //! figures (measured on this machine kind and quoted in the issue) are printed beside ours as ratios.
 //!
+//! With `APIARY_BENCH_BASELINE_BIN=<an earlier build of apiary>` it also times the same CLI commands
+//! with that binary, the two taking turns, and prints this build's time against it (the start-up
+//! comparison of a layout or link change).
+//!
 //! Run: `cargo bench -p apiary --bench resolve`
 
 use std::path::{Path, PathBuf};
@@ -164,6 +168,9 @@ fn main() {
             upstream / t_ms
         );
     }
+    if let Some(earlier) = std::env::var_os("APIARY_BENCH_BASELINE_BIN") {
+        compare_builds(&bin, Path::new(&earlier), dir.path(), small.as_deref());
+    }
     // The JSON of 200 personas is about a megabyte (their system prompts): what reading it costs a
     // consumer is shown apart, since the upstream figure is for the command alone.
     let t = median(20, || {
@@ -181,6 +188,49 @@ fn main() {
         "\nCommands run with stdout and stderr to /dev/null, as hyperfine does by default. \
          ratio > 1 means apiary is faster than the upstream reference figure."
     );
+}
+
+/// This build against an earlier one on the same commands: the two binaries take turns, 41 rounds,
+/// so load changes fall on both; medians.
+fn compare_builds(bin: &Path, earlier: &Path, big: &Path, small: Option<&Path>) {
+    println!(
+        "\nthis build against {} (taking turns; medians)",
+        earlier.display()
+    );
+    println!("                                     this build     earlier    earlier / this");
+    let mut cases = vec![("validate, 200 personas", vec!["pack", "validate"], big)];
+    if let Some(small) = small {
+        cases.push((
+            "validate, 1 persona (sms-operator)",
+            vec!["pack", "validate"],
+            small,
+        ));
+        cases.push((
+            "inspect --json, 1 persona",
+            vec!["pack", "inspect", "--json"],
+            small,
+        ));
+    }
+    for (label, args, pack) in cases {
+        let time = |exe: &Path| {
+            let mut c = Command::new(exe);
+            c.args(&args).arg(pack).env("APIARY_OVERRIDES", "");
+            let t = Instant::now();
+            run(c);
+            t.elapsed()
+        };
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        time(bin);
+        time(earlier);
+        for _ in 0..41 {
+            ours.push(time(bin));
+            theirs.push(time(earlier));
+        }
+        ours.sort();
+        theirs.sort();
+        let (o, t) = (ms(ours[ours.len() / 2]), ms(theirs[theirs.len() / 2]));
+        println!("  {label:<34}{o:>7.2} ms   {t:>7.2} ms    {:>5.2}×", t / o);
+    }
 }
 
 /// The same-run baseline: what the upstream loader does per persona and nothing more — read the file,

@@ -25,10 +25,8 @@ use apiary::sandbox::hook::{HookMessage, HookPoint, HookRunner};
 use apiary::sandbox::trigger::{Message, Persona, TriggerRunner};
 use apiary::sandbox::{Sandbox, SandboxConfig};
 
-/// The exact source the `trigger-default` component is built from.
-#[path = "../../../guests/trigger-default/src/logic.rs"]
-#[allow(dead_code)]
-mod logic;
+/// The crate the `trigger-default` component is built from, compiled natively.
+use apiary_triggers as logic;
 
 const PERSONAS: usize = 100;
 const MESSAGES: usize = 10_000;
@@ -283,7 +281,7 @@ fn trigger_bench(sb: &Sandbox, args: &Args, personas: &[Persona], messages: &[Me
     let native_rate = decisions / native_best.as_secs_f64();
     let wasm_rate = decisions / wasm_best.as_secs_f64();
     println!(
-        "    native (same logic.rs)     {:>12.0} decisions/s  ({native_woken} wakes)",
+        "    native (apiary-triggers)   {:>12.0} decisions/s  ({native_woken} wakes)",
         native_rate
     );
     println!(

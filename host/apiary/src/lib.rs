@@ -1,7 +1,7 @@
 //! apiary: a plugin-host runtime for AI persona packs. This crate is the harness on top of the
 //! layers below it: [`acp`] (talking to agent runtimes), [`dispatch`] (the live loop), [`dist`]
-//! (archives, installs, trust), [`convert`] (format converters) and [`cli`]; `main.rs` only hands
-//! over to [`cli::main`].
+//! (archives, installs, trust), [`convert`] (format converters), [`paths`] (where things live on
+//! this host) and [`cli`]; `main.rs` only hands over to [`cli::main`].
 //!
 //! The layers are crates of their own, re-exported under their old names: `apiary-core` (the pack
 //! model: [`pack`], [`resolve`], [`diag`], [`migrate`]), `apiary-sandbox` ([`sandbox`]) and
@@ -13,9 +13,19 @@ pub mod cli;
 pub mod convert;
 pub mod dispatch;
 pub mod dist;
+pub mod paths;
 
 pub use apiary_core::{
     ENGINE_VERSION, diag, engine_version, migrate, pack, resolve, runtime, safe_fs,
 };
 pub use apiary_relay as relay;
 pub use apiary_sandbox as sandbox;
+
+/// The process-wide sandbox, compiling into the operator's compile cache
+/// ([`paths::compile_cache`]).
+pub fn shared_sandbox() -> Result<&'static sandbox::Sandbox, String> {
+    sandbox::Sandbox::shared(|| sandbox::SandboxConfig {
+        cache_dir: paths::compile_cache(),
+        ..sandbox::SandboxConfig::default()
+    })
+}

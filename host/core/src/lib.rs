@@ -5,7 +5,8 @@
 //! located diagnostics), [`resolve`] turns it into per-persona effective configuration across the
 //! five precedence levels, [`migrate`] rewrites old formats. [`runtime`] is the table of agent
 //! runtimes both the validator and the resolver consult; [`safe_fs`] opens files a pack names
-//! without following it anywhere it should not go.
+//! without following it anywhere it should not go; [`shell`] shows a command line as a shell
+//! reads it.
 
 pub mod diag;
 pub mod migrate;
@@ -13,6 +14,7 @@ pub mod pack;
 pub mod resolve;
 pub mod runtime;
 pub mod safe_fs;
+pub mod shell;
 
 /// The Buzz engine version apiary implements, as a literal so `--version` can include it.
 #[macro_export]

@@ -63,11 +63,6 @@ impl CompileCache {
         }
     }
 
-    /// `$XDG_CACHE_HOME/apiary/components` (or the platform equivalent).
-    pub fn default_dir() -> Option<PathBuf> {
-        dirs::cache_dir().map(|d| d.join("apiary").join("components"))
-    }
-
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()
     }

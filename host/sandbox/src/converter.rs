@@ -1,6 +1,6 @@
 //! Converter front end: `info` with no filesystem; `detect` with the input tree read-only at
 //! `/input`; `convert` with the input read-only and an output directory read-write at `/output`.
-//! Real converters arrive in a later issue; `guests/converter-sample` exercises the contract.
+//! The built-in converters live in `guests/converter-*`; `guests/test/converter-sample` is the smallest.
 
 use std::path::Path;
 use std::sync::Arc;

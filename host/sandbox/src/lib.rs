@@ -252,7 +252,7 @@ pub struct Sandbox {
 /// Options for [`Sandbox::new`].
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
-    /// Where compiled components are cached; `None` disables the cache.
+    /// Where compiled components are cached; `None` (the default) disables the cache.
     pub cache_dir: Option<std::path::PathBuf>,
     pub breaker: BreakerPolicy,
     /// Instances the pooling allocator keeps ready (also the most calls in flight at once).
@@ -266,7 +266,7 @@ pub struct SandboxConfig {
 impl Default for SandboxConfig {
     fn default() -> SandboxConfig {
         SandboxConfig {
-            cache_dir: CompileCache::default_dir(),
+            cache_dir: None,
             breaker: BreakerPolicy::default(),
             pool_instances: 128,
             pooling: true,
@@ -305,11 +305,12 @@ fn engine_config(pool: Option<u32>) -> Config {
 }
 
 impl Sandbox {
-    /// The process-wide sandbox (default configuration), created on first use.
-    pub fn shared() -> Result<&'static Sandbox, String> {
+    /// The process-wide sandbox, created on first use with the configuration `config` gives (the
+    /// caller names the cache dir: this crate computes no default path).
+    pub fn shared(config: impl FnOnce() -> SandboxConfig) -> Result<&'static Sandbox, String> {
         static SHARED: OnceLock<Result<Sandbox, String>> = OnceLock::new();
         SHARED
-            .get_or_init(|| Sandbox::new(SandboxConfig::default()))
+            .get_or_init(|| Sandbox::new(config()))
             .as_ref()
             .map_err(Clone::clone)
     }

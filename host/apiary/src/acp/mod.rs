@@ -187,6 +187,64 @@ impl Shared {
     }
 }
 
+/// The agent's command: piped stdio, its own process group, niced.
+fn command(spec: &SpawnSpec) -> Command {
+    let mut cmd = Command::new(&spec.command.program);
+    cmd.args(&spec.command.args)
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    // Own process group: a Ctrl-C at the terminal reaches apiary, which then drains and stops
+    // the agents itself.
+    #[cfg(unix)]
+    cmd.process_group(0);
+    #[cfg(unix)]
+    if spec.nice > 0 {
+        let nice = libc::c_int::from(spec.nice.min(19));
+        // SAFETY: runs in the forked child before exec and only makes the get/setpriority
+        // system calls, which are async-signal-safe. Raising one's own niceness needs no
+        // privilege; should it fail anyway (a seccomp filter), the agent runs at apiary's
+        // priority.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::nice(nice);
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
+/// The reader: routes answers, updates and the agent's own requests until the agent's stdout
+/// closes, then fails everything still waiting.
+async fn read_stdout(shared: Arc<Shared>, stdout: tokio::process::ChildStdout) {
+    let mut reader = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    loop {
+        match read_line_capped(&mut reader, &mut buf, MAX_LINE).await {
+            Ok(Some(true)) => handle_line(&shared, &buf).await,
+            Ok(Some(false)) => {
+                tracing::warn!(persona = %shared.persona, "agent line over {MAX_LINE} bytes dropped");
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    shared.fail_all();
+}
+
+/// The agent's stderr, to the debug log.
+async fn log_stderr(persona: String, stderr: tokio::process::ChildStderr) {
+    let mut reader = BufReader::new(stderr);
+    let mut buf = Vec::new();
+    while let Ok(Some(_)) = read_line_capped(&mut reader, &mut buf, 16 * 1024).await {
+        let line = String::from_utf8_lossy(&buf);
+        tracing::debug!(persona = %persona, "agent stderr: {}", line.trim_end());
+    }
+}
+
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -216,33 +274,7 @@ pub struct AcpClient {
 impl AcpClient {
     /// Starts the agent and runs `initialize` (advertising v1, no client capabilities).
     pub async fn spawn(spec: &SpawnSpec) -> Result<AcpClient, AcpError> {
-        let mut cmd = Command::new(&spec.command.program);
-        cmd.args(&spec.command.args)
-            .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .current_dir(&spec.cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        // Own process group: a Ctrl-C at the terminal reaches apiary, which then drains and stops
-        // the agents itself.
-        #[cfg(unix)]
-        cmd.process_group(0);
-        #[cfg(unix)]
-        if spec.nice > 0 {
-            let nice = libc::c_int::from(spec.nice.min(19));
-            // SAFETY: runs in the forked child before exec and only makes the get/setpriority
-            // system calls, which are async-signal-safe. Raising one's own niceness needs no
-            // privilege; should it fail anyway (a seccomp filter), the agent runs at apiary's
-            // priority.
-            unsafe {
-                cmd.pre_exec(move || {
-                    libc::nice(nice);
-                    Ok(())
-                });
-            }
-        }
-        let mut child = cmd.spawn().map_err(|source| AcpError::Spawn {
+        let mut child = command(spec).spawn().map_err(|source| AcpError::Spawn {
             program: spec.command.program.display().to_string(),
             source,
         })?;
@@ -260,33 +292,9 @@ impl AcpClient {
             alive: AtomicBool::new(true),
             exited: tokio::sync::Notify::new(),
         });
-
-        // Reader: routes answers, updates and the agent's own requests.
-        let reader_shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout);
-            let mut buf = Vec::new();
-            loop {
-                match read_line_capped(&mut reader, &mut buf, MAX_LINE).await {
-                    Ok(Some(true)) => handle_line(&reader_shared, &buf).await,
-                    Ok(Some(false)) => {
-                        tracing::warn!(persona = %reader_shared.persona, "agent line over {MAX_LINE} bytes dropped");
-                    }
-                    Ok(None) | Err(_) => break,
-                }
-            }
-            reader_shared.fail_all();
-        });
+        tokio::spawn(read_stdout(Arc::clone(&shared), stdout));
         if let Some(stderr) = stderr {
-            let persona = spec.persona.clone();
-            tokio::spawn(async move {
-                let mut reader = BufReader::new(stderr);
-                let mut buf = Vec::new();
-                while let Ok(Some(_)) = read_line_capped(&mut reader, &mut buf, 16 * 1024).await {
-                    let line = String::from_utf8_lossy(&buf);
-                    tracing::debug!(persona = %persona, "agent stderr: {}", line.trim_end());
-                }
-            });
+            tokio::spawn(log_stderr(spec.persona.clone(), stderr));
         }
 
         let mut client = AcpClient {
@@ -298,13 +306,19 @@ impl AcpClient {
                 mcp_http: false,
             },
         };
+        client.info = client.initialize().await?;
+        Ok(client)
+    }
+
+    /// `initialize`: what the agent can do. An agent of another protocol version is stopped.
+    async fn initialize(&self) -> Result<AgentInfo, AcpError> {
         let req = acp::InitializeRequest::new(ProtocolVersion::V1)
             .client_capabilities(acp::ClientCapabilities::default())
             .client_info(acp::Implementation::new(
                 "apiary",
                 env!("CARGO_PKG_VERSION"),
             ));
-        let value = client
+        let value = self
             .request("initialize", to_value(&req), REQUEST_TIMEOUT)
             .await?;
         let resp: acp::InitializeResponse =
@@ -318,10 +332,10 @@ impl AcpClient {
                 .and_then(|v| v.as_u64())
                 .and_then(|v| u16::try_from(v).ok())
                 .unwrap_or(0);
-            client.shutdown().await;
+            self.shutdown().await;
             return Err(AcpError::Version(v));
         }
-        client.info = AgentInfo {
+        Ok(AgentInfo {
             name: resp.agent_info.map(|i| i.name),
             system_prompt: resp
                 .agent_capabilities
@@ -329,8 +343,7 @@ impl AcpClient {
                 .system_prompt
                 .is_some(),
             mcp_http: resp.agent_capabilities.mcp_capabilities.http,
-        };
-        Ok(client)
+        })
     }
 
     pub fn is_alive(&self) -> bool {
@@ -603,6 +616,8 @@ async fn read_line_capped<R: AsyncBufRead + Unpin>(
     }
 }
 
+/// One line from the agent: an answer to one of our requests, a session update, or a request of
+/// its own (permission, or anything else, refused).
 async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
     let Ok(msg) = serde_json::from_slice::<Value>(line) else {
         tracing::debug!(persona = %shared.persona, "agent sent a line that is not JSON; ignored");
@@ -611,68 +626,9 @@ async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
     let method = msg.get("method").and_then(Value::as_str);
     let id = msg.get("id").cloned().filter(|v| !v.is_null());
     match (method, id) {
-        (None, Some(id)) => {
-            let Some(n) = id.as_u64() else { return };
-            let Some(tx) = lock(&shared.pending).remove(&n) else {
-                return;
-            };
-            let result = if let Some(err) = msg.get("error") {
-                Err((
-                    err.get("code").and_then(Value::as_i64).unwrap_or(0),
-                    err.get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .chars()
-                        .take(500)
-                        .collect(),
-                ))
-            } else {
-                Ok(msg.get("result").cloned().unwrap_or(Value::Null))
-            };
-            let _ = tx.send(result);
-        }
-        (Some("session/update"), None) => {
-            let params = msg.get("params").cloned().unwrap_or(Value::Null);
-            let Ok(n) = serde_json::from_value::<acp::SessionNotification>(params) else {
-                // Unknown update kinds still count as activity for the idle timer.
-                if let Some(sid) = msg.pointer("/params/sessionId").and_then(Value::as_str)
-                    && let Some(tx) = lock(&shared.sinks).get(sid)
-                {
-                    let _ = tx.send(Activity::Other);
-                }
-                return;
-            };
-            let activity = match n.update {
-                acp::SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
-                    acp::ContentBlock::Text(t) => Activity::Text(t.text),
-                    _ => Activity::Other,
-                },
-                acp::SessionUpdate::ToolCall(t) => {
-                    tracing::debug!(persona = %shared.persona, tool = %t.title, "agent tool call");
-                    Activity::Other
-                }
-                _ => Activity::Other,
-            };
-            if let Some(tx) = lock(&shared.sinks).get(n.session_id.0.as_ref()) {
-                let _ = tx.send(activity);
-            }
-        }
-        (Some("session/request_permission"), Some(id)) => {
-            let params = msg.get("params").cloned().unwrap_or(Value::Null);
-            let outcome = match serde_json::from_value::<acp::RequestPermissionRequest>(params) {
-                Ok(req) => {
-                    if let Some(tx) = lock(&shared.sinks).get(req.session_id.0.as_ref()) {
-                        let _ = tx.send(Activity::Other);
-                    }
-                    choose_permission(shared.policy, &req.options)
-                }
-                Err(_) => acp::RequestPermissionOutcome::Cancelled,
-            };
-            tracing::info!(persona = %shared.persona, policy = ?shared.policy, outcome = ?outcome, "agent asked for permission");
-            let resp = acp::RequestPermissionResponse::new(outcome);
-            let line = json!({"jsonrpc": "2.0", "id": id, "result": to_value(&resp)});
-            shared.write_line(&format!("{line}\n")).await;
-        }
+        (None, Some(id)) => answer(shared, &msg, &id),
+        (Some("session/update"), None) => session_update(shared, &msg),
+        (Some("session/request_permission"), Some(id)) => permission(shared, &msg, id).await,
         (Some(m), Some(id)) => {
             tracing::debug!(persona = %shared.persona, method = %m.chars().take(64).collect::<String>(), "refused agent request");
             let line = json!({"jsonrpc": "2.0", "id": id,
@@ -681,6 +637,74 @@ async fn handle_line(shared: &Arc<Shared>, line: &[u8]) {
         }
         _ => {}
     }
+}
+
+/// The agent's answer to our request `id`, to whoever waits for it.
+fn answer(shared: &Shared, msg: &Value, id: &Value) {
+    let Some(n) = id.as_u64() else { return };
+    let Some(tx) = lock(&shared.pending).remove(&n) else {
+        return;
+    };
+    let result = if let Some(err) = msg.get("error") {
+        Err((
+            err.get("code").and_then(Value::as_i64).unwrap_or(0),
+            err.get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .chars()
+                .take(500)
+                .collect(),
+        ))
+    } else {
+        Ok(msg.get("result").cloned().unwrap_or(Value::Null))
+    };
+    let _ = tx.send(result);
+}
+
+/// `session/update`: message text and other activity, to the prompt in flight on that session.
+fn session_update(shared: &Shared, msg: &Value) {
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    let Ok(n) = serde_json::from_value::<acp::SessionNotification>(params) else {
+        // Unknown update kinds still count as activity for the idle timer.
+        if let Some(sid) = msg.pointer("/params/sessionId").and_then(Value::as_str)
+            && let Some(tx) = lock(&shared.sinks).get(sid)
+        {
+            let _ = tx.send(Activity::Other);
+        }
+        return;
+    };
+    let activity = match n.update {
+        acp::SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
+            acp::ContentBlock::Text(t) => Activity::Text(t.text),
+            _ => Activity::Other,
+        },
+        acp::SessionUpdate::ToolCall(t) => {
+            tracing::debug!(persona = %shared.persona, tool = %t.title, "agent tool call");
+            Activity::Other
+        }
+        _ => Activity::Other,
+    };
+    if let Some(tx) = lock(&shared.sinks).get(n.session_id.0.as_ref()) {
+        let _ = tx.send(activity);
+    }
+}
+
+/// `session/request_permission`, answered by the operator's policy.
+async fn permission(shared: &Shared, msg: &Value, id: Value) {
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    let outcome = match serde_json::from_value::<acp::RequestPermissionRequest>(params) {
+        Ok(req) => {
+            if let Some(tx) = lock(&shared.sinks).get(req.session_id.0.as_ref()) {
+                let _ = tx.send(Activity::Other);
+            }
+            choose_permission(shared.policy, &req.options)
+        }
+        Err(_) => acp::RequestPermissionOutcome::Cancelled,
+    };
+    tracing::info!(persona = %shared.persona, policy = ?shared.policy, outcome = ?outcome, "agent asked for permission");
+    let resp = acp::RequestPermissionResponse::new(outcome);
+    let line = json!({"jsonrpc": "2.0", "id": id, "result": to_value(&resp)});
+    shared.write_line(&format!("{line}\n")).await;
 }
 
 fn choose_permission(

@@ -10,7 +10,6 @@ use serde::Serialize;
 use super::output::{Document, Failed, Human, Outcome, render};
 use super::sandbox;
 use crate::convert::store::{Entry, Store};
-use crate::sandbox::Sandbox;
 
 const AFTER_HELP: &str = "\
 Added converters live in $APIARY_DATA_DIR/components (else ~/.local/share/apiary/components): the
@@ -77,7 +76,7 @@ pub struct RemoveArgs {
 }
 
 pub fn run(cmd: ComponentCommand) -> u8 {
-    let store = Store::new(&super::live::data_dir());
+    let store = Store::new(&crate::paths::Data::locate().components());
     match cmd {
         ComponentCommand::Inspect(args) => {
             sandbox::run_component(sandbox::ComponentCommand::Inspect(args))
@@ -147,7 +146,7 @@ fn pairs(e: &Entry) -> String {
 pub(super) struct Added(Entry);
 
 fn add(store: &Store, args: &AddArgs) -> Result<Added, Failed> {
-    let sb = Sandbox::shared().map_err(failed)?;
+    let sb = crate::shared_sandbox().map_err(failed)?;
     let entry = store
         .add(sb, &args.file, args.name.as_deref(), args.force)
         .map_err(failed)?;

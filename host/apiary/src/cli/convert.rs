@@ -83,8 +83,8 @@ pub struct ConvertArgs {
 }
 
 fn registry(timeout: Option<u64>) -> Result<(&'static Sandbox, Registry), Failed> {
-    let sb = Sandbox::shared().map_err(Failed::error)?;
-    let store = Store::new(&super::live::data_dir());
+    let sb = crate::shared_sandbox().map_err(Failed::error)?;
+    let store = Store::new(&crate::paths::Data::locate().components());
     let deadline = timeout.map(|s| Duration::from_secs(s.clamp(1, 3600)));
     Ok((sb, Registry::load(sb, Some(&store), deadline)))
 }

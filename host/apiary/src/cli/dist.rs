@@ -87,7 +87,7 @@ pub struct InstallArgs {
     /// Install an expert pack .zip that publishes no checksum without asking.
     #[arg(long, short)]
     pub yes: bool,
-    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
@@ -138,7 +138,7 @@ pub struct TrustArgs {
     /// Withdraw trust instead.
     #[arg(long, conflicts_with = "yes")]
     pub revoke: bool,
-    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the result as JSON on stdout (requires --yes or --revoke to change anything).
     #[arg(long)]
@@ -148,7 +148,7 @@ pub struct TrustArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  apiary list\n  apiary list --json | jq '.packs[].pack_id'")]
 pub struct ListArgs {
-    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the installed packs as JSON on stdout.
     #[arg(long)]
@@ -164,7 +164,7 @@ Examples:\n  apiary uninstall com.example.meadow-team"
 pub struct UninstallArgs {
     /// The installed pack's id.
     pub pack_id: String,
-    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
@@ -180,7 +180,7 @@ Examples:\n  apiary verify\n  apiary verify com.example.meadow-team --json"
 pub struct VerifyArgs {
     /// Check only this pack.
     pub pack_id: Option<String>,
-    #[arg(long, env = dist::ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
+    #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the findings as JSON on stdout.
     #[arg(long)]
@@ -269,7 +269,7 @@ impl Outcome for Built {
 pub(super) struct Installed(install::Installed);
 
 pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
-    let root = dist::resolve_root(args.root.as_deref())?;
+    let root = crate::paths::install_root(args.root.as_deref())?;
     let unverified = if args.yes {
         dist::expert::Unverified::Accept
     } else if !args.json && std::io::stdin().is_terminal() {
@@ -605,7 +605,7 @@ fn env_vars<'a>(names: impl Iterator<Item = &'a str>) -> String {
 }
 
 pub(super) fn trust(args: &TrustArgs) -> Result<Trust, Failed> {
-    let root = dist::resolve_root(args.root.as_deref())?;
+    let root = crate::paths::install_root(args.root.as_deref())?;
     let target = trust_target(&args.pack_id)?;
     let pack_id = target.pack_id().to_string();
     let is_dir = matches!(target, trust::Target::Dir { .. });
@@ -781,7 +781,7 @@ struct ListedPack {
 }
 
 pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
-    let root = dist::resolve_root(args.root.as_deref())?;
+    let root = crate::paths::install_root(args.root.as_deref())?;
     let guard = install::RootGuard::acquire(&root, false)?;
     let lock = guard
         .as_ref()
@@ -851,7 +851,7 @@ pub(super) struct Uninstalled {
 }
 
 pub(super) fn uninstall(args: &UninstallArgs) -> Result<Uninstalled, Failed> {
-    let root = dist::resolve_root(args.root.as_deref())?;
+    let root = crate::paths::install_root(args.root.as_deref())?;
     let removed = install::uninstall(&root, &args.pack_id)?;
     Ok(Uninstalled { removed, root })
 }
@@ -915,7 +915,7 @@ pub(super) struct Verified {
 }
 
 pub(super) fn verify(args: &VerifyArgs) -> Result<Verified, Failed> {
-    let root = dist::resolve_root(args.root.as_deref())?;
+    let root = crate::paths::install_root(args.root.as_deref())?;
     let report = verify::verify(&root, args.pack_id.as_deref())?;
     Ok(Verified { report })
 }

@@ -12,9 +12,10 @@ use super::output::{Document, Failed, Human, Outcome, render};
 use super::{exit, stderr_is_terminal};
 use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
-use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers};
+use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers, ScriptTrust, Untrusted};
 use crate::dispatch::{self, NativeTriggers, Note, PackRun, TriggerMatcher};
 use crate::dist::trust::{PackRef, TrustView};
+use crate::paths::{self, Data};
 use crate::relay::{self, keys::KeyStore};
 use crate::resolve::{self, Overrides};
 
@@ -71,7 +72,7 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   stopped         replies
 
 Identity: persona keys (<data dir>/keys/<namespace>/) and workspaces
-(<workspace>/<namespace>/<persona>/) belong to the installed pack or to the directory that owns a
+(<workspace root>/<namespace>/<persona>/) belong to the installed pack or to the directory that owns a
 pack id, never to whoever declares it. The namespace is the pack id for the pack installed as
 <root>/<pack-id>, and for a directory that is not installed when no other pack owns the id (the
 first directory run under it owns it, recorded in <data dir>/keys/<pack-id>/owner.json). Another
@@ -105,8 +106,11 @@ An MCP `${VAR}` reads only variables the operator allows for the pack in the ove
   allow_env = [\"GITHUB_TOKEN\"]
 
 Environment:
-  AGENT_CWD                  root of the persona workspaces (default: <data dir>/workspaces)
   APIARY_DATA_DIR            data dir: key store, workspaces, example pack (default: ~/.local/share/apiary)
+  APIARY_WORKSPACE_ROOT      root of the persona workspaces (default: <data dir>/workspaces), as
+                             for `apiary hook run`; --workspace-root wins over it
+  BUZZ_PACKS_DIR             install root (default: ~/.buzz/packs); --root wins over it
+  APIARY_OVERRIDES           overrides file (default: ~/.config/apiary/overrides.toml)
   BUZZ_ACP_NO_BASE_PROMPT    leave the [Base] prompt layer out
   BUZZ_ACP_BASE_PROMPT_FILE  replace the [Base] layer with this file's text (a regular file, at
                              most 1 MiB: a FIFO or device is refused)";
@@ -154,12 +158,14 @@ pub struct UpArgs {
     /// How agents' permission requests are answered.
     #[arg(long, value_enum, default_value_t = PermissionPolicy::Deny)]
     pub permission: PermissionPolicy,
-    /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/). Links found
-    /// in a workspace (in place of it, `.agents` or `.agents/skills`) are never followed: that
-    /// persona is refused with a message naming the link.
-    #[arg(long, value_name = "DIR", env = "AGENT_CWD")]
-    pub workspace: Option<PathBuf>,
-    /// Operator overrides file (precedence level 2).
+    /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/; default:
+    /// <data dir>/workspaces, as for `apiary hook run`). Links found in a workspace (in place of
+    /// it, `.agents` or `.agents/skills`) are never followed: that persona is refused with a
+    /// message naming the link.
+    #[arg(long, alias = "workspace", value_name = "DIR", env = paths::WORKSPACE_ROOT_ENV)]
+    pub workspace_root: Option<PathBuf>,
+    /// Operator overrides file (precedence level 2). Default: $APIARY_OVERRIDES, else
+    /// ~/.config/apiary/overrides.toml when it exists.
     #[arg(long, value_name = "FILE")]
     pub overrides: Option<PathBuf>,
     /// Cancel a turn when the agent is silent this long (seconds).
@@ -184,7 +190,7 @@ pub struct UpArgs {
     /// directory declaring the id of a pack installed there is refused, unless
     /// --allow-id-conflict), and its trust store decides which script hooks and stdio MCP servers
     /// run.
-    #[arg(long, env = crate::dist::ROOT_ENV, value_name = "DIR")]
+    #[arg(long, env = paths::INSTALL_ROOT_ENV, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Run a directory whose pack id belongs to another pack (installed, or first run from another
     /// directory) under an identity of its own: new persona keys and workspaces, bound to the
@@ -342,32 +348,22 @@ fn parse_keys(flag: &str, values: &[String]) -> Result<Vec<PublicKey>, Failed> {
 
 /// The embedded relay's settings from the command line.
 fn embedded_settings(
-    data: &Path,
+    data: &Data,
     ephemeral: bool,
     auth: bool,
     allow: Vec<PublicKey>,
     limits: &RelayLimitArgs,
 ) -> anyhow::Result<relay::embedded::Settings> {
-    let store = KeyStore::new(data.join("keys"));
+    let store = data.key_store();
     let keys = store
         .relay()
         .map_err(|e| anyhow::anyhow!("key store: {e:#}"))?;
     Ok(relay::embedded::Settings {
-        journal: (!ephemeral).then(|| data.join("relay").join("events.jsonl")),
+        journal: (!ephemeral).then(|| data.relay_journal()),
         keys,
         limits: limits.limits(),
         auth: auth.then(|| relay::front::AllowList::new(Some(store), allow)),
     })
-}
-
-/// The operator's data dir: `$APIARY_DATA_DIR`, else `<XDG data>/apiary`.
-pub fn data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("APIARY_DATA_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    dirs::data_dir()
-        .unwrap_or_else(|| std::env::temp_dir().join("apiary-data"))
-        .join("apiary")
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failed> {
@@ -497,7 +493,7 @@ fn load_packs(
     overrides: Option<&Path>,
     identities: &Identities<'_>,
 ) -> Result<Vec<PackRun>, Failed> {
-    let overrides = match Overrides::locate(overrides) {
+    let overrides = match paths::overrides_file(overrides) {
         Some(path) => {
             let mut report = Report::default();
             let o = Overrides::load(&path, &mut report);
@@ -544,6 +540,37 @@ fn load_packs(
     Ok(runs)
 }
 
+/// The script hooks the operator's trust store trusts, for the packs being run: the policy the
+/// dispatcher is handed (it reads no trust store itself).
+struct StoreTrust {
+    view: TrustView,
+    /// Each pack as trust sees it (manifest id and version, root), by pack id.
+    packs: std::collections::HashMap<String, PackRef>,
+}
+
+impl StoreTrust {
+    fn new(view: TrustView, packs: &[PackRef]) -> StoreTrust {
+        let packs = packs.iter().map(|p| (p.id.clone(), p.clone())).collect();
+        StoreTrust { view, packs }
+    }
+}
+
+impl ScriptTrust for StoreTrust {
+    fn script_hook(&self, pack_id: &str, command: &str) -> Result<(), Untrusted> {
+        let Some(pack) = self.packs.get(pack_id) else {
+            return Err(Untrusted {
+                why: format!("pack {pack_id} is not known to the trust check"),
+                remedy: Untrusted::TRUST_ALL.into(),
+            });
+        };
+        // The store's refusal carries the command that records trust as its help.
+        self.view.hook(pack, command).map_err(|e| Untrusted {
+            why: e.message,
+            remedy: e.help.unwrap_or_else(|| self.view.remedy(pack)),
+        })
+    }
+}
+
 /// Takes every stdio MCP server the operator's trust store does not trust out of the personas'
 /// configuration (the persona runs without it) and returns an `untrusted` note for each.
 fn withhold_untrusted_mcp(packs: &mut [PackRun], refs: &[PackRef], trust: &TrustView) -> Vec<Note> {
@@ -552,13 +579,14 @@ fn withhold_untrusted_mcp(packs: &mut [PackRun], refs: &[PackRef], trust: &Trust
         for persona in &mut run.resolved.personas {
             let name = persona.identity.name.clone();
             persona.mcp_servers.retain(|server| {
-                let Err(why) = trust.mcp_server(pack, server) else {
+                let Err(e) = trust.mcp_server(pack, server) else {
                     return true;
                 };
+                let why = e.message;
                 let line = crate::dist::trust::command_line(server).unwrap_or_default();
                 let help = format!(
                     "review it, then `{}` or `apiary up --trust-hooks`",
-                    trust.remedy(pack)
+                    e.help.unwrap_or_else(|| trust.remedy(pack))
                 );
                 tracing::warn!(persona = %name, "MCP server `{}` (`{line}`) not handed to the agent: {why}; {help}", server.name);
                 notes.push(
@@ -615,7 +643,7 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 /// Everything `up` settles before it starts: the packs, what the operator trusts of them, the agent,
 /// the relay.
 struct Plan {
-    data: PathBuf,
+    data: Data,
     keys: KeyStore,
     packs: Vec<PackRun>,
     pack_refs: Vec<PackRef>,
@@ -649,18 +677,16 @@ pub fn up(args: UpArgs) -> u8 {
 /// `up` before anything runs: the packs loaded under their identities, untrusted MCP servers held
 /// back, and the command line checked.
 fn plan(args: &UpArgs) -> Result<Plan, Failed> {
-    let data = data_dir();
+    let data = Data::locate();
     let pack_dirs = pack_dirs(args, &data)?;
-    let keys = KeyStore::new(data.join("keys"));
+    let keys = data.key_store();
     let identities = Identities {
-        root: crate::dist::resolve_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty()))
-            .ok(),
+        root: paths::install_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty())).ok(),
         keys: &keys,
         allow_conflict: args.allow_id_conflict,
     };
     let mut packs = load_packs(&pack_dirs, args.overrides.as_deref(), &identities)?;
-    let root =
-        crate::dist::resolve_root(args.root.as_deref()).map_err(|e| Failed::error(e.message))?;
+    let root = paths::install_root(args.root.as_deref()).map_err(|e| Failed::error(e.message))?;
     let trust = TrustView::load(&root);
     if let Some(problem) = trust.problem() {
         eprintln!(
@@ -714,11 +740,11 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
 }
 
 /// The packs given, else the bundled example (written under the data dir on first use).
-fn pack_dirs(args: &UpArgs, data: &Path) -> Result<Vec<PathBuf>, Failed> {
+fn pack_dirs(args: &UpArgs, data: &Data) -> Result<Vec<PathBuf>, Failed> {
     if !args.packs.is_empty() {
         return Ok(args.packs.clone());
     }
-    let dir = data.join("examples").join("hello");
+    let dir = data.example_pack();
     write_example(&dir).map_err(|e| {
         Failed::error(format_args!(
             "cannot write the example pack to {}: {e}",
@@ -769,8 +795,8 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         out(note);
     }
     if let Some(e) = &embedded {
-        let _ = std::fs::create_dir_all(&plan.data);
-        let _ = std::fs::write(plan.data.join("relay.url"), format!("{relay_url}\n"));
+        let _ = std::fs::create_dir_all(plan.data.dir());
+        let _ = std::fs::write(plan.data.relay_url_file(), format!("{relay_url}\n"));
         let restored = e.restored;
         match &journal {
             Some(j) => {
@@ -788,7 +814,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
         turn_timeout: Duration::from_secs(args.turn_timeout.max(1)),
         drain_timeout: Duration::from_secs(args.drain_timeout),
-        workspace_root: workspace_root(args, &plan.data),
+        workspace_root: plan.data.workspace_root(args.workspace_root.as_deref()),
         keys: plan.keys,
         base_prompt: plan.base_prompt,
         // Only our own embedded relay: it checked each event before storing it.
@@ -807,7 +833,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         .collect();
     let hooks = SandboxHooks::new(roots)
         .trust_all_scripts(args.trust_hooks)
-        .with_trust(plan.trust, &plan.pack_refs)
+        .with_trust(StoreTrust::new(plan.trust, &plan.pack_refs))
         .report_to(Arc::clone(&out));
     let result = dispatch::run(config, plan.packs, matcher, Arc::new(hooks), out, shutdown).await;
     if let Some(e) = &embedded {
@@ -858,14 +884,6 @@ async fn start_embedded(
         .map_err(|e| Failed::error(format_args!("{e:#}")))
 }
 
-/// `--workspace`, else `<data dir>/workspaces`.
-fn workspace_root(args: &UpArgs, data: &Path) -> PathBuf {
-    args.workspace
-        .clone()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| data.join("workspaces"))
-}
-
 /// Triggers: the sandbox's built-in component (the native matcher implements the same semantics
 /// and stays as the fallback and the benchmark baseline).
 async fn trigger_matcher(native: bool) -> Arc<dyn TriggerMatcher> {
@@ -876,7 +894,7 @@ async fn trigger_matcher(native: bool) -> Arc<dyn TriggerMatcher> {
         let builtin = dispatch::hooks::off_async(
             "compiling the trigger component",
             dispatch::hooks::LOAD_DEADLINE,
-            SandboxTriggers::builtin,
+            || SandboxTriggers::builtin().map_err(|e| dispatch::HookError::Failed(e.to_string())),
         );
         match builtin.await {
             Ok(t) => Arc::new(t),
@@ -937,9 +955,8 @@ fn printer(json: bool) -> (std::thread::JoinHandle<()>, dispatch::Out) {
 pub fn relay(args: RelayArgs) -> u8 {
     let (rt, settings) = match runtime().and_then(|rt| {
         let allow = parse_keys("--allow-key", &args.allow_key)?;
-        let data = data_dir();
         embedded_settings(
-            &data,
+            &Data::locate(),
             args.ephemeral,
             args.require_auth,
             allow,
@@ -972,7 +989,7 @@ fn relay_url(arg: &Option<String>) -> String {
     if let Some(url) = arg {
         return url.clone();
     }
-    if let Ok(text) = std::fs::read_to_string(data_dir().join("relay.url")) {
+    if let Ok(text) = std::fs::read_to_string(Data::locate().relay_url_file()) {
         let t = text.trim();
         if !t.is_empty() {
             return t.to_string();
@@ -1019,7 +1036,8 @@ async fn operator_connection(
     channel: &str,
     authorities: &[PublicKey],
 ) -> Result<(Keys, Client, String), Failed> {
-    let keys = KeyStore::new(data_dir().join("keys"))
+    let keys = Data::locate()
+        .key_store()
         .operator()
         .map_err(|e| Failed::error(format_args!("key store: {e:#}")))?;
     let (client, channel_id) = connect_to_channel(url, channel, &keys, authorities)

@@ -194,7 +194,7 @@ pub(super) fn inspect(args: &InspectArgs) -> Result<Inspected, Failed> {
         let summary = summary_line(&report, &args.dir);
         return Err(Failed::report(&report, format!("{summary}\n")));
     };
-    let overrides = match Overrides::locate(args.overrides.as_deref()) {
+    let overrides = match crate::paths::overrides_file(args.overrides.as_deref()) {
         Some(path) => {
             let (overrides, o_report) = load_overrides(&path, &pack);
             if o_report.has_errors() {

@@ -1,8 +1,10 @@
 //! `apiary component inspect`, `apiary hook run`, `apiary trigger test`: the sandbox from the
 //! command line.
 
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -11,11 +13,14 @@ use serde::Serialize;
 use super::exit;
 use super::output::{Document, Failed, Human, Outcome, render};
 use crate::diag::Report;
+use crate::dispatch::HookError;
+use crate::dispatch::sandboxed::{self, HookOutput, SandboxHooks};
 use crate::pack;
+use crate::paths::Data;
 use crate::resolve::{self, Overrides, ResolvedPack, ResolvedPersona};
-use crate::sandbox::hook::{HookMessage, HookPoint, HookRunner};
+use crate::sandbox::hook::{HookMessage, HookPoint};
 use crate::sandbox::trigger::{Decision, Message, Persona, Reason, TriggerRunner};
-use crate::sandbox::{self, Sandbox, SandboxError, bindings, cache};
+use crate::sandbox::{Sandbox, SandboxError, bindings, cache};
 
 const COMPONENT_AFTER_HELP: &str = "\
 Examples:
@@ -47,15 +52,17 @@ pub struct InspectArgs {
 }
 
 const HOOK_AFTER_HELP: &str = "\
-A hook path ending in .wasm runs as a sandboxed `hook` component (apiary:plugin@0.1.x) with the
-persona's workspace preopened read-write at /workspace and nothing else: no environment, no network,
-5 s deadline, 64 MiB memory. Any other hook is a script: it runs on the host, unsandboxed, so it only
-runs when you pass --trust-hooks (then as the spec says: cwd = workspace, message on stdin, 5 s).
+The hook runs through the live harness's own hook runner, with its deadlines, environment and
+containment. A hook path ending in .wasm runs as a sandboxed `hook` component (apiary:plugin@0.1.x)
+with the persona's workspace preopened read-write at /workspace and nothing else: no environment, no
+network, 5 s deadline, 64 MiB memory. Any other hook is a script: it runs on the host, unsandboxed,
+so it only runs when you pass --trust-hooks (then as the spec says: cwd = workspace, the agent's
+environment, message on stdin; killed after 5 s for on_message, 300 s for on_start and on_stop).
 
 The persona's workspace ($AGENT_CWD) is <workspace-root>/<pack-id>/<persona>/, created if missing
 (mode 0700); a symbolic link in place of either directory is refused, never followed.
-Default workspace root: $APIARY_WORKSPACE_ROOT, else $XDG_DATA_HOME/apiary/workspaces (else
-~/.local/share/apiary/workspaces).
+The workspace root is the one `apiary up` uses: --workspace-root, else $APIARY_WORKSPACE_ROOT, else
+<data dir>/workspaces (data dir: $APIARY_DATA_DIR, else ~/.local/share/apiary).
 
 Exit codes: 0 the hook succeeded (or the persona has no such hook), 1 the hook failed or was refused
 (the message says why: its error, deadline, memory cap, trap, untrusted script), 64 bad arguments.
@@ -93,8 +100,8 @@ pub struct HookRunArgs {
     /// The thread root id, when the message is a thread reply (on_message).
     #[arg(long)]
     pub thread: Option<String>,
-    /// Where persona workspaces live.
-    #[arg(long, value_name = "DIR", env = "APIARY_WORKSPACE_ROOT")]
+    /// Root of the persona workspaces (default: <data dir>/workspaces, as for `apiary up`).
+    #[arg(long, value_name = "DIR", env = crate::paths::WORKSPACE_ROOT_ENV)]
     pub workspace_root: Option<PathBuf>,
     /// Run a script (non-.wasm) hook on the host, unsandboxed. Without it script hooks are refused.
     #[arg(long)]
@@ -166,7 +173,7 @@ pub fn run_trigger(cmd: TriggerCommand) -> u8 {
 }
 
 fn sandbox_or_fail() -> Result<&'static Sandbox, Failed> {
-    Sandbox::shared().map_err(Failed::error)
+    crate::shared_sandbox().map_err(Failed::error)
 }
 
 /// The largest component file read (the live harness caps hooks the same).
@@ -370,7 +377,7 @@ fn resolved_pack(dir: &Path) -> Result<ResolvedPack, Failed> {
         let line = format!("error: {} is not a valid pack\n", dir.display());
         return Err(Failed::report(&report, line));
     };
-    let overrides = match Overrides::locate(None) {
+    let overrides = match crate::paths::overrides_file(None) {
         Some(path) => {
             let mut o_report = Report::default();
             let o = Overrides::load(&path, &mut o_report);
@@ -403,18 +410,13 @@ fn find_persona<'a>(resolved: &'a ResolvedPack, name: &str) -> Result<&'a Resolv
         })
 }
 
-/// `<root>/<pack-id>/<persona>/`, the persona's `$AGENT_CWD`.
-pub fn default_workspace_root() -> Option<PathBuf> {
-    dirs::data_dir().map(|d| d.join("apiary").join("workspaces"))
-}
-
 /// The identity namespace `up` would give the pack in `dir` (see [`crate::dist::identity`]), without
 /// recording anything: a directory whose id belongs to another pack gets a workspace of its own,
 /// never that pack's.
-fn hook_namespace(dir: &Path, pack_id: &str) -> String {
+fn hook_namespace(data: &Data, dir: &Path, pack_id: &str) -> String {
     use crate::dist::identity::{self, Kind, Request};
-    let keys = crate::relay::keys::KeyStore::new(super::live::data_dir().join("keys"));
-    let root = crate::dist::resolve_root(None).ok();
+    let keys = data.key_store();
+    let root = crate::paths::install_root(None).ok();
     let found = identity::resolve(&Request {
         root: root.as_deref(),
         keys: &keys,
@@ -452,33 +454,6 @@ fn workspace_for(root: &Path, namespace: &str, persona: &str) -> std::io::Result
     crate::dispatch::workspace::open(root, namespace, persona).map(|ws| ws.path)
 }
 
-/// A pack-relative hook path, refused when absolute or escaping the pack.
-fn hook_file(root: &Path, hook: &str) -> Result<PathBuf, String> {
-    let rel = Path::new(hook);
-    if rel.is_absolute()
-        || rel.components().any(|c| {
-            matches!(
-                c,
-                std::path::Component::ParentDir | std::path::Component::Prefix(_)
-            )
-        })
-    {
-        return Err(format!(
-            "hook path `{hook}` must stay inside the pack (no absolute paths, no `..`)"
-        ));
-    }
-    let path = root.join(rel);
-    let canonical = path
-        .canonicalize()
-        .map_err(|e| format!("hook `{hook}`: cannot open {}: {e}", path.display()))?;
-    if !canonical.starts_with(root) {
-        return Err(format!(
-            "hook `{hook}` resolves outside the pack (through a symlink)"
-        ));
-    }
-    Ok(canonical)
-}
-
 /// `hook run`: what the hook did, or that the persona has no such hook.
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -511,11 +486,11 @@ pub(super) struct Ran {
     elapsed: Option<Duration>,
     stdout: String,
     stderr: String,
-    error: Option<HookError>,
+    error: Option<HookFailure>,
 }
 
 #[derive(Serialize)]
-struct HookError {
+struct HookFailure {
     kind: String,
     message: String,
 }
@@ -527,17 +502,11 @@ fn micros<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::
 fn hook_run(args: &HookRunArgs) -> Result<HookRun, Failed> {
     let resolved = resolved_pack(&args.pack)?;
     let persona = find_persona(&resolved, &args.persona)?;
-    let hooks = &persona.hooks;
-    let hook = match args.point {
-        HookPoint::OnStart => &hooks.on_start,
-        HookPoint::OnStop => &hooks.on_stop,
-        HookPoint::OnMessage => &hooks.on_message,
-    };
-    let Some(hook) = hook.clone() else {
+    let pack_id = &resolved.pack.id;
+    let Some(hook) = sandboxed::hook_for(persona, args.point).cloned() else {
         let message = format!(
-            "persona {} of pack {} has no {} hook; nothing to run",
+            "persona {} of pack {pack_id} has no {} hook; nothing to run",
             persona.identity.name,
-            resolved.pack.id,
             args.point.as_str()
         );
         return Ok(HookRun::Absent(Absent {
@@ -546,39 +515,33 @@ fn hook_run(args: &HookRunArgs) -> Result<HookRun, Failed> {
             message,
         }));
     };
-    let Some(root) = args.workspace_root.clone().or_else(default_workspace_root) else {
-        return Err(Failed::usage(
-            "no data directory for workspaces; pass --workspace-root",
-        ));
-    };
-    let namespace = hook_namespace(&args.pack, &resolved.pack.id);
+    let data = Data::locate();
+    let root = data.workspace_root(args.workspace_root.as_deref());
+    let namespace = hook_namespace(&data, &args.pack, pack_id);
     let workspace = workspace_for(&root, &namespace, &persona.identity.name).map_err(|e| {
         Failed::error(format_args!(
             "cannot create the persona workspace under {}: {e}",
             root.display()
         ))
     })?;
-    // A script hook may carry arguments (`./hooks/setup.sh --fast`); the file is its first word.
-    let first = hook.split_whitespace().next().unwrap_or(&hook);
-    let file = hook_file(&resolved.pack.root, first).map_err(Failed::error)?;
-    let outcome = execute(args, &resolved, persona, &hook, &file, &workspace);
-    let (ok, error, stdout, stderr, elapsed) = match outcome {
-        Ok(o) => (true, None, o.stdout, o.stderr, Some(o.elapsed)),
-        Err((kind, message)) => (
-            false,
-            Some(HookError { kind, message }),
-            String::new(),
-            String::new(),
-            None,
-        ),
-    };
+    let (ok, error, stdout, stderr, elapsed) =
+        match execute(args, &resolved, persona, &hook, &workspace)? {
+            Ok(o) => (true, None, o.stdout, o.stderr, Some(o.elapsed)),
+            Err((kind, message)) => (
+                false,
+                Some(HookFailure { kind, message }),
+                String::new(),
+                String::new(),
+                None,
+            ),
+        };
     Ok(HookRun::Ran(Ran {
         ok,
         ran: true,
-        pack: resolved.pack.id.clone(),
+        pack: pack_id.clone(),
         persona: persona.identity.name.clone(),
         point: args.point,
-        kind: if hook.ends_with(".wasm") {
+        kind: if sandboxed::is_component(&hook) {
             "component"
         } else {
             "script"
@@ -592,37 +555,47 @@ fn hook_run(args: &HookRunArgs) -> Result<HookRun, Failed> {
     }))
 }
 
-/// Runs the hook as the harness would: a component in the sandbox, a script only when trusted.
+/// Runs the hook through the live harness's own runner, for this one pack: its deadlines,
+/// environment and containment. A hook file outside the pack is refused before anything runs.
 fn execute(
     args: &HookRunArgs,
     resolved: &ResolvedPack,
     persona: &ResolvedPersona,
     hook: &str,
-    file: &Path,
     workspace: &Path,
-) -> Result<HookOutcome, (String, String)> {
-    let message = HookMessage {
+) -> Result<Result<HookOutput, (String, String)>, Failed> {
+    let pack_id = &resolved.pack.id;
+    let roots = HashMap::from([(pack_id.clone(), resolved.pack.root.clone())]);
+    let hooks = Arc::new(SandboxHooks::new(roots).trust_all_scripts(args.trust_hooks));
+    hooks
+        .hook_file(pack_id, hook)
+        .map_err(|e| Failed::error(detail(&e)))?;
+    let message = (args.point == HookPoint::OnMessage).then(|| HookMessage {
         id: format!("cli-{}", std::process::id()),
         channel: args.channel.trim_start_matches('#').to_string(),
         thread: args.thread.clone(),
         author: args.author.clone(),
         text: args.message.clone().unwrap_or_default(),
-    };
-    let pack_id = &resolved.pack.id;
-    if hook.ends_with(".wasm") {
-        run_component_hook(file, args.point, pack_id, persona, &message, workspace)
-    } else if !args.trust_hooks {
-        Err((
-            "untrusted-script".to_string(),
-            format!(
-                "script hook `{hook}` not run: scripts run on the host outside the sandbox; review it and pass --trust-hooks to run it"
-            ),
-        ))
-    } else {
-        let root = &resolved.pack.root;
-        run_script_hook(
-            pack_id, root, hook, args.point, persona, &message, workspace,
-        )
+    });
+    Ok(
+        match hooks.run_once(args.point, pack_id, persona, workspace, message) {
+            Ok(out) => Ok(out.unwrap_or_default()),
+            Err(HookError::Untrusted { .. }) => Err((
+                "untrusted-script".to_string(),
+                format!(
+                    "script hook `{hook}` not run: scripts run on the host outside the sandbox; review it and pass --trust-hooks to run it"
+                ),
+            )),
+            Err(e) => Err((e.kind().to_string(), detail(&e))),
+        },
+    )
+}
+
+/// A hook error's message; a script's without the `script hook` prefix (the output names the hook).
+fn detail(e: &HookError) -> String {
+    match e {
+        HookError::Script { source, .. } => source.to_string(),
+        e => e.to_string(),
     }
 }
 
@@ -662,88 +635,6 @@ impl Outcome for HookRun {
             _ => exit::OK,
         }
     }
-}
-
-struct HookOutcome {
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-fn run_component_hook(
-    file: &Path,
-    point: HookPoint,
-    pack_id: &str,
-    persona: &ResolvedPersona,
-    message: &HookMessage,
-    workspace: &Path,
-) -> Result<HookOutcome, (String, String)> {
-    let fail = |e: SandboxError| (e.kind().to_string(), e.to_string());
-    let sb = Sandbox::shared().map_err(|e| ("setup".to_string(), e))?;
-    let (name, bytes) =
-        crate::safe_fs::read_regular(file, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT_FILE)
-            .map(|b| {
-                (
-                    file.file_name()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned(),
-                    b,
-                )
-            })
-            .map_err(|e| {
-                (
-                    "io".to_string(),
-                    format!("cannot read {}: {e}", file.display()),
-                )
-            })?;
-    let runner = HookRunner::new(sb.load(&name, &bytes).map_err(fail)?).map_err(fail)?;
-    let msg = (point == HookPoint::OnMessage).then_some(message);
-    let out = runner
-        .run(sb, point, pack_id, &persona.identity.name, msg, workspace)
-        .map_err(fail)?;
-    Ok(HookOutcome {
-        stdout: out.stdout.text,
-        stderr: out.stderr.text,
-        elapsed: out.elapsed,
-    })
-}
-
-/// A trusted script hook, run as the live harness runs it (`dispatch::script`): cwd = workspace,
-/// the agent's env (inherited, the persona's projected env, `APIARY_PERSONA`, `APIARY_PACK`,
-/// `AGENT_CWD`), the message on stdin (on_message), killed after 5 s, non-zero exit = failure.
-fn run_script_hook(
-    pack_id: &str,
-    root: &Path,
-    hook: &str,
-    point: HookPoint,
-    persona: &ResolvedPersona,
-    message: &HookMessage,
-    workspace: &Path,
-) -> Result<HookOutcome, (String, String)> {
-    let mut env: Vec<(String, String)> = persona
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    env.push(("APIARY_PERSONA".into(), persona.identity.name.clone()));
-    env.push(("APIARY_PACK".into(), pack_id.to_string()));
-    env.push(("AGENT_CWD".into(), workspace.display().to_string()));
-    let run = crate::dispatch::script::ScriptRun {
-        pack_root: root,
-        command: hook,
-        workspace,
-        env: &env,
-        stdin: (point == HookPoint::OnMessage).then_some(message.text.as_str()),
-        deadline: sandbox::Limits::hook().deadline,
-    };
-    crate::dispatch::script::run(&run)
-        .map(|o| HookOutcome {
-            stdout: o.stdout,
-            stderr: o.stderr,
-            elapsed: o.elapsed,
-        })
-        .map_err(|e| (e.kind().to_string(), e.to_string()))
 }
 
 #[derive(serde::Deserialize)]

@@ -53,10 +53,10 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 impl Store {
-    /// The store under `data_dir` (`<data_dir>/components`).
-    pub fn new(data_dir: &Path) -> Store {
+    /// The store in `dir` (the operator's is [`crate::paths::Data::components`]).
+    pub fn new(dir: &Path) -> Store {
         Store {
-            dir: data_dir.join("components"),
+            dir: dir.to_path_buf(),
         }
     }
 

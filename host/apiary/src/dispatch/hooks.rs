@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use crate::relay::Message;
 use crate::resolve::ResolvedPersona;
+use crate::sandbox::SandboxError;
 use crate::sandbox::blocking::panic_text;
+
+use super::script::ScriptError;
 
 /// The `on_message` deadline (spec §9), wall clock, whatever the hook.
 pub const ON_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
@@ -17,21 +20,75 @@ pub const LIFECYCLE_DEADLINE: Duration = Duration::from_secs(330);
 /// A compilation cannot be interrupted: one still running then finishes on its own thread.
 pub const LOAD_DEADLINE: Duration = Duration::from_secs(30);
 
-/// The three hook points of spec §9.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookPoint {
-    OnStart,
-    OnStop,
-    OnMessage,
+/// The three hook points of spec §9: the sandbox's own, so the harness, the sandbox and
+/// `apiary hook run` name them alike.
+pub use crate::sandbox::hook::HookPoint;
+
+/// Why a hook (or blocking work run like one, see [`off_async`]) failed. The texts are what
+/// `apiary up` reports; [`HookError::kind`] is the stable name (`apiary hook run --json` prints it).
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// The runner's own reason (a hook runner outside this crate says why in words).
+    #[error("{0}")]
+    Failed(String),
+    /// A script hook the operator has not trusted: not run. `remedy` records trust for it.
+    #[error("script hook `{hook}` is not trusted ({why})")]
+    Untrusted {
+        hook: String,
+        why: String,
+        remedy: String,
+    },
+    #[error("pack {0} is not known to the hook runner")]
+    UnknownPack(String),
+    /// The hook's file does not resolve inside the pack.
+    #[error("{0}")]
+    Path(String),
+    /// The sandbox (or the runtime around it) cannot start.
+    #[error("{0}")]
+    Setup(String),
+    /// The component file cannot be read.
+    #[error("{0}")]
+    Read(String),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error("script hook `{hook}`: {source}")]
+    Script { hook: String, source: ScriptError },
+    #[error("{what} panicked in the host: {detail}")]
+    Panicked { what: String, detail: String },
+    #[error("{what} did not finish: {detail}")]
+    Unfinished { what: String, detail: String },
+    #[error("{what} exceeded its {} deadline and was abandoned", human(.deadline))]
+    Deadline { what: String, deadline: Duration },
 }
 
-impl HookPoint {
-    pub fn as_str(self) -> &'static str {
+impl HookError {
+    /// A stable name for the error, for programs and tests: a sandbox's or a script's own kind
+    /// where one failed.
+    pub fn kind(&self) -> &'static str {
         match self {
-            HookPoint::OnStart => "on_start",
-            HookPoint::OnStop => "on_stop",
-            HookPoint::OnMessage => "on_message",
+            HookError::Failed(_) => "failed",
+            HookError::Untrusted { .. } => "untrusted-script",
+            HookError::UnknownPack(_) | HookError::Setup(_) => "setup",
+            HookError::Path(_) => "path",
+            HookError::Read(_) => "io",
+            HookError::Sandbox(e) => e.kind(),
+            HookError::Script { source, .. } => source.kind(),
+            HookError::Panicked { .. } => "panicked",
+            HookError::Unfinished { .. } => "unfinished",
+            HookError::Deadline { .. } => "deadline",
         }
+    }
+}
+
+impl From<String> for HookError {
+    fn from(why: String) -> HookError {
+        HookError::Failed(why)
+    }
+}
+
+impl From<&str> for HookError {
+    fn from(why: &str) -> HookError {
+        HookError::Failed(why.to_string())
     }
 }
 
@@ -47,12 +104,12 @@ pub trait HookRunner: Send + Sync {
         persona: &ResolvedPersona,
         workspace: &Path,
         message: Option<&Message>,
-    ) -> Result<(), String>;
+    ) -> Result<(), HookError>;
 
     /// Loads (compiles) the persona's hooks before its first hook runs, so that no call's deadline
     /// has to cover a compilation. Called on a blocking thread within [`LOAD_DEADLINE`]; `Err`
     /// refuses the persona.
-    fn prepare(&self, _pack_id: &str, _persona: &ResolvedPersona) -> Result<(), String> {
+    fn prepare(&self, _pack_id: &str, _persona: &ResolvedPersona) -> Result<(), HookError> {
         Ok(())
     }
 
@@ -74,23 +131,24 @@ pub trait HookRunner: Send + Sync {
 pub async fn off_async<T: Send + 'static>(
     what: &str,
     deadline: Duration,
-    f: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
+    f: impl FnOnce() -> Result<T, HookError> + Send + 'static,
+) -> Result<T, HookError> {
+    let what = what.to_string();
     match tokio::time::timeout(deadline, tokio::task::spawn_blocking(f)).await {
         Ok(Ok(answer)) => answer,
-        Ok(Err(e)) if e.is_panic() => Err(format!(
-            "{what} panicked in the host: {}",
-            panic_text(e.into_panic())
-        )),
-        Ok(Err(e)) => Err(format!("{what} did not finish: {e}")),
-        Err(_) => Err(format!(
-            "{what} exceeded its {} deadline and was abandoned",
-            human(deadline)
-        )),
+        Ok(Err(e)) if e.is_panic() => Err(HookError::Panicked {
+            what,
+            detail: panic_text(e.into_panic()),
+        }),
+        Ok(Err(e)) => Err(HookError::Unfinished {
+            what,
+            detail: e.to_string(),
+        }),
+        Err(_) => Err(HookError::Deadline { what, deadline }),
     }
 }
 
-fn human(d: Duration) -> String {
+fn human(d: &Duration) -> String {
     if d.as_millis().is_multiple_of(1000) {
         format!("{} s", d.as_secs())
     } else {
@@ -112,7 +170,7 @@ impl HookRunner for NoHooks {
         persona: &ResolvedPersona,
         _workspace: &Path,
         _message: Option<&Message>,
-    ) -> Result<(), String> {
+    ) -> Result<(), HookError> {
         if point == HookPoint::OnStart && !persona.hooks.is_empty() {
             tracing::warn!(
                 persona = %persona.identity.name,

@@ -17,21 +17,42 @@ const MAX_BASE_FILE: u64 = 1024 * 1024;
 /// Each thread-context message is cut to this many characters.
 const THREAD_LINE: usize = 2000;
 
+/// Why the `[Base]` layer's settings are refused. [`BaseError::kind`] is the stable name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BaseError {
+    #[error("BUZZ_ACP_NO_BASE_PROMPT and BUZZ_ACP_BASE_PROMPT_FILE are both set; choose one")]
+    Both,
+    #[error("BUZZ_ACP_BASE_PROMPT_FILE {path}: {why}")]
+    Unreadable { path: String, why: String },
+    #[error("BUZZ_ACP_BASE_PROMPT_FILE {path}: not UTF-8")]
+    NotUtf8 { path: String },
+}
+
+impl BaseError {
+    /// A stable name for the error, for programs and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BaseError::Both => "both",
+            BaseError::Unreadable { .. } => "unreadable",
+            BaseError::NotUtf8 { .. } => "not-utf8",
+        }
+    }
+}
+
 /// The `[Base]` layer: compiled in, replaced by `BUZZ_ACP_BASE_PROMPT_FILE`, or off with
 /// `BUZZ_ACP_NO_BASE_PROMPT` (setting both is refused).
-pub fn base_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, String> {
+pub fn base_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, BaseError> {
     let off = env("BUZZ_ACP_NO_BASE_PROMPT").is_some_and(|v| !matches!(v.as_str(), "0" | "false"));
     let file = env("BUZZ_ACP_BASE_PROMPT_FILE");
     match (off, file) {
-        (true, Some(_)) => Err(
-            "BUZZ_ACP_NO_BASE_PROMPT and BUZZ_ACP_BASE_PROMPT_FILE are both set; choose one".into(),
-        ),
+        (true, Some(_)) => Err(BaseError::Both),
         (true, None) => Ok(None),
         (false, Some(path)) => {
-            let bytes = crate::pack::source::read_limited(Path::new(&path), MAX_BASE_FILE)
-                .map_err(|e| format!("BUZZ_ACP_BASE_PROMPT_FILE {path}: {e}"))?;
-            let text = String::from_utf8(bytes)
-                .map_err(|_| format!("BUZZ_ACP_BASE_PROMPT_FILE {path}: not UTF-8"))?;
+            let bytes = match crate::pack::source::read_limited(Path::new(&path), MAX_BASE_FILE) {
+                Ok(b) => b,
+                Err(why) => return Err(BaseError::Unreadable { path, why }),
+            };
+            let text = String::from_utf8(bytes).map_err(|_| BaseError::NotUtf8 { path })?;
             Ok(Some(text.trim().to_string()))
         }
         (false, None) => Ok(Some(DEFAULT_BASE.trim().to_string())),
@@ -61,6 +82,30 @@ pub fn assemble(
         }
         sections.push(format!("[System]\n{system}"));
     }
+    sections.push(context_section(ctx, m));
+    if !thread.is_empty() {
+        sections.push(thread_section(thread));
+    }
+    if !earlier.is_empty() {
+        sections.push(earlier_section(earlier));
+    }
+    let tags = serde_json::to_string(&m.tags).unwrap_or_default();
+    sections.push(format!(
+        "[Buzz event: {}]\nEvent ID: {}\nChannel: {} (#{})\nKind: 9\nFrom: {}\nTime: {}\nTags: {}\nContent:\n{}",
+        one_line(reason),
+        m.id.to_hex(),
+        one_line(ctx.channel_name),
+        one_line(&m.channel),
+        m.author.to_hex(),
+        m.created_at.as_secs(),
+        one_line(&tags),
+        quote(&m.content)
+    ));
+    sections.join("\n\n")
+}
+
+/// `[Context]`: where the message sits, who the persona is, who publishes.
+fn context_section(ctx: &Context<'_>, m: &Message) -> String {
     let mut context = String::from("[Context]\n");
     match m.root {
         Some(root) => {
@@ -88,52 +133,43 @@ pub fn assemble(
     } else {
         context.push_str("The harness does not publish replies: post your answer yourself.");
     }
-    sections.push(context);
-    if !thread.is_empty() {
-        let mut t = format!("[Thread Context ({} messages)]", thread.len());
-        for (i, x) in thread.iter().enumerate() {
-            let text: String = x.content.chars().take(THREAD_LINE).collect();
-            t.push_str(&format!(
-                "\n[{}] {} ({}): {}",
-                i + 1,
-                x.author.to_hex(),
-                x.created_at.as_secs(),
-                one_line(&text)
-            ));
-        }
-        sections.push(t);
+    context
+}
+
+/// `[Thread Context]`: the thread's earlier messages, each cut and on one line.
+fn thread_section(thread: &[Message]) -> String {
+    let mut t = format!("[Thread Context ({} messages)]", thread.len());
+    for (i, x) in thread.iter().enumerate() {
+        let text: String = x.content.chars().take(THREAD_LINE).collect();
+        t.push_str(&format!(
+            "\n[{}] {} ({}): {}",
+            i + 1,
+            x.author.to_hex(),
+            x.created_at.as_secs(),
+            one_line(&text)
+        ));
     }
-    if !earlier.is_empty() {
-        let mut b = format!(
-            "[Buzz events — {} earlier in this burst, answered together with the event below]",
-            earlier.len()
-        );
-        for (i, (x, why)) in earlier.iter().enumerate() {
-            b.push_str(&format!(
-                "\n--- Event {} ({}) ---\nEvent ID: {}\nFrom: {}\nTime: {}\nText:\n{}",
-                i + 1,
-                one_line(why),
-                x.id.to_hex(),
-                x.author.to_hex(),
-                x.created_at.as_secs(),
-                quote(&x.content)
-            ));
-        }
-        sections.push(b);
+    t
+}
+
+/// The burst's earlier events, answered with the newest.
+fn earlier_section(earlier: &[(Message, String)]) -> String {
+    let mut b = format!(
+        "[Buzz events — {} earlier in this burst, answered together with the event below]",
+        earlier.len()
+    );
+    for (i, (x, why)) in earlier.iter().enumerate() {
+        b.push_str(&format!(
+            "\n--- Event {} ({}) ---\nEvent ID: {}\nFrom: {}\nTime: {}\nText:\n{}",
+            i + 1,
+            one_line(why),
+            x.id.to_hex(),
+            x.author.to_hex(),
+            x.created_at.as_secs(),
+            quote(&x.content)
+        ));
     }
-    let tags = serde_json::to_string(&m.tags).unwrap_or_default();
-    sections.push(format!(
-        "[Buzz event: {}]\nEvent ID: {}\nChannel: {} (#{})\nKind: 9\nFrom: {}\nTime: {}\nTags: {}\nContent:\n{}",
-        one_line(reason),
-        m.id.to_hex(),
-        one_line(ctx.channel_name),
-        one_line(&m.channel),
-        m.author.to_hex(),
-        m.created_at.as_secs(),
-        one_line(&tags),
-        quote(&m.content)
-    ));
-    sections.join("\n\n")
+    b
 }
 
 /// The prefix of every line of quoted message text.
@@ -205,7 +241,12 @@ mod tests {
         let off = |k: &str| (k == "BUZZ_ACP_NO_BASE_PROMPT").then(|| "1".to_string());
         assert_eq!(base_from_env(&off).unwrap(), None);
         let both = |_: &str| Some("1".to_string());
-        assert!(base_from_env(&both).is_err());
+        let refused = base_from_env(&both).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "BUZZ_ACP_NO_BASE_PROMPT and BUZZ_ACP_BASE_PROMPT_FILE are both set; choose one"
+        );
+        assert_eq!(refused.kind(), "both");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use nostr_sdk::prelude::*;
 use tokio::sync::mpsc;
 
-use super::{Live, Note, Out, Reason, Seen, TriggerMatcher, TriggerPersona};
+use super::{DispatchError, Live, Note, Out, Reason, Seen, TriggerMatcher, TriggerPersona};
 use crate::relay::{self, KIND_MESSAGE, Message};
 
 /// A (persona index, channel id) queue of messages to answer.
@@ -37,10 +37,7 @@ pub(super) fn route(shared: &Shared, event: &Event) -> bool {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| router.route(event))) {
         Ok(woke) => woke,
         Err(panic) => {
-            let why = format!(
-                "internal error while routing: {}",
-                crate::sandbox::blocking::panic_text(panic)
-            );
+            let why = DispatchError::panicked("while routing", panic).to_string();
             let id = event.id.to_hex();
             tracing::error!(event = %id, "{why}");
             (router.out)(
@@ -69,17 +66,65 @@ pub(super) struct Router {
     pub routed: u64,
 }
 
+/// One persona's decision about a message, for the JSON stream: `woken` with the reason, or
+/// `skipped` with why it stays asleep.
+struct Decided<'a> {
+    persona: &'a str,
+    event: &'static str,
+    reason: String,
+}
+
 impl Router {
     fn route(&mut self, event: &Event) -> bool {
         // Benchmark probe (`benches/live_agents.rs`): an event handed to the harness by the relay
         // client. Disabled callsites cost one branch.
         tracing::trace!(target: "apiary::probe", id = %event.id, "event received");
-        if event.kind != Kind::Custom(KIND_MESSAGE) || !self.seen.insert(event.id) {
-            return false;
-        }
-        let Some(message) = Message::parse(event) else {
+        let Some(message) = self.accept(event) else {
             return false;
         };
+        let Some(targets) = self.routes.get(&message.channel) else {
+            return false;
+        };
+        let channel_name = self.lives[targets[0]]
+            .channels
+            .get(&message.channel)
+            .map(String::as_str)
+            .unwrap_or(&message.channel);
+        let decisions = self.decide(&message, targets, channel_name);
+        let mut woke = Vec::new();
+        let mut decided: Vec<Decided> = Vec::new();
+        for (&i, decision) in targets.iter().zip(decisions) {
+            let persona = self.lives[i].trigger.name.as_str();
+            let (event, reason) = match decision {
+                Err(why) => ("skipped", why),
+                Ok(reason) => match self.queue(i, &message, reason) {
+                    Some(Ok(reason)) => {
+                        woke.push(format!("{persona} ({reason})"));
+                        ("woken", reason)
+                    }
+                    Some(Err(why)) => {
+                        woke.push(format!("{persona} ({why})"));
+                        ("skipped", why)
+                    }
+                    None => continue,
+                },
+            };
+            decided.push(Decided {
+                persona,
+                event,
+                reason,
+            });
+        }
+        self.report(&message, channel_name, &woke, decided)
+    }
+
+    /// The message of `event` when it is one to route: a chat message not seen before, not the
+    /// harness's own. Moves the subscription's cursor.
+    fn accept(&mut self, event: &Event) -> Option<Message> {
+        if event.kind != Kind::Custom(KIND_MESSAGE) || !self.seen.insert(event.id) {
+            return None;
+        }
+        let message = Message::parse(event)?;
         let secs = message.created_at.as_secs();
         if secs > self.cursor.load(Ordering::Relaxed) && message.created_at <= Timestamp::now() {
             self.cursor.store(secs, Ordering::Relaxed);
@@ -90,29 +135,29 @@ impl Router {
         // it over (nostr-sdk's `verify_and_cache`), or, for the `relay_in_process` transport, our
         // in-process relay did before storing it; a check costs more than all of routing.
         if self.own.contains(&message.author) {
-            return false;
+            return None;
         }
         self.routed += 1;
-        let Some(targets) = self.routes.get(&message.channel) else {
-            return false;
-        };
-        let mut woke = Vec::new();
-        // Per persona: the wake reason, or why it stays asleep (for the JSON stream).
-        let mut decided: Vec<(&str, &'static str, String)> = Vec::new();
+        Some(message)
+    }
+
+    /// The matcher's decision for each persona of `targets`: the wake reason, or why it stays
+    /// asleep. A failed matcher wakes nobody; each persona it decided for is told why.
+    fn decide(
+        &self,
+        message: &Message,
+        targets: &[usize],
+        channel_name: &str,
+    ) -> Vec<Result<Reason, String>> {
         let personas: Vec<&TriggerPersona> =
             targets.iter().map(|&i| &self.lives[i].trigger).collect();
-        let channel_name = self.lives[targets[0]]
-            .channels
-            .get(&message.channel)
-            .map(String::as_str)
-            .unwrap_or(&message.channel);
         let id = message.id.to_hex();
-        // A failed matcher wakes nobody; each persona it decided for is told why.
-        let mut failed = None;
-        let decisions = self
-            .matcher
-            .decide_all(&message, &personas)
-            .unwrap_or_else(|e| {
+        match self.matcher.decide_all(message, &personas) {
+            Ok(decisions) => decisions
+                .into_iter()
+                .map(|d| d.ok_or_else(|| "no trigger matched".to_string()))
+                .collect(),
+            Err(e) => {
                 let why = format!("trigger failed: {e}");
                 for p in &personas {
                     tracing::warn!(persona = %p.name, event = %id, "{why}");
@@ -124,32 +169,37 @@ impl Router {
                             .with("reason", why.as_str()),
                     );
                 }
-                failed = Some(why);
-                vec![None; personas.len()]
-            });
-        for (&i, decision) in targets.iter().zip(decisions) {
-            let name = self.lives[i].trigger.name.as_str();
-            let Some(reason) = decision else {
-                let why = failed.as_deref().unwrap_or("no trigger matched");
-                decided.push((name, "skipped", why.to_string()));
-                continue;
-            };
-            let Some(tx) = self.queues.get(&(i, message.channel.clone())) else {
-                continue;
-            };
-            match tx.try_send((message.clone(), reason.clone())) {
-                Ok(()) => {
-                    tracing::trace!(target: "apiary::probe", persona = %name, id = %message.id, "message queued");
-                    woke.push(format!("{name} ({reason})"));
-                    decided.push((name, "woken", reason.to_string()));
-                }
-                Err(_) => {
-                    tracing::warn!(persona = %name, channel = %message.channel, "queue full; message dropped");
-                    woke.push(format!("{name} (queue full: dropped)"));
-                    decided.push((name, "skipped", "queue full: dropped".into()));
-                }
+                vec![Err(why); personas.len()]
             }
         }
+    }
+
+    /// Queues the message for persona `i`: `Ok(reason)` queued, `Err(why)` dropped, `None` when
+    /// the persona has no worker for the channel.
+    fn queue(&self, i: usize, message: &Message, reason: Reason) -> Option<Result<String, String>> {
+        let tx = self.queues.get(&(i, message.channel.clone()))?;
+        let name = self.lives[i].trigger.name.as_str();
+        Some(match tx.try_send((message.clone(), reason.clone())) {
+            Ok(()) => {
+                tracing::trace!(target: "apiary::probe", persona = %name, id = %message.id, "message queued");
+                Ok(reason.to_string())
+            }
+            Err(_) => {
+                tracing::warn!(persona = %name, channel = %message.channel, "queue full; message dropped");
+                Err("queue full: dropped".into())
+            }
+        })
+    }
+
+    /// The `message` note, then each persona's decision; whether any persona woke.
+    fn report(
+        &self,
+        message: &Message,
+        channel_name: &str,
+        woke: &[String],
+        decided: Vec<Decided>,
+    ) -> bool {
+        let id = message.id.to_hex();
         let author = message.author.to_hex();
         (self.out)(
             Note::new(
@@ -170,14 +220,14 @@ impl Router {
             .with("author", author)
             .with("thread", message.root.map(|root| root.to_hex())),
         );
-        let woken = decided.iter().any(|(_, event, _)| *event == "woken");
-        for (persona, event, reason) in decided {
+        let woken = decided.iter().any(|d| d.event == "woken");
+        for d in decided {
             (self.out)(
-                Note::only_json(event)
-                    .with("persona", persona)
+                Note::only_json(d.event)
+                    .with("persona", d.persona)
                     .with("channel", channel_name)
                     .with("id", id.as_str())
-                    .with("reason", reason),
+                    .with("reason", d.reason),
             );
         }
         woken

@@ -1,25 +1,43 @@
 //! The dispatcher's trigger matcher and hook runner backed by the sandbox (issue 3): the built-in
 //! `trigger-default` component decides wakes; `.wasm` hooks run as sandboxed components with the
 //! persona's workspace preopened. Script hooks run on the host (see [`super::script`]), so only when
-//! the operator trusted them: recorded in the operator's trust store (`apiary trust`, see
-//! [`crate::dist::trust`]) for this pack's location, manifest id and version, the file's digest and
-//! the command line, or all of them with `apiary up --trust-hooks`. Untrusted ones are reported
-//! once (an `untrusted` note) and skipped.
+//! the operator trusted them: the caller hands in a [`ScriptTrust`] (`apiary up` builds it from the
+//! operator's trust store, which records trust for a pack's location, manifest id and version, the
+//! file's digest and the command line), or trusts all of them with `apiary up --trust-hooks`.
+//! Untrusted ones are reported once (an `untrusted` note) and skipped.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::hooks::{HookPoint, HookRunner};
-use super::trigger::{Reason, TriggerMatcher, TriggerPersona};
-use crate::dist::trust::{PackRef, TrustView};
+use super::hooks::{HookError, HookPoint, HookRunner};
+use super::trigger::{Reason, TriggerError, TriggerMatcher, TriggerPersona};
 use crate::relay::Message;
 use crate::resolve::ResolvedPersona;
 use crate::sandbox::{self, Sandbox};
 
 /// A hook component larger than this is refused before it is read whole.
 const MAX_HOOK_FILE: u64 = 64 * 1024 * 1024;
+
+/// Whether a pack's script hook may run on this host. The caller builds it (`apiary up` from the
+/// operator's trust store), so the dispatcher decides nothing about trust itself.
+pub trait ScriptTrust: Send + Sync {
+    /// `Ok` when the script hook `command` of pack `pack_id` may run.
+    fn script_hook(&self, pack_id: &str, command: &str) -> Result<(), Untrusted>;
+}
+
+/// Why a script hook may not run, and the command that would trust it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untrusted {
+    pub why: String,
+    pub remedy: String,
+}
+
+impl Untrusted {
+    /// The remedy that needs no trust store.
+    pub const TRUST_ALL: &'static str = "apiary up --trust-hooks";
+}
 
 /// Triggers decided by the built-in `trigger-default` component.
 pub struct SandboxTriggers {
@@ -28,16 +46,16 @@ pub struct SandboxTriggers {
 }
 
 impl SandboxTriggers {
-    pub fn builtin() -> Result<SandboxTriggers, String> {
-        let sandbox = Sandbox::shared()?;
-        let runner = crate::builtin::trigger_matcher(sandbox).map_err(|e| e.to_string())?;
+    pub fn builtin() -> Result<SandboxTriggers, TriggerError> {
+        let sandbox = crate::shared_sandbox().map_err(TriggerError::Failed)?;
+        let runner = crate::builtin::trigger_matcher(sandbox)?;
         Ok(SandboxTriggers { sandbox, runner })
     }
 }
 
 impl SandboxTriggers {
     /// One persona's decision; `Err` when the component failed.
-    fn decide_one(&self, m: &Message, p: &TriggerPersona) -> Result<Option<Reason>, String> {
+    fn decide_one(&self, m: &Message, p: &TriggerPersona) -> Result<Option<Reason>, TriggerError> {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         // Routing already matched the channel; the component sees it as subscribed.
         let persona = WPersona {
@@ -66,7 +84,7 @@ impl SandboxTriggers {
                 WReason::NotSubscribed | WReason::NoMatch => None,
             }),
             Ok(_) => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -85,7 +103,7 @@ impl TriggerMatcher for SandboxTriggers {
         &self,
         m: &Message,
         personas: &[&TriggerPersona],
-    ) -> Result<Vec<Option<Reason>>, String> {
+    ) -> Result<Vec<Option<Reason>>, TriggerError> {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         if personas.len() < 2 {
             return personas.iter().map(|p| self.decide_one(m, p)).collect();
@@ -126,7 +144,7 @@ impl TriggerMatcher for SandboxTriggers {
                     };
                 }
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
         Ok(out)
     }
@@ -141,6 +159,14 @@ impl TriggerMatcher for SandboxTriggers {
 const SCRIPT_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 const SCRIPT_LIFECYCLE_DEADLINE: Duration = Duration::from_secs(300);
 
+/// What a hook that succeeded printed, and how long it took.
+#[derive(Debug, Default)]
+pub struct HookOutput {
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
 /// `.wasm` hooks in the sandbox; script hooks on the host when trusted, else skipped and reported.
 pub struct SandboxHooks {
     /// Pack roots by pack id, to find hook files.
@@ -148,8 +174,8 @@ pub struct SandboxHooks {
     runners: Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>,
     /// `--trust-hooks`: every script hook runs.
     trust_all_scripts: bool,
-    /// The operator's trust store, and each pack as trust sees it (manifest id and version, root).
-    trust: Option<(TrustView, HashMap<String, PackRef>)>,
+    /// Which script hooks the operator trusts (`None`: none).
+    trust: Option<Box<dyn ScriptTrust>>,
     /// Where an untrusted hook is reported (`up`'s notes).
     out: Option<super::Out>,
     /// Untrusted script hooks already reported (pack, persona, command).
@@ -175,10 +201,9 @@ impl SandboxHooks {
         self
     }
 
-    /// Runs a script hook only when the operator's store `trust` trusts it for its pack in `packs`.
-    pub fn with_trust(mut self, trust: TrustView, packs: &[PackRef]) -> SandboxHooks {
-        let packs = packs.iter().map(|p| (p.id.clone(), p.clone())).collect();
-        self.trust = Some((trust, packs));
+    /// Runs a script hook only when `trust` trusts it.
+    pub fn with_trust(mut self, trust: impl ScriptTrust + 'static) -> SandboxHooks {
+        self.trust = Some(Box::new(trust));
         self
     }
 
@@ -188,89 +213,41 @@ impl SandboxHooks {
         self
     }
 
-    /// `Err(why, remedy)` when the script hook `hook` of `pack_id` is not trusted.
-    fn script_trusted(&self, pack_id: &str, hook: &str) -> Result<(), (String, String)> {
+    /// `Err` when the script hook `hook` of `pack_id` is not trusted.
+    fn script_trusted(&self, pack_id: &str, hook: &str) -> Result<(), Untrusted> {
         if self.trust_all_scripts {
             return Ok(());
         }
-        let Some((view, packs)) = &self.trust else {
-            return Err((
-                "no trust store is configured".into(),
-                "apiary up --trust-hooks".into(),
-            ));
+        let Some(trust) = &self.trust else {
+            return Err(Untrusted {
+                why: "no trust store is configured".into(),
+                remedy: Untrusted::TRUST_ALL.into(),
+            });
         };
-        let Some(pack) = packs.get(pack_id) else {
-            return Err((
-                format!("pack {pack_id} is not known to the trust check"),
-                "apiary up --trust-hooks".into(),
-            ));
-        };
-        view.hook(pack, hook)
-            .map_err(|why| (why, view.remedy(pack)))
+        trust.script_hook(pack_id, hook)
     }
 
-    /// A script hook: run when trusted, else reported once and skipped.
-    #[allow(clippy::too_many_arguments)]
+    /// A script hook, run when trusted: an untrusted one is [`HookError::Untrusted`], not run.
     fn run_script(
         &self,
-        point: HookPoint,
-        pack_id: &str,
+        call: &Call<'_>,
         root: &Path,
-        persona: &ResolvedPersona,
-        workspace: &Path,
-        message: Option<&Message>,
         hook: &str,
-    ) -> Result<(), String> {
-        let name = &persona.identity.name;
-        if let Err((why, remedy)) = self.script_trusted(pack_id, hook) {
-            let key = (pack_id.to_string(), name.clone(), hook.to_string());
-            if self
-                .warned
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key)
-            {
-                let help = format!("review it, then `{remedy}` or `apiary up --trust-hooks`");
-                tracing::warn!(
-                    persona = %name,
-                    "script hook `{hook}` ({}) not run: it is not trusted ({why}); {help}",
-                    point.as_str()
-                );
-                if let Some(out) = &self.out {
-                    out(super::Note::new(
-                        "untrusted",
-                        format!(
-                            "untrusted {name} hook {} ({}): not run: {why}; {help}",
-                            crate::dist::trust::quote(hook),
-                            point.as_str()
-                        ),
-                    )
-                    .with("persona", name.as_str())
-                    .with("pack", pack_id)
-                    .with("kind", "hook")
-                    .with("name", point.as_str())
-                    .with("command", hook)
-                    .with("reason", why.as_str())
-                    .with("help", help.as_str()));
-                }
-            }
-            return Ok(());
-        }
-        // The agent's environment (spec §9): the persona's projected env and apiary's variables.
-        let mut env: Vec<(String, String)> = persona
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        env.push(("APIARY_PERSONA".into(), name.clone()));
-        env.push(("APIARY_PACK".into(), pack_id.to_string()));
-        env.push(("AGENT_CWD".into(), workspace.display().to_string()));
+    ) -> Result<HookOutput, HookError> {
+        let (point, name) = (call.point, &call.persona.identity.name);
+        self.script_trusted(call.pack_id, hook)
+            .map_err(|Untrusted { why, remedy }| HookError::Untrusted {
+                hook: hook.to_string(),
+                why,
+                remedy,
+            })?;
+        let env = script_env(call.persona, call.pack_id, call.workspace);
         let run = super::script::ScriptRun {
             pack_root: root,
             command: hook,
-            workspace,
+            workspace: call.workspace,
             env: &env,
-            stdin: message.map(|m| m.content.as_str()),
+            stdin: call.message.map(|m| m.text.as_str()),
             deadline: if point == HookPoint::OnMessage {
                 SCRIPT_MESSAGE_DEADLINE
             } else {
@@ -290,11 +267,56 @@ impl SandboxHooks {
             }
         }
         result
-            .map(|_| ())
-            .map_err(|e| format!("script hook `{hook}`: {e}"))
+            .map(|o| HookOutput {
+                stdout: o.stdout,
+                stderr: o.stderr,
+                elapsed: o.elapsed,
+            })
+            .map_err(|source| HookError::Script {
+                hook: hook.to_string(),
+                source,
+            })
     }
 
-    fn runner(&self, file: &Path) -> Result<Arc<sandbox::hook::HookRunner>, String> {
+    /// Reports an untrusted script hook, once per (pack, persona, command).
+    fn report_untrusted(&self, call: &Call<'_>, hook: &str, untrusted: Untrusted) {
+        let (point, pack_id, name) = (call.point, call.pack_id, &call.persona.identity.name);
+        let Untrusted { why, remedy } = untrusted;
+        let key = (pack_id.to_string(), name.clone(), hook.to_string());
+        if !self
+            .warned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key)
+        {
+            return;
+        }
+        let help = format!("review it, then `{remedy}` or `apiary up --trust-hooks`");
+        tracing::warn!(
+            persona = %name,
+            "script hook `{hook}` ({}) not run: it is not trusted ({why}); {help}",
+            point.as_str()
+        );
+        if let Some(out) = &self.out {
+            out(super::Note::new(
+                "untrusted",
+                format!(
+                    "untrusted {name} hook {} ({}): not run: {why}; {help}",
+                    apiary_core::shell::quote(hook),
+                    point.as_str()
+                ),
+            )
+            .with("persona", name.as_str())
+            .with("pack", pack_id)
+            .with("kind", "hook")
+            .with("name", point.as_str())
+            .with("command", hook)
+            .with("reason", why.as_str())
+            .with("help", help.as_str()));
+        }
+    }
+
+    fn runner(&self, file: &Path) -> Result<Arc<sandbox::hook::HookRunner>, HookError> {
         let cached = |runners: &Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>| {
             let runners = runners.lock().unwrap_or_else(|e| e.into_inner());
             runners.get(file).map(Arc::clone)
@@ -304,14 +326,15 @@ impl SandboxHooks {
         }
         // Compiled without holding the lock: one slow compilation must not stall the hooks of
         // every other persona (two personas loading one file at once compile it once each).
-        let sb = Sandbox::shared()?;
-        let bytes = crate::pack::source::read_limited(file, MAX_HOOK_FILE)?;
+        let sb = crate::shared_sandbox().map_err(HookError::Setup)?;
+        let bytes =
+            crate::pack::source::read_limited(file, MAX_HOOK_FILE).map_err(HookError::Read)?;
         let name = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let loaded = sb.load(&name, &bytes).map_err(|e| e.to_string())?;
-        let runner = Arc::new(sandbox::hook::HookRunner::new(loaded).map_err(|e| e.to_string())?);
+        let loaded = sb.load(&name, &bytes)?;
+        let runner = Arc::new(sandbox::hook::HookRunner::new(loaded)?);
         let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Arc::clone(
             runners.entry(file.to_path_buf()).or_insert(runner),
@@ -319,21 +342,186 @@ impl SandboxHooks {
     }
 
     /// The component file of a `.wasm` hook (`None`: a script hook).
-    fn wasm_file(root: &Path, hook: &str) -> Option<Result<PathBuf, String>> {
-        hook.trim_end().ends_with(".wasm").then(|| {
+    fn wasm_file(root: &Path, hook: &str) -> Option<Result<PathBuf, HookError>> {
+        is_component(hook).then(|| {
             crate::pack::paths::resolve_inside(root, hook)
-                .map_err(|e| format!("hook `{hook}`: {e}"))
+                .map_err(|e| HookError::Path(format!("hook `{hook}`: {e}")))
         })
+    }
+
+    /// The file `hook` of pack `pack_id` runs (a component, or a script's first word), as the
+    /// runner resolves it: inside the pack, never through a link out of it.
+    pub fn hook_file(&self, pack_id: &str, hook: &str) -> Result<PathBuf, HookError> {
+        let root = self.root(pack_id)?;
+        match Self::wasm_file(root, hook) {
+            Some(file) => file,
+            None => super::script::script_file(root, hook).map_err(|source| HookError::Script {
+                hook: hook.to_string(),
+                source,
+            }),
+        }
+    }
+
+    fn root(&self, pack_id: &str) -> Result<&Path, HookError> {
+        self.roots
+            .get(pack_id)
+            .map(PathBuf::as_path)
+            .ok_or_else(|| HookError::UnknownPack(pack_id.to_string()))
+    }
+
+    /// Compiles the component of the persona's hook for `point` (nothing to do for a script hook,
+    /// or none).
+    pub fn prepare_point(
+        &self,
+        pack_id: &str,
+        persona: &ResolvedPersona,
+        point: HookPoint,
+    ) -> Result<(), HookError> {
+        let Some(hook) = hook_for(persona, point) else {
+            return Ok(());
+        };
+        match Self::wasm_file(self.root(pack_id)?, hook) {
+            Some(file) => self.runner(&file?).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the persona's hook for `point` once: `Ok(None)` when it has none. An untrusted script
+    /// hook is [`HookError::Untrusted`], not reported: [`HookRunner::run`] reports it for the
+    /// harness. `message` is the `on_message` hook's message (its text is a script's stdin).
+    pub fn call(
+        &self,
+        point: HookPoint,
+        pack_id: &str,
+        persona: &ResolvedPersona,
+        workspace: &Path,
+        message: Option<&sandbox::hook::HookMessage>,
+    ) -> Result<Option<HookOutput>, HookError> {
+        self.call_one(&Call {
+            point,
+            pack_id,
+            persona,
+            workspace,
+            message,
+        })
+    }
+
+    fn call_one(&self, call: &Call<'_>) -> Result<Option<HookOutput>, HookError> {
+        let Some(hook) = hook_for(call.persona, call.point) else {
+            return Ok(None);
+        };
+        let root = self.root(call.pack_id)?;
+        let Some(file) = Self::wasm_file(root, hook) else {
+            return self.run_script(call, root, hook).map(Some);
+        };
+        let runner = self.runner(&file?)?;
+        let sb = crate::shared_sandbox().map_err(HookError::Setup)?;
+        let out = runner.run(
+            sb,
+            call.point,
+            call.pack_id,
+            &call.persona.identity.name,
+            call.message,
+            call.workspace,
+        )?;
+        Ok(Some(HookOutput {
+            stdout: out.stdout.text,
+            stderr: out.stderr.text,
+            elapsed: out.elapsed,
+        }))
+    }
+
+    /// Runs the persona's hook for `point` once, outside the live harness but as it would
+    /// (`apiary hook run`): off this thread, loading within [`super::hooks::LOAD_DEADLINE`], the
+    /// call within [`HookRunner::deadline`] plus [`RUN_ONCE_GRACE`].
+    pub fn run_once(
+        self: &Arc<Self>,
+        point: HookPoint,
+        pack_id: &str,
+        persona: &ResolvedPersona,
+        workspace: &Path,
+        message: Option<sandbox::hook::HookMessage>,
+    ) -> Result<Option<HookOutput>, HookError> {
+        use super::hooks::{LOAD_DEADLINE, off_async};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| HookError::Setup(format!("cannot start the async runtime: {e}")))?;
+        let deadline = self.deadline(point, persona) + RUN_ONCE_GRACE;
+        let (h, id, p, ws) = (
+            Arc::clone(self),
+            pack_id.to_string(),
+            persona.clone(),
+            workspace.to_path_buf(),
+        );
+        let result = rt.block_on(async move {
+            let (h2, id2, p2) = (Arc::clone(&h), id.clone(), p.clone());
+            off_async("loading the hook", LOAD_DEADLINE, move || {
+                h2.prepare_point(&id2, &p2, point)
+            })
+            .await?;
+            off_async(point.as_str(), deadline, move || {
+                h.call(point, &id, &p, &ws, message.as_ref())
+            })
+            .await
+        });
+        // A call abandoned past its deadline may still hold a blocking thread: not waited for.
+        rt.shutdown_background();
+        result
     }
 }
 
+/// Beyond the runner's deadline, how long `run_once` waits: the hook's own deadline (the
+/// component's epoch, the script's kill) fires first and says what happened.
+pub const RUN_ONCE_GRACE: Duration = Duration::from_secs(5);
+
+/// One call of a hook, as [`SandboxHooks::call`] and [`HookRunner::run`] get it.
+struct Call<'a> {
+    point: HookPoint,
+    pack_id: &'a str,
+    persona: &'a ResolvedPersona,
+    workspace: &'a Path,
+    /// The `on_message` hook's message, as the hook is told about it.
+    message: Option<&'a sandbox::hook::HookMessage>,
+}
+
+/// A script hook's environment on top of the inherited one, as the agent's (spec §9): the
+/// persona's projected env and apiary's variables.
+fn script_env(persona: &ResolvedPersona, pack_id: &str, workspace: &Path) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = persona
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    env.push(("APIARY_PERSONA".into(), persona.identity.name.clone()));
+    env.push(("APIARY_PACK".into(), pack_id.to_string()));
+    env.push(("AGENT_CWD".into(), workspace.display().to_string()));
+    env
+}
+
 /// The hook configured for `point`.
-fn hook_for(persona: &ResolvedPersona, point: HookPoint) -> Option<&String> {
+pub fn hook_for(persona: &ResolvedPersona, point: HookPoint) -> Option<&String> {
     let hooks = &persona.hooks;
     match point {
         HookPoint::OnStart => hooks.on_start.as_ref(),
         HookPoint::OnStop => hooks.on_stop.as_ref(),
         HookPoint::OnMessage => hooks.on_message.as_ref(),
+    }
+}
+
+/// Whether a hook is a sandboxed component (else a script, run on the host).
+pub fn is_component(hook: &str) -> bool {
+    hook.trim_end().ends_with(".wasm")
+}
+
+/// The message as an `on_message` hook is told about it.
+fn hook_message(m: &Message) -> sandbox::hook::HookMessage {
+    sandbox::hook::HookMessage {
+        id: m.id.to_hex(),
+        channel: m.channel.clone(),
+        thread: m.root.map(|r| r.to_hex()),
+        author: m.author.to_hex(),
+        text: m.content.clone(),
     }
 }
 
@@ -351,62 +539,47 @@ impl HookRunner for SandboxHooks {
         persona: &ResolvedPersona,
         workspace: &Path,
         message: Option<&Message>,
-    ) -> Result<(), String> {
-        let Some(hook) = hook_for(persona, point) else {
-            return Ok(());
+    ) -> Result<(), HookError> {
+        let message = message.map(hook_message);
+        let call = Call {
+            point,
+            pack_id,
+            persona,
+            workspace,
+            message: message.as_ref(),
         };
-        let Some(root) = self.roots.get(pack_id) else {
-            return Err(format!("pack {pack_id} is not known to the hook runner"));
-        };
-        let Some(file) = Self::wasm_file(root, hook) else {
-            return self.run_script(point, pack_id, root, persona, workspace, message, hook);
-        };
-        let runner = self.runner(&file?)?;
-        let sb = Sandbox::shared()?;
-        let msg = message.map(|m| sandbox::hook::HookMessage {
-            id: m.id.to_hex(),
-            channel: m.channel.clone(),
-            thread: m.root.map(|r| r.to_hex()),
-            author: m.author.to_hex(),
-            text: m.content.clone(),
-        });
-        let point = match point {
-            HookPoint::OnStart => sandbox::hook::HookPoint::OnStart,
-            HookPoint::OnStop => sandbox::hook::HookPoint::OnStop,
-            HookPoint::OnMessage => sandbox::hook::HookPoint::OnMessage,
-        };
-        runner
-            .run(
-                sb,
-                point,
-                pack_id,
-                &persona.identity.name,
-                msg.as_ref(),
-                workspace,
-            )
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        match self.call_one(&call) {
+            Ok(_) => Ok(()),
+            // Skipped, not failed: the persona runs without it.
+            Err(HookError::Untrusted { hook, why, remedy }) => {
+                self.report_untrusted(&call, &hook, Untrusted { why, remedy });
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Compiles every `.wasm` hook of the persona (script hooks have nothing to load).
-    fn prepare(&self, pack_id: &str, persona: &ResolvedPersona) -> Result<(), String> {
-        let Some(root) = self.roots.get(pack_id) else {
+    fn prepare(&self, pack_id: &str, persona: &ResolvedPersona) -> Result<(), HookError> {
+        if !self.roots.contains_key(pack_id) {
             return Ok(());
-        };
+        }
         for point in [HookPoint::OnStart, HookPoint::OnMessage, HookPoint::OnStop] {
-            let Some(hook) = hook_for(persona, point) else {
-                continue;
-            };
-            if let Some(file) = Self::wasm_file(root, hook) {
-                self.runner(&file?)
-                    .map_err(|e| format!("{} hook `{hook}`: {e}", point.as_str()))?;
-            }
+            self.prepare_point(pack_id, persona, point)
+                .map_err(|e| match e {
+                    // Names the hook already.
+                    HookError::Path(_) => e,
+                    e => {
+                        let hook = hook_for(persona, point).map_or("", String::as_str);
+                        HookError::Failed(format!("{} hook `{hook}`: {e}", point.as_str()))
+                    }
+                })?;
         }
         Ok(())
     }
 
     fn deadline(&self, point: HookPoint, persona: &ResolvedPersona) -> Duration {
-        let wasm = hook_for(persona, point).is_some_and(|h| h.trim_end().ends_with(".wasm"));
+        let wasm = hook_for(persona, point).is_some_and(|h| is_component(h));
         match point {
             HookPoint::OnMessage => super::hooks::ON_MESSAGE_DEADLINE,
             _ if wasm => sandbox::Limits::hook().deadline + WASM_SLACK,
@@ -449,6 +622,8 @@ mod tests {
             ("hello @p0", vec![]),
             ("news about topic2", vec![]),
             ("plain chatter", vec![]),
+            // p3 has a keyword and all_messages; `é` ends a name.
+            ("topic3 for @p0é", vec![]),
             ("for you", by_key),
         ] {
             let ev = crate::relay::message(&author, "general", text, tags).unwrap();

@@ -1,9 +1,12 @@
 //! Which messages wake which persona (spec §10 `triggers`), behind a small trait so the decision can
 //! come from the sandbox's `trigger` component or from the native matcher here.
 //!
-//! Native semantics (the same as the sandbox's `trigger-default`): a *mention* is the persona's
-//! public key in a `p` tag, or `@name` in the text, case-insensitively, ending at a word boundary; a *keyword* is a
-//! case-insensitive substring; `all_messages` wakes on everything in a subscribed channel.
+//! Both decide with the `apiary-triggers` crate (the native matcher calls it directly, the built-in
+//! `trigger-default` component is built from it), so they give the same wake and the same reason:
+//! a mention first (the persona's public key in a `p` tag, or `@name` in the text), then
+//! `all_messages`, then the first matching keyword in configured order.
+
+use std::cell::RefCell;
 
 use nostr_sdk::prelude::PublicKey;
 
@@ -37,6 +40,31 @@ impl std::fmt::Display for Reason {
     }
 }
 
+/// Why a trigger matcher could not decide (nobody wakes; the harness reports it). [`kind`]
+/// is the stable name.
+///
+/// [`kind`]: TriggerError::kind
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    /// The trigger component failed.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    /// The matcher's own reason (a matcher outside this crate says why in words), or the sandbox
+    /// could not be set up.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl TriggerError {
+    /// A stable name for the error, for programs and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TriggerError::Sandbox(_) => "sandbox",
+            TriggerError::Failed(_) => "failed",
+        }
+    }
+}
+
 /// Decides whether `message` (already known to be in a channel the persona subscribes to) wakes it.
 pub trait TriggerMatcher: Send + Sync {
     fn decide(&self, message: &Message, persona: &TriggerPersona) -> Option<Reason>;
@@ -47,7 +75,7 @@ pub trait TriggerMatcher: Send + Sync {
         &self,
         message: &Message,
         personas: &[&TriggerPersona],
-    ) -> Result<Vec<Option<Reason>>, String> {
+    ) -> Result<Vec<Option<Reason>>, TriggerError> {
         Ok(personas.iter().map(|p| self.decide(message, p)).collect())
     }
     /// A name for logs.
@@ -58,26 +86,23 @@ pub trait TriggerMatcher: Send + Sync {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NativeTriggers;
 
+thread_local! {
+    /// One message's prepared form, reused: its buffers (a 4 KiB keyword prefilter among them)
+    /// outlive the message.
+    static PREPARED: RefCell<apiary_triggers::Prepared> = RefCell::default();
+}
+
 impl TriggerMatcher for NativeTriggers {
     fn decide(&self, m: &Message, p: &TriggerPersona) -> Option<Reason> {
-        let t = &p.triggers;
-        if t.mentions && (m.mentions.contains(&p.pubkey) || mentions_name(&m.content, &p.name)) {
-            return Some(Reason::Mention);
-        }
-        if !t.keywords.is_empty() {
-            let lower = m.content.to_lowercase();
-            if let Some(k) = t
-                .keywords
-                .iter()
-                .find(|k| !k.is_empty() && lower.contains(&k.to_lowercase()))
-            {
-                return Some(Reason::Keyword(k.clone()));
-            }
-        }
-        if t.all_messages {
-            return Some(Reason::AllMessages);
-        }
-        None
+        decide_native(m, &[p]).pop().flatten()
+    }
+
+    fn decide_all(
+        &self,
+        message: &Message,
+        personas: &[&TriggerPersona],
+    ) -> Result<Vec<Option<Reason>>, TriggerError> {
+        Ok(decide_native(message, personas))
     }
 
     fn name(&self) -> &str {
@@ -85,23 +110,43 @@ impl TriggerMatcher for NativeTriggers {
     }
 }
 
-/// `@name` in `text`, case-insensitive, not followed by a name character.
-pub fn mentions_name(text: &str, name: &str) -> bool {
-    if name.is_empty() {
-        return false;
+/// The decision for each of `personas`, with the message prepared once. The inputs are the ones
+/// [`super::sandboxed::SandboxTriggers`] gives the component: the message's channel as the
+/// persona's one subscription (routing matched it already), and as explicit mentions the names of
+/// the personas whose key the message tags.
+fn decide_native(m: &Message, personas: &[&TriggerPersona]) -> Vec<Option<Reason>> {
+    let tagged = personas
+        .iter()
+        .filter(|p| m.mentions.contains(&p.pubkey))
+        .map(|p| p.name.as_str());
+    PREPARED.with_borrow_mut(|message| {
+        message.set(&m.content, tagged);
+        personas
+            .iter()
+            .map(|p| {
+                let t = &p.triggers;
+                let matcher = apiary_triggers::Matcher::new(
+                    &p.name,
+                    t.mentions,
+                    t.keywords.iter().map(String::as_str),
+                    t.all_messages,
+                    [m.channel.as_str()],
+                );
+                reason(matcher.decide(&m.channel, message), &t.keywords)
+            })
+            .collect()
+    })
+}
+
+/// The dispatcher's reason for a decision; `None` when the persona stays asleep.
+fn reason(r: apiary_triggers::Reason, keywords: &[String]) -> Option<Reason> {
+    use apiary_triggers::Reason as R;
+    match r {
+        R::Mentioned => Some(Reason::Mention),
+        R::Keyword(i) => keywords.get(i).map(|k| Reason::Keyword(k.clone())),
+        R::AllMessages => Some(Reason::AllMessages),
+        R::NotSubscribed | R::NoMatch => None,
     }
-    let text = text.to_lowercase();
-    let needle = format!("@{}", name.to_lowercase());
-    let mut from = 0;
-    while let Some(i) = text[from..].find(&needle) {
-        let end = from + i + needle.len();
-        let next = text[end..].chars().next();
-        if !next.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-') {
-            return true;
-        }
-        from = end;
-    }
-    false
 }
 
 #[cfg(test)]
@@ -166,5 +211,60 @@ mod tests {
             NativeTriggers.decide(&msg("nothing", vec![]), &all),
             Some(Reason::AllMessages)
         );
+    }
+
+    /// With both on, all_messages names the wake (the native matcher used to name the keyword,
+    /// where the component named all_messages).
+    #[test]
+    fn all_messages_comes_before_keywords() {
+        let p = persona(Triggers {
+            mentions: true,
+            keywords: vec!["".into(), "deploy".into()],
+            all_messages: true,
+        });
+        assert_eq!(
+            NativeTriggers.decide(&msg("deploy now", vec![]), &p),
+            Some(Reason::AllMessages)
+        );
+        assert_eq!(
+            NativeTriggers.decide(&msg("@pip deploy", vec![]), &p),
+            Some(Reason::Mention)
+        );
+        let keywords = persona(Triggers {
+            all_messages: false,
+            ..p.triggers.clone()
+        });
+        // The keyword as configured, counted past the empty one.
+        assert_eq!(
+            NativeTriggers.decide(&msg("DEPLOY now", vec![]), &keywords),
+            Some(Reason::Keyword("deploy".into()))
+        );
+    }
+
+    /// One decision per persona equals the decisions for all of them with the message prepared
+    /// once; a `p` tag mentions only the persona it names.
+    #[test]
+    fn decide_all_equals_one_decision_each() {
+        let personas: Vec<TriggerPersona> = (0..3)
+            .map(|i| TriggerPersona {
+                name: format!("p{i}"),
+                ..persona(Triggers {
+                    mentions: i != 2,
+                    keywords: vec![format!("topic{i}")],
+                    all_messages: i == 1,
+                })
+            })
+            .collect();
+        let refs: Vec<&TriggerPersona> = personas.iter().collect();
+        for m in [
+            msg("@p0 and topic2", vec![]),
+            msg("for you", vec![Tag::public_key(personas[0].pubkey)]),
+            msg("topic0 topic1", vec![Tag::public_key(personas[2].pubkey)]),
+        ] {
+            let all = NativeTriggers.decide_all(&m, &refs).unwrap();
+            let each: Vec<Option<Reason>> =
+                refs.iter().map(|p| NativeTriggers.decide(&m, p)).collect();
+            assert_eq!(all, each, "{}", m.content);
+        }
     }
 }

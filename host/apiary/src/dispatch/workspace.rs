@@ -23,8 +23,8 @@ const MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// Nesting of one skill's directories; deeper is refused rather than recursed into.
 const MAX_DEPTH: usize = 16;
 
-/// `<root>/<namespace>/<persona>/`. The namespace is the pack's identity (see
-/// [`crate::dist::identity`]): its id when it owns the id, `<id>@<digest>` otherwise.
+/// `<root>/<namespace>/<persona>/`. The namespace is the pack's identity, decided by the caller
+/// (`apiary up` asks `dist::identity`): its id when it owns the id, `<id>@<digest>` otherwise.
 pub fn persona_dir(root: &Path, namespace: &str, persona: &str) -> PathBuf {
     root.join(component(namespace)).join(component(persona))
 }

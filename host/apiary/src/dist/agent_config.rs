@@ -105,26 +105,31 @@ pub fn config_file(pack_id: &str, persona: &str) -> Option<String> {
         .then(|| format!("{CONFIG_DIR}/{pack_id}/{persona}/{FILE_NAME}"))
 }
 
-fn read_table(path: &Path) -> std::result::Result<Option<toml::Table>, String> {
+/// The TOML table in `path`; `None` when there is no file.
+fn read_table(path: &Path) -> Result<Option<toml::Table>> {
+    let invalid = |message: String| {
+        DistError::new("agent-config.invalid", message)
+            .help("fix or move the file; apiary never overwrites an agent config it cannot read")
+    };
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return Err(invalid(format!("cannot read {}: {e}", path.display()))),
     };
     if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
+        return Err(invalid(format!("{} is not a regular file", path.display())));
     }
     if meta.len() > MAX_CONFIG_BYTES {
-        return Err(format!(
+        return Err(invalid(format!(
             "{} is larger than {MAX_CONFIG_BYTES} bytes",
             path.display()
-        ));
+        )));
     }
     let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?;
     text.parse::<toml::Table>()
         .map(Some)
-        .map_err(|e| format!("{} is not valid TOML: {e}", path.display()))
+        .map_err(|e| invalid(format!("{} is not valid TOML: {e}", path.display())))
 }
 
 /// The value at `key`: `Ok(Some)` when present, `Ok(None)` when absent, `Err(())` when a prefix of
@@ -235,40 +240,13 @@ fn plan_inner(
     let mut merges = Vec::new();
     let mut writes = Vec::new();
     for persona in personas {
-        let Some(file) = config_file(pack_id, persona) else {
-            if strict {
-                return Err(DistError::new(
-                    "agent-config.name",
-                    format!("persona `{persona}` of {pack_id} cannot name an agent config file"),
-                ));
-            }
+        let Some((file, current)) = read_current(root, pack_id, persona, strict)? else {
             continue;
-        };
-        let path = root.join(&file);
-        let current = match read_table(&path) {
-            Ok(t) => t,
-            Err(e) if strict => {
-                return Err(DistError::new(
-                    "agent-config.invalid",
-                    format!("cannot merge agent.partial.toml into the agent config: {e}"),
-                )
-                .help(
-                    "fix or move the file; apiary never overwrites an agent config it cannot read",
-                ));
-            }
-            Err(e) => {
-                tracing::warn!("left the agent config alone: {e}");
-                continue;
-            }
         };
         let prev = before.iter().find(|m| m.persona == persona);
         let mut table = current.clone().unwrap_or_default();
         if let Some(prev) = prev {
-            for a in &prev.added {
-                if lookup(&table, &a.key).ok().flatten().map(as_json).as_ref() == Some(&a.value) {
-                    remove(&mut table, &a.key);
-                }
-            }
+            take_back(&mut table, prev);
         }
         let created = current.is_none() || prev.is_some_and(|p| p.created);
         if let Some((_, partial)) = partials.iter().find(|(p, _)| p == persona) {
@@ -279,21 +257,7 @@ fn plan_inner(
                 added: Vec::new(),
                 kept: Vec::new(),
             };
-            let mut all = Vec::new();
-            leaves(partial, &mut Vec::new(), &mut all);
-            for (key, value) in all {
-                match lookup(&table, &key) {
-                    Ok(None) => match toml::Value::try_from(&value) {
-                        Ok(v) => {
-                            insert(&mut table, &key, v);
-                            merge.added.push(Added { key, value });
-                        }
-                        // `null` and the like have no TOML form: nothing to merge.
-                        Err(_) => merge.kept.push(key),
-                    },
-                    Ok(Some(_)) | Err(()) => merge.kept.push(key),
-                }
-            }
+            merge_partial(&mut table, partial, &mut merge);
             merges.push(merge);
         }
         if Some(&table) != current.as_ref() {
@@ -308,6 +272,68 @@ fn plan_inner(
         }
     }
     Ok((merges, writes))
+}
+
+/// The persona's agent config file (root-relative) and its table (`None`: no file yet). `None`
+/// when the file cannot be used and `strict` is off (it is left alone); with `strict`, an error.
+fn read_current(
+    root: &Path,
+    pack_id: &str,
+    persona: &str,
+    strict: bool,
+) -> Result<Option<(String, Option<toml::Table>)>> {
+    let Some(file) = config_file(pack_id, persona) else {
+        if strict {
+            return Err(DistError::new(
+                "agent-config.name",
+                format!("persona `{persona}` of {pack_id} cannot name an agent config file"),
+            ));
+        }
+        return Ok(None);
+    };
+    match read_table(&root.join(&file)) {
+        Ok(current) => Ok(Some((file, current))),
+        Err(mut e) if strict => {
+            e.message = format!(
+                "cannot merge agent.partial.toml into the agent config: {}",
+                e.message
+            );
+            Err(e)
+        }
+        Err(e) => {
+            tracing::warn!("left the agent config alone: {e}");
+            Ok(None)
+        }
+    }
+}
+
+/// Takes back what the earlier install `prev` added, where the operator left it unchanged.
+fn take_back(table: &mut toml::Table, prev: &Merge) {
+    for a in &prev.added {
+        if lookup(table, &a.key).ok().flatten().map(as_json).as_ref() == Some(&a.value) {
+            remove(table, &a.key);
+        }
+    }
+}
+
+/// Adds every leaf of `partial` that `table` does not set, recording in `merge` what was added
+/// and what was kept as the operator has it.
+fn merge_partial(table: &mut toml::Table, partial: &Map<String, Value>, merge: &mut Merge) {
+    let mut all = Vec::new();
+    leaves(partial, &mut Vec::new(), &mut all);
+    for (key, value) in all {
+        match lookup(table, &key) {
+            Ok(None) => match toml::Value::try_from(&value) {
+                Ok(v) => {
+                    insert(table, &key, v);
+                    merge.added.push(Added { key, value });
+                }
+                // `null` and the like have no TOML form: nothing to merge.
+                Err(_) => merge.kept.push(key),
+            },
+            Ok(Some(_)) | Err(()) => merge.kept.push(key),
+        }
+    }
 }
 
 /// Performs `writes` (idempotent: recovery may run them again). Each file is replaced atomically;

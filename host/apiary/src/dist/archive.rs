@@ -238,7 +238,30 @@ pub fn extract(
     limits: &Limits,
     progress: &indicatif::ProgressBar,
 ) -> Result<Vec<FileDigest>> {
-    let file = File::open(archive).map_err(|e| DistError::io("cannot open", archive, e))?;
+    let (mut zip, len) = open_fenced(archive, label, limits)?;
+    // Pass 1: the central directory as a whole, before decompressing anything.
+    let plan = plan_entries(&mut zip, label, limits)?;
+    plan.check_whole(label, len, limits)?;
+    // Pass 2: extract, counting real bytes.
+    write_entries(&mut zip, plan, label, dest, limits, progress)
+}
+
+type Zip = ZipArchive<BufReader<File>>;
+
+/// Opens the archive after the checks that need no index of its entries (its size, the entry
+/// count its end record declares), then the ones the index answers (duplicates, entry count).
+/// Returns the reader and the archive's size.
+fn open_fenced(archive: &Path, label: &str, limits: &Limits) -> Result<(Zip, u64)> {
+    let too_many = |n: u64| {
+        DistError::new(
+            "archive.entries",
+            format!(
+                "{label} has {n} entries; the limit is {}",
+                limits.max_entries
+            ),
+        )
+    };
+    let mut file = File::open(archive).map_err(|e| DistError::io("cannot open", archive, e))?;
     let len = file
         .metadata()
         .map_err(|e| DistError::io("cannot stat", archive, e))?
@@ -254,21 +277,14 @@ pub fn extract(
     }
     // Refuse a huge entry count from the end-of-central-directory record alone, before the zip
     // reader builds its index of every entry.
-    let mut file = file;
     if let Some(n) = declared_entries(&mut file, len)
         && n > limits.max_entries as u64
     {
-        return Err(DistError::new(
-            "archive.entries",
-            format!(
-                "{label} has {n} entries; the limit is {}",
-                limits.max_entries
-            ),
-        ));
+        return Err(too_many(n));
     }
     file.seek(SeekFrom::Start(0))
         .map_err(|e| DistError::io("cannot read", archive, e))?;
-    let mut zip = ZipArchive::new(BufReader::new(file)).map_err(|e| damaged(label, e))?;
+    let zip = ZipArchive::new(BufReader::new(file)).map_err(|e| damaged(label, e))?;
     if zip.has_duplicate_names() {
         return Err(DistError::new(
             "archive.duplicate",
@@ -277,26 +293,43 @@ pub fn extract(
             ),
         ));
     }
-    let n = zip.len();
-    if n > limits.max_entries {
-        return Err(DistError::new(
-            "archive.entries",
-            format!(
-                "{label} has {n} entries; the limit is {}",
-                limits.max_entries
-            ),
-        ));
+    if zip.len() > limits.max_entries {
+        return Err(too_many(zip.len() as u64));
     }
+    Ok((zip, len))
+}
 
-    // Pass 1: the central directory as a whole, before decompressing anything.
-    let mut plan: Vec<(usize, String, bool, u64)> = Vec::with_capacity(n);
+/// One entry pass 1 accepted.
+struct Planned {
+    index: usize,
+    normal: String,
+    is_dir: bool,
+    /// The uncompressed size its header declares.
+    size: u64,
+}
+
+/// What pass 1 learnt from the central directory.
+#[derive(Default)]
+struct Plan {
+    entries: Vec<Planned>,
+    files: BTreeSet<String>,
+    /// Directory entries and every parent of an entry.
+    dirs: BTreeSet<String>,
+    /// The declared uncompressed size of all files.
+    total: u64,
+}
+
+/// Pass 1: every entry's name, type, method and size from the central directory, without
+/// decompressing anything.
+fn plan_entries(zip: &mut Zip, label: &str, limits: &Limits) -> Result<Plan> {
+    let mut plan = Plan {
+        entries: Vec::with_capacity(zip.len()),
+        ..Plan::default()
+    };
     let mut seen = HashSet::new();
     let mut seen_folded = HashSet::new();
-    let mut files = BTreeSet::new();
-    let mut dirs = BTreeSet::new();
-    let mut total: u64 = 0;
-    for i in 0..n {
-        let entry = zip.by_index_raw(i).map_err(|e| damaged(label, e))?;
+    for index in 0..zip.len() {
+        let entry = zip.by_index_raw(index).map_err(|e| damaged(label, e))?;
         let raw = entry.name().map_err(|e| damaged(label, e))?.into_owned();
         let normal = check_entry_name(&raw, limits)?;
         let refuse = |code: &'static str, why: String| {
@@ -305,80 +338,21 @@ pub fn extract(
                 format!("archive entry `{}` {why}", raw.escape_debug()),
             )
         };
-        if entry.encrypted() {
-            return Err(refuse(
-                "archive.encrypted",
-                "is encrypted; encrypted entries are refused".into(),
-            ));
-        }
-        if let Some(mode) = entry.unix_mode()
-            && let Some(why) = kind_refusal(&raw, mode)
-        {
-            return Err(refuse(
-                if mode & S_IFMT == S_IFLNK {
-                    "archive.symlink"
-                } else {
-                    "archive.special"
-                },
-                why.into(),
-            ));
-        }
-        if entry.is_symlink() {
-            return Err(refuse(
-                "archive.symlink",
-                "is a symbolic link; symlink entries are refused".into(),
-            ));
-        }
-        if !matches!(
-            entry.compression(),
-            CompressionMethod::Stored | CompressionMethod::Deflated
-        ) {
-            return Err(refuse(
-                "archive.method",
-                format!(
-                    "uses compression method {:?}; only stored and deflate are accepted",
-                    entry.compression()
-                ),
-            ));
-        }
-        if let Some(vcs) = vcs_component(&normal) {
-            return Err(refuse(
-                "archive.vcs",
-                format!("is version-control metadata (`{}`); git and other tools run commands its config names when they look at the pack directory", vcs.escape_debug()),
-            )
-            .help("a .buzzpack never carries VCS metadata; rebuild it with `apiary pack build`, which leaves it out"));
-        }
-        let is_dir = entry.is_dir();
+        check_entry_kind(&entry, &raw, &normal, refuse)?;
         if !seen.insert(normal.clone()) || !seen_folded.insert(normal.to_lowercase()) {
             return Err(refuse(
                 "archive.duplicate",
                 "appears twice (after normalising the path and ignoring case)".into(),
             ));
         }
+        let is_dir = entry.is_dir();
         let size = entry.size();
-        if !is_dir {
-            if size > limits.max_file_bytes {
-                return Err(refuse(
-                    "archive.file-size",
-                    format!(
-                        "unpacks to {size} bytes; the per-file limit is {}",
-                        mib(limits.max_file_bytes)
-                    ),
-                ));
-            }
-            let compressed = entry.compressed_size().max(1);
-            if size >= limits.ratio_floor_bytes && size / compressed > limits.max_ratio {
-                return Err(refuse(
-                    "archive.ratio",
-                    format!(
-                        "expands {}:1 ({compressed} -> {size} bytes); the limit is {}:1 (zip bomb?)",
-                        size / compressed,
-                        limits.max_ratio
-                    ),
-                ));
-            }
-            total = total.saturating_add(size);
-            if total > limits.max_total_bytes {
+        if is_dir {
+            plan.dirs.insert(normal.clone());
+        } else {
+            check_entry_size(size, entry.compressed_size(), limits, refuse)?;
+            plan.total = plan.total.saturating_add(size);
+            if plan.total > limits.max_total_bytes {
                 return Err(DistError::new(
                     "archive.total-size",
                     format!(
@@ -387,103 +361,222 @@ pub fn extract(
                     ),
                 ));
             }
-            files.insert(normal.clone());
-        } else {
-            dirs.insert(normal.clone());
+            plan.files.insert(normal.clone());
         }
         // Every parent of this entry is a directory.
         let mut parent = normal.as_str();
         while let Some((p, _)) = parent.rsplit_once('/') {
-            dirs.insert(p.to_string());
+            plan.dirs.insert(p.to_string());
             parent = p;
         }
-        plan.push((i, normal, is_dir, size));
+        plan.entries.push(Planned {
+            index,
+            normal,
+            is_dir,
+            size,
+        });
     }
-    // Many small entries can add up to a bomb that no single entry shows.
-    if total >= limits.ratio_floor_bytes && total / len.max(1) > limits.max_ratio {
-        return Err(DistError::new(
+    Ok(plan)
+}
+
+/// An entry's type and method: no encryption, links, devices or other special files, only
+/// stored and deflate, no version-control metadata.
+fn check_entry_kind(
+    entry: &zip::read::ZipFile<'_, BufReader<File>>,
+    raw: &str,
+    normal: &str,
+    refuse: impl Fn(&'static str, String) -> DistError,
+) -> Result<()> {
+    if entry.encrypted() {
+        return Err(refuse(
+            "archive.encrypted",
+            "is encrypted; encrypted entries are refused".into(),
+        ));
+    }
+    if let Some(mode) = entry.unix_mode()
+        && let Some(why) = kind_refusal(raw, mode)
+    {
+        return Err(refuse(
+            if mode & S_IFMT == S_IFLNK {
+                "archive.symlink"
+            } else {
+                "archive.special"
+            },
+            why.into(),
+        ));
+    }
+    if entry.is_symlink() {
+        return Err(refuse(
+            "archive.symlink",
+            "is a symbolic link; symlink entries are refused".into(),
+        ));
+    }
+    if !matches!(
+        entry.compression(),
+        CompressionMethod::Stored | CompressionMethod::Deflated
+    ) {
+        return Err(refuse(
+            "archive.method",
+            format!(
+                "uses compression method {:?}; only stored and deflate are accepted",
+                entry.compression()
+            ),
+        ));
+    }
+    if let Some(vcs) = vcs_component(normal) {
+        return Err(refuse(
+            "archive.vcs",
+            format!("is version-control metadata (`{}`); git and other tools run commands its config names when they look at the pack directory", vcs.escape_debug()),
+        )
+        .help("a .buzzpack never carries VCS metadata; rebuild it with `apiary pack build`, which leaves it out"));
+    }
+    Ok(())
+}
+
+/// A file entry's declared size and compression ratio.
+fn check_entry_size(
+    size: u64,
+    compressed: u64,
+    limits: &Limits,
+    refuse: impl Fn(&'static str, String) -> DistError,
+) -> Result<()> {
+    if size > limits.max_file_bytes {
+        return Err(refuse(
+            "archive.file-size",
+            format!(
+                "unpacks to {size} bytes; the per-file limit is {}",
+                mib(limits.max_file_bytes)
+            ),
+        ));
+    }
+    let compressed = compressed.max(1);
+    if size >= limits.ratio_floor_bytes && size / compressed > limits.max_ratio {
+        return Err(refuse(
             "archive.ratio",
             format!(
-                "{label} expands {}:1 ({len} -> {total} bytes); the limit is {}:1 (zip bomb?)",
-                total / len.max(1),
+                "expands {}:1 ({compressed} -> {size} bytes); the limit is {}:1 (zip bomb?)",
+                size / compressed,
                 limits.max_ratio
             ),
         ));
     }
-    if let Some(repo) = embedded_git_dir(&files, &dirs) {
-        return Err(DistError::new(
-            "archive.vcs",
-            format!("{label}: `{repo}` is laid out as a git repository (HEAD with objects/ and refs/, or commondir); git would read its config when a shell looks at that directory"),
-        )
-        .help("a .buzzpack never carries VCS metadata; rebuild it with `apiary pack build`"));
-    }
-    if let Some(clash) = files.intersection(&dirs).next() {
-        return Err(DistError::new(
-            "archive.clash",
-            format!("archive entry `{clash}` is both a file and a directory"),
-        ));
-    }
+    Ok(())
+}
 
-    // Pass 2: extract, counting real bytes.
-    progress.set_length(total);
-    let mut out = Vec::with_capacity(files.len());
-    let mut written: u64 = 0;
-    for dir in &dirs {
-        create_dir(&dest.join(dir))?;
-    }
-    for (i, normal, is_dir, declared) in plan {
-        if is_dir {
-            continue;
-        }
-        let entry = zip.by_index(i).map_err(|e| damaged(label, e))?;
-        let target = dest.join(&normal);
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&target)
-            .map_err(|e| DistError::io("cannot create", &target, e))?;
-        set_mode(&target, 0o644)?;
-        let mut h = Sha256::new();
-        let mut limited = entry.take(declared.saturating_add(1));
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut got: u64 = 0;
-        loop {
-            let k = limited.read(&mut buf).map_err(|e| damaged(label, e))?;
-            if k == 0 {
-                break;
-            }
-            got += k as u64;
-            written += k as u64;
-            if got > declared || written > limits.max_total_bytes {
-                return Err(DistError::new(
-                    "archive.size-lie",
-                    format!(
-                        "archive entry `{normal}` holds more data than its header declares ({declared} bytes); refusing"
-                    ),
-                ));
-            }
-            h.update(&buf[..k]);
-            f.write_all(&buf[..k])
-                .map_err(|e| DistError::io("cannot write", &target, e))?;
-            progress.inc(k as u64);
-        }
-        if got != declared {
-            return Err(damaged(
-                label,
-                format!("entry `{normal}` has {got} bytes, its header says {declared}"),
+impl Plan {
+    /// What no single entry shows: the archive's overall ratio, a git repository laid out in
+    /// plain directories, a path that is both a file and a directory.
+    fn check_whole(&self, label: &str, len: u64, limits: &Limits) -> Result<()> {
+        let total = self.total;
+        // Many small entries can add up to a bomb that no single entry shows.
+        if total >= limits.ratio_floor_bytes && total / len.max(1) > limits.max_ratio {
+            return Err(DistError::new(
+                "archive.ratio",
+                format!(
+                    "{label} expands {}:1 ({len} -> {total} bytes); the limit is {}:1 (zip bomb?)",
+                    total / len.max(1),
+                    limits.max_ratio
+                ),
             ));
         }
-        f.sync_all()
-            .map_err(|e| DistError::io("cannot sync", &target, e))?;
-        out.push(FileDigest {
-            path: normal,
-            size: got,
-            sha256: hex(&h.finalize()),
-        });
+        if let Some(repo) = embedded_git_dir(&self.files, &self.dirs) {
+            return Err(DistError::new(
+                "archive.vcs",
+                format!("{label}: `{repo}` is laid out as a git repository (HEAD with objects/ and refs/, or commondir); git would read its config when a shell looks at that directory"),
+            )
+            .help("a .buzzpack never carries VCS metadata; rebuild it with `apiary pack build`"));
+        }
+        if let Some(clash) = self.files.intersection(&self.dirs).next() {
+            return Err(DistError::new(
+                "archive.clash",
+                format!("archive entry `{clash}` is both a file and a directory"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Pass 2: creates the directories, then writes every file fresh, counting real bytes.
+fn write_entries(
+    zip: &mut Zip,
+    plan: Plan,
+    label: &str,
+    dest: &Path,
+    limits: &Limits,
+    progress: &indicatif::ProgressBar,
+) -> Result<Vec<FileDigest>> {
+    progress.set_length(plan.total);
+    let mut out = Vec::with_capacity(plan.files.len());
+    let mut written: u64 = 0;
+    for dir in &plan.dirs {
+        create_dir(&dest.join(dir))?;
+    }
+    for planned in plan.entries.into_iter().filter(|p| !p.is_dir) {
+        let entry = zip.by_index(planned.index).map_err(|e| damaged(label, e))?;
+        let file = write_entry(entry, &planned, label, dest, limits, &mut written, progress)?;
+        out.push(file);
     }
     progress.finish_and_clear();
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+/// Writes one file entry to `dest`, created fresh with mode 0644, stopping at its declared size
+/// (and at the archive's total, counted in `written`); returns its digest.
+fn write_entry(
+    entry: impl Read,
+    planned: &Planned,
+    label: &str,
+    dest: &Path,
+    limits: &Limits,
+    written: &mut u64,
+    progress: &indicatif::ProgressBar,
+) -> Result<FileDigest> {
+    let (normal, declared) = (&planned.normal, planned.size);
+    let target = dest.join(normal);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&target)
+        .map_err(|e| DistError::io("cannot create", &target, e))?;
+    set_mode(&target, 0o644)?;
+    let mut h = Sha256::new();
+    let mut limited = entry.take(declared.saturating_add(1));
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got: u64 = 0;
+    loop {
+        let k = limited.read(&mut buf).map_err(|e| damaged(label, e))?;
+        if k == 0 {
+            break;
+        }
+        got += k as u64;
+        *written += k as u64;
+        if got > declared || *written > limits.max_total_bytes {
+            return Err(DistError::new(
+                "archive.size-lie",
+                format!(
+                    "archive entry `{normal}` holds more data than its header declares ({declared} bytes); refusing"
+                ),
+            ));
+        }
+        h.update(&buf[..k]);
+        f.write_all(&buf[..k])
+            .map_err(|e| DistError::io("cannot write", &target, e))?;
+        progress.inc(k as u64);
+    }
+    if got != declared {
+        return Err(damaged(
+            label,
+            format!("entry `{normal}` has {got} bytes, its header says {declared}"),
+        ));
+    }
+    f.sync_all()
+        .map_err(|e| DistError::io("cannot sync", &target, e))?;
+    Ok(FileDigest {
+        path: normal.clone(),
+        size: got,
+        sha256: hex(&h.finalize()),
+    })
 }
 
 /// The entry count the end-of-central-directory record declares (the Zip64 one when the classic

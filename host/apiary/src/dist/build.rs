@@ -132,10 +132,17 @@ fn contains_private_key(bytes: &[u8]) -> bool {
 /// The files of the pack at `root` that ship, as sorted `/`-separated relative paths. Refuses
 /// secrets, symlinks, special files and anything over the archive limits.
 pub fn collect(root: &Path, limits: &Limits) -> Result<Vec<String>> {
-    let mut files = Vec::new();
-    let mut secrets = Vec::new();
-    let mut total: u64 = 0;
-    walk(root, "", limits, &mut files, &mut secrets, &mut total)?;
+    let mut walk = Walk {
+        root,
+        limits,
+        files: Vec::new(),
+        secrets: Vec::new(),
+        total: 0,
+    };
+    walk.dir("")?;
+    let Walk {
+        mut files, secrets, ..
+    } = walk;
     if !secrets.is_empty() {
         let list = secrets
             .iter()
@@ -172,91 +179,105 @@ pub fn collect(root: &Path, limits: &Limits) -> Result<Vec<String>> {
     Ok(files)
 }
 
-fn walk(
-    root: &Path,
-    rel: &str,
-    limits: &Limits,
-    files: &mut Vec<String>,
-    secrets: &mut Vec<(String, &'static str)>,
-    total: &mut u64,
-) -> Result<()> {
-    let dir = if rel.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(rel)
-    };
-    let entries = fs::read_dir(&dir).map_err(|e| DistError::io("cannot read", &dir, e))?;
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| DistError::io("cannot read", &dir, e))?;
-        names.push(entry.file_name());
-    }
-    names.sort();
-    for name in names {
-        let Some(name) = name.to_str().map(str::to_string) else {
-            return Err(DistError::new(
-                "build.name",
-                format!("{}: a file name is not UTF-8", dir.join(&name).display()),
-            ));
-        };
-        let child_rel = if rel.is_empty() {
-            name.clone()
+/// A walk of a pack directory for [`collect`].
+struct Walk<'a> {
+    root: &'a Path,
+    limits: &'a Limits,
+    files: Vec<String>,
+    /// Files refused as likely secrets, and why (all of them are named at the end).
+    secrets: Vec<(String, &'static str)>,
+    /// Bytes of the files kept so far.
+    total: u64,
+}
+
+impl Walk<'_> {
+    /// The directory `rel` (`""`: the root), its entries in name order.
+    fn dir(&mut self, rel: &str) -> Result<()> {
+        let dir = if rel.is_empty() {
+            self.root.to_path_buf()
         } else {
-            format!("{rel}/{name}")
+            self.root.join(rel)
         };
-        let path = root.join(&child_rel);
-        let meta =
-            fs::symlink_metadata(&path).map_err(|e| DistError::io("cannot stat", &path, e))?;
-        let ft = meta.file_type();
-        // `.git` may also be a file pointing at a repository elsewhere (worktrees, submodules).
-        if archive::is_vcs_name(&name) {
-            continue;
-        }
-        if ft.is_dir() {
-            if SKIP_DIRS.contains(&name.as_str()) {
+        for name in sorted_names(&dir)? {
+            let child_rel = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let path = self.root.join(&child_rel);
+            let meta =
+                fs::symlink_metadata(&path).map_err(|e| DistError::io("cannot stat", &path, e))?;
+            // `.git` may also be a file pointing at a repository elsewhere (worktrees, submodules).
+            if archive::is_vcs_name(&name) {
                 continue;
             }
-            walk(root, &child_rel, limits, files, secrets, total)?;
-            continue;
+            if meta.is_dir() {
+                if !SKIP_DIRS.contains(&name.as_str()) {
+                    self.dir(&child_rel)?;
+                }
+                continue;
+            }
+            self.file(child_rel, &name, &path, &meta)?;
         }
-        if skipped_file(&name, &child_rel) {
-            continue;
+        Ok(())
+    }
+
+    /// One entry that is not a directory: skipped, refused, set aside as a secret, or kept.
+    fn file(&mut self, rel: String, name: &str, path: &Path, meta: &fs::Metadata) -> Result<()> {
+        if skipped_file(name, &rel) {
+            return Ok(());
         }
-        if let Some(why) = secret_reason(&name) {
-            secrets.push((child_rel, why));
-            continue;
+        if let Some(why) = secret_reason(name) {
+            self.secrets.push((rel, why));
+            return Ok(());
         }
+        let ft = meta.file_type();
         if ft.is_symlink() {
             return Err(DistError::new(
                 "build.symlink",
-                format!("{child_rel} is a symbolic link; a pack may only contain regular files"),
+                format!("{rel} is a symbolic link; a pack may only contain regular files"),
             )
             .help("replace the link with a copy of the file it points to"));
         }
         if !ft.is_file() {
             return Err(DistError::new(
                 "build.special",
-                format!("{child_rel} is not a regular file"),
+                format!("{rel} is not a regular file"),
             ));
         }
-        archive::check_entry_name(&child_rel, limits).map_err(|e| {
+        archive::check_entry_name(&rel, self.limits).map_err(|e| {
             DistError::new(
                 "build.name",
-                format!("{child_rel}: cannot be packaged: {}", e.message),
+                format!("{rel}: cannot be packaged: {}", e.message),
             )
         })?;
         let size = meta.len();
+        self.count(&rel, size)?;
+        if size <= 4 * 1024 * 1024 {
+            let bytes = fs::read(path).map_err(|e| DistError::io("cannot read", path, e))?;
+            if contains_private_key(&bytes) {
+                self.secrets.push((rel, "contains a private key"));
+                return Ok(());
+            }
+        }
+        self.files.push(rel);
+        Ok(())
+    }
+
+    /// Counts a file of `size` bytes against the limits an installer applies.
+    fn count(&mut self, rel: &str, size: u64) -> Result<()> {
+        let limits = self.limits;
         if size > limits.max_file_bytes {
             return Err(DistError::new(
                 "build.file-size",
                 format!(
-                    "{child_rel} is {size} bytes; installers refuse files over {} bytes",
+                    "{rel} is {size} bytes; installers refuse files over {} bytes",
                     limits.max_file_bytes
                 ),
             ));
         }
-        *total += size;
-        if *total > limits.max_total_bytes || files.len() >= limits.max_entries {
+        self.total += size;
+        if self.total > limits.max_total_bytes || self.files.len() >= limits.max_entries {
             return Err(DistError::new(
                 "build.too-large",
                 format!(
@@ -265,16 +286,30 @@ fn walk(
                 ),
             ));
         }
-        if size <= 4 * 1024 * 1024 {
-            let bytes = fs::read(&path).map_err(|e| DistError::io("cannot read", &path, e))?;
-            if contains_private_key(&bytes) {
-                secrets.push((child_rel, "contains a private key"));
-                continue;
-            }
-        }
-        files.push(child_rel);
+        Ok(())
     }
-    Ok(())
+}
+
+/// The names in `dir`, sorted; a name that is not UTF-8 is refused.
+fn sorted_names(dir: &Path) -> Result<Vec<String>> {
+    let entries = fs::read_dir(dir).map_err(|e| DistError::io("cannot read", dir, e))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| DistError::io("cannot read", dir, e))?;
+        names.push(entry.file_name());
+    }
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            name.to_str().map(str::to_string).ok_or_else(|| {
+                DistError::new(
+                    "build.name",
+                    format!("{}: a file name is not UTF-8", dir.join(&name).display()),
+                )
+            })
+        })
+        .collect()
 }
 
 /// A file-name-safe form of `s`.
@@ -338,59 +373,13 @@ pub fn build(dir: &Path, output: Option<&Path>) -> Result<(Built, crate::diag::R
     let limits = Limits::default();
     let files = collect(&pack.root, &limits)?;
     let name = archive_name(&pack.manifest.id, &pack.manifest.version);
-    let out = match output {
-        Some(p) if p.is_dir() => p.join(&name),
-        Some(p) => p.to_path_buf(),
-        None => PathBuf::from(&name),
-    };
-    let file_name = out
-        .file_name()
-        .and_then(|n| n.to_str())
-        .filter(|n| !n.contains(char::is_whitespace))
-        .ok_or_else(|| {
-            DistError::new(
-                "build.output",
-                format!(
-                    "{}: the output needs a file name without spaces",
-                    out.display()
-                ),
-            )
-        })?
-        .to_string();
-    let out_dir = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if !out_dir.is_dir() {
-        return Err(DistError::new(
-            "build.output",
-            format!("output directory {} does not exist", out_dir.display()),
-        ));
-    }
-    // Write beside the target and rename, so a failed build never leaves half an archive.
-    let tmp = tempfile::Builder::new()
-        .prefix(".buzzpack-")
-        .tempfile_in(&out_dir)
-        .map_err(|e| DistError::io("cannot create a temporary file in", &out_dir, e))?;
-    archive::write(tmp.path(), &pack.root, &files)?;
-    let sha256 =
-        super::sha256_file(tmp.path()).map_err(|e| DistError::io("cannot read", tmp.path(), e))?;
-    let bytes = fs::metadata(tmp.path()).map(|m| m.len()).unwrap_or(0);
-    archive::set_mode(tmp.path(), 0o644)?;
-    tmp.persist(&out)
-        .map_err(|e| DistError::io("cannot write", &out, e.error))?;
-    let checksum_file = PathBuf::from(format!("{}.sha256", out.display()));
-    super::write_atomic(
-        &checksum_file,
-        &out_dir,
-        format!("{sha256}  {file_name}\n").as_bytes(),
-    )
-    .map_err(|e| DistError::io("cannot write", &checksum_file, e))?;
+    let out = Output::at(output, &name)?;
+    let (sha256, bytes, checksum_file) = write_archive(&pack.root, &files, &out)?;
     Ok((
         Built {
             pack_id: pack.manifest.id.clone(),
             version: pack.manifest.version.clone(),
-            archive: out,
+            archive: out.path,
             checksum_file,
             sha256,
             files: files.len(),
@@ -398,6 +387,79 @@ pub fn build(dir: &Path, output: Option<&Path>) -> Result<(Built, crate::diag::R
         },
         report,
     ))
+}
+
+/// Where a build writes its archive.
+struct Output {
+    path: PathBuf,
+    /// Its file name, as the checksum file names it.
+    file_name: String,
+    dir: PathBuf,
+}
+
+impl Output {
+    /// `output` (a directory gets `name` in it), else `name` in the working directory.
+    fn at(output: Option<&Path>, name: &str) -> Result<Output> {
+        let path = match output {
+            Some(p) if p.is_dir() => p.join(name),
+            Some(p) => p.to_path_buf(),
+            None => PathBuf::from(name),
+        };
+        let file_name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| !n.contains(char::is_whitespace))
+            .ok_or_else(|| {
+                DistError::new(
+                    "build.output",
+                    format!(
+                        "{}: the output needs a file name without spaces",
+                        path.display()
+                    ),
+                )
+            })?
+            .to_string();
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(DistError::new(
+                "build.output",
+                format!("output directory {} does not exist", dir.display()),
+            ));
+        }
+        Ok(Output {
+            path,
+            file_name,
+            dir,
+        })
+    }
+}
+
+/// Writes the archive of `files` beside `out` and renames it into place (so a failed build never
+/// leaves half an archive), then its checksum file. Returns the digest, the size and the checksum
+/// file.
+fn write_archive(root: &Path, files: &[String], out: &Output) -> Result<(String, u64, PathBuf)> {
+    let tmp = tempfile::Builder::new()
+        .prefix(".buzzpack-")
+        .tempfile_in(&out.dir)
+        .map_err(|e| DistError::io("cannot create a temporary file in", &out.dir, e))?;
+    archive::write(tmp.path(), root, files)?;
+    let sha256 =
+        super::sha256_file(tmp.path()).map_err(|e| DistError::io("cannot read", tmp.path(), e))?;
+    let bytes = fs::metadata(tmp.path()).map(|m| m.len()).unwrap_or(0);
+    archive::set_mode(tmp.path(), 0o644)?;
+    tmp.persist(&out.path)
+        .map_err(|e| DistError::io("cannot write", &out.path, e.error))?;
+    let checksum_file = PathBuf::from(format!("{}.sha256", out.path.display()));
+    super::write_atomic(
+        &checksum_file,
+        &out.dir,
+        format!("{sha256}  {}\n", out.file_name).as_bytes(),
+    )
+    .map_err(|e| DistError::io("cannot write", &checksum_file, e))?;
+    Ok((sha256, bytes, checksum_file))
 }
 
 #[cfg(test)]

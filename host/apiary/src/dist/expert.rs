@@ -36,7 +36,7 @@
 //! converted an installed pack is part of the apiary binary the lock names by digest.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -232,9 +232,49 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
         .tempdir()
         .map_err(|e| DistError::new("io", format!("cannot create a temporary directory: {e}")))?;
     let tree = tmp.path().join("expert");
+    let label = source.lock_source();
+    let (sha256, checksum) = stage_expert(root, source, opts, tmp.path(), &tree)?;
+    if opts.locked {
+        check_pin(root, &label, sha256.as_deref(), &tree)?;
+    }
+    let tree_sha256 = tree_digest(&tree)?;
+    let expert_root = detect_expert(&tree, &label)?;
+    let expert_name = expert_name(&expert_root);
+    let out = tmp.path().join("converted");
+    let (pack, used, report) = convert_expert(expert_root, &out, &label)?;
+    let (agents, partials) = agents_and_partials(&out, &pack)?;
+    let converted = Converted {
+        expert_name,
+        converter: used.name,
+        converter_version: used.version,
+        converter_digest: used.digest,
+        tree_sha256,
+        checksum,
+        agents,
+        partials,
+        report,
+    };
+    let provenance = Provenance {
+        source: label,
+        sha256,
+        resolved: None,
+        expert: Some(converted),
+    };
+    install_converted(root, &out, provenance, opts)
+}
+
+/// Fence step: the expert pack's files, copied (a directory) or unpacked (a zip, fetched and
+/// checked first) into `tree`. Returns the zip's digest and how it was vouched for.
+fn stage_expert(
+    root: &Path,
+    source: &Source,
+    opts: &Options,
+    tmp: &Path,
+    tree: &Path,
+) -> Result<(Option<String>, &'static str)> {
     let limits = limits();
     let label = source.lock_source();
-    let (sha256, checksum) = match source {
+    match source {
         Source::File(dir) if dir.is_dir() => {
             if opts.sha256.is_some() {
                 return Err(DistError::new(
@@ -247,96 +287,119 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
                 max_bytes: MAX_UNPACKED,
                 max_depth: limits.max_depth,
             };
-            convert::stage::copy_in(dir, &tree, caps).map_err(|m| {
+            convert::stage::copy_in(dir, tree, caps).map_err(|m| {
                 DistError::new("expert.input", format!("cannot read the expert pack: {m}"))
             })?;
-            (None, "directory")
+            Ok((None, "directory"))
         }
         Source::File(_) | Source::Http(_) => {
-            let work = tmp.path().join("work");
+            let work = tmp.join("work");
             fs::create_dir(&work).map_err(|e| DistError::io("cannot create", &work, e))?;
-            let pin = opts.sha256.as_deref();
-            let (zip, sha, vouched) = match source {
-                Source::File(p) => {
-                    fetch::fetch_file_checked(p, &work, &limits, opts.progress, pin, false)?
-                }
-                Source::Http(u) => {
-                    fetch::fetch_http_checked(u, &work, &limits, opts.progress, pin, false)?
-                }
-                Source::Git { .. } => unreachable!("matched above"),
-            };
-            let checksum = match vouched {
-                Vouched::Checksum => "verified",
-                Vouched::Pinned => "pinned",
-                // The digest pack.lock recorded pins it (checked here, before unpacking).
-                Vouched::Nothing if opts.locked => {
-                    check_pin(root, &label, Some(&sha), &tree)?;
-                    "absent"
-                }
-                Vouched::Nothing => {
-                    confirm_unverified(&label, &sha, opts.unverified)?;
-                    "absent"
-                }
-            };
-            fs::create_dir(&tree).map_err(|e| DistError::io("cannot create", &tree, e))?;
+            let (zip, sha, checksum) = fetch_expert_zip(root, source, opts, &work, tree)?;
+            fs::create_dir(tree).map_err(|e| DistError::io("cannot create", tree, e))?;
             let bar = super::progress_bar(0, "unpacking", opts.progress);
-            archive::extract(&zip, &label, &tree, &limits, &bar).map_err(|mut e| {
-                if e.code == "archive.vcs" {
-                    e.help = Some("an expert pack zip may not carry version-control metadata (.git/ and the like); zip the pack without it".into());
-                    return e;
-                }
-                e.help = Some(format!(
-                    "an expert pack zip may only hold relative paths inside the pack, at most {} MiB unpacked (seed 004 §4.1)",
-                    MAX_UNPACKED >> 20
-                ));
-                e
-            })?;
-            (Some(sha), checksum)
+            archive::extract(&zip, &label, tree, &limits, &bar).map_err(expert_fence_help)?;
+            Ok((Some(sha), checksum))
         }
-        Source::Git { .. } => {
-            return Err(DistError::new(
-                "expert.source",
-                "expert packs install from a directory, a .zip or an https://…zip URL",
-            ));
+        Source::Git { .. } => Err(DistError::new(
+            "expert.source",
+            "expert packs install from a directory, a .zip or an https://…zip URL",
+        )),
+    }
+}
+
+/// The expert zip fetched into `work`, checked against its `.sha256`, `--sha256`, the lock
+/// (`--locked`) or the operator's confirmation. Returns its path, digest and how it was vouched for.
+fn fetch_expert_zip(
+    root: &Path,
+    source: &Source,
+    opts: &Options,
+    work: &Path,
+    tree: &Path,
+) -> Result<(PathBuf, String, &'static str)> {
+    let limits = limits();
+    let label = source.lock_source();
+    let pin = opts.sha256.as_deref();
+    let (zip, sha, vouched) = match source {
+        Source::File(p) => fetch::fetch_file_checked(p, work, &limits, opts.progress, pin, false)?,
+        Source::Http(u) => fetch::fetch_http_checked(u, work, &limits, opts.progress, pin, false)?,
+        Source::Git { .. } => unreachable!("git sources are refused before"),
+    };
+    let checksum = match vouched {
+        Vouched::Checksum => "verified",
+        Vouched::Pinned => "pinned",
+        // The digest pack.lock recorded pins it (checked here, before unpacking).
+        Vouched::Nothing if opts.locked => {
+            check_pin(root, &label, Some(&sha), tree)?;
+            "absent"
+        }
+        Vouched::Nothing => {
+            confirm_unverified(&label, &sha, opts.unverified)?;
+            "absent"
         }
     };
-    if opts.locked {
-        check_pin(root, &label, sha256.as_deref(), &tree)?;
-    }
-    let tree_sha256 = tree_digest(&tree)?;
+    Ok((zip, sha, checksum))
+}
 
-    // Fail closed unless the host's detection rules say "expert pack".
-    let found = detect::detect(&tree).map_err(|r| not_expert(&label, &r.reason))?;
+/// The fence's refusal of an expert zip, with the help that applies to expert packs.
+fn expert_fence_help(mut e: DistError) -> DistError {
+    e.help = Some(if e.code == "archive.vcs" {
+        "an expert pack zip may not carry version-control metadata (.git/ and the like); zip the pack without it".into()
+    } else {
+        format!(
+            "an expert pack zip may only hold relative paths inside the pack, at most {} MiB unpacked (seed 004 §4.1)",
+            MAX_UNPACKED >> 20
+        )
+    });
+    e
+}
+
+/// Fails closed unless the host's detection rules say "expert pack"; returns its root in `tree`.
+fn detect_expert(tree: &Path, label: &str) -> Result<PathBuf> {
+    let found = detect::detect(tree).map_err(|r| not_expert(label, &r.reason))?;
     if found.format != FORMAT {
         return Err(not_expert(
-            &label,
+            label,
             &format!("it holds {} ({})", found.format, found.evidence),
         ));
     }
-    let expert_root = tree.join(&found.root);
-    let expert_name = expert_name(&expert_root);
+    Ok(tree.join(&found.root))
+}
 
-    let out = tmp.path().join("converted");
-    let sandbox = crate::sandbox::Sandbox::shared()
+/// Converts the expert pack at `expert_root` into a persona pack in `out` with the built-in
+/// converter, and validates it. Returns the pack, the converter that ran and the conversion's
+/// counts (lost, synthesised, normalised, reinterpreted).
+fn convert_expert(
+    expert_root: PathBuf,
+    out: &Path,
+    label: &str,
+) -> Result<(Pack, convert::Used, [usize; 4])> {
+    let sandbox = crate::shared_sandbox()
         .map_err(|e| DistError::new("expert.sandbox", format!("cannot start the sandbox: {e}")))?;
     let registry = Registry::load(sandbox, None, None);
     let job = Job {
         src: expert_root,
         to: convert::plan::PIVOT.to_string(),
         from: Some(FORMAT.to_string()),
-        out: out.clone(),
+        out: out.to_path_buf(),
         force: false,
         options: Vec::new(),
     };
     let outcome = convert::convert(sandbox, &registry, &job);
     if let Some(f) = &outcome.error {
-        return Err(conversion_failed(&label, f));
+        return Err(conversion_failed(label, f));
     }
     let Some(used) = outcome.converters.first() else {
         return Err(DistError::new("expert.convert", "no converter ran"));
     };
     let report = &outcome.report;
-    let loaded = crate::pack::load(&out);
+    let counts = [
+        report.lost.len(),
+        report.synthesised.len(),
+        report.normalised.len(),
+        report.reinterpreted.len(),
+    ];
+    let loaded = crate::pack::load(out);
     let Some(pack) = loaded.pack else {
         return Err(DistError::new(
             "pack.invalid",
@@ -344,36 +407,22 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
         )
         .with_report(loaded.report));
     };
-    let (agents, partials) = agents_and_partials(&out, &pack)?;
-    let converted = Converted {
-        expert_name,
-        converter: used.name.clone(),
-        converter_version: used.version.clone(),
-        converter_digest: used.digest.clone(),
-        tree_sha256,
-        checksum,
-        agents,
-        partials,
-        report: [
-            report.lost.len(),
-            report.synthesised.len(),
-            report.normalised.len(),
-            report.reinterpreted.len(),
-        ],
-    };
+    Ok((pack, used.clone(), counts))
+}
 
+/// The root is touched only now: the converted pack in `out` is staged and committed as any pack.
+fn install_converted(
+    root: &Path,
+    out: &Path,
+    provenance: Provenance,
+    opts: &Options,
+) -> Result<Installed> {
     let guard = RootGuard::acquire(root, true)?
         .ok_or_else(|| DistError::new("root.missing", "install root vanished"))?;
     let id = nonce();
     let stage = Scratch(guard.sub("staging").join(format!("pack-{id}")));
     fs::create_dir(&stage.0).map_err(|e| DistError::io("cannot create", &stage.0, e))?;
-    let files = install::copy_tree(&out, &stage.0, &limits)?;
-    let provenance = Provenance {
-        source: label,
-        sha256,
-        resolved: None,
-        expert: Some(converted),
-    };
+    let files = install::copy_tree(out, &stage.0, &limits())?;
     install::commit(&guard, &id, stage, files, provenance, opts)
 }
 

@@ -93,72 +93,10 @@ impl Source {
             return Err(bad_source(s, "contains control characters"));
         }
         if let Some(rest) = s_trim.strip_prefix("github:") {
-            let (repo, reference) = match rest.split_once('@') {
-                Some((r, x)) => (r, Some(x.to_string())),
-                None => (rest, None),
-            };
-            let parts: Vec<&str> = repo.split('/').collect();
-            let part_ok = |p: &str| {
-                !p.is_empty()
-                    && !p.starts_with(['-', '.'])
-                    && p.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            };
-            if parts.len() != 2 || !parts.iter().all(|p| part_ok(p)) {
-                return Err(bad_source(s, "expected github:owner/repo[@ref]"));
-            }
-            if let Some(r) = &reference {
-                check_ref(s, r)?;
-            }
-            let base = std::env::var(GITHUB_ENV)
-                .ok()
-                .filter(|b| !b.is_empty())
-                .unwrap_or_else(|| "https://github.com".into());
-            let base = base.trim_end_matches('/');
-            let protocol = if base.starts_with("file://") {
-                "file"
-            } else if base.starts_with("https://") {
-                "https"
-            } else {
-                return Err(bad_source(
-                    s,
-                    &format!("{GITHUB_ENV} must be an https:// or file:// URL"),
-                ));
-            };
-            return Ok(Source::Git {
-                display: format!("github:{repo}"),
-                url: format!("{base}/{repo}.git"),
-                reference,
-                protocol,
-            });
+            return parse_github(s, rest);
         }
         if let Some(rest) = s_trim.strip_prefix("git+") {
-            let (url, reference) = match rest.split_once('#') {
-                Some((u, r)) => (u, Some(r.to_string())),
-                None => (rest, None),
-            };
-            let protocol = if url.starts_with("https://") {
-                "https"
-            } else if url.starts_with("file://") {
-                "file"
-            } else {
-                return Err(bad_source(
-                    s,
-                    "only git+https:// and git+file:// are supported",
-                ));
-            };
-            if url.len() <= "file://".len() + 1 || url.contains(char::is_whitespace) {
-                return Err(bad_source(s, "the repository URL is incomplete"));
-            }
-            if let Some(r) = &reference {
-                check_ref(s, r)?;
-            }
-            return Ok(Source::Git {
-                display: format!("git+{url}"),
-                url: url.to_string(),
-                reference,
-                protocol,
-            });
+            return parse_git(s, rest);
         }
         if s_trim.starts_with("https://") || s_trim.starts_with("http://") {
             if s_trim.contains(char::is_whitespace) {
@@ -183,6 +121,79 @@ impl Source {
             Source::Git { display, .. } => redact(display),
         }
     }
+}
+
+/// `github:owner/repo[@ref]` (`rest` follows the prefix), cloned from `$APIARY_GITHUB_URL`, else
+/// https://github.com.
+fn parse_github(s: &str, rest: &str) -> Result<Source> {
+    let (repo, reference) = match rest.split_once('@') {
+        Some((r, x)) => (r, Some(x.to_string())),
+        None => (rest, None),
+    };
+    let parts: Vec<&str> = repo.split('/').collect();
+    let part_ok = |p: &str| {
+        !p.is_empty()
+            && !p.starts_with(['-', '.'])
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    };
+    if parts.len() != 2 || !parts.iter().all(|p| part_ok(p)) {
+        return Err(bad_source(s, "expected github:owner/repo[@ref]"));
+    }
+    if let Some(r) = &reference {
+        check_ref(s, r)?;
+    }
+    let base = std::env::var(GITHUB_ENV)
+        .ok()
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| "https://github.com".into());
+    let base = base.trim_end_matches('/');
+    let protocol = if base.starts_with("file://") {
+        "file"
+    } else if base.starts_with("https://") {
+        "https"
+    } else {
+        return Err(bad_source(
+            s,
+            &format!("{GITHUB_ENV} must be an https:// or file:// URL"),
+        ));
+    };
+    Ok(Source::Git {
+        display: format!("github:{repo}"),
+        url: format!("{base}/{repo}.git"),
+        reference,
+        protocol,
+    })
+}
+
+/// `git+https://…[#ref]` or `git+file://…[#ref]` (`rest` follows `git+`).
+fn parse_git(s: &str, rest: &str) -> Result<Source> {
+    let (url, reference) = match rest.split_once('#') {
+        Some((u, r)) => (u, Some(r.to_string())),
+        None => (rest, None),
+    };
+    let protocol = if url.starts_with("https://") {
+        "https"
+    } else if url.starts_with("file://") {
+        "file"
+    } else {
+        return Err(bad_source(
+            s,
+            "only git+https:// and git+file:// are supported",
+        ));
+    };
+    if url.len() <= "file://".len() + 1 || url.contains(char::is_whitespace) {
+        return Err(bad_source(s, "the repository URL is incomplete"));
+    }
+    if let Some(r) = &reference {
+        check_ref(s, r)?;
+    }
+    Ok(Source::Git {
+        display: format!("git+{url}"),
+        url: url.to_string(),
+        reference,
+        protocol,
+    })
 }
 
 /// `scheme://user:secret@host/p?token=x&v=1` -> `scheme://host/p?token=REDACTED&v=1`: without the
@@ -493,37 +504,10 @@ pub fn fetch_file_checked(
             ),
         ));
     }
-    let sum_path = PathBuf::from(format!("{}.sha256", path.display()));
-    let published = match std::fs::metadata(&sum_path) {
-        _ if pin.is_some() => None,
-        // A FIFO reports size 0: read without blocking, regular files only.
-        Ok(m) if m.len() <= MAX_CHECKSUM_BYTES => {
-            let text = crate::safe_fs::read_regular(
-                &sum_path,
-                crate::safe_fs::FinalLink::Follow,
-                MAX_CHECKSUM_BYTES,
-            )
-            .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
-            .map_err(|e| DistError::io("cannot read", &sum_path, e))?;
-            Some(parse_checksum(&text, &sum_path.display().to_string())?)
-        }
-        Ok(_) => {
-            return Err(DistError::new(
-                "checksum.invalid",
-                format!("{} is too large to be a checksum file", sum_path.display()),
-            ));
-        }
-        Err(_) if !required => None,
-        Err(_) => {
-            return Err(DistError::new(
-                "checksum.missing",
-                format!(
-                    "no checksum file {}: a .buzzpack must ship with its .sha256 (spec §11); refusing to install",
-                    sum_path.display()
-                ),
-            )
-            .help("put the <name>.buzzpack.sha256 from the release beside the archive (`apiary pack build` writes both), or pin the digest with --sha256 <64 hex digits>"));
-        }
+    let published = if pin.is_some() {
+        None
+    } else {
+        published_beside(path, required)?
     };
     let mut input = crate::safe_fs::open_regular(path, crate::safe_fs::FinalLink::Follow)
         .map_err(|e| DistError::io("cannot open", path, e))?
@@ -535,6 +519,37 @@ pub fn fetch_file_checked(
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let vouched = verdict(&what, file_name, pin, published, &actual)?;
     Ok((copy, actual, vouched))
+}
+
+/// The checksum in `<path>.sha256`: `None` when there is no such file and it is not `required`.
+fn published_beside(path: &Path, required: bool) -> Result<Option<(String, Option<String>)>> {
+    let sum_path = PathBuf::from(format!("{}.sha256", path.display()));
+    match std::fs::metadata(&sum_path) {
+        // A FIFO reports size 0: read without blocking, regular files only.
+        Ok(m) if m.len() <= MAX_CHECKSUM_BYTES => {
+            let text = crate::safe_fs::read_regular(
+                &sum_path,
+                crate::safe_fs::FinalLink::Follow,
+                MAX_CHECKSUM_BYTES,
+            )
+            .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
+            .map_err(|e| DistError::io("cannot read", &sum_path, e))?;
+            parse_checksum(&text, &sum_path.display().to_string()).map(Some)
+        }
+        Ok(_) => Err(DistError::new(
+            "checksum.invalid",
+            format!("{} is too large to be a checksum file", sum_path.display()),
+        )),
+        Err(_) if !required => Ok(None),
+        Err(_) => Err(DistError::new(
+            "checksum.missing",
+            format!(
+                "no checksum file {}: a .buzzpack must ship with its .sha256 (spec §11); refusing to install",
+                sum_path.display()
+            ),
+        )
+        .help("put the <name>.buzzpack.sha256 from the release beside the archive (`apiary pack build` writes both), or pin the digest with --sha256 <64 hex digits>")),
+    }
 }
 
 /// Over `https://`, redirects to plain `http://` are refused too.
@@ -581,33 +596,62 @@ pub fn fetch_http_checked(
         .help("use an https:// URL, or pin the digest you got from a trusted place: apiary install --sha256 <64 hex digits> <url>"));
     }
     let agent = agent(https);
-    let sum_url = checksum_url(url);
-    let sum_shown = redact(&sum_url);
     let published = if pin.is_some() {
         None
     } else {
-        let text = match agent.get(&sum_url).call() {
-            Ok(mut resp) => resp
-                .body_mut()
-                .with_config()
-                .limit(MAX_CHECKSUM_BYTES)
-                .read_to_string()
-                .map(Some)
-                .map_err(|e| {
-                    DistError::new("checksum.invalid", format!("cannot read {sum_shown}: {e}"))
-                })?,
-            Err(ureq::Error::StatusCode(_)) if !required => None,
-            Err(ureq::Error::StatusCode(code)) => {
-                return Err(DistError::new(
-                    "checksum.missing",
-                    format!("no checksum at {sum_shown} (HTTP {code}): a .buzzpack must ship with its .sha256 (spec §11); refusing to install"),
-                )
-                .help("publish <name>.buzzpack.sha256 beside the archive (`apiary pack build` writes it), or pin the digest with --sha256 <64 hex digits>"));
-            }
-            Err(e) => return Err(http_error(&sum_shown, e)),
-        };
-        text.map(|t| parse_checksum(&t, &sum_shown)).transpose()?
+        published_at(&agent, url, required)?
     };
+    let (copy, actual) = download(&agent, url, work, limits, progress)?;
+    let file_name = url
+        .split(['?', '#'])
+        .next()
+        .and_then(|u| u.rsplit('/').next())
+        .unwrap_or("");
+    let vouched = verdict(&shown, file_name, pin, published, &actual)?;
+    Ok((copy, actual, vouched))
+}
+
+/// The checksum published at `<url>.sha256`: `None` when the server has none and it is not
+/// `required`.
+fn published_at(
+    agent: &ureq::Agent,
+    url: &str,
+    required: bool,
+) -> Result<Option<(String, Option<String>)>> {
+    let sum_url = checksum_url(url);
+    let sum_shown = redact(&sum_url);
+    let text = match agent.get(&sum_url).call() {
+        Ok(mut resp) => resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_CHECKSUM_BYTES)
+            .read_to_string()
+            .map_err(|e| {
+                DistError::new("checksum.invalid", format!("cannot read {sum_shown}: {e}"))
+            })?,
+        Err(ureq::Error::StatusCode(_)) if !required => return Ok(None),
+        Err(ureq::Error::StatusCode(code)) => {
+            return Err(DistError::new(
+                "checksum.missing",
+                format!("no checksum at {sum_shown} (HTTP {code}): a .buzzpack must ship with its .sha256 (spec §11); refusing to install"),
+            )
+            .help("publish <name>.buzzpack.sha256 beside the archive (`apiary pack build` writes it), or pin the digest with --sha256 <64 hex digits>"));
+        }
+        Err(e) => return Err(http_error(&sum_shown, e)),
+    };
+    parse_checksum(&text, &sum_shown).map(Some)
+}
+
+/// Downloads `url` to `<work>/download`, within the archive size limit; returns the file and its
+/// digest.
+fn download(
+    agent: &ureq::Agent,
+    url: &str,
+    work: &Path,
+    limits: &Limits,
+    progress: bool,
+) -> Result<(PathBuf, String)> {
+    let shown = redact(url);
     let mut resp = agent.get(url).call().map_err(|e| http_error(&shown, e))?;
     let len = resp.body().content_length();
     if let Some(n) = len
@@ -629,13 +673,7 @@ pub fn fetch_http_checked(
         .limit(limits.max_archive_bytes.saturating_add(1))
         .reader();
     let actual = copy_hashing(&mut reader, &copy, limits.max_archive_bytes, &shown, &bar)?;
-    let file_name = url
-        .split(['?', '#'])
-        .next()
-        .and_then(|u| u.rsplit('/').next())
-        .unwrap_or("");
-    let vouched = verdict(&shown, file_name, pin, published, &actual)?;
-    Ok((copy, actual, vouched))
+    Ok((copy, actual))
 }
 
 /// Environment variables git may keep: finding programs, temporary files, and the operator's

@@ -62,20 +62,50 @@ pub struct Request<'a> {
 /// The identity `req.dir` runs under, or a refusal (`identity.conflict`) naming the pack that owns
 /// the id.
 pub fn resolve(req: &Request<'_>) -> Result<Identity> {
-    let id = req.id;
     let dir = req.dir.canonicalize().map_err(|e| {
         DistError::new(
             "identity.dir",
             format!("cannot resolve {}: {e}", req.dir.display()),
         )
     })?;
-    let owner = req.keys.owner(id).map_err(owner_error)?;
+    let owner = req.keys.owner(req.id).map_err(owner_error)?;
+    match find_installed(req, &dir, owner.as_ref())? {
+        Install::Here(identity) => Ok(identity),
+        Install::Elsewhere { home, source } => conflict(
+            req,
+            &dir,
+            format!("the pack installed from {source} as {}", home.display()),
+            format!(
+                "run the installed pack with `apiary up {}`, give this pack an id of its own, or",
+                home.display()
+            ),
+        ),
+        Install::Nowhere => by_directory(req, &dir, owner),
+    }
+}
+
+/// Where the id is installed, as [`find_installed`] sees it.
+enum Install {
+    /// `dir` is the installed pack: its identity.
+    Here(Identity),
+    /// Another directory is: `home`, installed from `source`.
+    Elsewhere {
+        home: PathBuf,
+        source: String,
+    },
+    Nowhere,
+}
+
+/// Looks the id up in the operator's install root and in the one the owner record names; the
+/// installed pack takes the namespace over (recorded when `req.claim`).
+fn find_installed(req: &Request<'_>, dir: &Path, owner: Option<&Owner>) -> Result<Install> {
+    let id = req.id;
     // The roots that may hold this id: the operator's, and the one the owner record names.
     let mut roots: Vec<PathBuf> = req.root.map(Path::to_path_buf).into_iter().collect();
-    if let Some(Owner::Installed { root, .. }) = &owner {
+    if let Some(Owner::Installed { root, .. }) = owner {
         roots.push(root.clone());
     }
-    let mut installed_elsewhere = None;
+    let mut elsewhere = None;
     for root in &roots {
         // Without case too: on a case-insensitive filesystem `COM.X` is `com.x`'s directory.
         let Some((installed_id, entry)) = Lock::load(root)?
@@ -87,37 +117,38 @@ pub fn resolve(req: &Request<'_>) -> Result<Identity> {
         };
         let root = root.canonicalize().unwrap_or_else(|_| root.clone());
         let home = root.join(&installed_id);
-        if installed_id == id && home.canonicalize().ok().as_deref() == Some(dir.as_path()) {
+        if installed_id == id && home.canonicalize().ok().as_deref() == Some(dir) {
             if req.claim {
                 let me = Owner::Installed {
                     root,
                     source: entry.source.clone(),
                 };
-                if owner.as_ref() != Some(&me) {
+                if owner != Some(&me) {
                     req.keys.set_owner(id, &me).map_err(owner_error)?;
                 }
             }
-            return Ok(Identity {
+            return Ok(Install::Here(Identity {
                 namespace: id.to_string(),
                 kind: Kind::Installed {
                     source: entry.source,
                 },
-            });
+            }));
         }
-        installed_elsewhere.get_or_insert((home, entry.source));
+        elsewhere.get_or_insert(Install::Elsewhere {
+            home,
+            source: entry.source,
+        });
     }
-    if let Some((home, source)) = installed_elsewhere {
-        return conflict(
-            req,
-            &dir,
-            format!("the pack installed from {source} as {}", home.display()),
-            format!(
-                "run the installed pack with `apiary up {}`, give this pack an id of its own, or",
-                home.display()
-            ),
-        );
-    }
-    let me = Owner::Directory { path: dir.clone() };
+    Ok(elsewhere.unwrap_or(Install::Nowhere))
+}
+
+/// A directory that is not installed: it owns the id when nobody else does (the first to run
+/// claims it, when `req.claim`), else it conflicts with the owner.
+fn by_directory(req: &Request<'_>, dir: &Path, owner: Option<Owner>) -> Result<Identity> {
+    let id = req.id;
+    let me = Owner::Directory {
+        path: dir.to_path_buf(),
+    };
     let owner = match owner {
         Some(o) => Some(o),
         None if req.claim => Some(req.keys.claim(id, &me).map_err(owner_error)?),
@@ -128,7 +159,7 @@ pub fn resolve(req: &Request<'_>) -> Result<Identity> {
         Some(o) if o == me => Ok(owned(id)),
         Some(Owner::Directory { path }) => conflict(
             req,
-            &dir,
+            dir,
             format!("the pack directory {}", path.display()),
             format!(
                 "if that pack moved here, delete {} to hand its keys over; give this pack an id of its own; or",
@@ -140,7 +171,7 @@ pub fn resolve(req: &Request<'_>) -> Result<Identity> {
         ),
         Some(Owner::Installed { root, source }) => conflict(
             req,
-            &dir,
+            dir,
             format!(
                 "the pack installed from {source} as {} (no longer in that pack.lock)",
                 root.join(id).display()

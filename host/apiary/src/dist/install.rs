@@ -127,51 +127,69 @@ impl RootGuard {
     fn recover(&self) -> Result<()> {
         let jpath = self.sub(JOURNAL);
         if jpath.exists() {
-            let bytes = fs::read(&jpath).map_err(|e| DistError::io("cannot read", &jpath, e))?;
-            let journal: Journal = serde_json::from_slice(&bytes).map_err(|e| {
-                DistError::new(
-                    "journal.invalid",
-                    format!("{} is not a valid install journal: {e}", jpath.display()),
-                )
-                .help("apiary writes it atomically, so it was edited by hand; inspect the install root and remove the file")
-            })?;
-            pack_dir_name(&journal.pack_id)?;
-            let lock = Lock::load(&self.root)?;
-            let target = self.root.join(&journal.pack_id);
-            let committed = lock.packs.get(&journal.pack_id) == Some(&journal.entry);
-            if committed {
-                tracing::info!("recovery: install of {} had committed", journal.pack_id);
-                agent_config::apply(&self.root, &self.state, &journal.config)?;
-            } else {
-                tracing::warn!(
-                    "recovery: rolling back an interrupted install of {}",
-                    journal.pack_id
-                );
-                let is_new = InstallRecord::load(&target)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|r| r.install_id.as_deref() == Some(&journal.install_id));
-                if is_new {
-                    let trash = self
-                        .sub("trash")
-                        .join(format!("{}-{}", journal.pack_id, nonce()));
-                    fs::rename(&target, &trash)
-                        .map_err(|e| DistError::io("cannot move aside", &target, e))?;
-                }
-                if let Some(old) = &journal.old {
-                    pack_dir_name(old)?;
-                    let old = self.sub("old").join(old);
-                    if old.exists() && !target.exists() {
-                        fs::rename(&old, &target)
-                            .map_err(|e| DistError::io("cannot restore", &target, e))?;
-                    }
-                }
-                fsync_dir(&self.root).map_err(|e| DistError::io("cannot sync", &self.root, e))?;
-            }
-            fs::remove_file(&jpath).map_err(|e| DistError::io("cannot remove", &jpath, e))?;
-            fsync_dir(&self.state).map_err(|e| DistError::io("cannot sync", &self.state, e))?;
+            self.settle(&jpath)?;
         }
-        // Temporary files of an interrupted atomic write (journal, lock, trust store).
+        self.empty_scratch();
+        Ok(())
+    }
+
+    /// The install the journal at `jpath` describes: finished when `pack.lock` shows it committed,
+    /// else rolled back; then the journal goes.
+    fn settle(&self, jpath: &Path) -> Result<()> {
+        let bytes = fs::read(jpath).map_err(|e| DistError::io("cannot read", jpath, e))?;
+        let journal: Journal = serde_json::from_slice(&bytes).map_err(|e| {
+            DistError::new(
+                "journal.invalid",
+                format!("{} is not a valid install journal: {e}", jpath.display()),
+            )
+            .help("apiary writes it atomically, so it was edited by hand; inspect the install root and remove the file")
+        })?;
+        pack_dir_name(&journal.pack_id)?;
+        let lock = Lock::load(&self.root)?;
+        let committed = lock.packs.get(&journal.pack_id) == Some(&journal.entry);
+        if committed {
+            tracing::info!("recovery: install of {} had committed", journal.pack_id);
+            agent_config::apply(&self.root, &self.state, &journal.config)?;
+        } else {
+            self.roll_back(&journal)?;
+        }
+        fs::remove_file(jpath).map_err(|e| DistError::io("cannot remove", jpath, e))?;
+        fsync_dir(&self.state).map_err(|e| DistError::io("cannot sync", &self.state, e))
+    }
+
+    /// Undoes an install that had not committed: its new directory (recognised by its install id)
+    /// goes to the trash, the old one is renamed back.
+    fn roll_back(&self, journal: &Journal) -> Result<()> {
+        tracing::warn!(
+            "recovery: rolling back an interrupted install of {}",
+            journal.pack_id
+        );
+        let target = self.root.join(&journal.pack_id);
+        let is_new = InstallRecord::load(&target)
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.install_id.as_deref() == Some(&journal.install_id));
+        if is_new {
+            let trash = self
+                .sub("trash")
+                .join(format!("{}-{}", journal.pack_id, nonce()));
+            fs::rename(&target, &trash)
+                .map_err(|e| DistError::io("cannot move aside", &target, e))?;
+        }
+        if let Some(old) = &journal.old {
+            pack_dir_name(old)?;
+            let old = self.sub("old").join(old);
+            if old.exists() && !target.exists() {
+                fs::rename(&old, &target)
+                    .map_err(|e| DistError::io("cannot restore", &target, e))?;
+            }
+        }
+        fsync_dir(&self.root).map_err(|e| DistError::io("cannot sync", &self.root, e))
+    }
+
+    /// Removes the temporary files of interrupted atomic writes (journal, lock, trust store) and
+    /// whatever the scratch directories hold.
+    fn empty_scratch(&self) {
         if let Ok(entries) = fs::read_dir(&self.state) {
             for e in entries.flatten() {
                 if e.file_name().to_string_lossy().starts_with(".tmp-") {
@@ -195,7 +213,6 @@ impl RootGuard {
                 }
             }
         }
-        Ok(())
     }
 }
 
@@ -395,54 +412,95 @@ pub(crate) fn commit(
     provenance: Provenance,
     opts: &Options,
 ) -> Result<Installed> {
-    let root = guard.root.as_path();
-    let id = id.to_string();
-    let loaded = pack::load(&stage.0);
+    let (pack, report) = load_staged(&stage.0, &provenance)?;
+    let mut plan = plan_commit(guard, &pack, &files, &provenance, opts)?;
+    write_record(&stage.0, id, &plan, &files)?;
+    step("staged");
+    let target = guard.root.join(&plan.pack_id);
+    let previous = previous_install(&target, &plan.pack_id, id)?;
+    if plan.replaced_source.is_some() {
+        // Trust was given to the pack from the other source: this one's hooks are reviewed anew.
+        // Before the swap, so a failed install leaves less trust behind, never more.
+        super::trust::forget(guard, &plan.pack_id)?;
+    }
+    let old_name = previous.as_ref().map(|p| p.old_name.clone());
+    swap_in(guard, id, stage, &target, old_name, &mut plan)?;
+    let CommitPlan {
+        pack_id,
+        hooks,
+        replaced_source,
+        merges,
+        entry,
+        ..
+    } = plan;
+    Ok(Installed {
+        pack_id,
+        name: pack.manifest.name.clone(),
+        version: entry.version.clone(),
+        previous_version: previous.map(|p| p.version),
+        replaced_source,
+        dir: target,
+        lock_entry: entry,
+        files: files.len(),
+        hooks,
+        report,
+        expert: provenance.expert.map(|e| e.summary(&pack, merges)),
+    })
+}
+
+/// Step 3, validation: the staged pack, refused when invalid.
+fn load_staged(stage: &Path, provenance: &Provenance) -> Result<(Pack, Report)> {
+    let loaded = pack::load(stage);
     let report = loaded.report;
-    let Some(pack) = loaded.pack else {
-        return Err(DistError::new(
+    match loaded.pack {
+        Some(pack) => Ok((pack, report)),
+        None => Err(DistError::new(
             "pack.invalid",
             format!(
                 "the pack from {} is invalid; refusing to install it",
                 provenance.source
             ),
         )
-        .with_report(report));
-    };
+        .with_report(report)),
+    }
+}
+
+/// What a commit writes: the lock entry and install record, and the agent config changes.
+struct CommitPlan {
+    pack_id: String,
+    hooks: Vec<HookRecord>,
+    /// `pack.lock` as loaded under the root lock.
+    lock: Lock,
+    /// The source of the installed pack this one replaces, when it was another.
+    replaced_source: Option<String>,
+    merges: Vec<agent_config::Merge>,
+    config_writes: Vec<agent_config::Write>,
+    entry: LockEntry,
+}
+
+/// Step 3, the checks against what is installed (an id differing only in case, an expert pack's
+/// conflict, another source without `--replace`), and the lock entry and agent config to write.
+fn plan_commit(
+    guard: &RootGuard,
+    pack: &Pack,
+    files: &[FileDigest],
+    provenance: &Provenance,
+    opts: &Options,
+) -> Result<CommitPlan> {
     let pack_id = pack_dir_name(&pack.manifest.id)?.to_string();
-    let mut hooks = hook_records(&pack, &files);
-    let mut lock = Lock::load(&guard.root)?;
+    let mut hooks = hook_records(pack, files);
+    let lock = Lock::load(&guard.root)?;
     check_case_twin(&lock, &pack_id)?;
     let previous = lock.packs.get(&pack_id).cloned();
     let mut extra = BTreeMap::new();
     let mut partials = Vec::new();
     if let Some(expert) = &provenance.expert {
         super::expert::check_conflict(&pack_id, previous.as_ref())?;
-        hooks.extend(super::expert::quarantined_hooks(&files, &hooks));
+        hooks.extend(super::expert::quarantined_hooks(files, &hooks));
         partials = expert.partials.clone();
         extra.insert("converted_from".to_string(), expert.lock_value());
     }
-    // The id is self-declared: an install from another source is another pack claiming it.
-    let replaced_source = match &previous {
-        Some(prev)
-            if !super::identity::same_source(prev, &provenance.source, &pack.manifest.version) =>
-        {
-            if !opts.replace {
-                return Err(DistError::new(
-                    "install.source-conflict",
-                    format!(
-                        "{pack_id} {} is installed from {}; refusing to replace it with {pack_id} {} from {}, another source",
-                        prev.version, prev.source, pack.manifest.version, provenance.source
-                    ),
-                )
-                .help(format!(
-                    "check where this source comes from; if you want its pack in place of the installed one (a mirror, a fork you chose), install again with --replace: it takes over {pack_id}'s place, persona keys and workspaces, and its hooks must be trusted anew"
-                )));
-            }
-            Some(prev.source.clone())
-        }
-        _ => None,
-    };
+    let replaced_source = check_replace(&pack_id, pack, previous.as_ref(), provenance, opts)?;
     // The operator-side agent config: the previous install's additions are taken back (where the
     // operator left them unchanged) and this pack's `agent.partial.toml` keys merged in.
     let before = previous
@@ -464,66 +522,125 @@ pub(crate) fn commit(
         installed_at: super::now_rfc3339(),
         extra,
     };
+    Ok(CommitPlan {
+        pack_id,
+        hooks,
+        lock,
+        replaced_source,
+        merges,
+        config_writes,
+        entry,
+    })
+}
+
+/// The id is self-declared: an install from another source is another pack claiming it, refused
+/// unless `--replace`. Returns the replaced pack's source.
+fn check_replace(
+    pack_id: &str,
+    pack: &Pack,
+    previous: Option<&LockEntry>,
+    provenance: &Provenance,
+    opts: &Options,
+) -> Result<Option<String>> {
+    let Some(prev) = previous else {
+        return Ok(None);
+    };
+    if super::identity::same_source(prev, &provenance.source, &pack.manifest.version) {
+        return Ok(None);
+    }
+    if !opts.replace {
+        return Err(DistError::new(
+            "install.source-conflict",
+            format!(
+                "{pack_id} {} is installed from {}; refusing to replace it with {pack_id} {} from {}, another source",
+                prev.version, prev.source, pack.manifest.version, provenance.source
+            ),
+        )
+        .help(format!(
+            "check where this source comes from; if you want its pack in place of the installed one (a mirror, a fork you chose), install again with --replace: it takes over {pack_id}'s place, persona keys and workspaces, and its hooks must be trusted anew"
+        )));
+    }
+    Ok(Some(prev.source.clone()))
+}
+
+/// Step 3, the install record in the staged pack, everything synced to disk.
+fn write_record(stage: &Path, id: &str, plan: &CommitPlan, files: &[FileDigest]) -> Result<()> {
     let record = InstallRecord {
         format: RECORD_FORMAT,
-        pack_id: pack_id.clone(),
-        install_id: Some(id.clone()),
-        lock: entry.clone(),
+        pack_id: plan.pack_id.clone(),
+        install_id: Some(id.to_string()),
+        lock: plan.entry.clone(),
         files: files
             .iter()
             .map(|f| (f.path.clone(), f.sha256.clone()))
             .collect(),
-        hooks: hooks.clone(),
+        hooks: plan.hooks.clone(),
     };
-    record.write_new(&stage.0)?;
-    sync_tree(&stage.0)?;
-    step("staged");
+    record.write_new(stage)?;
+    sync_tree(stage)
+}
 
-    let target = guard.root.join(&pack_id);
-    let mut previous_version = None;
-    let old_name = if fs::symlink_metadata(&target).is_ok() {
-        let prev = InstallRecord::load(&target)?.ok_or_else(|| {
-            DistError::new(
-                "install.foreign-dir",
-                format!(
-                    "{} exists but was not installed by apiary (no {RECORD_NAME}); refusing to replace it",
-                    target.display()
-                ),
-            )
-            .help("remove or move that directory yourself, then install again")
-        })?;
-        let foreign = foreign_files(&target, &prev)?;
-        if !foreign.is_empty() {
-            let shown: Vec<_> = foreign.iter().take(10).map(String::as_str).collect();
-            return Err(DistError::new(
-                "install.foreign-files",
-                format!(
-                    "{} holds {} file{} the installed pack did not bring (e.g. {}); an upgrade would discard them",
-                    target.display(),
-                    foreign.len(),
-                    if foreign.len() == 1 { "" } else { "s" },
-                    shown.join(", ")
-                ),
-            )
-            .help(format!("move them out of the pack directory, or `apiary uninstall {pack_id}` first (it keeps files the pack does not own)")));
-        }
-        previous_version = Some(prev.lock.version.clone());
-        Some(format!("{pack_id}-{id}"))
-    } else {
-        None
-    };
+/// The installed version an install replaces.
+struct Previous {
+    /// What it is renamed to under `.apiary/old/`.
+    old_name: String,
+    version: String,
+}
 
-    if replaced_source.is_some() {
-        // Trust was given to the pack from the other source: this one's hooks are reviewed anew.
-        // Before the swap, so a failed install leaves less trust behind, never more.
-        super::trust::forget(guard, &pack_id)?;
+/// The version installed at `target`, if any, that the install will move aside. Refuses a
+/// directory apiary did not install, or one holding files the pack did not bring.
+fn previous_install(target: &Path, pack_id: &str, id: &str) -> Result<Option<Previous>> {
+    if fs::symlink_metadata(target).is_err() {
+        return Ok(None);
     }
+    let prev = InstallRecord::load(target)?.ok_or_else(|| {
+        DistError::new(
+            "install.foreign-dir",
+            format!(
+                "{} exists but was not installed by apiary (no {RECORD_NAME}); refusing to replace it",
+                target.display()
+            ),
+        )
+        .help("remove or move that directory yourself, then install again")
+    })?;
+    let foreign = foreign_files(target, &prev)?;
+    if !foreign.is_empty() {
+        let shown: Vec<_> = foreign.iter().take(10).map(String::as_str).collect();
+        return Err(DistError::new(
+            "install.foreign-files",
+            format!(
+                "{} holds {} file{} the installed pack did not bring (e.g. {}); an upgrade would discard them",
+                target.display(),
+                foreign.len(),
+                if foreign.len() == 1 { "" } else { "s" },
+                shown.join(", ")
+            ),
+        )
+        .help(format!("move them out of the pack directory, or `apiary uninstall {pack_id}` first (it keeps files the pack does not own)")));
+    }
+    Ok(Some(Previous {
+        old_name: format!("{pack_id}-{id}"),
+        version: prev.lock.version,
+    }))
+}
+
+/// Steps 4 to 7: the journal, the renames, `pack.lock` (the commit point), the agent config, then
+/// the journal and the old version go.
+fn swap_in(
+    guard: &RootGuard,
+    id: &str,
+    stage: Scratch,
+    target: &Path,
+    old_name: Option<String>,
+    plan: &mut CommitPlan,
+) -> Result<()> {
+    let root = guard.root.as_path();
     let journal = Journal {
-        pack_id: pack_id.clone(),
-        install_id: id.clone(),
+        pack_id: plan.pack_id.clone(),
+        install_id: id.to_string(),
         old: old_name.clone(),
-        entry: entry.clone(),
-        config: config_writes.clone(),
+        entry: plan.entry.clone(),
+        config: plan.config_writes.clone(),
     };
     let jtext = serde_json::to_vec_pretty(&journal)
         .map_err(|e| DistError::new("journal.write", e.to_string()))?;
@@ -535,20 +652,20 @@ pub(crate) fn commit(
     let sync_root = || fsync_dir(&guard.root).map_err(|e| DistError::io("cannot sync", root, e));
     if let Some(name) = &old_name {
         let old = guard.sub("old").join(name);
-        fs::rename(&target, &old).map_err(|e| DistError::io("cannot move aside", &target, e))?;
+        fs::rename(target, &old).map_err(|e| DistError::io("cannot move aside", target, e))?;
         sync_root()?;
         step("moved-old");
     }
-    fs::rename(&stage.0, &target)
-        .map_err(|e| DistError::io("cannot move into place", &target, e))?;
+    fs::rename(&stage.0, target).map_err(|e| DistError::io("cannot move into place", target, e))?;
     sync_root()?;
     step("moved-new");
 
-    lock.packs.insert(pack_id.clone(), entry.clone());
+    let lock = &mut plan.lock;
+    lock.packs.insert(plan.pack_id.clone(), plan.entry.clone());
     lock.save(&guard.root, &guard.state)?;
     step("committed");
     // After the commit point and before the journal goes, so recovery can finish these writes.
-    agent_config::apply(&guard.root, &guard.state, &config_writes)?;
+    agent_config::apply(&guard.root, &guard.state, &plan.config_writes)?;
     step("agent-config");
 
     fs::remove_file(&jpath).map_err(|e| DistError::io("cannot remove", &jpath, e))?;
@@ -557,19 +674,7 @@ pub(crate) fn commit(
     if let Some(name) = &old_name {
         let _ = fs::remove_dir_all(guard.sub("old").join(name));
     }
-    Ok(Installed {
-        pack_id,
-        name: pack.manifest.name.clone(),
-        version: entry.version.clone(),
-        previous_version,
-        replaced_source,
-        dir: target,
-        lock_entry: entry,
-        files: files.len(),
-        hooks,
-        report,
-        expert: provenance.expert.map(|e| e.summary(&pack, merges)),
-    })
+    Ok(())
 }
 
 enum Pin {
@@ -813,33 +918,10 @@ pub fn uninstall(root: &Path, pack_id: &str) -> Result<Removed> {
         .unwrap_or_default();
     let config_writes = agent_config::unmerge(&guard.root, pack_id, &merges);
     agent_config::apply(&guard.root, &guard.state, &config_writes)?;
-    let mut removed_files = 0;
-    let mut kept = Vec::new();
-    if let Some(record) = &record {
-        for rel in record.files.keys() {
-            if archive::check_entry_name(rel, &Limits::default()).is_err() {
-                continue;
-            }
-            let p = target.join(rel);
-            // Never delete through a directory someone replaced with a symlink.
-            if through_symlink(&target, rel) {
-                kept.push(rel.clone());
-                continue;
-            }
-            if fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
-                fs::remove_file(&p).map_err(|e| DistError::io("cannot remove", &p, e))?;
-                removed_files += 1;
-            }
-        }
-        kept.extend(foreign_files(&target, record)?);
-        kept.sort();
-        kept.dedup();
-        let rec = InstallRecord::path(&target);
-        fs::remove_file(&rec).map_err(|e| DistError::io("cannot remove", &rec, e))?;
-        prune_empty_dirs(&target);
-        let _ = fs::remove_dir(&target);
-        let _ = fsync_dir(&guard.root);
-    }
+    let (removed_files, kept) = match &record {
+        Some(record) => remove_recorded(&guard, &target, record)?,
+        None => (0, Vec::new()),
+    };
     let _ = super::trust::forget(&guard, pack_id);
     Ok(Removed {
         pack_id: pack_id.to_string(),
@@ -851,6 +933,42 @@ pub fn uninstall(root: &Path, pack_id: &str) -> Result<Removed> {
         lock_entry_removed,
         agent_config: config_writes.into_iter().map(|w| w.file).collect(),
     })
+}
+
+/// Removes the files `record` lists from the installed pack `target` (never through a directory
+/// replaced by a link), the record itself, then directories left empty. Returns how many files
+/// went and the files left in place (sorted).
+fn remove_recorded(
+    guard: &RootGuard,
+    target: &Path,
+    record: &InstallRecord,
+) -> Result<(usize, Vec<String>)> {
+    let mut removed_files = 0;
+    let mut kept = Vec::new();
+    for rel in record.files.keys() {
+        if archive::check_entry_name(rel, &Limits::default()).is_err() {
+            continue;
+        }
+        let p = target.join(rel);
+        // Never delete through a directory someone replaced with a symlink.
+        if through_symlink(target, rel) {
+            kept.push(rel.clone());
+            continue;
+        }
+        if fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
+            fs::remove_file(&p).map_err(|e| DistError::io("cannot remove", &p, e))?;
+            removed_files += 1;
+        }
+    }
+    kept.extend(foreign_files(target, record)?);
+    kept.sort();
+    kept.dedup();
+    let rec = InstallRecord::path(target);
+    fs::remove_file(&rec).map_err(|e| DistError::io("cannot remove", &rec, e))?;
+    prune_empty_dirs(target);
+    let _ = fs::remove_dir(target);
+    let _ = fsync_dir(&guard.root);
+    Ok((removed_files, kept))
 }
 
 /// Whether any directory between `base` and `base/rel` is a symbolic link.

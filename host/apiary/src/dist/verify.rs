@@ -119,83 +119,11 @@ fn check_pack(root: &Path, id: &str, entry: &super::lock::LockEntry) -> PackChec
             Err(e) => problems.push(problem("missing-record", None, e.message)),
             Ok(Some(record)) => {
                 files = record.files.len();
-                let mut lock_view = record.lock.clone();
-                lock_view.extra = entry.extra.clone();
-                if record.pack_id != id || &lock_view != entry {
-                    problems.push(problem(
-                        "record-mismatch",
-                        None,
-                        format!(
-                            "the installed files belong to {} {} ({}), but pack.lock says version {} from {}",
-                            record.pack_id,
-                            record.lock.version,
-                            record.lock.installed_at,
-                            entry.version,
-                            entry.source
-                        ),
-                    ));
-                }
+                check_record(id, entry, &record, &mut problems);
                 for (rel, want) in &record.files {
-                    let p = dir.join(rel);
-                    if super::install::through_symlink(&dir, rel) {
-                        problems.push(problem(
-                            "modified",
-                            Some(rel),
-                            format!("{rel} is now reached through a symbolic link"),
-                        ));
-                        continue;
-                    }
-                    match std::fs::symlink_metadata(&p) {
-                        Ok(m) if m.is_file() => {
-                            #[cfg(unix)]
-                            {
-                                use std::os::unix::fs::PermissionsExt;
-                                if m.permissions().mode() & 0o111 != 0 {
-                                    problems.push(problem(
-                                        "executable",
-                                        Some(rel),
-                                        format!("{rel} has become executable (installed files are quarantined at mode 0644)"),
-                                    ));
-                                }
-                            }
-                            match super::sha256_file(&p) {
-                                Ok(got) if &got == want => {}
-                                Ok(got) => problems.push(problem(
-                                    "modified",
-                                    Some(rel),
-                                    format!("{rel} changed: sha256 {got}, installed {want}"),
-                                )),
-                                Err(e) => problems.push(problem(
-                                    "modified",
-                                    Some(rel),
-                                    format!("{rel} cannot be read: {e}"),
-                                )),
-                            }
-                        }
-                        Ok(_) => problems.push(problem(
-                            "modified",
-                            Some(rel),
-                            format!("{rel} is no longer a regular file"),
-                        )),
-                        Err(_) => problems.push(problem(
-                            "missing",
-                            Some(rel),
-                            format!("{rel} is missing"),
-                        )),
-                    }
+                    check_file(&dir, rel, want, &mut problems);
                 }
-                match foreign_files(&dir, &record) {
-                    Ok(extra) => {
-                        for rel in extra {
-                            problems.push(problem(
-                                "extra",
-                                Some(&rel),
-                                format!("{rel} was not installed with the pack"),
-                            ));
-                        }
-                    }
-                    Err(e) => problems.push(problem("extra", None, e.message)),
-                }
+                check_foreign(&dir, &record, &mut problems);
             }
         }
     }
@@ -211,5 +139,86 @@ fn check_pack(root: &Path, id: &str, entry: &super::lock::LockEntry) -> PackChec
         hooks,
         trusted_hooks,
         problems,
+    }
+}
+
+/// The install record must belong to this lock entry (its own keys aside).
+fn check_record(
+    id: &str,
+    entry: &super::lock::LockEntry,
+    record: &InstallRecord,
+    problems: &mut Vec<Problem>,
+) {
+    let mut lock_view = record.lock.clone();
+    lock_view.extra = entry.extra.clone();
+    if record.pack_id != id || &lock_view != entry {
+        problems.push(problem(
+            "record-mismatch",
+            None,
+            format!(
+                "the installed files belong to {} {} ({}), but pack.lock says version {} from {}",
+                record.pack_id,
+                record.lock.version,
+                record.lock.installed_at,
+                entry.version,
+                entry.source
+            ),
+        ));
+    }
+}
+
+/// One recorded file: still a regular file reached without a link, not executable, with its
+/// recorded digest.
+fn check_file(dir: &Path, rel: &str, want: &str, problems: &mut Vec<Problem>) {
+    let mut found = |kind, message| problems.push(problem(kind, Some(rel), message));
+    if super::install::through_symlink(dir, rel) {
+        return found(
+            "modified",
+            format!("{rel} is now reached through a symbolic link"),
+        );
+    }
+    let p = dir.join(rel);
+    let meta = match std::fs::symlink_metadata(&p) {
+        Ok(m) if m.is_file() => m,
+        Ok(_) => return found("modified", format!("{rel} is no longer a regular file")),
+        Err(_) => return found("missing", format!("{rel} is missing")),
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o111 != 0 {
+            found(
+                "executable",
+                format!(
+                    "{rel} has become executable (installed files are quarantined at mode 0644)"
+                ),
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = meta;
+    match super::sha256_file(&p) {
+        Ok(got) if got == want => {}
+        Ok(got) => found(
+            "modified",
+            format!("{rel} changed: sha256 {got}, installed {want}"),
+        ),
+        Err(e) => found("modified", format!("{rel} cannot be read: {e}")),
+    }
+}
+
+/// Files in the pack directory that the install did not bring.
+fn check_foreign(dir: &Path, record: &InstallRecord, problems: &mut Vec<Problem>) {
+    match foreign_files(dir, record) {
+        Ok(extra) => {
+            for rel in extra {
+                problems.push(problem(
+                    "extra",
+                    Some(&rel),
+                    format!("{rel} was not installed with the pack"),
+                ));
+            }
+        }
+        Err(e) => problems.push(problem("extra", None, e.message)),
     }
 }

@@ -19,7 +19,8 @@
 //! allow_env = ["GITHUB_TOKEN"]
 //! ```
 //!
-//! (So a persona named `allow_env` cannot be given overrides.)
+//! (So a persona named `allow_env` cannot be given overrides.) Where the file is comes from the
+//! caller (`apiary`'s paths module).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,7 +31,6 @@ use crate::diag::{Diagnostic, Report, Severity};
 use crate::pack::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
 use crate::pack::source::{self, Fields, SourceFile, Syntax, suggest};
 
-pub const ENV_VAR: &str = "APIARY_OVERRIDES";
 /// The pack-level key listing the variables the pack's MCP `${VAR}`s may read.
 pub const ALLOW_ENV: &str = "allow_env";
 
@@ -65,20 +65,6 @@ impl Overrides {
             .get(pack_id)
             .into_iter()
             .flat_map(|personas| personas.keys().map(String::as_str))
-    }
-
-    /// The file to use: the explicit path, else `$APIARY_OVERRIDES`, else the user's config dir
-    /// (`~/.config/apiary/overrides.toml`) when it exists.
-    pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
-        if let Some(p) = explicit {
-            return Some(p.to_path_buf());
-        }
-        if let Some(p) = std::env::var_os(ENV_VAR).filter(|v| !v.is_empty()) {
-            return Some(PathBuf::from(p));
-        }
-        dirs::config_dir()
-            .map(|d| d.join("apiary/overrides.toml"))
-            .filter(|p| p.is_file())
     }
 
     /// Loads the file; any error is in the report and the overrides are then empty.

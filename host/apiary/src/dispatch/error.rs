@@ -1,0 +1,142 @@
+//! Why the harness, a persona or one of its turns stopped. The texts are what `apiary up` shows
+//! (a note's `reason`, a refusal, the final error), so they stay as they were; [`DispatchError::kind`]
+//! is the stable name to match on.
+
+use std::time::Duration;
+
+use crate::acp::AcpError;
+use crate::acp::mcp::McpError;
+
+use super::hooks::HookError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// Connecting to the relay.
+    #[error(transparent)]
+    Relay(#[from] anyhow::Error),
+    #[error("subscribing to the relay: {0}")]
+    Subscribe(String),
+    #[error("no persona could start")]
+    NoPersona,
+    /// A persona's MCP servers cannot be delivered (refuses it).
+    #[error(transparent)]
+    Mcp(#[from] McpError),
+    #[error("cannot open the workspace: {0}")]
+    Workspace(std::io::Error),
+    #[error("skills not copied: {0}")]
+    Skills(std::io::Error),
+    #[error("key store: {0:#}")]
+    Keys(anyhow::Error),
+    #[error("hook cannot be loaded: {0}")]
+    HookLoad(HookError),
+    #[error("on_start hook failed: {0}")]
+    OnStart(HookError),
+    /// Starting the agent or a turn of it.
+    #[error(transparent)]
+    Agent(#[from] AcpError),
+    #[error("session/new for #{channel}: {source}")]
+    Session { channel: String, source: AcpError },
+    #[error("no session for this channel")]
+    NoSession,
+    #[error("circuit open: the agent crashed {crashes} times within {window:?}")]
+    CircuitOpen { crashes: usize, window: Duration },
+    #[error("signing the reply: {0}")]
+    Sign(String),
+    #[error("the relay refused the reply: {}", .0.join("; "))]
+    Refused(Vec<String>),
+    #[error("publishing the reply: {0}")]
+    Publish(String),
+    /// A panic (a bug) caught where a persona's path starts; `during` says which.
+    #[error("internal error {during}: {detail}")]
+    Panicked {
+        during: &'static str,
+        detail: String,
+    },
+}
+
+impl DispatchError {
+    /// A stable name for the error, for programs and tests.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DispatchError::Relay(_) => "relay",
+            DispatchError::Subscribe(_) => "subscribe",
+            DispatchError::NoPersona => "no-persona",
+            DispatchError::Mcp(_) => "mcp",
+            DispatchError::Workspace(_) => "workspace",
+            DispatchError::Skills(_) => "skills",
+            DispatchError::Keys(_) => "keys",
+            DispatchError::HookLoad(_) => "hook-load",
+            DispatchError::OnStart(_) => "on-start",
+            DispatchError::Agent(_) => "agent",
+            DispatchError::Session { .. } => "session",
+            DispatchError::NoSession => "no-session",
+            DispatchError::CircuitOpen { .. } => "circuit-open",
+            DispatchError::Sign(_) => "sign",
+            DispatchError::Refused(_) => "refused",
+            DispatchError::Publish(_) => "publish",
+            DispatchError::Panicked { .. } => "panicked",
+        }
+    }
+
+    /// A caught panic's payload, as the error of the path it ended.
+    pub(super) fn panicked(during: &'static str, panic: Box<dyn std::any::Any + Send>) -> Self {
+        DispatchError::Panicked {
+            during,
+            detail: crate::sandbox::blocking::panic_text(panic),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts users see did not change with the types.
+    #[test]
+    fn messages_are_the_ones_shown_before() {
+        let open = DispatchError::CircuitOpen {
+            crashes: 5,
+            window: Duration::from_secs(300),
+        };
+        assert_eq!(
+            open.to_string(),
+            "circuit open: the agent crashed 5 times within 300s"
+        );
+        assert_eq!(
+            DispatchError::Refused(vec!["a".into(), "b".into()]).to_string(),
+            "the relay refused the reply: a; b"
+        );
+        assert_eq!(
+            DispatchError::Session {
+                channel: "general".into(),
+                source: AcpError::Exited
+            }
+            .to_string(),
+            "session/new for #general: the agent exited"
+        );
+        assert_eq!(
+            DispatchError::Panicked {
+                during: "while starting",
+                detail: "boom".into()
+            }
+            .to_string(),
+            "internal error while starting: boom"
+        );
+        assert_eq!(
+            DispatchError::Keys(anyhow::anyhow!("outer").context("ctx")).to_string(),
+            "key store: ctx: outer"
+        );
+        assert_eq!(
+            DispatchError::Relay(anyhow::anyhow!("inner").context("connecting")).to_string(),
+            "connecting"
+        );
+        assert_eq!(
+            format!(
+                "{:#}",
+                DispatchError::Relay(anyhow::anyhow!("inner").context("connecting"))
+            ),
+            "connecting: inner"
+        );
+        assert_eq!(open.kind(), "circuit-open");
+    }
+}

@@ -1,0 +1,385 @@
+//! A started persona ([`Live`]) and its agent ([`Agent`]): start-up in the order of the module
+//! doc, restarts through the [`Supervisor`], and the persona's hooks run off the async threads.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agent_client_protocol_schema::v1 as acp;
+use nostr_sdk::prelude::*;
+
+use super::supervise::{Policy, Supervised, Supervisor};
+use super::{
+    Config, DispatchError, HookError, HookPoint, HookRunner, Note, Out, PackRun, RELAY_TIMEOUT,
+    Seen, TriggerPersona, flood, hooks, workspace,
+};
+use crate::acp::{AcpClient, SpawnSpec};
+use crate::relay::{self, Message};
+use crate::resolve::ResolvedPersona;
+
+/// A persona that started.
+pub(super) struct Live {
+    pub pack_id: String,
+    pub resolved: ResolvedPersona,
+    pub keys: Keys,
+    /// This persona's own relay connection, authenticated with `keys`, opened once the relay asks
+    /// for authentication (see [`super::persona_relay`]).
+    pub own_relay: tokio::sync::OnceCell<Client>,
+    pub trigger: TriggerPersona,
+    pub cwd: PathBuf,
+    /// Subscribed channels: id → name.
+    pub channels: BTreeMap<String, String>,
+    spec: SpawnSpec,
+    base_prompt: Option<String>,
+    /// The running agent, replaced when it is restarted (backoff and circuit breaker).
+    agent: Supervisor<Agent>,
+    /// Triggers this persona already answered: a retried turn never publishes twice.
+    pub answered: std::sync::Mutex<Seen>,
+    /// Turns given to each author, over all this persona's channels (see [`flood`]).
+    pub authors: std::sync::Mutex<flood::Authors>,
+}
+
+/// One run of a persona's agent process.
+pub(super) struct Agent {
+    pub client: AcpClient,
+    /// channel id → session id
+    pub sessions: BTreeMap<String, String>,
+    /// `Some((base, system))` when the agent lacks `systemPrompt`: the prefix goes in every prompt.
+    pub prefix: Option<(Option<String>, String)>,
+    generation: u64,
+}
+
+impl Supervised for Agent {
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn stop(&self) -> impl Future<Output = ()> + Send {
+        self.client.shutdown()
+    }
+}
+
+impl Live {
+    pub async fn current(&self) -> Arc<Agent> {
+        self.agent.current().await
+    }
+
+    /// The restart rules this persona's agent runs under.
+    pub fn policy(&self) -> &Policy {
+        self.agent.policy()
+    }
+
+    /// Replaces the agent of `generation` (if nobody did already) after a backoff; refuses when
+    /// the circuit is open (see [`super::supervise`]).
+    pub async fn restart(&self, generation: u64, out: &Out) -> Result<Arc<Agent>, DispatchError> {
+        let window = self.policy().window;
+        let name = &self.trigger.name;
+        let start = |next| {
+            connect_agent(
+                &self.spec,
+                &self.pack_id,
+                &self.resolved,
+                self.base_prompt.clone(),
+                &self.channels,
+                next,
+            )
+        };
+        let announce = |nth: usize| {
+            out(Note::new(
+                "restarted",
+                format!("restarted {name} agent (restart {nth} within {window:?})"),
+            )
+            .with("persona", name.as_str())
+            .with("restart", nth)
+            .with("window_secs", window.as_secs()));
+        };
+        let restarted = self.agent.restart(generation, start, announce).await?;
+        Ok(restarted.agent())
+    }
+
+    /// Runs the persona's `on_message` hook (read-only, [`hooks::ON_MESSAGE_DEADLINE`]); `Err`
+    /// drops the message.
+    pub async fn on_message(
+        self: &Arc<Self>,
+        hooks: &Arc<dyn HookRunner>,
+        message: &Message,
+    ) -> Result<(), HookError> {
+        // Most personas have no `on_message` hook: no blocking-pool round trip for them.
+        if self.resolved.hooks.on_message.is_none() {
+            return Ok(());
+        }
+        self.run_hook(hooks, HookPoint::OnMessage, Some(message))
+            .await
+    }
+
+    /// Runs one of the persona's hooks off the async threads, within the runner's wall-clock
+    /// deadline for that point.
+    pub async fn run_hook(
+        self: &Arc<Self>,
+        hooks: &Arc<dyn HookRunner>,
+        point: HookPoint,
+        message: Option<&Message>,
+    ) -> Result<(), HookError> {
+        let (h, l, m) = (Arc::clone(hooks), Arc::clone(self), message.cloned());
+        let deadline = hooks.deadline(point, &self.resolved);
+        hooks::off_async(point.as_str(), deadline, move || {
+            h.run(point, &l.pack_id, &l.resolved, &l.cwd, m.as_ref())
+        })
+        .await
+    }
+}
+
+/// Starts one persona: MCP check, workspace and skills, key, hooks, agent. `Err` refuses it.
+pub(super) async fn start_persona(
+    config: &Config,
+    client: &Client,
+    run: &PackRun,
+    index: usize,
+    persona: &ResolvedPersona,
+    runner: &Arc<dyn HookRunner>,
+) -> Result<Live, DispatchError> {
+    let pack_id = run.resolved.pack.id.clone();
+    let name = persona.identity.name.clone();
+    // MCP servers first: a ${VAR} unset or not allowed refuses the persona before anything runs.
+    check_mcp(persona, &pack_id)?;
+    let cwd = open_workspace(config, run, index, &name)?;
+    let keys = config
+        .keys
+        .persona(&run.namespace, &name)
+        .map_err(DispatchError::Keys)?;
+    start_hooks(runner, &pack_id, persona, &cwd).await?;
+    let spec = spawn_spec(config, persona, &pack_id, &cwd);
+    let channels = subscribed(config, client, persona).await;
+    let agent = connect_agent(
+        &spec,
+        &pack_id,
+        persona,
+        config.base_prompt.clone(),
+        &channels,
+        0,
+    )
+    .await?;
+    Ok(Live {
+        own_relay: tokio::sync::OnceCell::new(),
+        pack_id,
+        trigger: TriggerPersona {
+            name: name.clone(),
+            display_name: persona.identity.display_name.clone(),
+            pubkey: keys.public_key(),
+            triggers: persona.triggers.clone(),
+        },
+        resolved: persona.clone(),
+        keys,
+        cwd,
+        channels,
+        spec,
+        base_prompt: config.base_prompt.clone(),
+        agent: Supervisor::new(agent, Policy::DEFAULT),
+        answered: Default::default(),
+        authors: std::sync::Mutex::new(flood::Authors::new(config.limits.per_author)),
+    })
+}
+
+/// The persona's MCP servers in the form its agent gets them, or why they cannot be delivered.
+fn check_mcp(persona: &ResolvedPersona, pack_id: &str) -> Result<(), DispatchError> {
+    let env = crate::resolve::process_env;
+    let vars = crate::acp::mcp::Vars {
+        env: &env,
+        allowed: &persona.allow_env,
+        pack: pack_id,
+    };
+    crate::acp::mcp::to_acp(&persona.mcp_servers, &vars, true)?;
+    Ok(())
+}
+
+/// Opens the persona's workspace and copies its skills in; the workspace path.
+fn open_workspace(
+    config: &Config,
+    run: &PackRun,
+    index: usize,
+    name: &str,
+) -> Result<PathBuf, DispatchError> {
+    let ws = workspace::open(&config.workspace_root, &run.namespace, name)
+        .map_err(DispatchError::Workspace)?;
+    let skills = run.pack.skills_for(index);
+    let copy =
+        workspace::copy_skills(&ws, &run.pack.root, &skills).map_err(DispatchError::Skills)?;
+    for warning in &copy.skipped {
+        tracing::warn!(persona = %name, "{warning}");
+    }
+    Ok(ws.path)
+}
+
+/// Off the async threads, each bounded: compiling the persona's hooks, then `on_start`.
+async fn start_hooks(
+    runner: &Arc<dyn HookRunner>,
+    pack_id: &str,
+    persona: &ResolvedPersona,
+    cwd: &Path,
+) -> Result<(), DispatchError> {
+    if !persona.hooks.is_empty() {
+        let (h, id, p) = (Arc::clone(runner), pack_id.to_string(), persona.clone());
+        hooks::off_async("loading the hooks", hooks::LOAD_DEADLINE, move || {
+            h.prepare(&id, &p)
+        })
+        .await
+        .map_err(DispatchError::HookLoad)?;
+    }
+    if persona.hooks.on_start.is_some() {
+        let (h, id, p, dir) = (
+            Arc::clone(runner),
+            pack_id.to_string(),
+            persona.clone(),
+            cwd.to_path_buf(),
+        );
+        let deadline = runner.deadline(HookPoint::OnStart, persona);
+        hooks::off_async("on_start", deadline, move || {
+            h.run(HookPoint::OnStart, &id, &p, &dir, None)
+        })
+        .await
+        .map_err(DispatchError::OnStart)?;
+    }
+    Ok(())
+}
+
+/// How the persona's agent is started: the operator's command in the workspace, with the
+/// persona's projected env and apiary's variables.
+fn spawn_spec(config: &Config, persona: &ResolvedPersona, pack_id: &str, cwd: &Path) -> SpawnSpec {
+    let name = &persona.identity.name;
+    let mut child_env: Vec<(String, String)> = persona
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    child_env.push(("APIARY_PERSONA".into(), name.clone()));
+    child_env.push(("APIARY_PACK".into(), pack_id.to_string()));
+    child_env.push(("AGENT_CWD".into(), cwd.display().to_string()));
+    SpawnSpec {
+        persona: name.clone(),
+        command: config.agent.clone(),
+        env: child_env,
+        cwd: cwd.to_path_buf(),
+        policy: config.policy,
+        nice: config.agent_nice,
+    }
+}
+
+/// The persona's subscribed channels, id → name (a name the relay does not map is its own id).
+async fn subscribed(
+    config: &Config,
+    client: &Client,
+    persona: &ResolvedPersona,
+) -> BTreeMap<String, String> {
+    let ids = relay::resolve_channels(
+        client,
+        &persona.subscribe,
+        &config.channel_authority,
+        RELAY_TIMEOUT,
+    )
+    .await;
+    let channels: BTreeMap<String, String> = persona
+        .subscribe
+        .iter()
+        .map(|n| (ids.get(n).cloned().unwrap_or_else(|| n.clone()), n.clone()))
+        .collect();
+    if channels.is_empty() {
+        tracing::warn!(persona = %persona.identity.name, "subscribes to no channel; it will never wake");
+    }
+    channels
+}
+
+/// Starts the agent: spawn (in `spec.cwd`), `initialize`, one `session/new` per channel.
+async fn connect_agent(
+    spec: &SpawnSpec,
+    pack_id: &str,
+    persona: &ResolvedPersona,
+    base_prompt: Option<String>,
+    channels: &BTreeMap<String, String>,
+    generation: u64,
+) -> Result<Agent, DispatchError> {
+    let name = &persona.identity.name;
+    let env = crate::resolve::process_env;
+    let agent = AcpClient::spawn(spec).await?;
+    let vars = crate::acp::mcp::Vars {
+        env: &env,
+        allowed: &persona.allow_env,
+        pack: pack_id,
+    };
+    let (servers, warnings) =
+        match crate::acp::mcp::to_acp(&persona.mcp_servers, &vars, agent.info.mcp_http) {
+            Ok(v) => v,
+            Err(e) => {
+                agent.shutdown().await;
+                return Err(e.into());
+            }
+        };
+    for w in warnings {
+        tracing::warn!(persona = %name, "{w}");
+    }
+    let prefix = if agent.info.system_prompt {
+        None
+    } else {
+        Some((base_prompt.clone(), persona.system_prompt.clone()))
+    };
+    let system_prompt = agent
+        .info
+        .system_prompt
+        .then(|| system_prompt(base_prompt.as_deref(), &persona.system_prompt));
+    let mut sessions = BTreeMap::new();
+    for (id, channel_name) in channels {
+        let mut req =
+            acp::NewSessionRequest::new(spec.cwd.to_path_buf()).mcp_servers(servers.clone());
+        if let Some(sp) = &system_prompt {
+            req = req.system_prompt(sp.clone());
+        }
+        match open_session(&agent, req, persona).await {
+            Ok(session) => sessions.insert(id.clone(), session),
+            Err(source) => {
+                agent.shutdown().await;
+                return Err(DispatchError::Session {
+                    channel: channel_name.clone(),
+                    source,
+                });
+            }
+        };
+    }
+    Ok(Agent {
+        client: agent,
+        sessions,
+        prefix,
+        generation,
+    })
+}
+
+/// The `systemPrompt` of `session/new`: the base layer, then the persona's.
+fn system_prompt(base: Option<&str>, persona: &str) -> acp::SystemPrompt {
+    let mut content = Vec::new();
+    if let Some(base) = base {
+        content.push(acp::ContentBlock::from(base.to_string()));
+    }
+    content.push(acp::ContentBlock::from(persona.to_string()));
+    acp::SystemPrompt::new(content).mode(acp::SystemPromptMode::Append)
+}
+
+/// `session/new`, then the agent's own model switch when it offers the persona's model.
+async fn open_session(
+    agent: &AcpClient,
+    req: acp::NewSessionRequest,
+    persona: &ResolvedPersona,
+) -> Result<String, crate::acp::AcpError> {
+    let name = &persona.identity.name;
+    let (session, answer) = agent.new_session(req).await?;
+    if let Some(m) = &persona.model
+        && let Some((config_id, value)) =
+            crate::acp::model_switch(&answer, m.provider.as_deref(), &m.model)
+    {
+        match agent.set_config_option(&session, &config_id, &value).await {
+            Ok(()) => {
+                tracing::info!(persona = %name, model = %value, "model selected through session/set_config_option")
+            }
+            Err(e) => tracing::warn!(persona = %name, "selecting model {value}: {e}"),
+        }
+    }
+    Ok(session)
+}

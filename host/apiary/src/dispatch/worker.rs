@@ -1,0 +1,578 @@
+//! One worker per (persona, channel): takes the routed messages into its flood-limited queue,
+//! runs one turn at a time (`on_message`, prompt, supervision), and hands replies to its
+//! publisher, which signs and publishes them in order.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use futures_util::FutureExt;
+use tokio::sync::mpsc;
+
+use super::live::Live;
+use super::supervise::Supervised;
+use super::{
+    DispatchError, Harness, MAX_BATCH, Note, QUEUE_CAP, Reason, flood, persona_relay, prompt,
+    thread_context,
+};
+use crate::acp::{AcpError, Turn};
+use crate::relay::{self, Message, ReplyMode};
+
+/// Works through one (persona, channel) queue until routing stops and the queue is empty.
+pub(super) async fn worker(
+    h: Harness,
+    live: Arc<Live>,
+    channel: String,
+    rx: mpsc::Receiver<(Message, Reason)>,
+) {
+    let Some(channel_name) = live.channels.get(&channel).cloned() else {
+        return;
+    };
+    let (publish_tx, publish_rx) = mpsc::channel(QUEUE_CAP);
+    let publisher = tokio::spawn(
+        Publisher {
+            h: h.clone(),
+            live: Arc::clone(&live),
+            channel_name: channel_name.clone(),
+        }
+        .run(publish_rx),
+    );
+    let limits = h.config.limits;
+    let turns = Turns {
+        h,
+        live,
+        channel,
+        channel_name,
+        publish_tx,
+    };
+    let mut inbox = Inbox {
+        rx,
+        waiting: flood::Waiting::default(),
+        bucket: flood::Bucket::new(limits.per_channel, Instant::now()),
+        open: true,
+    };
+    loop {
+        inbox.take_ready(&turns);
+        match inbox.next(&turns) {
+            flood::Next::Turn(batch) => inbox.turn(&turns, batch).await,
+            // Stopping: nothing more arrives, and the harness does not wait for tokens.
+            flood::Next::WaitUntil(_) if !inbox.open => inbox.drop_waiting(&turns),
+            flood::Next::WaitUntil(at) => {
+                tokio::select! {
+                    got = inbox.rx.recv() => inbox.got(&turns, got),
+                    _ = tokio::time::sleep_until(at.into()) => {}
+                }
+            }
+            flood::Next::Idle if !inbox.open => break,
+            flood::Next::Idle => {
+                let got = inbox.rx.recv().await;
+                inbox.got(&turns, got);
+            }
+        }
+    }
+    // Draining covers the replies still being published.
+    drop(turns);
+    let _ = publisher.await;
+}
+
+/// A worker's input: the routed messages, those taken and waiting for their turn, and this
+/// channel's turn bucket.
+struct Inbox {
+    rx: mpsc::Receiver<(Message, Reason)>,
+    waiting: flood::Waiting,
+    bucket: flood::Bucket,
+    /// Routing still runs (the sender is alive).
+    open: bool,
+}
+
+impl Inbox {
+    /// Takes what was routed so far without waiting.
+    fn take_ready(&mut self, turns: &Turns) {
+        while self.open {
+            match self.rx.try_recv() {
+                Ok((m, r)) => turns.admit(&mut self.waiting, m, r),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => self.open = false,
+            }
+        }
+    }
+
+    /// One message received (`None`: routing stopped).
+    fn got(&mut self, turns: &Turns, got: Option<(Message, Reason)>) {
+        match got {
+            Some((m, r)) => turns.admit(&mut self.waiting, m, r),
+            None => self.open = false,
+        }
+    }
+
+    /// What the flood limits allow now, reporting the messages they hold back.
+    fn next(&mut self, turns: &Turns) -> flood::Next {
+        let limits = turns.h.config.limits;
+        let mut held = Vec::new();
+        let next = {
+            let mut authors = turns.live.authors.lock().unwrap_or_else(|e| e.into_inner());
+            self.waiting.next(
+                Instant::now(),
+                &mut self.bucket,
+                limits.per_channel,
+                &mut authors,
+                MAX_BATCH,
+                &mut held,
+            )
+        };
+        for h in held {
+            turns.limited(h, "it waits and is answered with their next turn");
+        }
+        next
+    }
+
+    /// Runs one turn. The queue is read during the turn too, so a long turn never fills it and
+    /// the limits see every message; a panic ends this turn only.
+    async fn turn(&mut self, turns: &Turns, batch: Vec<(Message, Reason)>) {
+        let turn = AssertUnwindSafe(turns.turn(batch)).catch_unwind();
+        tokio::pin!(turn);
+        let ended = loop {
+            tokio::select! {
+                biased;
+                ended = &mut turn => break ended,
+                got = self.rx.recv(), if self.open => self.got(turns, got),
+            }
+        };
+        if let Err(panic) = ended {
+            turns
+                .panicked(DispatchError::panicked("during the turn", panic))
+                .await;
+        }
+    }
+
+    /// Stopping: the messages still waiting for a turn are dropped, each reported.
+    fn drop_waiting(&mut self, turns: &Turns) {
+        let rate = turns.h.config.limits.per_author;
+        for m in self.waiting.drain() {
+            turns.limited(
+                flood::Limited {
+                    message: m,
+                    limit: "stopping",
+                    rate,
+                    action: "dropped",
+                },
+                "dropped: the harness is stopping and the message was waiting for a turn",
+            );
+        }
+    }
+}
+
+/// What one (persona, channel) worker needs for its turns.
+struct Turns {
+    h: Harness,
+    live: Arc<Live>,
+    channel: String,
+    channel_name: String,
+    publish_tx: mpsc::Sender<Reply>,
+}
+
+/// The parts of one prompt that do not change when the turn is retried on a fresh agent.
+struct Ask<'a> {
+    ctx: prompt::Context<'a>,
+    reason: String,
+    thread: Vec<Message>,
+    earlier: Vec<(Message, String)>,
+    message: &'a Message,
+    id: &'a str,
+}
+
+impl Turns {
+    /// A note naming this worker's persona and channel.
+    fn note(&self, event: &'static str, text: String) -> Note {
+        channel_note(event, text, &self.live.trigger.name, &self.channel_name)
+    }
+
+    fn out(&self, note: Note) {
+        (self.h.out)(note)
+    }
+
+    /// Takes a routed message into the waiting queue, reporting any the queue's bounds drop.
+    fn admit(&self, waiting: &mut flood::Waiting, message: Message, reason: Reason) {
+        for dropped in waiting.push(message, reason, self.h.config.limits.per_author) {
+            let why = match dropped.limit {
+                "queue" => format!("dropped: {} messages already wait", flood::MAX_WAITING),
+                _ => format!(
+                    "dropped: more than {} messages of author {} wait (the oldest go)",
+                    flood::MAX_WAITING_PER_AUTHOR,
+                    relay::short(&dropped.message.author.to_hex())
+                ),
+            };
+            self.limited(dropped, &why);
+        }
+    }
+
+    /// Reports a message held back or dropped by the flood limits (`limited`).
+    fn limited(&self, l: flood::Limited, what: &str) {
+        let name = &self.live.trigger.name;
+        let id = l.message.id.to_hex();
+        let author = l.message.author.to_hex();
+        // A held message says which rate it is over; a dropped one says why in `what`.
+        let over = match (l.action, l.limit) {
+            ("coalesced", "author") => format!(
+                "author {} is over {name}'s {}",
+                relay::short(&author),
+                l.rate
+            ),
+            ("coalesced", "channel") => {
+                format!("#{} is over {name}'s {}", self.channel_name, l.rate)
+            }
+            _ => String::new(),
+        };
+        let text = if over.is_empty() {
+            format!("limited {name} {id}: {what}")
+        } else {
+            format!("limited {name} {id}: {over}; {what}")
+        };
+        tracing::info!(persona = %name, event = %id, "{text}");
+        let mut note = self
+            .note("limited", text)
+            .with("id", id.as_str())
+            .with("author", author)
+            .with("limit", l.limit)
+            .with("action", l.action);
+        if !over.is_empty() {
+            note = note
+                .with("turns", l.rate.turns)
+                .with("per_secs", l.rate.per.as_secs());
+        }
+        self.out(note);
+    }
+
+    /// After a panic in a turn: report it, and restart the agent (its state is unknown), which
+    /// the circuit breaker counts like a crash.
+    async fn panicked(&self, why: DispatchError) {
+        let name = &self.live.trigger.name;
+        let why = why.to_string();
+        tracing::error!(persona = %name, channel = %self.channel, "{why}");
+        self.out(
+            self.note("error", format!("error {name}: {why}"))
+                .with("reason", why),
+        );
+        let generation = self.live.current().await.generation();
+        if let Err(e) = self.live.restart(generation, &self.h.out).await {
+            self.out(
+                self.note("error", format!("error {name}: {e}"))
+                    .with("reason", e.to_string()),
+            );
+        }
+    }
+
+    /// One turn: `on_message` for each message of the batch, the prompt (answering the newest,
+    /// the others with it), supervision, then the reply handed to the publisher.
+    async fn turn(&self, batch: Vec<(Message, Reason)>) {
+        let name = &self.live.trigger.name;
+        // Benchmark probe (`benches/live_agents.rs`): the worker has the message.
+        if let Some((first, _)) = batch.first() {
+            tracing::trace!(target: "apiary::probe", persona = %name, id = %first.id, "message taken");
+        }
+        let mut kept = self.screen(batch).await;
+        // The turn answers the newest message; the earlier ones of the burst come with it.
+        let Some((message, reason)) = kept.pop() else {
+            return;
+        };
+        let earlier: Vec<(Message, String)> =
+            kept.into_iter().map(|(m, r)| (m, r.to_string())).collect();
+        let id = message.id.to_hex();
+        if !earlier.is_empty() {
+            let ids: Vec<String> = earlier.iter().map(|(m, _)| m.id.to_hex()).collect();
+            self.out(
+                self.note(
+                    "batch",
+                    format!("batch {name} {id}: with {}", ids.join(",")),
+                )
+                .with("id", id.as_str())
+                .with("with", ids),
+            );
+        }
+        let client = persona_relay(&self.live, &self.h).await;
+        let thread = match message.root {
+            Some(root) => thread_context(&client, &message, root).await,
+            None => Vec::new(),
+        };
+        let ask = Ask {
+            ctx: prompt::Context {
+                channel_name: &self.channel_name,
+                persona: name,
+                publish: self.h.config.publish,
+            },
+            reason: reason.to_string(),
+            thread,
+            earlier,
+            message: &message,
+            id: &id,
+        };
+        let turn = self.prompt(&ask).await;
+        tracing::trace!(target: "apiary::probe", persona = %name, channel = %self.channel, "turn ended");
+        match turn {
+            Ok(turn) => self.deliver(&ask, turn).await,
+            Err(e) => {
+                tracing::error!(persona = %name, event = %id, "turn failed: {e}");
+                self.out(
+                    self.note("error", format!("error {name} {id}: {e}"))
+                        .with("id", id.as_str())
+                        .with("reason", e.to_string()),
+                );
+            }
+        }
+    }
+
+    /// The batch's messages this persona has not answered and its `on_message` hook keeps.
+    async fn screen(&self, batch: Vec<(Message, Reason)>) -> Vec<(Message, Reason)> {
+        let live = &self.live;
+        let name = &live.trigger.name;
+        let mut kept = Vec::with_capacity(batch.len());
+        for (message, reason) in batch {
+            if live
+                .answered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&message.id)
+            {
+                continue;
+            }
+            let verdict = live.on_message(&self.h.hooks, &message).await;
+            // For the status view's hook counts (a drop is also its own `dropped` note).
+            if live.resolved.hooks.on_message.is_some() {
+                self.out(
+                    self.note("hook_ran", String::new())
+                        .json_only()
+                        .with("id", message.id.to_hex())
+                        .with("hook", "on_message")
+                        .with("kept", verdict.is_ok()),
+                );
+            }
+            match verdict {
+                Ok(()) => kept.push((message, reason)),
+                Err(e) => {
+                    let id = message.id.to_hex();
+                    tracing::warn!(persona = %name, event = %id, "message dropped by on_message: {e}");
+                    self.out(
+                        self.note("dropped", format!("dropped {name} {id}: on_message: {e}"))
+                            .with("id", id.as_str())
+                            .with("hook", "on_message")
+                            .with("reason", e.to_string()),
+                    );
+                }
+            }
+        }
+        kept
+    }
+
+    /// The prompt, retried on a fresh agent when the agent dies under it (supervision).
+    async fn prompt(&self, ask: &Ask<'_>) -> Result<Turn, DispatchError> {
+        let (live, config) = (&self.live, &self.h.config);
+        let (name, id) = (&live.trigger.name, ask.id);
+        let mut attempts = 0;
+        loop {
+            let mut agent = live.current().await;
+            if !agent.client.is_alive() {
+                agent = live.restart(agent.generation(), &self.h.out).await?;
+            }
+            let Some(session) = agent.sessions.get(&self.channel).cloned() else {
+                return Err(DispatchError::NoSession);
+            };
+            let prefix = agent
+                .prefix
+                .as_ref()
+                .map(|(base, system)| (base.as_deref(), system.as_str()));
+            let text = prompt::assemble(
+                prefix,
+                &ask.ctx,
+                &ask.reason,
+                &ask.thread,
+                &ask.earlier,
+                ask.message,
+            );
+            attempts += 1;
+            self.out(
+                self.note("prompt", String::new())
+                    .json_only()
+                    .with("id", id)
+                    .with("session", session.as_str())
+                    .with("attempt", attempts)
+                    .with("batch", ask.earlier.len() + 1),
+            );
+            match agent
+                .client
+                .prompt(&session, text, config.idle_timeout, config.turn_timeout)
+                .await
+            {
+                Ok(t) => return Ok(t),
+                Err(AcpError::Exited) if live.policy().retries(attempts) => {
+                    tracing::warn!(persona = %name, event = %id, "agent exited during the turn; restarting and retrying");
+                    self.out(
+                        self.note(
+                            "crashed",
+                            format!("crashed {name} {id}: agent exited during the turn; retrying"),
+                        )
+                        .with("id", id)
+                        .with("attempt", attempts),
+                    );
+                    live.restart(agent.generation(), &self.h.out).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The turn's text to the publisher, once per trigger, unless it is empty or publishing is
+    /// off.
+    async fn deliver(&self, ask: &Ask<'_>, turn: Turn) {
+        let (name, id, message) = (&self.live.trigger.name, ask.id, ask.message);
+        // Never two replies to one trigger, whatever happened above.
+        {
+            let mut answered = self.live.answered.lock().unwrap_or_else(|e| e.into_inner());
+            if !answered.insert(message.id) {
+                return;
+            }
+            for (m, _) in &ask.earlier {
+                answered.insert(m.id);
+            }
+        }
+        let reply = turn.text.trim();
+        if reply.is_empty() {
+            let stop = format!("{:?}", turn.stop_reason);
+            self.out(
+                self.note("turn", format!("turn {name} {id}: no text ({stop})"))
+                    .with("id", id)
+                    .with("published", false)
+                    .with("reason", format!("no text ({stop})")),
+            );
+            return;
+        }
+        if !self.h.config.publish {
+            self.out(
+                self.note(
+                    "turn",
+                    format!(
+                        "turn {name} {id}: {} bytes, not published (--no-publish)",
+                        reply.len()
+                    ),
+                )
+                .with("id", id)
+                .with("published", false)
+                .with("bytes", reply.len())
+                .with("reason", "--no-publish"),
+            );
+            return;
+        }
+        // Signing and the relay's acknowledgement happen on the publisher: the next message of
+        // this (persona, channel) does not wait for them.
+        let reply = Reply {
+            trigger: message.clone(),
+            text: reply.to_string(),
+        };
+        if self.publish_tx.send(reply).await.is_err() {
+            tracing::error!(persona = %name, event = %id, "reply publisher stopped; reply lost");
+        }
+    }
+}
+
+/// A note about one persona in one channel (the worker's and its publisher's).
+fn channel_note(event: &'static str, text: String, persona: &str, channel: &str) -> Note {
+    Note::new(event, text)
+        .with("persona", persona)
+        .with("channel", channel)
+}
+
+/// A reply to publish: the agent's final text and the message it answers.
+struct Reply {
+    trigger: Message,
+    text: String,
+}
+
+/// Signs (on the blocking pool: a signature costs tens of microseconds) and publishes one
+/// worker's replies in order, each with its persona's key.
+struct Publisher {
+    h: Harness,
+    live: Arc<Live>,
+    channel_name: String,
+}
+
+impl Publisher {
+    fn note(&self, event: &'static str, text: String) -> Note {
+        channel_note(event, text, &self.live.trigger.name, &self.channel_name)
+    }
+
+    async fn run(self, mut rx: mpsc::Receiver<Reply>) {
+        let name = &self.live.trigger.name;
+        while let Some(reply) = rx.recv().await {
+            let id = reply.trigger.id.to_hex();
+            // A panic while publishing loses this reply only, and says so.
+            let published = AssertUnwindSafe(self.publish(reply))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| {
+                    let why = DispatchError::panicked("while publishing the reply", panic);
+                    tracing::error!(persona = %name, event = %id, "{why}");
+                    Err(why)
+                });
+            match published {
+                Ok((reply_id, thread)) => {
+                    (self.h.out)(
+                        self.note("reply", format!("reply {name} {reply_id} to {id}"))
+                            .with("id", reply_id)
+                            .with("to", id.as_str())
+                            .with("thread", thread),
+                    );
+                }
+                Err(why) => (self.h.out)(
+                    self.note("error", format!("error {name} {id}: {why}"))
+                        .with("id", id.as_str())
+                        .with("reason", why.to_string()),
+                ),
+            }
+        }
+    }
+
+    /// Signs and publishes one reply: its id and thread root (hex) once the relay took it.
+    async fn publish(&self, reply: Reply) -> Result<(String, Option<String>), DispatchError> {
+        let Reply { trigger, text } = reply;
+        let (live, h) = (&self.live, &self.h);
+        let mode = ReplyMode {
+            thread_replies: live.resolved.thread_replies,
+            broadcast_replies: live.resolved.broadcast_replies,
+        };
+        let tags = relay::reply_tags(&trigger, mode);
+        let keys = live.keys.clone();
+        let channel = trigger.channel.clone();
+        let event = tokio::task::spawn_blocking(move || {
+            relay::message(&keys, &channel, &text, tags).map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()))
+        .map_err(DispatchError::Sign)?;
+        h.echoes.expect(event.id);
+        let client = persona_relay(live, h).await;
+        let mut sent = client.send_event(&event).await;
+        // A relay that wants authentication only for writing says so now: retry once on the
+        // persona's own authenticated connection.
+        if let Ok(o) = &sent
+            && o.success.is_empty()
+            && o.failed
+                .values()
+                .any(|why| why.starts_with("auth-required:"))
+            && !h.auth.swap(true, Ordering::SeqCst)
+        {
+            let own = persona_relay(live, h).await;
+            sent = own.send_event(&event).await;
+        }
+        match sent {
+            Ok(o) if !o.success.is_empty() => {
+                h.replies.fetch_add(1, Ordering::SeqCst);
+                let thread = Message::parse(&event)
+                    .and_then(|m| m.root)
+                    .map(|r| r.to_hex());
+                Ok((event.id.to_hex(), thread))
+            }
+            Ok(o) => Err(DispatchError::Refused(o.failed.values().cloned().collect())),
+            Err(e) => Err(DispatchError::Publish(e.to_string())),
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The decision order, and the two fast paths checked against plain definitions: the keyword
+//! prefilter must never hide a match that a plain substring search finds (it is an optimisation,
+//! not a rule), and the batch must wake exactly the pairs that one decision per pair wakes.
+
+use crate::{Matcher, Prepared, Reason, decide_batch};
+
+/// Deterministic xorshift, so failures reproduce.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[(self.next() % items.len() as u64) as usize]
+    }
+}
+
+fn prepared(text: &str, mentions: &[&str]) -> Prepared {
+    let mut p = Prepared::new();
+    p.set(text, mentions.iter().copied());
+    p
+}
+
+#[test]
+fn keyword_decisions_equal_a_plain_substring_search() {
+    // `@` and `` ` ``, `[` and `{`, `A` and `a` differ only in the case bit (0x20), which the
+    // signature ignores and the search must not.
+    let alphabet = [
+        "a", "b", "e", "x", "é", "ß", "CVE", " ", "-", "Ü", "ab", "ba", "z", "@", "`", "[", "{",
+        "A",
+    ];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for round in 0..3000 {
+        let keyword: String = (0..1 + rng.next() % 4)
+            .map(|_| rng.pick(&alphabet))
+            .collect();
+        // Some texts as long as the longest chat lines, where most signature bits are set.
+        let len = if round % 10 == 0 { 400 } else { 40 };
+        let text: String = (0..rng.next() % len).map(|_| rng.pick(&alphabet)).collect();
+        let matcher = Matcher::new("p", false, [keyword.as_str()], false, ["general"]);
+        let decided = matcher.decide("general", &prepared(&text, &[]));
+        let expected = if text.to_lowercase().contains(&keyword.to_lowercase()) {
+            Reason::Keyword(0)
+        } else {
+            Reason::NoMatch
+        };
+        assert_eq!(
+            decided, expected,
+            "round {round}: keyword {keyword:?} in {text:?}"
+        );
+    }
+}
+
+#[test]
+fn one_byte_keywords_and_keywords_at_the_edges_match() {
+    let m = Matcher::new("p", false, ["x", "deploy", "ß"], false, ["#ops"]);
+    let decide = |text: &str| m.decide("ops", &prepared(text, &[]));
+    assert_eq!(decide("x"), Reason::Keyword(0));
+    assert_eq!(decide("DEPLOY"), Reason::Keyword(1));
+    assert_eq!(decide("time to deploy"), Reason::Keyword(1));
+    assert_eq!(decide("straße"), Reason::Keyword(2));
+    assert_eq!(decide("nothing here"), Reason::NoMatch);
+}
+
+/// The batch path indexes personas by channel and name; its answer must be exactly the waking
+/// pairs of `Matcher::decide`, in order, including repeated names, `#`/bare channel spellings,
+/// mention lists plus `@name` in the text, and personas with mentions off.
+#[test]
+fn batch_decisions_equal_the_decision_for_every_pair() {
+    let names = ["ann", "Bob", "bob", "cy", "Zoë"];
+    let channels = ["ops", "#ops", "dev", "#dev", "misc", "x"];
+    let words = [
+        "deploy", "x", "", "ß", "Ops", "bob", "@bob", "@Ann", "hello", "@zoë", "@cy",
+    ];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for round in 0..5000 {
+        let matchers: Vec<Matcher> = (0..1 + rng.next() % 6)
+            .map(|_| {
+                let keywords: Vec<&str> = (0..rng.next() % 7).map(|_| rng.pick(&words)).collect();
+                let subscribe: Vec<&str> =
+                    (0..rng.next() % 3).map(|_| rng.pick(&channels)).collect();
+                Matcher::new(
+                    rng.pick(&names),
+                    !rng.next().is_multiple_of(3),
+                    keywords,
+                    rng.next().is_multiple_of(5),
+                    subscribe,
+                )
+            })
+            .collect();
+        // Now and then a batch longer than the 255 messages a signature's stamps last.
+        let count = if round % 500 == 0 {
+            600
+        } else {
+            1 + rng.next() % 5
+        };
+        let messages: Vec<(String, String, Vec<String>)> = (0..count)
+            .map(|_| {
+                let text: Vec<&str> = (0..rng.next() % 5).map(|_| rng.pick(&words)).collect();
+                let mentions: Vec<String> = (0..rng.next() % 3)
+                    .map(|_| rng.pick(&names).to_string())
+                    .collect();
+                (rng.pick(&channels).to_string(), text.join(" "), mentions)
+            })
+            .collect();
+        // The batch reuses one `Prepared` from message to message; the pairs below take a fresh
+        // one for each, so anything left over from a previous message shows as a difference.
+        let batch = decide_batch(
+            &matchers,
+            messages
+                .iter()
+                .map(|(c, t, m)| (c.as_str(), t.as_str(), m.iter().map(String::as_str))),
+        );
+        let mut pairs = Vec::new();
+        for (mi, (channel, text, mentions)) in messages.iter().enumerate() {
+            let mentions: Vec<&str> = mentions.iter().map(String::as_str).collect();
+            let message = prepared(text, &mentions);
+            for (pi, matcher) in matchers.iter().enumerate() {
+                let reason = matcher.decide(channel, &message);
+                if reason.wakes() {
+                    pairs.push((mi as u32, pi as u32, reason));
+                }
+            }
+        }
+        assert_eq!(batch, pairs, "round {round}: {messages:?}");
+    }
+}
+
+fn decide(m: &Matcher, channel: &str, text: &str, mentions: &[&str]) -> Reason {
+    m.decide(channel, &prepared(text, mentions))
+}
+
+/// All three triggers on: a mention names the wake, else all_messages, never the keyword.
+#[test]
+fn a_mention_comes_first_then_all_messages_then_keywords() {
+    let m = Matcher::new("pip", true, ["deploy"], true, ["general"]);
+    assert_eq!(decide(&m, "general", "@pip deploy", &[]), Reason::Mentioned);
+    assert_eq!(decide(&m, "general", "deploy", &["pip"]), Reason::Mentioned);
+    assert_eq!(
+        decide(&m, "general", "deploy now", &[]),
+        Reason::AllMessages
+    );
+    assert_eq!(decide(&m, "general", "hello", &[]), Reason::AllMessages);
+    let keywords_only = Matcher::new("pip", true, ["deploy"], false, ["general"]);
+    assert_eq!(
+        decide(&keywords_only, "general", "deploy now", &[]),
+        Reason::Keyword(0)
+    );
+    assert_eq!(
+        decide(&keywords_only, "general", "hello", &[]),
+        Reason::NoMatch
+    );
+}
+
+#[test]
+fn a_mention_wakes_in_any_channel_and_nothing_else_does() {
+    let m = Matcher::new("pip", true, ["deploy"], true, ["#general"]);
+    assert_eq!(decide(&m, "random", "hi @PIP", &[]), Reason::Mentioned);
+    assert_eq!(decide(&m, "random", "hi", &["Pip"]), Reason::Mentioned);
+    assert_eq!(decide(&m, "random", "deploy", &[]), Reason::NotSubscribed);
+    // `#general` and `general` are one channel, on either side.
+    assert_eq!(decide(&m, "general", "x", &[]), Reason::AllMessages);
+    assert_eq!(decide(&m, "#general", "x", &[]), Reason::AllMessages);
+    // mentions off: a mention is an ordinary message.
+    let quiet = Matcher::new("pip", false, ["deploy"], false, ["general"]);
+    assert_eq!(decide(&quiet, "general", "@pip", &["pip"]), Reason::NoMatch);
+    assert_eq!(
+        decide(&quiet, "random", "@pip", &["pip"]),
+        Reason::NotSubscribed
+    );
+    assert_eq!(
+        decide(&quiet, "general", "@pip deploy", &[]),
+        Reason::Keyword(0)
+    );
+}
+
+/// `@name` is the name characters (ASCII letters, digits, `_`, `-`) after an `@`.
+#[test]
+fn an_at_name_ends_at_the_first_character_a_name_cannot_hold() {
+    let m = Matcher::new("pip", true, [], false, ["general"]);
+    for mention in [
+        "@pip",
+        "@Pip, look",
+        "(@pip)",
+        "@pip.",
+        "@pipé",
+        "x@@pip",
+        "@pip@",
+    ] {
+        assert_eq!(
+            decide(&m, "general", mention, &[]),
+            Reason::Mentioned,
+            "{mention}"
+        );
+    }
+    for not in [
+        "@pipe",
+        "@pip_2",
+        "@pip-x",
+        "pip",
+        "@ pip",
+        "pip@example.com",
+        "@pi p",
+    ] {
+        assert_eq!(decide(&m, "general", not, &[]), Reason::NoMatch, "{not}");
+    }
+}
+
+/// The first keyword in configured order names the wake, whatever comes first in the text; an
+/// empty keyword never matches but keeps its place in the numbering.
+#[test]
+fn keywords_are_named_in_configured_order() {
+    let m = Matcher::new("p", false, ["", "beta", "alpha"], false, ["general"]);
+    assert_eq!(
+        decide(&m, "general", "alpha then beta", &[]),
+        Reason::Keyword(1)
+    );
+    assert_eq!(decide(&m, "general", "ALPHA", &[]), Reason::Keyword(2));
+    assert_eq!(decide(&m, "general", "", &[]), Reason::NoMatch);
+    assert_eq!(decide(&m, "general", "gamma", &[]), Reason::NoMatch);
+}
+
+#[test]
+fn only_mentions_and_matches_wake() {
+    assert!(Reason::Mentioned.wakes());
+    assert!(Reason::Keyword(0).wakes());
+    assert!(Reason::AllMessages.wakes());
+    assert!(!Reason::NotSubscribed.wakes());
+    assert!(!Reason::NoMatch.wakes());
+}
