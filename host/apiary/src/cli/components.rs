@@ -1,12 +1,14 @@
 //! `apiary component add | list | remove | inspect`: the operator's third-party converter
 //! components (kept under `<data dir>/components/`), plus the existing `inspect`.
 
-use std::path::PathBuf;
+use std::io;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde::Serialize;
 
-use super::{exit, print_json, sandbox};
+use super::output::{Document, Failed, Human, Outcome, render};
+use super::sandbox;
 use crate::convert::store::{Entry, Store};
 
 const AFTER_HELP: &str = "\
@@ -79,32 +81,58 @@ pub fn run(cmd: ComponentCommand) -> u8 {
         ComponentCommand::Inspect(args) => {
             sandbox::run_component(sandbox::ComponentCommand::Inspect(args))
         }
-        ComponentCommand::Add(args) => add(&store, &args),
-        ComponentCommand::List(args) => list(&store, &args),
-        ComponentCommand::Remove(args) => remove(&store, &args),
+        ComponentCommand::Add(args) => render(&add(&store, &args), args.json),
+        ComponentCommand::List(args) => render(&list(&store, &args), args.json),
+        ComponentCommand::Remove(args) => render(&remove(&store, &args), args.json),
     }
 }
 
-fn failed(message: &str, json: bool) -> u8 {
-    if json {
-        print_json(&json!({ "ok": false, "error": message }));
-    } else {
-        eprintln!("error: {message}");
-    }
-    exit::FAILURE
+/// A refusal of the component store: `error: <message>`, or `{"ok": false, "error": <message>}`.
+fn failed(error: impl std::fmt::Display) -> Failed {
+    let message = error.to_string();
+    Failed::error(&message).with_json(message)
 }
 
-fn entry_json(e: &Entry) -> serde_json::Value {
-    json!({
-        "name": e.name,
-        "version": e.version,
-        "digest": e.digest,
-        "source": e.source,
-        "world": e.world,
-        "wit_version": e.wit_version,
-        "size": e.size,
-        "conversions": e.conversions.iter().map(|(s, t)| json!({"source": s, "target": t})).collect::<Vec<_>>(),
-    })
+/// An added component, as `--json` shows it.
+#[derive(Serialize)]
+struct EntryJson<'a> {
+    name: &'a str,
+    version: &'a str,
+    digest: &'a str,
+    source: &'a Path,
+    world: &'a str,
+    wit_version: &'a str,
+    size: u64,
+    #[serde(serialize_with = "conversions_json")]
+    conversions: &'a [(String, String)],
+}
+
+impl<'a> From<&'a Entry> for EntryJson<'a> {
+    fn from(e: &'a Entry) -> Self {
+        EntryJson {
+            name: &e.name,
+            version: &e.version,
+            digest: &e.digest,
+            source: &e.source,
+            world: &e.world,
+            wit_version: &e.wit_version,
+            size: e.size,
+            conversions: &e.conversions,
+        }
+    }
+}
+
+/// `(source, target)` pairs as `[{"source": .., "target": ..}]`.
+pub(super) fn conversions_json<S: serde::Serializer>(
+    pairs: &[(String, String)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Pair<'a> {
+        source: &'a str,
+        target: &'a str,
+    }
+    s.collect_seq(pairs.iter().map(|(source, target)| Pair { source, target }))
 }
 
 fn pairs(e: &Entry) -> String {
@@ -115,79 +143,160 @@ fn pairs(e: &Entry) -> String {
         .join(", ")
 }
 
-fn add(store: &Store, args: &AddArgs) -> u8 {
-    let sb = match crate::shared_sandbox() {
-        Ok(sb) => sb,
-        Err(e) => return failed(&e.to_string(), args.json),
-    };
-    match store.add(sb, &args.file, args.name.as_deref(), args.force) {
-        Ok(e) => {
-            if args.json {
-                print_json(&json!({ "ok": true, "component": entry_json(&e) }));
-            } else {
-                println!(
-                    "✓ added {} {} ({}; sha256 {})",
-                    e.name,
-                    e.version,
-                    pairs(&e),
-                    &e.digest[..12]
-                );
-            }
-            exit::OK
+/// `component add`: the component added.
+pub(super) struct Added(Entry);
+
+fn add(store: &Store, args: &AddArgs) -> Result<Added, Failed> {
+    let sb = crate::shared_sandbox().map_err(failed)?;
+    let entry = store
+        .add(sb, &args.file, args.name.as_deref(), args.force)
+        .map_err(failed)?;
+    Ok(Added(entry))
+}
+
+impl Serialize for Added {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            ok: bool,
+            component: EntryJson<'a>,
         }
-        Err(m) => failed(&m.to_string(), args.json),
+        Json {
+            ok: true,
+            component: (&self.0).into(),
+        }
+        .serialize(serializer)
     }
 }
 
-fn list(store: &Store, args: &ListArgs) -> u8 {
-    let entries = match store.list() {
-        Ok(e) => e,
-        Err(m) => return failed(&m.to_string(), args.json),
-    };
-    // The digest check `apiary convert` makes, so a tampered file shows here too.
-    let status: Vec<Result<(), String>> = entries
-        .iter()
-        .map(|e| store.bytes(e).map(|_| ()).map_err(|e| e.to_string()))
+impl Outcome for Added {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let e = &self.0;
+        writeln!(
+            to.out,
+            "✓ added {} {} ({}; sha256 {})",
+            e.name,
+            e.version,
+            pairs(e),
+            &e.digest[..12]
+        )
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
+}
+
+/// `component list`: each added component, with the digest check `apiary convert` makes (so a
+/// tampered file shows here too).
+pub(super) struct Listed {
+    dir: PathBuf,
+    entries: Vec<(Entry, Result<(), String>)>,
+}
+
+fn list(store: &Store, _args: &ListArgs) -> Result<Listed, Failed> {
+    let entries = store.list().map_err(failed)?;
+    let entries = entries
+        .into_iter()
+        .map(|e| {
+            let status = store.bytes(&e).map(|_| ()).map_err(|e| e.to_string());
+            (e, status)
+        })
         .collect();
-    if args.json {
-        let rows: Vec<_> = entries
+    Ok(Listed {
+        dir: store.dir().to_path_buf(),
+        entries,
+    })
+}
+
+impl Serialize for Listed {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Row<'a> {
+            #[serde(flatten)]
+            entry: EntryJson<'a>,
+            ok: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            error: Option<&'a str>,
+        }
+        #[derive(Serialize)]
+        struct Json<'a> {
+            dir: &'a Path,
+            components: Vec<Row<'a>>,
+        }
+        let components = self
+            .entries
             .iter()
-            .zip(&status)
-            .map(|(e, s)| {
-                let mut v = entry_json(e);
-                v["ok"] = json!(s.is_ok());
-                if let Err(m) = s {
-                    v["error"] = json!(m);
-                }
-                v
+            .map(|(e, status)| Row {
+                entry: e.into(),
+                ok: status.is_ok(),
+                error: status.as_ref().err().map(String::as_str),
             })
             .collect();
-        print_json(&json!({ "dir": store.dir(), "components": rows }));
-        return exit::OK;
-    }
-    if entries.is_empty() {
-        println!("no components added (apiary component add FILE.wasm)");
-    }
-    for (e, s) in entries.iter().zip(&status) {
-        println!("{} {}  {}", e.name, e.version, pairs(e));
-        println!("    sha256 {}  from {}", e.digest, e.source.display());
-        if let Err(m) = s {
-            println!("    ✗ refused: {m}");
+        Json {
+            dir: &self.dir,
+            components,
         }
+        .serialize(serializer)
     }
-    exit::OK
 }
 
-fn remove(store: &Store, args: &RemoveArgs) -> u8 {
-    match store.remove(&args.name) {
-        Ok(e) => {
-            if args.json {
-                print_json(&json!({ "ok": true, "removed": entry_json(&e) }));
-            } else {
-                println!("✓ removed {}", e.name);
-            }
-            exit::OK
+impl Outcome for Listed {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        if self.entries.is_empty() {
+            writeln!(
+                to.out,
+                "no components added (apiary component add FILE.wasm)"
+            )?;
         }
-        Err(m) => failed(&m.to_string(), args.json),
+        for (e, status) in &self.entries {
+            writeln!(to.out, "{} {}  {}", e.name, e.version, pairs(e))?;
+            writeln!(
+                to.out,
+                "    sha256 {}  from {}",
+                e.digest,
+                e.source.display()
+            )?;
+            if let Err(m) = status {
+                writeln!(to.out, "    ✗ refused: {m}")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
+}
+
+/// `component remove`: the component removed.
+pub(super) struct Removed(Entry);
+
+fn remove(store: &Store, args: &RemoveArgs) -> Result<Removed, Failed> {
+    store.remove(&args.name).map(Removed).map_err(failed)
+}
+
+impl Serialize for Removed {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            ok: bool,
+            removed: EntryJson<'a>,
+        }
+        Json {
+            ok: true,
+            removed: (&self.0).into(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Outcome for Removed {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        writeln!(to.out, "✓ removed {}", self.0.name)
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
     }
 }

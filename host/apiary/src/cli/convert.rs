@@ -1,16 +1,18 @@
 //! `apiary convert`: turn a pack in one format into another through sandboxed converter
 //! components, with the host detecting the input, validating the output and writing it atomically.
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use serde_json::json;
+use serde::Serialize;
 
-use super::{exit, print_json};
-use crate::convert::registry::{Origin, Registry};
+use super::exit;
+use super::output::{Document, Failed, Human, Outcome, render};
+use crate::convert::registry::{Origin, Registry, Unavailable};
 use crate::convert::store::Store;
-use crate::convert::{self, FORMATS, Job, Outcome};
+use crate::convert::{self, FORMATS, Job, Outcome as Conversion};
 use crate::sandbox::Sandbox;
 
 const AFTER_HELP: &str = "\
@@ -80,11 +82,8 @@ pub struct ConvertArgs {
     pub json: bool,
 }
 
-fn registry(timeout: Option<u64>) -> Result<(&'static Sandbox, Registry), u8> {
-    let sb = crate::shared_sandbox().map_err(|e| {
-        eprintln!("error: {e}");
-        exit::FAILURE
-    })?;
+fn registry(timeout: Option<u64>) -> Result<(&'static Sandbox, Registry), Failed> {
+    let sb = crate::shared_sandbox().map_err(Failed::error)?;
     let store = Store::new(&crate::paths::Data::locate().components());
     let deadline = timeout.map(|s| Duration::from_secs(s.clamp(1, 3600)));
     Ok((sb, Registry::load(sb, Some(&store), deadline)))
@@ -92,19 +91,32 @@ fn registry(timeout: Option<u64>) -> Result<(&'static Sandbox, Registry), u8> {
 
 pub fn run(args: ConvertArgs) -> u8 {
     if args.list {
-        return list(&args);
+        return render(&list(&args), args.json);
     }
+    render(&convert(&args), args.json)
+}
+
+/// `convert`: the conversion's outcome, whether it succeeded or not.
+pub(super) struct Converted {
+    outcome: Conversion,
+    /// Per step: the converter's version and origin (`1.0.0 built in`).
+    origins: Vec<String>,
+}
+
+fn convert(args: &ConvertArgs) -> Result<Converted, Failed> {
     let (Some(src), Some(to)) = (args.src.clone(), args.to.clone()) else {
-        eprintln!("error: give an input directory and --to FORMAT (or --list)");
-        return exit::USAGE;
+        return Err(Failed::usage(
+            "give an input directory and --to FORMAT (or --list)",
+        ));
     };
     let mut options = Vec::new();
     for o in &args.options {
         match o.split_once('=') {
             Some((k, v)) if !k.is_empty() => options.push((k.to_string(), v.to_string())),
             _ => {
-                eprintln!("error: --option {o:?} is not KEY=VALUE");
-                return exit::USAGE;
+                return Err(Failed::usage(format_args!(
+                    "--option {o:?} is not KEY=VALUE"
+                )));
             }
         }
     }
@@ -112,10 +124,7 @@ pub fn run(args: ConvertArgs) -> u8 {
         .out
         .clone()
         .unwrap_or_else(|| convert::stage::default_out(&src, &to));
-    let (sb, reg) = match registry(args.timeout) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
+    let (sb, reg) = registry(args.timeout)?;
     for u in &reg.unavailable {
         tracing::warn!(
             "converter {} ({}) is unavailable: {}",
@@ -133,57 +142,91 @@ pub fn run(args: ConvertArgs) -> u8 {
         options,
     };
     let outcome = convert::convert(sb, &reg, &job);
-    if args.json {
-        print_json(&outcome);
-    } else {
-        print_human(&outcome, &reg);
-    }
-    match (&outcome.error, outcome.report.lost.is_empty()) {
-        (Some(_), _) => exit::FAILURE,
-        (None, true) => exit::OK,
-        (None, false) => exit::WARNINGS,
+    let origins = outcome
+        .steps
+        .iter()
+        .map(|s| {
+            reg.get(&s.converter)
+                .map(|c| format!("{} {}", c.version, c.origin))
+                .unwrap_or_default()
+        })
+        .collect();
+    Ok(Converted { outcome, origins })
+}
+
+impl Serialize for Converted {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.outcome.serialize(serializer)
     }
 }
 
-fn print_human(o: &Outcome, reg: &Registry) {
-    use crate::convert::DetectedBy;
-    if let (Some(format), Some(by)) = (&o.source_format, &o.detected_by) {
-        match by {
-            DetectedBy::Flag => println!("input: {format} (given by --from)"),
-            DetectedBy::HostRule { evidence, .. } => println!("input: {format} ({evidence})"),
-            DetectedBy::Converter {
-                converter,
-                confidence,
-                evidence,
-            } => println!(
-                "input: {format} (claimed by {converter} with confidence {confidence:.2}: {evidence})"
-            ),
+impl Outcome for Converted {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let o = &self.outcome;
+        write_input(to.out, o)?;
+        let chained = o.steps.len() > 1;
+        for (i, (s, origin)) in o.steps.iter().zip(&self.origins).enumerate() {
+            let n = if chained {
+                format!("step {}: ", i + 1)
+            } else {
+                String::new()
+            };
+            writeln!(
+                to.out,
+                "{n}{} -> {} by {} ({origin})",
+                s.source, s.target, s.converter
+            )?;
+        }
+        for note in &o.notes {
+            writeln!(to.err, "note: {note}")?;
+        }
+        write_findings(to.out, o, chained)?;
+        match &o.error {
+            None => write_converted(to.out, o),
+            Some(e) => write_failure(to.err, o, e),
         }
     }
-    let chained = o.steps.len() > 1;
-    for (i, s) in o.steps.iter().enumerate() {
-        let origin = reg
-            .get(&s.converter)
-            .map(|c| format!("{} {}", c.version, c.origin))
-            .unwrap_or_default();
-        let n = if chained {
-            format!("step {}: ", i + 1)
-        } else {
-            String::new()
-        };
-        println!(
-            "{n}{} -> {} by {} ({origin})",
-            s.source, s.target, s.converter
-        );
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
     }
-    for note in &o.notes {
-        eprintln!("note: {note}");
+
+    fn exit_code(&self) -> u8 {
+        match (&self.outcome.error, self.outcome.report.lost.is_empty()) {
+            (Some(_), _) => exit::FAILURE,
+            (None, true) => exit::OK,
+            (None, false) => exit::WARNINGS,
+        }
     }
+}
+
+/// The input format and how it was told.
+fn write_input(out: &mut dyn Write, o: &Conversion) -> io::Result<()> {
+    use crate::convert::DetectedBy;
+    let (Some(format), Some(by)) = (&o.source_format, &o.detected_by) else {
+        return Ok(());
+    };
+    match by {
+        DetectedBy::Flag => writeln!(out, "input: {format} (given by --from)"),
+        DetectedBy::HostRule { evidence, .. } => writeln!(out, "input: {format} ({evidence})"),
+        DetectedBy::Converter {
+            converter,
+            confidence,
+            evidence,
+        } => writeln!(
+            out,
+            "input: {format} (claimed by {converter} with confidence {confidence:.2}: {evidence})"
+        ),
+    }
+}
+
+/// The report's findings by group, then the output's validation warnings.
+fn write_findings(out: &mut dyn Write, o: &Conversion, chained: bool) -> io::Result<()> {
     for (group, findings) in o.report.groups() {
         if findings.is_empty() {
             continue;
         }
-        println!("{group} ({}):", findings.len());
+        writeln!(out, "{group} ({}):", findings.len())?;
         for f in findings {
             let step = if chained {
                 format!("step {} ", f.step)
@@ -196,107 +239,143 @@ fn print_human(o: &Outcome, reg: &Registry) {
                 (true, false) => format!(" {}", f.field),
                 (false, false) => format!(" {} {}", f.path, f.field),
             };
-            println!("  {step}[{}]{place}: {}", f.code, f.message);
+            writeln!(out, "  {step}[{}]{place}: {}", f.code, f.message)?;
         }
     }
     if let Some(v) = &o.validation {
         for w in &v.warnings {
-            println!("  validation warning: {} {}", w.path, w.message);
+            writeln!(out, "  validation warning: {} {}", w.path, w.message)?;
         }
     }
-    match &o.error {
-        None => {
-            let counts: Vec<String> = o
-                .report
-                .groups()
-                .iter()
-                .map(|(g, l)| format!("{} {g}", l.len()))
-                .collect();
-            println!(
-                "✓ converted {} ({}) to {} in {}; {}",
-                o.source.display(),
-                o.source_format.as_deref().unwrap_or("?"),
-                o.target,
-                o.output.display(),
-                counts.join(", ")
-            );
-        }
-        Some(e) => {
-            eprintln!("error: {}", e.message);
-            if let Some(v) = o.validation.as_ref().filter(|v| !v.ok()) {
-                for p in &v.errors {
-                    eprintln!("  invalid output: {} {}", p.path, p.message);
-                }
-            }
-            if !e.found.is_empty() {
-                eprintln!("found:");
-                for f in &e.found {
-                    eprintln!("  {f}");
-                }
-            }
-            eprintln!("nothing was written to {}", o.output.display());
-        }
-    }
+    Ok(())
 }
 
-fn list(args: &ConvertArgs) -> u8 {
-    let (_, reg) = match registry(args.timeout) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    if args.json {
-        let converters: Vec<_> = reg
-            .converters
-            .iter()
-            .map(|c| {
-                json!({
-                    "name": c.name,
-                    "version": c.version,
-                    "origin": c.origin,
-                    "digest": c.digest,
-                    "conversions": c.conversions.iter().map(|(s, t)| json!({"source": s, "target": t})).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        let formats: Vec<_> = FORMATS
-            .iter()
-            .map(|(id, about)| json!({"id": id, "about": about}))
-            .collect();
-        print_json(&json!({
-            "converters": converters,
-            "unavailable": reg.unavailable,
-            "formats": formats,
-        }));
-        return exit::OK;
-    }
-    if reg.converters.is_empty() {
-        println!("no converters available");
-    } else {
-        println!("Converters:");
-    }
-    for c in &reg.converters {
-        let from = match &c.origin {
-            Origin::BuiltIn => "built in".to_string(),
-            Origin::Added { source } => format!("added from {}", source.display()),
-        };
-        println!("  {} {} ({from})", c.name, c.version);
-        let pairs: Vec<String> = c
-            .conversions
-            .iter()
-            .map(|(s, t)| format!("{s} -> {t}"))
-            .collect();
-        println!("    {}", pairs.join(", "));
-    }
-    if !reg.unavailable.is_empty() {
-        println!("Unavailable:");
-        for u in &reg.unavailable {
-            println!("  {} ({}): {}", u.name, u.origin, u.reason);
+fn write_converted(out: &mut dyn Write, o: &Conversion) -> io::Result<()> {
+    let counts: Vec<String> = o
+        .report
+        .groups()
+        .iter()
+        .map(|(g, l)| format!("{} {g}", l.len()))
+        .collect();
+    writeln!(
+        out,
+        "✓ converted {} ({}) to {} in {}; {}",
+        o.source.display(),
+        o.source_format.as_deref().unwrap_or("?"),
+        o.target,
+        o.output.display(),
+        counts.join(", ")
+    )
+}
+
+fn write_failure(err: &mut dyn Write, o: &Conversion, e: &convert::Failure) -> io::Result<()> {
+    writeln!(err, "error: {}", e.message)?;
+    if let Some(v) = o.validation.as_ref().filter(|v| !v.ok()) {
+        for p in &v.errors {
+            writeln!(err, "  invalid output: {} {}", p.path, p.message)?;
         }
     }
-    println!("Formats apiary detects:");
-    let width = FORMATS.iter().map(|(id, _)| id.len()).max().unwrap_or(0);
-    for (id, about) in FORMATS {
-        println!("  {id:width$}  {about}");
+    if !e.found.is_empty() {
+        writeln!(err, "found:")?;
+        for f in &e.found {
+            writeln!(err, "  {f}")?;
+        }
     }
-    exit::OK
+    writeln!(err, "nothing was written to {}", o.output.display())
+}
+
+/// `convert --list`: the converters, those that could not be loaded, and the formats apiary knows.
+#[derive(Serialize)]
+pub(super) struct Converters {
+    converters: Vec<ConverterRow>,
+    unavailable: Vec<Unavailable>,
+    #[serde(serialize_with = "formats_json")]
+    formats: &'static [(&'static str, &'static str)],
+}
+
+#[derive(Serialize)]
+struct ConverterRow {
+    name: String,
+    version: String,
+    origin: Origin,
+    digest: String,
+    #[serde(serialize_with = "super::components::conversions_json")]
+    conversions: Vec<(String, String)>,
+}
+
+fn formats_json<S: serde::Serializer>(
+    formats: &[(&'static str, &'static str)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Format<'a> {
+        id: &'a str,
+        about: &'a str,
+    }
+    s.collect_seq(formats.iter().map(|&(id, about)| Format { id, about }))
+}
+
+fn list(args: &ConvertArgs) -> Result<Converters, Failed> {
+    let (_, reg) = registry(args.timeout)?;
+    let converters = reg
+        .converters
+        .iter()
+        .map(|c| ConverterRow {
+            name: c.name.clone(),
+            version: c.version.clone(),
+            origin: c.origin.clone(),
+            digest: c.digest.clone(),
+            conversions: c.conversions.clone(),
+        })
+        .collect();
+    Ok(Converters {
+        converters,
+        unavailable: reg.unavailable,
+        formats: FORMATS,
+    })
+}
+
+impl Outcome for Converters {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let out = &mut *to.out;
+        if self.converters.is_empty() {
+            writeln!(out, "no converters available")?;
+        } else {
+            writeln!(out, "Converters:")?;
+        }
+        for c in &self.converters {
+            let from = match &c.origin {
+                Origin::BuiltIn => "built in".to_string(),
+                Origin::Added { source } => format!("added from {}", source.display()),
+            };
+            writeln!(out, "  {} {} ({from})", c.name, c.version)?;
+            let pairs: Vec<String> = c
+                .conversions
+                .iter()
+                .map(|(s, t)| format!("{s} -> {t}"))
+                .collect();
+            writeln!(out, "    {}", pairs.join(", "))?;
+        }
+        if !self.unavailable.is_empty() {
+            writeln!(out, "Unavailable:")?;
+            for u in &self.unavailable {
+                writeln!(out, "  {} ({}): {}", u.name, u.origin, u.reason)?;
+            }
+        }
+        writeln!(out, "Formats apiary detects:")?;
+        let width = self
+            .formats
+            .iter()
+            .map(|(id, _)| id.len())
+            .max()
+            .unwrap_or(0);
+        for (id, about) in self.formats {
+            writeln!(out, "  {id:width$}  {about}")?;
+        }
+        Ok(())
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
 }

@@ -1,12 +1,14 @@
 //! `apiary pack build`, `install`, `trust`, `list`, `uninstall`, `verify`.
 
-use std::io::{BufRead, IsTerminal, Write};
-use std::path::PathBuf;
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
 use clap::Args;
-use serde_json::json;
+use serde::Serialize;
 
-use super::{exit, print_json, stderr_is_terminal};
+use super::output::{Document, Failed, Human, Outcome};
+use super::{exit, stderr_is_terminal};
+use crate::diag::Report;
 use crate::dist::{self, DistError, install, trust, verify};
 
 const ROOT_HELP: &str = "Install root. Default: $BUZZ_PACKS_DIR, else ~/.buzz/packs";
@@ -185,57 +187,89 @@ pub struct VerifyArgs {
     pub json: bool,
 }
 
-/// Prints an error (JSON on stdout with `--json`, else on stderr with the validation report).
-fn fail(e: &DistError, json: bool) -> u8 {
-    if json {
-        print_json(&json!({ "ok": false, "error": e.to_json() }));
-    } else {
-        if let Some(r) = &e.report {
-            eprint!("{}", r.render(stderr_is_terminal()));
-        }
-        eprintln!("error: {}", e.message);
+/// A refusal of the install tooling: with `--json`, `{"ok": false, "error": {code, message, help?,
+/// diagnostics?}}` on stdout; else the validation report, the message and its help on stderr.
+impl From<DistError> for Failed {
+    fn from(e: DistError) -> Failed {
+        let mut text = e
+            .report
+            .as_ref()
+            .map(|r| r.render(stderr_is_terminal()))
+            .unwrap_or_default();
+        text.push_str(&format!("error: {}\n", e.message));
         if let Some(h) = &e.help {
-            eprintln!("  help: {h}");
+            text.push_str(&format!("  help: {h}\n"));
         }
-    }
-    exit::FAILURE
-}
-
-fn root_of(flag: &Option<PathBuf>, json: bool) -> Result<PathBuf, u8> {
-    crate::paths::install_root(flag.as_deref()).map_err(|e| fail(&e, json))
-}
-
-pub fn build(args: &BuildArgs) -> u8 {
-    match dist::build::build(&args.dir, args.output.as_deref()) {
-        Ok((built, report)) => {
-            if args.json {
-                print_json(&json!({ "ok": true, "build": built, "warnings": report.warnings() }));
-            } else {
-                if report.warnings() > 0 {
-                    eprint!("{}", report.render(stderr_is_terminal()));
-                }
-                eprintln!(
-                    "Built {} {} ({} files, {} bytes)\n  {}\n  {}  sha256 {}",
-                    built.pack_id,
-                    built.version,
-                    built.files,
-                    built.bytes,
-                    built.archive.display(),
-                    built.checksum_file.display(),
-                    built.sha256
-                );
-            }
-            exit::OK
-        }
-        Err(e) => fail(&e, args.json),
+        Failed::text(exit::FAILURE, text).with_json(ErrorJson(e))
     }
 }
 
-pub fn install(args: &InstallArgs) -> u8 {
-    let root = match root_of(&args.root, args.json) {
-        Ok(r) => r,
-        Err(c) => return c,
-    };
+/// [`DistError::to_json`], owned.
+struct ErrorJson(DistError);
+
+impl Serialize for ErrorJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.to_json().serialize(serializer)
+    }
+}
+
+/// `pack build`: the archive written.
+pub(super) struct Built {
+    built: dist::build::Built,
+    report: Report,
+}
+
+pub(super) fn build(args: &BuildArgs) -> Result<Built, Failed> {
+    let (built, report) = dist::build::build(&args.dir, args.output.as_deref())?;
+    Ok(Built { built, report })
+}
+
+impl Serialize for Built {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            ok: bool,
+            build: &'a dist::build::Built,
+            warnings: usize,
+        }
+        Json {
+            ok: true,
+            build: &self.built,
+            warnings: self.report.warnings(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Outcome for Built {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        if self.report.warnings() > 0 {
+            to.report(&self.report)?;
+        }
+        let b = &self.built;
+        writeln!(
+            to.err,
+            "Built {} {} ({} files, {} bytes)\n  {}\n  {}  sha256 {}",
+            b.pack_id,
+            b.version,
+            b.files,
+            b.bytes,
+            b.archive.display(),
+            b.checksum_file.display(),
+            b.sha256
+        )
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
+}
+
+/// `install`: what was installed.
+pub(super) struct Installed(install::Installed);
+
+pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
+    let root = crate::paths::install_root(args.root.as_deref())?;
     let unverified = if args.yes {
         dist::expert::Unverified::Accept
     } else if !args.json && std::io::stdin().is_terminal() {
@@ -251,62 +285,90 @@ pub fn install(args: &InstallArgs) -> u8 {
         unverified,
         ..Default::default()
     };
-    match install::install(&root, &args.source, &opts) {
-        Ok(done) => {
-            let quarantined = done.hooks.len();
-            if args.json {
-                print_json(&json!({
-                    "ok": true,
-                    "pack_id": done.pack_id,
-                    "name": done.name,
-                    "version": done.version,
-                    "previous_version": done.previous_version,
-                    "replaced_source": done.replaced_source,
-                    "dir": done.dir,
-                    "lock": done.lock_entry,
-                    "files": done.files,
-                    "hooks": done.hooks,
-                    "expert": done.expert,
-                    "warnings": done.report.warnings(),
-                }));
-            } else {
-                if done.report.warnings() > 0 {
-                    eprint!("{}", done.report.render(stderr_is_terminal()));
-                }
-                let how = match &done.previous_version {
-                    Some(v) if v == &done.version => format!(" (reinstalled over {v})"),
-                    Some(v) => format!(" (was {v})"),
-                    None => String::new(),
-                };
-                eprintln!(
-                    "Installed {} {}{how} into {}",
-                    done.pack_id,
-                    done.version,
-                    done.dir.display()
-                );
-                if let Some(old) = &done.replaced_source {
-                    eprintln!("  replaced the pack installed from {old}");
-                }
-                if let Some(s) = &done.lock_entry.sha256 {
-                    eprintln!("  sha256   {s}");
-                }
-                if let Some(r) = &done.lock_entry.resolved {
-                    eprintln!("  resolved {r}");
-                }
-                if let Some(x) = &done.expert {
-                    print_expert(x);
-                }
-                if quarantined > 0 {
-                    eprintln!(
-                        "  {quarantined} hook file{} quarantined (not executable, untrusted): review with `apiary trust {}`",
-                        if quarantined == 1 { "" } else { "s" },
-                        done.pack_id
-                    );
-                }
-            }
-            exit::OK
+    Ok(Installed(install::install(&root, &args.source, &opts)?))
+}
+
+impl Serialize for Installed {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            ok: bool,
+            pack_id: &'a str,
+            name: &'a str,
+            version: &'a str,
+            previous_version: &'a Option<String>,
+            replaced_source: &'a Option<String>,
+            dir: &'a Path,
+            lock: &'a dist::lock::LockEntry,
+            files: usize,
+            hooks: &'a [dist::lock::HookRecord],
+            expert: &'a Option<dist::expert::Summary>,
+            warnings: usize,
         }
-        Err(e) => fail(&e, args.json),
+        let done = &self.0;
+        Json {
+            ok: true,
+            pack_id: &done.pack_id,
+            name: &done.name,
+            version: &done.version,
+            previous_version: &done.previous_version,
+            replaced_source: &done.replaced_source,
+            dir: &done.dir,
+            lock: &done.lock_entry,
+            files: done.files,
+            hooks: &done.hooks,
+            expert: &done.expert,
+            warnings: done.report.warnings(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Outcome for Installed {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let done = &self.0;
+        if done.report.warnings() > 0 {
+            to.report(&done.report)?;
+        }
+        let how = match &done.previous_version {
+            Some(v) if v == &done.version => format!(" (reinstalled over {v})"),
+            Some(v) => format!(" (was {v})"),
+            None => String::new(),
+        };
+        let err = &mut *to.err;
+        writeln!(
+            err,
+            "Installed {} {}{how} into {}",
+            done.pack_id,
+            done.version,
+            done.dir.display()
+        )?;
+        if let Some(old) = &done.replaced_source {
+            writeln!(err, "  replaced the pack installed from {old}")?;
+        }
+        if let Some(s) = &done.lock_entry.sha256 {
+            writeln!(err, "  sha256   {s}")?;
+        }
+        if let Some(r) = &done.lock_entry.resolved {
+            writeln!(err, "  resolved {r}")?;
+        }
+        if let Some(x) = &done.expert {
+            write_expert(err, x)?;
+        }
+        let quarantined = done.hooks.len();
+        if quarantined > 0 {
+            writeln!(
+                err,
+                "  {quarantined} hook file{} quarantined (not executable, untrusted): review with `apiary trust {}`",
+                plural(quarantined),
+                done.pack_id
+            )?;
+        }
+        Ok(())
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
     }
 }
 
@@ -324,16 +386,17 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// What installing an expert pack did, for people.
-fn print_expert(x: &dist::expert::Summary) {
+fn write_expert(err: &mut dyn Write, x: &dist::expert::Summary) -> io::Result<()> {
     let short = |d: &str| d.chars().take(12).collect::<String>();
-    eprintln!(
+    writeln!(
+        err,
         "  converted from the DuDuClaw expert pack {} by {} {} (sha256 {}…); checksum: {}",
         x.expert_name,
         x.converter,
         x.converter_version,
         short(&x.converter_digest),
         x.checksum
-    );
+    )?;
     let order: Vec<String> = x
         .agents
         .iter()
@@ -345,16 +408,18 @@ fn print_expert(x: &dist::expert::Summary) {
             }
         })
         .collect();
-    eprintln!("  agents, parents first: {}", order.join(", "));
+    writeln!(err, "  agents, parents first: {}", order.join(", "))?;
     for m in &x.agent_config {
-        eprintln!(
+        writeln!(
+            err,
             "  agent config {}: {} key{} merged, {} already set and kept",
             m.file,
             m.added.len(),
             plural(m.added.len()),
             m.kept.len()
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// An installed pack's id, or a pack directory given as a path (a `/`, or a leading `.`: a pack id
@@ -381,374 +446,602 @@ fn trust_target(arg: &str) -> Result<trust::Target, DistError> {
     })
 }
 
-pub fn trust(args: &TrustArgs) -> u8 {
-    let root = match root_of(&args.root, args.json) {
-        Ok(r) => r,
-        Err(c) => return c,
-    };
-    let target = match trust_target(&args.pack_id) {
-        Ok(t) => t,
-        Err(e) => return fail(&e, args.json),
-    };
-    let pack_id = target.pack_id().to_string();
-    let is_dir = matches!(target, trust::Target::Dir { .. });
-    let guard = match install::RootGuard::acquire(&root, is_dir) {
-        Ok(Some(g)) => g,
-        Ok(None) => {
-            return fail(
-                &DistError::new(
-                    "pack.not-installed",
-                    format!("{pack_id} is not installed in {}", root.display()),
-                )
-                .help("a pack directory is trusted as a path: `apiary trust ./my-pack`"),
-                args.json,
+/// `trust`: trust withdrawn, or what was reviewed and (once confirmed) trusted.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(super) enum Trust {
+    Revoked(Revoked),
+    Reviewed(Reviewed),
+}
+
+impl Outcome for Trust {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        match self {
+            Trust::Revoked(r) => r.human(to),
+            Trust::Reviewed(r) => r.human(to),
+        }
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
+}
+
+/// `trust --revoke`.
+#[derive(Serialize)]
+pub(super) struct Revoked {
+    ok: bool,
+    pack_id: String,
+    revoked: bool,
+    /// The pack as given on the command line (an id or a path).
+    #[serde(skip)]
+    arg: String,
+}
+
+impl Revoked {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        if self.revoked {
+            writeln!(to.err, "Revoked trust for {}.", self.arg)
+        } else {
+            writeln!(to.err, "{} had nothing trusted.", self.arg)
+        }
+    }
+}
+
+/// What `trust` reviewed: the hooks and servers asked for, and whether they are now trusted (not
+/// when there was nothing to trust).
+#[derive(Serialize)]
+pub(super) struct Reviewed {
+    ok: bool,
+    pack_id: String,
+    version: String,
+    dir: PathBuf,
+    trusted: bool,
+    #[serde(serialize_with = "hooks_json")]
+    hooks: Vec<trust::HookStatus>,
+    #[serde(rename = "mcp_servers", serialize_with = "servers_json")]
+    servers: Vec<trust::McpStatus>,
+    /// `--hooks`, `--mcp` (both when neither was given).
+    #[serde(skip)]
+    wanted: (bool, bool),
+    /// The pack was given as a directory.
+    #[serde(skip)]
+    is_dir: bool,
+}
+
+fn hooks_json<S: serde::Serializer>(hooks: &[trust::HookStatus], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Hook<'a> {
+        path: &'a str,
+        sha256: &'a str,
+        kind: dist::lock::HookKind,
+        commands: &'a [String],
+    }
+    s.collect_seq(hooks.iter().map(|h| Hook {
+        path: &h.path,
+        sha256: &h.sha256,
+        kind: h.kind,
+        commands: &h.commands,
+    }))
+}
+
+fn servers_json<S: serde::Serializer>(
+    servers: &[trust::McpStatus],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Server<'a> {
+        name: &'a str,
+        sha256: &'a str,
+        command_line: &'a str,
+        command: &'a str,
+        args: &'a [String],
+        env: &'a std::collections::BTreeMap<String, String>,
+        env_refs: &'a [String],
+        used_by: &'a [String],
+    }
+    s.collect_seq(servers.iter().map(|m| Server {
+        name: &m.name,
+        sha256: &m.sha256,
+        command_line: &m.command_line,
+        command: &m.command,
+        args: &m.args,
+        env: &m.env,
+        env_refs: &m.env_refs,
+        used_by: &m.used_by,
+    }))
+}
+
+impl Reviewed {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let (pack_id, version) = (&self.pack_id, &self.version);
+        if !self.trusted {
+            let what = match self.wanted {
+                (true, true) => "hooks and no stdio MCP servers",
+                (true, false) => "hooks",
+                _ => "stdio MCP servers",
+            };
+            return writeln!(
+                to.err,
+                "{pack_id} {version} has no {what}: nothing to trust."
             );
         }
-        Err(e) => return fail(&e, args.json),
-    };
-    if args.revoke {
-        return match trust::forget_target(&guard, &target) {
-            Ok(had) => {
-                if args.json {
-                    print_json(&json!({ "ok": true, "pack_id": pack_id, "revoked": had }));
-                } else if had {
-                    eprintln!("Revoked trust for {}.", args.pack_id);
-                } else {
-                    eprintln!("{} had nothing trusted.", args.pack_id);
-                }
-                exit::OK
+        let (hooks, servers) = (self.hooks.len(), self.servers.len());
+        writeln!(
+            to.err,
+            "Trusted {hooks} hook file{} and {servers} MCP server{} of {pack_id} {version}{}.",
+            plural(hooks),
+            plural(servers),
+            if self.is_dir {
+                format!(" in {}", self.dir.display())
+            } else {
+                String::new()
             }
-            Err(e) => fail(&e, args.json),
-        };
+        )?;
+        let refs: std::collections::BTreeSet<&str> = self
+            .servers
+            .iter()
+            .flat_map(|m| m.env_refs.iter().map(String::as_str))
+            .collect();
+        if refs.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = refs.iter().map(|v| format!("\"{v}\"")).collect();
+        writeln!(
+            to.err,
+            "  The MCP servers read {} from your environment: each must be allowed in the overrides file:\n    [\"{pack_id}\"]\n    allow_env = [{}]",
+            env_vars(refs.iter().copied()),
+            list.join(", ")
+        )
     }
-    let review = match trust::review(&root, &target) {
-        Ok(r) => r,
-        Err(e) => return fail(&e, args.json),
-    };
-    let (want_hooks, want_mcp) = if args.hooks || args.mcp {
+}
+
+/// `${A}, ${B}`.
+fn env_vars<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names
+        .map(|v| format!("${{{v}}}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(super) fn trust(args: &TrustArgs) -> Result<Trust, Failed> {
+    let root = crate::paths::install_root(args.root.as_deref())?;
+    let target = trust_target(&args.pack_id)?;
+    let pack_id = target.pack_id().to_string();
+    let is_dir = matches!(target, trust::Target::Dir { .. });
+    let guard = install::RootGuard::acquire(&root, is_dir)?.ok_or_else(|| {
+        DistError::new(
+            "pack.not-installed",
+            format!("{pack_id} is not installed in {}", root.display()),
+        )
+        .help("a pack directory is trusted as a path: `apiary trust ./my-pack`")
+    })?;
+    if args.revoke {
+        let had = trust::forget_target(&guard, &target)?;
+        return Ok(Trust::Revoked(Revoked {
+            ok: true,
+            pack_id,
+            revoked: had,
+            arg: args.pack_id.clone(),
+        }));
+    }
+    let review = trust::review(&root, &target)?;
+    let wanted = if args.hooks || args.mcp {
         (args.hooks, args.mcp)
     } else {
         (true, true)
     };
-    let version = review.version.clone();
-    let hooks: &[trust::HookStatus] = if want_hooks { &review.hooks } else { &[] };
-    let servers: &[trust::McpStatus] = if want_mcp { &review.mcp_servers } else { &[] };
-    let hooks_json = |hooks: &[trust::HookStatus]| -> Vec<serde_json::Value> {
-        hooks
-            .iter()
-            .map(|h| json!({"path": h.path, "sha256": h.sha256, "kind": h.kind, "commands": h.commands}))
-            .collect()
-    };
-    let servers_json = |servers: &[trust::McpStatus]| -> Vec<serde_json::Value> {
-        servers
-            .iter()
-            .map(|m| {
-                json!({"name": m.name, "sha256": m.sha256, "command_line": m.command_line,
-                            "command": m.command, "args": m.args, "env": m.env,
-                            "env_refs": m.env_refs, "used_by": m.used_by})
-            })
-            .collect()
-    };
-    if hooks.is_empty() && servers.is_empty() {
-        if args.json {
-            print_json(&json!({ "ok": true, "pack_id": pack_id, "version": version,
-                                "dir": review.dir, "trusted": false, "hooks": [], "mcp_servers": [] }));
+    let mut reviewed = Reviewed {
+        ok: true,
+        pack_id,
+        version: review.version.clone(),
+        dir: review.dir.clone(),
+        trusted: false,
+        hooks: if wanted.0 {
+            review.hooks.clone()
         } else {
-            eprintln!(
-                "{pack_id} {version} has no {}: nothing to trust.",
-                match (want_hooks, want_mcp) {
-                    (true, true) => "hooks and no stdio MCP servers",
-                    (true, false) => "hooks",
-                    _ => "stdio MCP servers",
-                }
-            );
-        }
-        return exit::OK;
+            vec![]
+        },
+        servers: if wanted.1 {
+            review.mcp_servers.clone()
+        } else {
+            vec![]
+        },
+        wanted,
+        is_dir,
+    };
+    if reviewed.hooks.is_empty() && reviewed.servers.is_empty() {
+        return Ok(Trust::Reviewed(reviewed));
     }
     if !args.json {
-        print_review(&pack_id, &version, &review.dir, hooks, servers);
+        let _ = write_review(&mut std::io::stderr().lock(), &reviewed);
     }
-    if !args.yes {
-        let stdin = std::io::stdin();
-        if args.json || !stdin.is_terminal() {
-            let e = DistError::new(
-                "trust.confirm",
-                "trusting hooks and MCP servers needs confirmation and there is no terminal to ask on",
-            )
-            .help("review the list above, then rerun with --yes");
-            return fail(&e, args.json);
-        }
-        eprint!(
-            "Trust these for {pack_id} {version}? Script hooks and MCP servers will run on this host with your privileges. [y/N] "
-        );
-        let _ = std::io::stderr().flush();
-        let mut line = String::new();
-        let _ = stdin.lock().read_line(&mut line);
-        if !matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
-            eprintln!("Not trusted.");
-            return exit::FAILURE;
-        }
+    confirm(args, &reviewed)?;
+    trust::record(&guard, &target, &review, wanted.0, wanted.1)?;
+    reviewed.trusted = true;
+    Ok(Trust::Reviewed(reviewed))
+}
+
+/// The operator's yes: `--yes`, else an answer on the terminal.
+fn confirm(args: &TrustArgs, r: &Reviewed) -> Result<(), Failed> {
+    if args.yes {
+        return Ok(());
     }
-    match trust::record(&guard, &target, &review, want_hooks, want_mcp) {
-        Ok(()) => {
-            if args.json {
-                print_json(&json!({
-                    "ok": true,
-                    "pack_id": pack_id,
-                    "version": version,
-                    "dir": review.dir,
-                    "trusted": true,
-                    "hooks": hooks_json(hooks),
-                    "mcp_servers": servers_json(servers),
-                }));
-            } else {
-                eprintln!(
-                    "Trusted {} hook file{} and {} MCP server{} of {pack_id} {version}{}.",
-                    hooks.len(),
-                    plural(hooks.len()),
-                    servers.len(),
-                    plural(servers.len()),
-                    if is_dir {
-                        format!(" in {}", review.dir.display())
-                    } else {
-                        String::new()
-                    }
-                );
-                let refs: std::collections::BTreeSet<&str> = servers
-                    .iter()
-                    .flat_map(|m| m.env_refs.iter().map(String::as_str))
-                    .collect();
-                if !refs.is_empty() {
-                    let list: Vec<String> = refs.iter().map(|v| format!("\"{v}\"")).collect();
-                    eprintln!(
-                        "  The MCP servers read {} from your environment: each must be allowed in the overrides file:\n    [\"{pack_id}\"]\n    allow_env = [{}]",
-                        refs.iter()
-                            .map(|v| format!("${{{v}}}"))
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        list.join(", ")
-                    );
-                }
-            }
-            exit::OK
-        }
-        Err(e) => fail(&e, args.json),
+    let stdin = std::io::stdin();
+    if args.json || !stdin.is_terminal() {
+        let e = DistError::new(
+            "trust.confirm",
+            "trusting hooks and MCP servers needs confirmation and there is no terminal to ask on",
+        )
+        .help("review the list above, then rerun with --yes");
+        return Err(e.into());
+    }
+    eprint!(
+        "Trust these for {} {}? Script hooks and MCP servers will run on this host with your privileges. [y/N] ",
+        r.pack_id, r.version
+    );
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    let _ = stdin.lock().read_line(&mut line);
+    if matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+        Ok(())
+    } else {
+        Err(Failed::text(exit::FAILURE, "Not trusted.\n"))
     }
 }
 
 /// What `trust` is about to record, for people.
-fn print_review(
-    pack_id: &str,
-    version: &str,
-    dir: &std::path::Path,
-    hooks: &[trust::HookStatus],
-    servers: &[trust::McpStatus],
-) {
-    eprintln!("{pack_id} {version} in {}:", dir.display());
-    if !hooks.is_empty() {
-        eprintln!("\n{} hook file{}:", hooks.len(), plural(hooks.len()));
+fn write_review(err: &mut dyn Write, r: &Reviewed) -> io::Result<()> {
+    writeln!(err, "{} {} in {}:", r.pack_id, r.version, r.dir.display())?;
+    if !r.hooks.is_empty() {
+        writeln!(
+            err,
+            "\n{} hook file{}:",
+            r.hooks.len(),
+            plural(r.hooks.len())
+        )?;
     }
-    for h in hooks {
-        let kind = match h.kind {
-            _ if h.commands.is_empty() => "carried file, not wired: apiary never runs it",
-            dist::lock::HookKind::Component => "component (sandboxed)",
-            dist::lock::HookKind::Script => "script (runs as a host process)",
-        };
-        eprintln!("\n  {}  [{kind}]", trust::quote(&h.path));
-        eprintln!("    sha256  {}", h.sha256);
-        eprintln!("    used by {}", h.used_by.join(", "));
-        for c in &h.commands {
-            eprintln!("    command {}", trust::quote(c));
-        }
-        if !h.intact {
-            eprintln!("    ✗ the file changed since install (or cannot be read)");
-        } else if h.trusted {
-            eprintln!("    ✓ already trusted");
-        }
+    for h in &r.hooks {
+        write_hook_review(err, h)?;
     }
-    if !servers.is_empty() {
-        eprintln!(
+    if !r.servers.is_empty() {
+        writeln!(
+            err,
             "\n{} stdio MCP server{} (the agent starts each on this host):",
-            servers.len(),
-            plural(servers.len())
-        );
+            r.servers.len(),
+            plural(r.servers.len())
+        )?;
     }
-    for m in servers {
-        eprintln!("\n  {}", trust::quote(&m.name));
-        eprintln!("    command {}", m.command_line);
-        eprintln!("    sha256  {}", m.sha256);
-        eprintln!("    used by {}", m.used_by.join(", "));
-        if !m.env_refs.is_empty() {
-            eprintln!(
-                "    reads   {} from your environment (only if allowed: allow_env)",
-                m.env_refs
-                    .iter()
-                    .map(|v| format!("${{{v}}}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        if m.trusted {
-            eprintln!("    ✓ already trusted");
-        }
+    for m in &r.servers {
+        write_server_review(err, m)?;
     }
-    eprintln!();
+    writeln!(err)
 }
 
-pub fn list(args: &ListArgs) -> u8 {
-    let root = match root_of(&args.root, args.json) {
-        Ok(r) => r,
-        Err(c) => return c,
+fn write_hook_review(err: &mut dyn Write, h: &trust::HookStatus) -> io::Result<()> {
+    let kind = match h.kind {
+        _ if h.commands.is_empty() => "carried file, not wired: apiary never runs it",
+        dist::lock::HookKind::Component => "component (sandboxed)",
+        dist::lock::HookKind::Script => "script (runs as a host process)",
     };
-    let guard = match install::RootGuard::acquire(&root, false) {
-        Ok(g) => g,
-        Err(e) => return fail(&e, args.json),
-    };
-    let lock = match guard
+    writeln!(err, "\n  {}  [{kind}]", trust::quote(&h.path))?;
+    writeln!(err, "    sha256  {}", h.sha256)?;
+    writeln!(err, "    used by {}", h.used_by.join(", "))?;
+    for c in &h.commands {
+        writeln!(err, "    command {}", trust::quote(c))?;
+    }
+    if !h.intact {
+        writeln!(
+            err,
+            "    ✗ the file changed since install (or cannot be read)"
+        )?;
+    } else if h.trusted {
+        writeln!(err, "    ✓ already trusted")?;
+    }
+    Ok(())
+}
+
+fn write_server_review(err: &mut dyn Write, m: &trust::McpStatus) -> io::Result<()> {
+    writeln!(err, "\n  {}", trust::quote(&m.name))?;
+    writeln!(err, "    command {}", m.command_line)?;
+    writeln!(err, "    sha256  {}", m.sha256)?;
+    writeln!(err, "    used by {}", m.used_by.join(", "))?;
+    if !m.env_refs.is_empty() {
+        writeln!(
+            err,
+            "    reads   {} from your environment (only if allowed: allow_env)",
+            env_vars(m.env_refs.iter().map(String::as_str))
+        )?;
+    }
+    if m.trusted {
+        writeln!(err, "    ✓ already trusted")?;
+    }
+    Ok(())
+}
+
+/// `list`: the installed packs.
+#[derive(Serialize)]
+pub(super) struct Listed {
+    root: PathBuf,
+    packs: Vec<ListedPack>,
+}
+
+#[derive(Serialize)]
+struct ListedPack {
+    pack_id: String,
+    version: String,
+    source: String,
+    sha256: Option<String>,
+    resolved: Option<String>,
+    installed_at: String,
+    dir: PathBuf,
+    hooks: usize,
+    trusted_hooks: usize,
+    converted_from: Option<serde_json::Value>,
+}
+
+pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
+    let root = crate::paths::install_root(args.root.as_deref())?;
+    let guard = install::RootGuard::acquire(&root, false)?;
+    let lock = guard
         .as_ref()
         .map(|_| dist::lock::Lock::load(&root))
-        .transpose()
-    {
-        Ok(l) => l.unwrap_or_default(),
-        Err(e) => return fail(&e, args.json),
-    };
+        .transpose()?
+        .unwrap_or_default();
     drop(guard);
-    let mut rows = Vec::new();
-    for (id, entry) in &lock.packs {
-        let (hooks, trusted) = match trust::status(&root, id) {
-            Ok((_, hs)) => (hs.len(), hs.iter().filter(|h| h.trusted).count()),
-            Err(_) => (0, 0),
-        };
-        rows.push(json!({
-            "pack_id": id,
-            "version": entry.version,
-            "source": entry.source,
-            "sha256": entry.sha256,
-            "resolved": entry.resolved,
-            "installed_at": entry.installed_at,
-            "dir": root.join(id),
-            "hooks": hooks,
-            "trusted_hooks": trusted,
-            "converted_from": entry.extra.get("converted_from"),
-        }));
-    }
-    if args.json {
-        print_json(&json!({ "root": root, "packs": rows }));
-    } else if rows.is_empty() {
-        eprintln!("No packs installed in {}.", root.display());
-    } else {
-        println!(
+    let packs = lock
+        .packs
+        .into_iter()
+        .map(|(id, entry)| {
+            let (hooks, trusted_hooks) = match trust::status(&root, &id) {
+                Ok((_, hs)) => (hs.len(), hs.iter().filter(|h| h.trusted).count()),
+                Err(_) => (0, 0),
+            };
+            ListedPack {
+                dir: root.join(&id),
+                pack_id: id,
+                version: entry.version,
+                source: entry.source,
+                sha256: entry.sha256,
+                resolved: entry.resolved,
+                installed_at: entry.installed_at,
+                hooks,
+                trusted_hooks,
+                converted_from: entry.extra.get("converted_from").cloned(),
+            }
+        })
+        .collect();
+    Ok(Listed { root, packs })
+}
+
+impl Outcome for Listed {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        if self.packs.is_empty() {
+            return writeln!(to.err, "No packs installed in {}.", self.root.display());
+        }
+        writeln!(
+            to.out,
             "{:<40} {:<12} {:<20} {:<7} SOURCE",
             "PACK", "VERSION", "INSTALLED", "HOOKS"
-        );
-        for r in &rows {
-            let hooks = format!(
-                "{}/{}",
-                r["trusted_hooks"].as_u64().unwrap_or(0),
-                r["hooks"].as_u64().unwrap_or(0)
-            );
-            println!(
+        )?;
+        for p in &self.packs {
+            let hooks = format!("{}/{}", p.trusted_hooks, p.hooks);
+            writeln!(
+                to.out,
                 "{:<40} {:<12} {:<20} {:<7} {}",
-                r["pack_id"].as_str().unwrap_or(""),
-                r["version"].as_str().unwrap_or(""),
-                r["installed_at"].as_str().unwrap_or(""),
-                hooks,
-                r["source"].as_str().unwrap_or(""),
-            );
-            if let Some(f) = r["converted_from"]["format"].as_str() {
-                println!("{:<40} (converted from {f})", "");
+                p.pack_id, p.version, p.installed_at, hooks, p.source,
+            )?;
+            let format = p.converted_from.as_ref().and_then(|c| c.get("format"));
+            if let Some(f) = format.and_then(serde_json::Value::as_str) {
+                writeln!(to.out, "{:<40} (converted from {f})", "")?;
             }
         }
-        eprintln!("(HOOKS: trusted/total)");
+        writeln!(to.err, "(HOOKS: trusted/total)")
     }
-    exit::OK
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
 }
 
-pub fn uninstall(args: &UninstallArgs) -> u8 {
-    let root = match root_of(&args.root, args.json) {
-        Ok(r) => r,
-        Err(c) => return c,
-    };
-    match install::uninstall(&root, &args.pack_id) {
-        Ok(r) => {
-            if args.json {
-                print_json(&json!({ "ok": true, "uninstalled": r }));
-            } else {
-                eprintln!(
-                    "Uninstalled {}{} ({} file{} removed).",
-                    r.pack_id,
-                    r.version
-                        .as_deref()
-                        .map(|v| format!(" {v}"))
-                        .unwrap_or_default(),
-                    r.removed_files,
-                    if r.removed_files == 1 { "" } else { "s" }
-                );
-                for f in &r.agent_config {
-                    eprintln!("  took the pack's keys back out of {f}");
-                }
-                if !r.kept.is_empty() {
-                    eprintln!(
-                        "  kept {} file{} the pack did not install, in {}:",
-                        r.kept.len(),
-                        if r.kept.len() == 1 { "" } else { "s" },
-                        root.join(&r.pack_id).display()
-                    );
-                    for k in r.kept.iter().take(20) {
-                        eprintln!("    {k}");
-                    }
-                }
-            }
+/// `uninstall`: what was removed and what was kept.
+pub(super) struct Uninstalled {
+    removed: install::Removed,
+    root: PathBuf,
+}
+
+pub(super) fn uninstall(args: &UninstallArgs) -> Result<Uninstalled, Failed> {
+    let root = crate::paths::install_root(args.root.as_deref())?;
+    let removed = install::uninstall(&root, &args.pack_id)?;
+    Ok(Uninstalled { removed, root })
+}
+
+impl Serialize for Uninstalled {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            ok: bool,
+            uninstalled: &'a install::Removed,
+        }
+        Json {
+            ok: true,
+            uninstalled: &self.removed,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Outcome for Uninstalled {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let r = &self.removed;
+        let version = r.version.as_deref().map(|v| format!(" {v}"));
+        writeln!(
+            to.err,
+            "Uninstalled {}{} ({} file{} removed).",
+            r.pack_id,
+            version.unwrap_or_default(),
+            r.removed_files,
+            plural(r.removed_files)
+        )?;
+        for f in &r.agent_config {
+            writeln!(to.err, "  took the pack's keys back out of {f}")?;
+        }
+        if r.kept.is_empty() {
+            return Ok(());
+        }
+        writeln!(
+            to.err,
+            "  kept {} file{} the pack did not install, in {}:",
+            r.kept.len(),
+            plural(r.kept.len()),
+            self.root.join(&r.pack_id).display()
+        )?;
+        for k in r.kept.iter().take(20) {
+            writeln!(to.err, "    {k}")?;
+        }
+        Ok(())
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
+}
+
+/// `verify`: each installed pack checked against its install record.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub(super) struct Verified {
+    report: verify::VerifyReport,
+}
+
+pub(super) fn verify(args: &VerifyArgs) -> Result<Verified, Failed> {
+    let root = crate::paths::install_root(args.root.as_deref())?;
+    let report = verify::verify(&root, args.pack_id.as_deref())?;
+    Ok(Verified { report })
+}
+
+impl Outcome for Verified {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let report = &self.report;
+        for p in &report.packs {
+            write_pack_check(to.err, p)?;
+        }
+        for u in &report.untracked {
+            writeln!(
+                to.err,
+                "? {u}: a directory pack.lock does not list (left alone)"
+            )?;
+        }
+        if report.packs.is_empty() {
+            writeln!(to.err, "No packs installed in {}.", report.root.display())?;
+        }
+        Ok(())
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
+
+    fn exit_code(&self) -> u8 {
+        if self.report.ok {
             exit::OK
+        } else {
+            exit::FAILURE
         }
-        Err(e) => fail(&e, args.json),
     }
 }
 
-pub fn verify(args: &VerifyArgs) -> u8 {
-    let root = match root_of(&args.root, args.json) {
-        Ok(r) => r,
-        Err(c) => return c,
+fn write_pack_check(err: &mut dyn Write, p: &verify::PackCheck) -> io::Result<()> {
+    let quarantined = p.hooks - p.trusted_hooks.min(p.hooks);
+    let hooks = if quarantined > 0 {
+        format!(
+            ", {quarantined} hook file{} quarantined",
+            plural(quarantined)
+        )
+    } else {
+        String::new()
     };
-    match verify::verify(&root, args.pack_id.as_deref()) {
-        Ok(report) => {
-            if args.json {
-                print_json(&report);
-            } else {
-                for p in &report.packs {
-                    let quarantined = p.hooks - p.trusted_hooks.min(p.hooks);
-                    let hooks = if quarantined > 0 {
-                        format!(
-                            ", {quarantined} hook file{} quarantined",
-                            plural(quarantined)
-                        )
-                    } else {
-                        String::new()
-                    };
-                    if p.ok {
-                        eprintln!("✓ {} {} ({} files{hooks})", p.pack_id, p.version, p.files);
-                    } else {
-                        eprintln!(
-                            "✗ {} {}: {} problem{}",
-                            p.pack_id,
-                            p.version,
-                            p.problems.len(),
-                            if p.problems.len() == 1 { "" } else { "s" }
-                        );
-                        for pr in &p.problems {
-                            eprintln!("    {}: {}", pr.kind, pr.message);
-                        }
-                    }
-                }
-                for u in &report.untracked {
-                    eprintln!("? {u}: a directory pack.lock does not list (left alone)");
-                }
-                if report.packs.is_empty() {
-                    eprintln!("No packs installed in {}.", root.display());
-                }
-            }
-            if report.ok { exit::OK } else { exit::FAILURE }
-        }
-        Err(e) => fail(&e, args.json),
+    if p.ok {
+        return writeln!(
+            err,
+            "✓ {} {} ({} files{hooks})",
+            p.pack_id, p.version, p.files
+        );
+    }
+    writeln!(
+        err,
+        "✗ {} {}: {} problem{}",
+        p.pack_id,
+        p.version,
+        p.problems.len(),
+        plural(p.problems.len())
+    )?;
+    for pr in &p.problems {
+        writeln!(err, "    {}: {}", pr.kind, pr.message)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::output::capture;
+
+    #[test]
+    fn a_refusal_is_an_error_document_or_the_message_and_its_help() {
+        let e = DistError::new("pack.not-installed", "x is not installed in /r").help("try y");
+        let (out, err, json, code) = capture(&Failed::from(e));
+        assert_eq!(out, "");
+        assert_eq!(err, "error: x is not installed in /r\n  help: try y\n");
+        assert_eq!(
+            json.unwrap(),
+            "{\n  \"ok\": false,\n  \"error\": {\n    \"code\": \"pack.not-installed\",\n    \"message\": \"x is not installed in /r\",\n    \"help\": \"try y\"\n  }\n}"
+        );
+        assert_eq!(code, exit::FAILURE);
+    }
+
+    #[test]
+    fn an_empty_root_lists_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let args = ListArgs {
+            root: Some(root.path().to_path_buf()),
+            json: true,
+        };
+        let (out, err, json, code) = capture(&list(&args));
+        assert_eq!(out, "");
+        assert_eq!(
+            err,
+            format!("No packs installed in {}.\n", root.path().display())
+        );
+        let v: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
+        assert_eq!(v["packs"], serde_json::json!([]));
+        assert_eq!(v["root"], root.path().to_str().unwrap());
+        assert_eq!(code, exit::OK);
+    }
+
+    #[test]
+    fn nothing_to_trust_says_what_was_looked_for() {
+        let reviewed = |wanted| Reviewed {
+            ok: true,
+            pack_id: "p".into(),
+            version: "1.0.0".into(),
+            dir: "/d".into(),
+            trusted: false,
+            hooks: vec![],
+            servers: vec![],
+            wanted,
+            is_dir: false,
+        };
+        let (_, err, json, _) = capture(&Trust::Reviewed(reviewed((true, false))));
+        assert_eq!(err, "p 1.0.0 has no hooks: nothing to trust.\n");
+        assert_eq!(
+            json.unwrap(),
+            "{\n  \"ok\": true,\n  \"pack_id\": \"p\",\n  \"version\": \"1.0.0\",\n  \"dir\": \"/d\",\n  \"trusted\": false,\n  \"hooks\": [],\n  \"mcp_servers\": []\n}"
+        );
+        let (_, err, _, _) = capture(&Trust::Reviewed(reviewed((true, true))));
+        assert_eq!(
+            err,
+            "p 1.0.0 has no hooks and no stdio MCP servers: nothing to trust.\n"
+        );
     }
 }

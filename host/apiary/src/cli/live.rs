@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use nostr_sdk::prelude::*;
 
+use super::output::{Document, Failed, Human, Outcome, render};
 use super::{exit, stderr_is_terminal};
 use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
@@ -332,13 +333,14 @@ impl RelayLimitArgs {
 }
 
 /// Public keys given on the command line (hex or npub); a usage error names the bad one.
-fn parse_keys(flag: &str, values: &[String]) -> Result<Vec<PublicKey>, u8> {
+fn parse_keys(flag: &str, values: &[String]) -> Result<Vec<PublicKey>, Failed> {
     values
         .iter()
         .map(|v| {
             PublicKey::parse(v).map_err(|_| {
-                eprintln!("error: {flag} `{v}` is not a public key (hex or npub)");
-                exit::USAGE
+                Failed::usage(format_args!(
+                    "{flag} `{v}` is not a public key (hex or npub)"
+                ))
             })
         })
         .collect()
@@ -364,18 +366,12 @@ fn embedded_settings(
     })
 }
 
-fn runtime() -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_multi_thread()
+fn runtime() -> Result<tokio::runtime::Runtime, Failed> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(rt) => Some(rt),
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            None
-        }
-    }
+        .map_err(|e| Failed::error(format_args!("cannot start the async runtime: {e}")))
 }
 
 fn say(line: String) {
@@ -458,8 +454,8 @@ struct Identities<'a> {
 }
 
 impl Identities<'_> {
-    /// The namespace `dir` (declaring `id`) runs under, or the refusal printed on stderr.
-    fn namespace(&self, dir: &Path, id: &str) -> Result<String, ()> {
+    /// The namespace `dir` (declaring `id`) runs under, or the refusal.
+    fn namespace(&self, dir: &Path, id: &str) -> Result<String, Failed> {
         use crate::dist::identity::{self, Kind, Request};
         let identity = identity::resolve(&Request {
             root: self.root.as_deref(),
@@ -470,10 +466,11 @@ impl Identities<'_> {
             claim: true,
         })
         .map_err(|e| {
-            eprintln!("error: {}", e.message);
-            if let Some(h) = &e.help {
-                eprintln!("  help: {h}");
-            }
+            let help = e.help.as_ref().map(|h| format!("  help: {h}\n"));
+            Failed::text(
+                exit::FAILURE,
+                format!("error: {}\n{}", e.message, help.unwrap_or_default()),
+            )
         })?;
         match &identity.kind {
             Kind::Installed { source } => {
@@ -490,18 +487,18 @@ impl Identities<'_> {
     }
 }
 
+/// The packs to run, loaded, validated and resolved (warnings shown as they are found).
 fn load_packs(
     dirs: &[PathBuf],
     overrides: Option<&Path>,
     identities: &Identities<'_>,
-) -> Result<Vec<PackRun>, ()> {
+) -> Result<Vec<PackRun>, Failed> {
     let overrides = match paths::overrides_file(overrides) {
         Some(path) => {
             let mut report = Report::default();
             let o = Overrides::load(&path, &mut report);
             if report.has_errors() {
-                eprint!("{}", report.render(stderr_is_terminal()));
-                return Err(());
+                return Err(Failed::report(&report, ""));
             }
             o
         }
@@ -511,9 +508,11 @@ fn load_packs(
     for dir in dirs {
         let loaded = crate::pack::load(dir);
         let Some(pack) = loaded.pack else {
-            eprint!("{}", loaded.report.render(stderr_is_terminal()));
-            eprintln!("error: {} is not a valid pack; not starting", dir.display());
-            return Err(());
+            let line = format!(
+                "error: {} is not a valid pack; not starting\n",
+                dir.display()
+            );
+            return Err(Failed::report(&loaded.report, line));
         };
         if loaded.report.warnings() > 0 {
             eprint!("{}", loaded.report.render(stderr_is_terminal()));
@@ -523,13 +522,12 @@ fn load_packs(
             .iter()
             .find(|r: &&PackRun| r.pack.manifest.id == pack.manifest.id)
         {
-            eprintln!(
-                "error: {} and {} both declare the pack id `{}`; `up` runs one pack per id",
+            return Err(Failed::error(format_args!(
+                "{} and {} both declare the pack id `{}`; `up` runs one pack per id",
                 other.pack.root.display(),
                 dir.display(),
                 pack.manifest.id
-            );
-            return Err(());
+            )));
         }
         let namespace = identities.namespace(dir, &pack.manifest.id)?;
         let resolved = resolve::resolve(&pack, &overrides, &resolve::process_env);
@@ -642,36 +640,54 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
+/// Everything `up` settles before it starts: the packs, what the operator trusts of them, the agent,
+/// the relay.
+struct Plan {
+    data: Data,
+    keys: KeyStore,
+    packs: Vec<PackRun>,
+    pack_refs: Vec<PackRef>,
+    trust: TrustView,
+    /// `untrusted` notes for the MCP servers held back, reported once the relay is up.
+    trust_notes: Vec<Note>,
+    base_prompt: Option<String>,
+    agent: AgentCommand,
+    authorities: Vec<PublicKey>,
+    /// The embedded relay's settings; `None` with `--relay`.
+    settings: Option<relay::embedded::Settings>,
+}
+
 pub fn up(args: UpArgs) -> u8 {
+    let plan = match plan(&args) {
+        Ok(p) => p,
+        Err(f) => return render(&f, false),
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(f) => return render(&f, false),
+    };
+    let (printer, out) = start_printer(&args, &plan.packs);
+    let code = rt.block_on(serve(&args, plan, out));
+    // Agents and sockets are closed; do not wait for stray blocking tasks.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    printer.finish();
+    code
+}
+
+/// `up` before anything runs: the packs loaded under their identities, untrusted MCP servers held
+/// back, and the command line checked.
+fn plan(args: &UpArgs) -> Result<Plan, Failed> {
     let data = Data::locate();
-    let mut pack_dirs = args.packs.clone();
-    if pack_dirs.is_empty() {
-        let dir = data.example_pack();
-        if let Err(e) = write_example(&dir) {
-            eprintln!(
-                "error: cannot write the example pack to {}: {e}",
-                dir.display()
-            );
-            return exit::FAILURE;
-        }
-        pack_dirs.push(dir);
-    }
+    let pack_dirs = pack_dirs(args, &data)?;
     let keys = data.key_store();
     let identities = Identities {
         root: paths::install_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty())).ok(),
         keys: &keys,
         allow_conflict: args.allow_id_conflict,
     };
-    let Ok(mut packs) = load_packs(&pack_dirs, args.overrides.as_deref(), &identities) else {
-        return exit::FAILURE;
-    };
-    let trust = match paths::install_root(args.root.as_deref()) {
-        Ok(root) => TrustView::load(&root),
-        Err(e) => {
-            eprintln!("error: {}", e.message);
-            return exit::FAILURE;
-        }
-    };
+    let mut packs = load_packs(&pack_dirs, args.overrides.as_deref(), &identities)?;
+    let root = paths::install_root(args.root.as_deref()).map_err(|e| Failed::error(e.message))?;
+    let trust = TrustView::load(&root);
     if let Some(problem) = trust.problem() {
         eprintln!(
             "warning: {problem}; no script hook or stdio MCP server of a pack is trusted (fix it with chmod go-w, or run with --trust-hooks)"
@@ -683,206 +699,232 @@ pub fn up(args: UpArgs) -> u8 {
     } else {
         withhold_untrusted_mcp(&mut packs, &pack_refs, &trust)
     };
-    let base_prompt = match dispatch::prompt::base_from_env(&resolve::process_env) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit::USAGE;
-        }
-    };
+    let base_prompt =
+        dispatch::prompt::base_from_env(&resolve::process_env).map_err(Failed::usage)?;
     let agent = match &args.agent {
-        Some(line) => match AgentCommand::parse(line) {
-            Some(c) => c,
-            None => {
-                eprintln!("error: --agent is empty");
-                return exit::USAGE;
-            }
-        },
+        Some(line) => AgentCommand::parse(line).ok_or_else(|| Failed::usage("--agent is empty"))?,
         None => default_agent(),
     };
-    let (Ok(authorities), Ok(allow)) = (
+    let (authorities, allow) = match (
         parse_keys("--channel-authority", &args.channel_authority),
         parse_keys("--relay-allow-key", &args.relay_allow_key),
-    ) else {
-        return exit::USAGE;
+    ) {
+        (Ok(authorities), Ok(allow)) => (authorities, allow),
+        (Err(a), Err(b)) => return Err(a.and(b)),
+        (Err(e), _) | (_, Err(e)) => return Err(e),
     };
     if args.relay.is_some() && args.limits.given() {
-        eprintln!("error: the relay limit flags apply to the embedded relay, not to --relay");
-        return exit::USAGE;
+        return Err(Failed::usage(
+            "the relay limit flags apply to the embedded relay, not to --relay",
+        ));
     }
-    let settings = if args.relay.is_none() {
-        match embedded_settings(&data, args.ephemeral, args.relay_auth, allow, &args.limits) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return exit::FAILURE;
-            }
-        }
-    } else {
-        None
+    let settings = match &args.relay {
+        Some(_) => None,
+        None => Some(
+            embedded_settings(&data, args.ephemeral, args.relay_auth, allow, &args.limits)
+                .map_err(|e| Failed::error(format_args!("{e:#}")))?,
+        ),
     };
-    let Some(rt) = runtime() else {
-        return exit::FAILURE;
-    };
-    let workspace_root = data.workspace_root(args.workspace_root.as_deref());
-    let journal = settings.as_ref().and_then(|s| s.journal.clone());
-    let (printer, out) = if args.json || args.plain || !view::wanted() {
+    Ok(Plan {
+        data,
+        keys,
+        packs,
+        pack_refs,
+        trust,
+        trust_notes,
+        base_prompt,
+        agent,
+        authorities,
+        settings,
+    })
+}
+
+/// The packs given, else the bundled example (written under the data dir on first use).
+fn pack_dirs(args: &UpArgs, data: &Data) -> Result<Vec<PathBuf>, Failed> {
+    if !args.packs.is_empty() {
+        return Ok(args.packs.clone());
+    }
+    let dir = data.example_pack();
+    write_example(&dir).map_err(|e| {
+        Failed::error(format_args!(
+            "cannot write the example pack to {}: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(vec![dir])
+}
+
+/// Plain or JSON lines, or the status view on a terminal.
+fn start_printer(args: &UpArgs, packs: &[PackRun]) -> (Printer, dispatch::Out) {
+    if args.json || args.plain || !view::wanted() {
         let (thread, out) = printer(args.json);
-        (Printer::Lines(thread), out)
-    } else {
-        let personas = packs
-            .iter()
-            .flat_map(|p| {
-                p.resolved
-                    .personas
-                    .iter()
-                    .map(|persona| (p.resolved.pack.id.clone(), persona.identity.name.clone()))
-            })
-            .collect();
-        let (view, out) = view::start(personas);
-        (Printer::View(view), out)
-    };
-    let code = rt.block_on(async {
-        let shutdown = shutdown_signal();
-        let embedded = match settings {
-            None => None,
-            Some(settings) => {
-                // On a thread of its own, apart from dispatch and from the harness's relay
-                // connection: neither queues behind the relay's work.
-                let listen = args.listen;
-                let started = relay::on_relay_runtime(async move {
-                    relay::embedded::Embedded::start_with(listen, settings).await
-                })
-                .await;
-                match started.and_then(|r| r) {
-                    Ok(r) => Some(r),
-                    Err(e) => {
-                        eprintln!("error: {e:#}");
-                        return exit::FAILURE;
-                    }
-                }
-            }
-        };
-        let relay_url = match (&args.relay, &embedded) {
-            (Some(url), _) => url.clone(),
-            (None, Some(e)) => e.url.clone(),
-            (None, None) => unreachable!("an embedded relay was started"),
-        };
-        out(Note::new("relay", format!("relay {relay_url}")).with("url", relay_url.as_str()));
-        // Who names channels: the relay's own key (known for ours, else its NIP-11 document) and
-        // the operator's.
-        let relay_key = match &embedded {
-            Some(e) => Some(e.pubkey),
-            None => relay::relay_pubkey(&relay_url, Duration::from_secs(5)).await,
-        };
-        let channel_authority = relay::ChannelAuthority {
-            relay: relay_key,
-            configured: authorities,
-        };
-        let (relay_hex, configured_hex) = channel_authority.to_json();
-        out(Note::new("channel_authority", channel_authority.describe())
-            .with("relay", relay_hex)
-            .with("configured", configured_hex));
-        for note in trust_notes {
-            out(note);
-        }
-        if embedded.is_some() {
-            let _ = std::fs::create_dir_all(data.dir());
-            let _ = std::fs::write(data.relay_url_file(), format!("{relay_url}\n"));
-            let restored = embedded.as_ref().map_or(0, |e| e.restored);
-            match &journal {
-                Some(j) => tracing::info!(url = %relay_url, journal = %j.display(), restored, "embedded relay listening"),
-                None => tracing::info!(url = %relay_url, "embedded relay listening (in memory only)"),
-            }
-        }
-        let config = dispatch::Config {
-            relay_url,
-            agent,
-            agent_nice: args.agent_nice,
-            publish: !args.no_publish,
-            policy: args.permission,
-            idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
-            turn_timeout: Duration::from_secs(args.turn_timeout.max(1)),
-            drain_timeout: Duration::from_secs(args.drain_timeout),
-            workspace_root,
-            keys,
-            base_prompt,
-            // Only our own embedded relay: it checked each event before storing it.
-            relay_in_process: embedded.is_some(),
-            channel_authority,
-            limits: dispatch::TurnLimits {
-                per_author: dispatch::Rate::per_minute(args.author_turns),
-                per_channel: dispatch::Rate::per_minute(args.channel_turns),
-            },
-        };
-        // Triggers: the sandbox's built-in component (the native matcher implements the same
-        // semantics and stays as the fallback and the benchmark baseline).
-        let matcher: Arc<dyn TriggerMatcher> = if args.native_triggers {
-            Arc::new(NativeTriggers)
-        } else {
-            // Compiling is blocking work: off the async threads, bounded.
-            let builtin = dispatch::hooks::off_async(
-                "compiling the trigger component",
-                dispatch::hooks::LOAD_DEADLINE,
-                || {
-                    SandboxTriggers::builtin()
-                        .map_err(|e| dispatch::HookError::Failed(e.to_string()))
-                },
-            );
-            match builtin.await {
-                Ok(t) => Arc::new(t),
-                Err(e) => {
-                    tracing::warn!("trigger component unavailable, using the native matcher: {e}");
-                    Arc::new(NativeTriggers)
-                }
-            }
-        };
-        tracing::info!(matcher = matcher.name(), "trigger matcher");
-        let roots = packs
-            .iter()
-            .map(|p| (p.resolved.pack.id.clone(), p.pack.root.clone()))
-            .collect();
-        let result = dispatch::run(
-            config,
-            packs,
-            matcher,
-            Arc::new(
-                SandboxHooks::new(roots)
-                    .trust_all_scripts(args.trust_hooks)
-                    .with_trust(StoreTrust::new(trust, &pack_refs))
-                    .report_to(Arc::clone(&out)),
-            ),
-            out,
-            shutdown,
-        )
-        .await;
-        if let Some(e) = &embedded {
-            e.shutdown();
-        }
-        match result {
-            Ok(_) => exit::OK,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                exit::FAILURE
-            }
-        }
-    });
-    // Agents and sockets are closed; do not wait for stray blocking tasks.
-    rt.shutdown_timeout(Duration::from_secs(1));
-    match printer {
-        // Every sender is gone with the runtime's tasks: the printer ends after the last line.
-        Printer::Lines(thread) => {
-            let _ = thread.join();
-        }
-        Printer::View(view) => view.finish(),
+        return (Printer::Lines(thread), out);
     }
-    code
+    let personas = packs
+        .iter()
+        .flat_map(|p| {
+            p.resolved
+                .personas
+                .iter()
+                .map(|persona| (p.resolved.pack.id.clone(), persona.identity.name.clone()))
+        })
+        .collect();
+    let (view, out) = view::start(personas);
+    (Printer::View(view), out)
+}
+
+/// `up` running: the relay started (or reached), the harness dispatching until SIGINT/SIGTERM and
+/// then drained. Errors are printed here, while the status view still shows stderr.
+async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
+    let shutdown = shutdown_signal();
+    let journal = plan.settings.as_ref().and_then(|s| s.journal.clone());
+    let embedded = match plan.settings {
+        None => None,
+        Some(settings) => match start_embedded(args.listen, settings).await {
+            Ok(e) => Some(e),
+            Err(f) => return render(&f, false),
+        },
+    };
+    let relay_url = match (&args.relay, &embedded) {
+        (Some(url), _) => url.clone(),
+        (None, Some(e)) => e.url.clone(),
+        (None, None) => unreachable!("an embedded relay was started"),
+    };
+    let channel_authority = announce(&out, &relay_url, embedded.as_ref(), plan.authorities).await;
+    for note in plan.trust_notes {
+        out(note);
+    }
+    if let Some(e) = &embedded {
+        let _ = std::fs::create_dir_all(plan.data.dir());
+        let _ = std::fs::write(plan.data.relay_url_file(), format!("{relay_url}\n"));
+        let restored = e.restored;
+        match &journal {
+            Some(j) => {
+                tracing::info!(url = %relay_url, journal = %j.display(), restored, "embedded relay listening")
+            }
+            None => tracing::info!(url = %relay_url, "embedded relay listening (in memory only)"),
+        }
+    }
+    let config = dispatch::Config {
+        relay_url,
+        agent: plan.agent,
+        agent_nice: args.agent_nice,
+        publish: !args.no_publish,
+        policy: args.permission,
+        idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
+        turn_timeout: Duration::from_secs(args.turn_timeout.max(1)),
+        drain_timeout: Duration::from_secs(args.drain_timeout),
+        workspace_root: plan.data.workspace_root(args.workspace_root.as_deref()),
+        keys: plan.keys,
+        base_prompt: plan.base_prompt,
+        // Only our own embedded relay: it checked each event before storing it.
+        relay_in_process: embedded.is_some(),
+        channel_authority,
+        limits: dispatch::TurnLimits {
+            per_author: dispatch::Rate::per_minute(args.author_turns),
+            per_channel: dispatch::Rate::per_minute(args.channel_turns),
+        },
+    };
+    let matcher = trigger_matcher(args.native_triggers).await;
+    let roots = plan
+        .packs
+        .iter()
+        .map(|p| (p.resolved.pack.id.clone(), p.pack.root.clone()))
+        .collect();
+    let hooks = SandboxHooks::new(roots)
+        .trust_all_scripts(args.trust_hooks)
+        .with_trust(StoreTrust::new(plan.trust, &plan.pack_refs))
+        .report_to(Arc::clone(&out));
+    let result = dispatch::run(config, plan.packs, matcher, Arc::new(hooks), out, shutdown).await;
+    if let Some(e) = &embedded {
+        e.shutdown();
+    }
+    match result {
+        Ok(_) => exit::OK,
+        Err(e) => render(&Failed::error(format_args!("{e:#}")), false),
+    }
+}
+
+/// Reports the relay, and who names its channels: the relay's own key (known for ours, else its
+/// NIP-11 document) and the operator's.
+async fn announce(
+    out: &dispatch::Out,
+    relay_url: &str,
+    embedded: Option<&relay::embedded::Embedded>,
+    configured: Vec<PublicKey>,
+) -> relay::ChannelAuthority {
+    out(Note::new("relay", format!("relay {relay_url}")).with("url", relay_url));
+    let relay_key = match embedded {
+        Some(e) => Some(e.pubkey),
+        None => relay::relay_pubkey(relay_url, Duration::from_secs(5)).await,
+    };
+    let channel_authority = relay::ChannelAuthority {
+        relay: relay_key,
+        configured,
+    };
+    let (relay_hex, configured_hex) = channel_authority.to_json();
+    out(Note::new("channel_authority", channel_authority.describe())
+        .with("relay", relay_hex)
+        .with("configured", configured_hex));
+    channel_authority
+}
+
+/// The embedded relay, on a thread of its own, apart from dispatch and from the harness's relay
+/// connection: neither queues behind the relay's work.
+async fn start_embedded(
+    listen: SocketAddr,
+    settings: relay::embedded::Settings,
+) -> Result<relay::embedded::Embedded, Failed> {
+    let started = relay::on_relay_runtime(async move {
+        relay::embedded::Embedded::start_with(listen, settings).await
+    })
+    .await;
+    started
+        .and_then(|r| r)
+        .map_err(|e| Failed::error(format_args!("{e:#}")))
+}
+
+/// Triggers: the sandbox's built-in component (the native matcher implements the same semantics
+/// and stays as the fallback and the benchmark baseline).
+async fn trigger_matcher(native: bool) -> Arc<dyn TriggerMatcher> {
+    let matcher: Arc<dyn TriggerMatcher> = if native {
+        Arc::new(NativeTriggers)
+    } else {
+        // Compiling is blocking work: off the async threads, bounded.
+        let builtin = dispatch::hooks::off_async(
+            "compiling the trigger component",
+            dispatch::hooks::LOAD_DEADLINE,
+            || SandboxTriggers::builtin().map_err(|e| dispatch::HookError::Failed(e.to_string())),
+        );
+        match builtin.await {
+            Ok(t) => Arc::new(t),
+            Err(e) => {
+                tracing::warn!("trigger component unavailable, using the native matcher: {e}");
+                Arc::new(NativeTriggers)
+            }
+        }
+    };
+    tracing::info!(matcher = matcher.name(), "trigger matcher");
+    matcher
 }
 
 /// What writes `up`'s stdout.
 enum Printer {
     Lines(std::thread::JoinHandle<()>),
     View(view::View),
+}
+
+impl Printer {
+    /// Once the runtime is gone: every sender went with its tasks, so the printer ends after the
+    /// last line.
+    fn finish(self) {
+        match self {
+            Printer::Lines(thread) => {
+                let _ = thread.join();
+            }
+            Printer::View(view) => view.finish(),
+        }
+    }
 }
 
 /// The harness's stdout: notes as plain lines, or JSON lines with `json`, written by a thread of
@@ -911,33 +953,26 @@ fn printer(json: bool) -> (std::thread::JoinHandle<()>, dispatch::Out) {
 }
 
 pub fn relay(args: RelayArgs) -> u8 {
-    let Some(rt) = runtime() else {
-        return exit::FAILURE;
-    };
-    let Ok(allow) = parse_keys("--allow-key", &args.allow_key) else {
-        return exit::USAGE;
-    };
-    let settings = match embedded_settings(
-        &Data::locate(),
-        args.ephemeral,
-        args.require_auth,
-        allow,
-        &args.limits,
-    ) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return exit::FAILURE;
-        }
+    let (rt, settings) = match runtime().and_then(|rt| {
+        let allow = parse_keys("--allow-key", &args.allow_key)?;
+        embedded_settings(
+            &Data::locate(),
+            args.ephemeral,
+            args.require_auth,
+            allow,
+            &args.limits,
+        )
+        .map(|settings| (rt, settings))
+        .map_err(|e| Failed::error(format_args!("{e:#}")))
+    }) {
+        Ok(x) => x,
+        Err(f) => return render(&f, false),
     };
     let code = rt.block_on(async {
         let shutdown = shutdown_signal();
         let relay = match relay::embedded::Embedded::start_with(args.listen, settings).await {
             Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return exit::FAILURE;
-            }
+            Err(e) => return render(&Failed::error(format_args!("{e:#}")), false),
         };
         say(format!("relay {}", relay.url));
         say(format!("pubkey {}", relay.pubkey.to_hex()));
@@ -964,81 +999,90 @@ fn relay_url(arg: &Option<String>) -> String {
 }
 
 pub fn post(args: PostArgs) -> u8 {
-    let Ok(authorities) = parse_keys("--channel-authority", &args.channel_authority) else {
-        return exit::USAGE;
-    };
+    render(&post_message(&args), false)
+}
+
+/// `post`: the id of the event published.
+struct Posted(EventId);
+
+impl Outcome for Posted {
+    fn human(&self, to: &mut Human<'_>) -> std::io::Result<()> {
+        writeln!(to.out, "{}", self.0.to_hex())
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        None
+    }
+}
+
+fn post_message(args: &PostArgs) -> Result<Posted, Failed> {
+    let authorities = parse_keys("--channel-authority", &args.channel_authority)?;
     let url = relay_url(&args.relay);
     let channel = args.channel.trim_start_matches('#').to_string();
-    let Some(rt) = runtime() else {
-        return exit::FAILURE;
-    };
-    let code = rt.block_on(async {
-        let keys = match Data::locate().key_store().operator() {
-            Ok(k) => k,
-            Err(e) => {
-                eprintln!("error: key store: {e:#}");
-                return exit::FAILURE;
-            }
-        };
-        let (client, channel_id) =
-            match connect_to_channel(&url, &channel, &keys, &authorities).await {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    return exit::FAILURE;
-                }
-            };
-        let mut tags = vec![relay::channel_tag(&channel_id)];
-        if let Some(parent) = &args.reply_to {
-            let Ok(parent) = EventId::parse(parent) else {
-                eprintln!("error: --reply-to `{parent}` is not an event id");
-                return exit::USAGE;
-            };
-            // The thread root is the parent's own root when it is itself a reply.
-            let root = client
-                .fetch_events(Filter::new().id(parent), Duration::from_secs(3))
-                .await
-                .ok()
-                .and_then(|evs| evs.first().and_then(relay::Message::parse))
-                .and_then(|m| m.root);
-            tags.extend(relay::thread_tags(parent, root));
-        }
-        for m in &args.mention {
-            match PublicKey::parse(m) {
-                Ok(pk) => tags.push(Tag::public_key(pk)),
-                Err(_) => {
-                    eprintln!("error: --mention `{m}` is not a public key");
-                    return exit::USAGE;
-                }
-            }
-        }
-        let event = match relay::message(&keys, &channel_id, &args.text, tags) {
-            Ok(e) => e,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return exit::FAILURE;
-            }
-        };
-        let code = match client.send_event(&event).await {
-            Ok(o) if !o.success.is_empty() => {
-                say(event.id.to_hex());
-                exit::OK
-            }
-            Ok(o) => {
-                let why: Vec<String> = o.failed.values().cloned().collect();
-                eprintln!("error: the relay refused the message: {}", why.join("; "));
-                exit::FAILURE
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                exit::FAILURE
-            }
-        };
+    let rt = runtime()?;
+    let posted = rt.block_on(async {
+        let (keys, client, channel_id) = operator_connection(&url, &channel, &authorities).await?;
+        let posted = publish(&client, &keys, &channel_id, args).await;
         close(&client).await;
-        code
+        posted
     });
     rt.shutdown_timeout(Duration::from_secs(1));
-    code
+    posted
+}
+
+/// The operator's keys, and a client connected with them to `url` (see [`connect_to_channel`]).
+async fn operator_connection(
+    url: &str,
+    channel: &str,
+    authorities: &[PublicKey],
+) -> Result<(Keys, Client, String), Failed> {
+    let keys = Data::locate()
+        .key_store()
+        .operator()
+        .map_err(|e| Failed::error(format_args!("key store: {e:#}")))?;
+    let (client, channel_id) = connect_to_channel(url, channel, &keys, authorities)
+        .await
+        .map_err(|e| Failed::error(format_args!("{e:#}")))?;
+    Ok((keys, client, channel_id))
+}
+
+/// Signs the message of `args` (its thread and mentions as tags) and publishes it.
+async fn publish(
+    client: &Client,
+    keys: &Keys,
+    channel_id: &str,
+    args: &PostArgs,
+) -> Result<Posted, Failed> {
+    let mut tags = vec![relay::channel_tag(channel_id)];
+    if let Some(parent) = &args.reply_to {
+        let parent = EventId::parse(parent)
+            .map_err(|_| Failed::usage(format_args!("--reply-to `{parent}` is not an event id")))?;
+        // The thread root is the parent's own root when it is itself a reply.
+        let root = client
+            .fetch_events(Filter::new().id(parent), Duration::from_secs(3))
+            .await
+            .ok()
+            .and_then(|evs| evs.first().and_then(relay::Message::parse))
+            .and_then(|m| m.root);
+        tags.extend(relay::thread_tags(parent, root));
+    }
+    for m in &args.mention {
+        let pk = PublicKey::parse(m)
+            .map_err(|_| Failed::usage(format_args!("--mention `{m}` is not a public key")))?;
+        tags.push(Tag::public_key(pk));
+    }
+    let event = relay::message(keys, channel_id, &args.text, tags).map_err(Failed::error)?;
+    match client.send_event(&event).await {
+        Ok(o) if !o.success.is_empty() => Ok(Posted(event.id)),
+        Ok(o) => {
+            let why: Vec<String> = o.failed.values().cloned().collect();
+            Err(Failed::error(format_args!(
+                "the relay refused the message: {}",
+                why.join("; ")
+            )))
+        }
+        Err(e) => Err(Failed::error(e)),
+    }
 }
 
 /// Shuts the client down and gives its connection tasks a moment to send their websocket Close
@@ -1147,91 +1191,28 @@ fn terminal_safe(text: &str) -> String {
 }
 
 pub fn tail(args: TailArgs) -> u8 {
-    let Ok(authorities) = parse_keys("--channel-authority", &args.channel_authority) else {
-        return exit::USAGE;
+    let authorities = match parse_keys("--channel-authority", &args.channel_authority) {
+        Ok(a) => a,
+        Err(f) => return render(&f, false),
     };
     let url = relay_url(&args.relay);
     let channel = args.channel.trim_start_matches('#').to_string();
-    let Some(rt) = runtime() else {
-        return exit::FAILURE;
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(f) => return render(&f, false),
     };
     let code = rt.block_on(async {
-        let keys = match Data::locate().key_store().operator() {
-            Ok(k) => k,
-            Err(e) => {
-                eprintln!("error: key store: {e:#}");
-                return exit::FAILURE;
-            }
+        let (_, client, channel_id) = match operator_connection(&url, &channel, &authorities).await
+        {
+            Ok(c) => c,
+            Err(f) => return render(&f, false),
         };
-        let (client, channel_id) =
-            match connect_to_channel(&url, &channel, &keys, &authorities).await {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    return exit::FAILURE;
-                }
-            };
         let mut printed = 0usize;
-        let mut seen = std::collections::HashSet::new();
         let deadline = args
             .timeout
             .map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
-        let work = async {
-            let mut notifications = client.notifications();
-            let live = Filter::new()
-                .kind(Kind::Custom(relay::KIND_MESSAGE))
-                .custom_tag(SingleLetterTag::lowercase(Alphabet::H), channel_id.clone())
-                .since(Timestamp::now());
-            let sub = match client.subscribe(live, None).await {
-                Ok(o) => o.val,
-                Err(e) => {
-                    eprintln!("error: subscribing: {e}");
-                    return false;
-                }
-            };
-            if args.history > 0 {
-                let stored = Filter::new()
-                    .kind(Kind::Custom(relay::KIND_MESSAGE))
-                    .custom_tag(SingleLetterTag::lowercase(Alphabet::H), channel_id.clone())
-                    .limit(args.history);
-                if let Ok(events) = client.fetch_events(stored, Duration::from_secs(5)).await {
-                    for ev in parents_first(events.into_iter().collect()) {
-                        if seen.insert(ev.id) {
-                            print_event(&ev, args.json);
-                            printed += 1;
-                            if args.count.is_some_and(|c| printed >= c) {
-                                return true;
-                            }
-                        }
-                    }
-                }
-            }
-            if args.no_follow {
-                return true;
-            }
-            loop {
-                match notifications.recv().await {
-                    Ok(RelayPoolNotification::Event {
-                        subscription_id,
-                        event,
-                        ..
-                    }) if subscription_id == sub
-                        && seen.insert(event.id)
-                        && event.verify().is_ok() =>
-                    {
-                        print_event(&event, args.json);
-                        printed += 1;
-                        if args.count.is_some_and(|c| printed >= c) {
-                            return true;
-                        }
-                    }
-                    Ok(RelayPoolNotification::Shutdown)
-                    | Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
-                    _ => {}
-                }
-            }
-        };
         let run = async {
+            let work = follow(&client, &channel_id, &args, &mut printed);
             match deadline {
                 Some(d) => tokio::time::timeout_at(d, work).await.ok(),
                 None => Some(work.await),
@@ -1246,15 +1227,73 @@ pub fn tail(args: TailArgs) -> u8 {
         close(&client).await;
         match (finished, args.count) {
             (Some(true), _) | (None, None) => exit::OK,
-            (None, Some(c)) => {
-                eprintln!("error: timed out after {printed} of {c} messages");
-                exit::FAILURE
-            }
+            (None, Some(c)) => render(
+                &Failed::error(format_args!("timed out after {printed} of {c} messages")),
+                false,
+            ),
             (Some(false), _) => exit::FAILURE,
         }
     });
     rt.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// Prints the channel's last `--history` messages, then new ones as they arrive. True when done
+/// (`--count` reached, or `--no-follow`), false when the subscription or the relay went away.
+async fn follow(client: &Client, channel_id: &str, args: &TailArgs, printed: &mut usize) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut notifications = client.notifications();
+    let messages = || {
+        Filter::new()
+            .kind(Kind::Custom(relay::KIND_MESSAGE))
+            .custom_tag(SingleLetterTag::lowercase(Alphabet::H), channel_id)
+    };
+    let sub = match client
+        .subscribe(messages().since(Timestamp::now()), None)
+        .await
+    {
+        Ok(o) => o.val,
+        Err(e) => {
+            eprintln!("error: subscribing: {e}");
+            return false;
+        }
+    };
+    let mut show = |ev: &Event| {
+        print_event(ev, args.json);
+        *printed += 1;
+        args.count.is_some_and(|c| *printed >= c)
+    };
+    if args.history > 0 {
+        let stored = messages().limit(args.history);
+        if let Ok(events) = client.fetch_events(stored, Duration::from_secs(5)).await {
+            for ev in parents_first(events.into_iter().collect()) {
+                if seen.insert(ev.id) && show(&ev) {
+                    return true;
+                }
+            }
+        }
+    }
+    if args.no_follow {
+        return true;
+    }
+    loop {
+        match notifications.recv().await {
+            Ok(RelayPoolNotification::Event {
+                subscription_id,
+                event,
+                ..
+            }) if subscription_id == sub
+                && seen.insert(event.id)
+                && event.verify().is_ok()
+                && show(&event) =>
+            {
+                return true;
+            }
+            Ok(RelayPoolNotification::Shutdown)
+            | Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]

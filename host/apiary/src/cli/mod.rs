@@ -1,14 +1,19 @@
 //! Command-line interface: argument parsing, logging set-up and exit codes. One file per subcommand
-//! group; each returns an [`ExitCode`] and prints its own output (human, or JSON with `--json`).
+//! group. A one-shot command returns an [`output::Outcome`], which [`output::render`] prints (human,
+//! or JSON with `--json`) and turns into the exit code; `up`, `tail` and `relay` stream what happens
+//! as it happens.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use output::render;
+
 mod components;
 mod convert;
 mod dist;
 mod live;
+mod output;
 mod pack;
 mod pretty_json;
 mod sandbox;
@@ -159,11 +164,11 @@ pub fn main() -> ExitCode {
         Command::Convert(a) => convert::run(a),
         Command::Hook(cmd) => sandbox::run_hook(cmd),
         Command::Trigger(cmd) => sandbox::run_trigger(cmd),
-        Command::Install(a) => dist::install(&a),
-        Command::Trust(a) => dist::trust(&a),
-        Command::List(a) => dist::list(&a),
-        Command::Uninstall(a) => dist::uninstall(&a),
-        Command::Verify(a) => dist::verify(&a),
+        Command::Install(a) => render(&dist::install(&a), a.json),
+        Command::Trust(a) => render(&dist::trust(&a), a.json),
+        Command::List(a) => render(&dist::list(&a), a.json),
+        Command::Uninstall(a) => render(&dist::uninstall(&a), a.json),
+        Command::Verify(a) => render(&dist::verify(&a), a.json),
         Command::Up(a) => live::up(a),
         Command::Post(a) => live::post(a),
         Command::Tail(a) => live::tail(a),
@@ -217,20 +222,6 @@ fn init_logging(verbose: u8, live: bool) {
         .with_ansi(stderr_is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_target(false)
         .try_init();
-}
-
-/// Print a value as pretty JSON on stdout.
-pub(crate) fn print_json(value: &impl serde::Serialize) {
-    use std::io::Write;
-    // Streamed through one buffer: an inspect of a large pack is megabytes of JSON.
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-    let written = pretty_json::write(&mut out, value)
-        .map_err(std::io::Error::from)
-        .and_then(|()| writeln!(out))
-        .and_then(|()| out.flush());
-    if let Err(e) = written {
-        eprintln!("error: could not write output: {e}");
-    }
 }
 
 /// Leaves a one-shot command's large results for the process exit to reclaim: dropping a resolved

@@ -1,12 +1,14 @@
 //! `apiary pack validate | inspect | migrate`.
 
 use std::fmt::Write as _;
+use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde::Serialize;
 
-use super::{exit, print_json, stderr_is_terminal};
+use super::exit;
+use super::output::{Document, Failed, Human, Outcome, render};
 use crate::diag::Report;
 use crate::pack;
 use crate::resolve::{self, Level, Overrides, ResolvedPersona};
@@ -83,32 +85,70 @@ pub struct MigrateArgs {
 
 pub fn run(cmd: PackCommand) -> u8 {
     match cmd {
-        PackCommand::Validate(a) => validate(&a),
-        PackCommand::Inspect(a) => inspect(&a),
-        PackCommand::Migrate(a) => migrate(&a),
-        PackCommand::Build(a) => super::dist::build(&a),
+        PackCommand::Validate(a) => render_at_exit(validate(&a), a.json),
+        PackCommand::Inspect(a) => render_at_exit(inspect(&a), a.json),
+        PackCommand::Migrate(a) => render(&migrate(&a), a.json),
+        PackCommand::Build(a) => render(&super::dist::build(&a), a.json),
     }
 }
 
-pub(super) fn validate(args: &ValidateArgs) -> u8 {
+/// [`render`], leaving the outcome (a loaded pack, its report) to the process exit.
+fn render_at_exit(outcome: impl Outcome, json: bool) -> u8 {
+    let code = render(&outcome, json);
+    super::free_at_exit(outcome);
+    code
+}
+
+/// `pack validate`: the pack's findings.
+pub(super) struct Validated {
+    dir: PathBuf,
+    report: Report,
+}
+
+pub(super) fn validate(args: &ValidateArgs) -> Validated {
     let loaded = pack::load(&args.dir);
     super::free_at_exit(loaded.pack);
-    let report = loaded.report;
-    if args.json {
-        print_json(&json!({
-            "pack": args.dir,
-            "valid": !report.has_errors(),
-            "errors": report.errors(),
-            "warnings": report.warnings(),
-            "diagnostics": report.diagnostics,
-        }));
-    } else {
-        eprint!("{}", report.render(stderr_is_terminal()));
-        eprintln!("{}", summary_line(&report, &args.dir));
+    Validated {
+        dir: args.dir.clone(),
+        report: loaded.report,
     }
-    let code = report.exit_code() as u8;
-    super::free_at_exit(report);
-    code
+}
+
+impl Serialize for Validated {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            pack: &'a Path,
+            valid: bool,
+            errors: usize,
+            warnings: usize,
+            diagnostics: &'a [crate::diag::Diagnostic],
+        }
+        let report = &self.report;
+        Json {
+            pack: &self.dir,
+            valid: !report.has_errors(),
+            errors: report.errors(),
+            warnings: report.warnings(),
+            diagnostics: &report.diagnostics,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Outcome for Validated {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        to.report(&self.report)?;
+        writeln!(to.err, "{}", summary_line(&self.report, &self.dir))
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
+
+    fn exit_code(&self) -> u8 {
+        self.report.exit_code() as u8
+    }
 }
 
 fn summary_line(report: &Report, dir: &Path) -> String {
@@ -133,99 +173,146 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-pub(super) fn inspect(args: &InspectArgs) -> u8 {
+/// The process environment as the resolver reads it (level 1).
+type ProcessEnv = Box<dyn Fn(&str) -> Option<String>>;
+
+/// `pack inspect`: the pack and its personas, resolved as they are written (see [`InspectJson`]).
+pub(super) struct Inspected {
+    pack: pack::Pack,
+    overrides: Overrides,
+    env: ProcessEnv,
+    /// `--persona`: only the personas of this name.
+    only: Option<String>,
+    /// Warnings of the pack and the overrides file (shown to people, above the personas).
+    report: Report,
+}
+
+pub(super) fn inspect(args: &InspectArgs) -> Result<Inspected, Failed> {
     let loaded = pack::load(&args.dir);
     let mut report = loaded.report;
     let Some(pack) = loaded.pack else {
-        eprint!("{}", report.render(stderr_is_terminal()));
-        eprintln!("{}", summary_line(&report, &args.dir));
-        return exit::FAILURE;
+        let summary = summary_line(&report, &args.dir);
+        return Err(Failed::report(&report, format!("{summary}\n")));
     };
     let overrides = match crate::paths::overrides_file(args.overrides.as_deref()) {
         Some(path) => {
-            let mut o_report = Report::default();
-            let o = Overrides::load(&path, &mut o_report);
-            for name in o
-                .personas_for(&pack.manifest.id)
-                .filter(|n| pack.persona(n).is_none())
-            {
-                o_report.push(
-                    crate::diag::Diagnostic::warning(
-                        "overrides.unknown-persona",
-                        format!(
-                            "overrides for persona `{name}`, which pack {} does not have",
-                            pack.manifest.id
-                        ),
-                    )
-                    .in_file(&path),
-                );
-            }
+            let (overrides, o_report) = load_overrides(&path, &pack);
             if o_report.has_errors() {
-                eprint!("{}", o_report.render(stderr_is_terminal()));
-                return exit::FAILURE;
+                return Err(Failed::report(&o_report, ""));
             }
             report.extend(o_report);
-            o
+            overrides
         }
         None => Overrides::default(),
     };
-    // Warnings do not stop inspection, but a person should still see them.
-    if report.warnings() > 0 && !args.json {
-        eprint!("{}", report.render(stderr_is_terminal()));
+    finish_inspect(args, pack, overrides, report)
+}
+
+/// The operator overrides file, with a warning for each persona it names that the pack lacks.
+fn load_overrides(path: &Path, pack: &pack::Pack) -> (Overrides, Report) {
+    let mut report = Report::default();
+    let overrides = Overrides::load(path, &mut report);
+    for name in overrides
+        .personas_for(&pack.manifest.id)
+        .filter(|n| pack.persona(n).is_none())
+    {
+        report.push(
+            crate::diag::Diagnostic::warning(
+                "overrides.unknown-persona",
+                format!(
+                    "overrides for persona `{name}`, which pack {} does not have",
+                    pack.manifest.id
+                ),
+            )
+            .in_file(path),
+        );
     }
-    let only = args.persona.as_deref();
-    if let Some(name) = only
+    (overrides, report)
+}
+
+fn finish_inspect(
+    args: &InspectArgs,
+    pack: pack::Pack,
+    overrides: Overrides,
+    report: Report,
+) -> Result<Inspected, Failed> {
+    if let Some(name) = args.persona.as_deref()
         && pack.persona(name).is_none()
     {
         let names: Vec<_> = pack.personas.iter().map(|p| p.name.as_str()).collect();
-        eprintln!(
-            "error: pack {} has no persona `{name}` (it has: {})",
+        let error = format!(
+            "error: pack {} has no persona `{name}` (it has: {})\n",
             pack.manifest.id,
             names.join(", ")
         );
-        return exit::FAILURE;
-    }
-    let env = resolve::cached_process_env();
-    if args.json {
-        print_json(&InspectJson {
-            pack: &pack,
-            overrides: &overrides,
-            env: &env,
-            only,
+        // A person sees the warnings found so far too, as when inspection goes on.
+        return Err(if report.warnings() > 0 && !args.json {
+            Failed::report(&report, error)
+        } else {
+            Failed::text(exit::FAILURE, error)
         });
-    } else {
-        print_inspect(&pack, &overrides, &env, only);
     }
-    super::free_at_exit((pack, report));
-    exit::OK
+    Ok(Inspected {
+        pack,
+        overrides,
+        env: Box::new(resolve::cached_process_env()),
+        only: args.persona.clone(),
+        report,
+    })
+}
+
+impl Inspected {
+    fn streamed(&self) -> InspectJson<'_> {
+        InspectJson {
+            pack: &self.pack,
+            overrides: &self.overrides,
+            env: &*self.env,
+            only: self.only.as_deref(),
+        }
+    }
+}
+
+impl Serialize for Inspected {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.streamed().serialize(serializer)
+    }
+}
+
+impl Outcome for Inspected {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        // Warnings do not stop inspection, but a person should still see them.
+        if self.report.warnings() > 0 {
+            to.report(&self.report)?;
+        }
+        write_inspect(to.out, &self.streamed())
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
 }
 
 /// `inspect` for a person: the pack's header, then each persona resolved, written and dropped in
 /// turn (as `--json` does), through one buffer.
-fn print_inspect(
-    pack: &pack::Pack,
-    overrides: &Overrides,
-    env: &dyn Fn(&str) -> Option<String>,
-    only: Option<&str>,
-) {
-    use std::io::Write as _;
+fn write_inspect(out: &mut dyn io::Write, what: &InspectJson<'_>) -> io::Result<()> {
+    let InspectJson {
+        pack,
+        overrides,
+        env,
+        only,
+    } = *what;
     let shown = |name: &str| only.is_none_or(|only| name == only);
     let count = pack.personas.iter().filter(|p| shown(&p.name)).count();
     let mut text = String::new();
     render_pack_header(&mut text, &resolve::summary(pack, overrides), count);
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-    let mut written = out.write_all(text.as_bytes());
+    let mut out = io::BufWriter::with_capacity(64 * 1024, out);
+    out.write_all(text.as_bytes())?;
     for p in resolve::resolve_each(pack, overrides, env).filter(|p| shown(&p.identity.name)) {
-        if written.is_err() {
-            break;
-        }
         text.clear();
         render_persona(&mut text, &p);
-        written = out.write_all(text.as_bytes());
+        out.write_all(text.as_bytes())?;
     }
-    if let Err(e) = written.and_then(|()| out.flush()) {
-        eprintln!("error: could not write output: {e}");
-    }
+    out.flush()
 }
 
 /// `inspect --json`: the JSON of [`resolve::ResolvedPack`], written as each persona is resolved. A
@@ -312,19 +399,7 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
     };
     row(out, "version", &p.version, version_from);
     row(out, "runtime", &id.runtime, src("runtime"));
-    row_start(out, "model");
-    match &p.model {
-        Some(m) => {
-            out.push_str(&m.model);
-            if let Some(provider) = &m.provider {
-                for part in [" (provider ", provider, ")"] {
-                    out.push_str(part);
-                }
-            }
-        }
-        None => out.push_str("runtime default"),
-    }
-    row_end(out, src("model"));
+    row_model(out, p, src("model"));
     row_or(
         out,
         "temperature",
@@ -342,20 +417,7 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
     row_start(out, "subscribe");
     push_list(out, p.subscribe.iter().map(String::as_str), ", ");
     row_end(out, src("subscribe"));
-    let t = &p.triggers;
-    row_start(out, "triggers");
-    out.push_str(if t.mentions {
-        "mentions true, keywords ["
-    } else {
-        "mentions false, keywords ["
-    });
-    push_joined(out, t.keywords.iter().map(String::as_str), ", ");
-    out.push_str(if t.all_messages {
-        "], all_messages true"
-    } else {
-        "], all_messages false"
-    });
-    row_end(out, src("triggers"));
+    row_triggers(out, p, src("triggers"));
     row(
         out,
         "thread_replies",
@@ -374,6 +436,47 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
     row_start(out, "mcp_servers");
     push_list(out, p.mcp_servers.iter().map(|s| s.name.as_str()), ", ");
     row_end(out, "");
+    row_env(out, p);
+    for (point, cmd) in p.hooks.entries() {
+        row(out, &format!("hook {point}"), cmd, "");
+    }
+    row_prompt(out, p);
+}
+
+fn row_model(out: &mut String, p: &ResolvedPersona, from: &str) {
+    row_start(out, "model");
+    match &p.model {
+        Some(m) => {
+            out.push_str(&m.model);
+            if let Some(provider) = &m.provider {
+                for part in [" (provider ", provider, ")"] {
+                    out.push_str(part);
+                }
+            }
+        }
+        None => out.push_str("runtime default"),
+    }
+    row_end(out, from);
+}
+
+fn row_triggers(out: &mut String, p: &ResolvedPersona, from: &str) {
+    let t = &p.triggers;
+    row_start(out, "triggers");
+    out.push_str(if t.mentions {
+        "mentions true, keywords ["
+    } else {
+        "mentions false, keywords ["
+    });
+    push_joined(out, t.keywords.iter().map(String::as_str), ", ");
+    out.push_str(if t.all_messages {
+        "], all_messages true"
+    } else {
+        "], all_messages false"
+    });
+    row_end(out, from);
+}
+
+fn row_env(out: &mut String, p: &ResolvedPersona) {
     row_start(out, "env");
     if p.env.is_empty() {
         out.push_str("(none)");
@@ -387,9 +490,10 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
         }
     }
     row_end(out, "");
-    for (point, cmd) in p.hooks.entries() {
-        row(out, &format!("hook {point}"), cmd, "");
-    }
+}
+
+/// The prompt's length and the start of its first non-blank line.
+fn row_prompt(out: &mut String, p: &ResolvedPersona) {
     let first = p
         .system_prompt
         .lines()
@@ -467,40 +571,50 @@ fn bool_word(b: bool) -> &'static str {
     if b { "true" } else { "false" }
 }
 
-pub(super) fn migrate(args: &MigrateArgs) -> u8 {
-    match crate::migrate::migrate(&args.dir, args.dry_run) {
-        Ok(changes) => {
-            if args.json {
-                print_json(
-                    &json!({ "pack": args.dir, "dry_run": args.dry_run, "changes": changes }),
-                );
-            } else if changes.is_empty() {
-                eprintln!(
-                    "Nothing to migrate: {} is already in the current format.",
-                    args.dir.display()
-                );
-            } else {
-                for c in &changes {
-                    eprintln!("{}: {}", c.file.display(), c.description);
-                }
-                let verb = if args.dry_run {
-                    "would change"
-                } else {
-                    "changed"
-                };
-                eprintln!(
-                    "{verb} {} item{}; run `apiary pack validate {}` next.",
-                    changes.len(),
-                    plural(changes.len()),
-                    args.dir.display()
-                );
-            }
-            exit::OK
+/// `pack migrate`: what changed (or would, with `--dry-run`).
+#[derive(Serialize)]
+pub(super) struct Migrated {
+    pack: PathBuf,
+    dry_run: bool,
+    changes: Vec<crate::migrate::Change>,
+}
+
+pub(super) fn migrate(args: &MigrateArgs) -> Result<Migrated, Failed> {
+    let changes = crate::migrate::migrate(&args.dir, args.dry_run).map_err(Failed::error)?;
+    Ok(Migrated {
+        pack: args.dir.clone(),
+        dry_run: args.dry_run,
+        changes,
+    })
+}
+
+impl Outcome for Migrated {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let dir = self.pack.display();
+        if self.changes.is_empty() {
+            return writeln!(
+                to.err,
+                "Nothing to migrate: {dir} is already in the current format."
+            );
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            exit::FAILURE
+        for c in &self.changes {
+            writeln!(to.err, "{}: {}", c.file.display(), c.description)?;
         }
+        let verb = if self.dry_run {
+            "would change"
+        } else {
+            "changed"
+        };
+        let n = self.changes.len();
+        writeln!(
+            to.err,
+            "{verb} {n} item{}; run `apiary pack validate {dir}` next.",
+            plural(n)
+        )
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
     }
 }
 
@@ -547,6 +661,52 @@ mod tests {
                 ),
             );
         }
+    }
+
+    #[test]
+    fn validate_outcome_reports_findings_to_people_and_the_documented_json() {
+        let dir = tempfile::tempdir().unwrap();
+        scratch_pack(dir.path());
+        let args = ValidateArgs {
+            dir: dir.path().to_path_buf(),
+            json: false,
+        };
+        let (out, err, json, code) = super::super::output::capture(&validate(&args));
+        assert_eq!(out, "");
+        assert!(
+            err.ends_with(&format!(
+                "✓ {} is valid, with 1 warning\n",
+                dir.path().display()
+            )),
+            "{err}"
+        );
+        assert_eq!(code, exit::WARNINGS);
+        let v: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["pack", "valid", "errors", "warnings", "diagnostics"]);
+        assert_eq!(v["valid"], true);
+    }
+
+    #[test]
+    fn inspect_of_a_missing_persona_is_a_failure_without_json() {
+        let dir = tempfile::tempdir().unwrap();
+        scratch_pack(dir.path());
+        let overrides = dir.path().join("overrides.toml");
+        std::fs::write(&overrides, "").unwrap();
+        let args = InspectArgs {
+            dir: dir.path().to_path_buf(),
+            persona: Some("nobody".into()),
+            overrides: Some(overrides),
+            json: true,
+        };
+        let (out, err, json, code) = super::super::output::capture(&inspect(&args));
+        assert_eq!(out, "");
+        assert_eq!(
+            err,
+            "error: pack com.example.stream has no persona `nobody` (it has: a, b, c)\n"
+        );
+        assert!(json.is_none(), "printed as text even with --json");
+        assert_eq!(code, exit::FAILURE);
     }
 
     #[test]

@@ -2,14 +2,16 @@
 //! command line.
 
 use std::collections::HashMap;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde::Serialize;
 
-use super::{exit, print_json, stderr_is_terminal};
+use super::exit;
+use super::output::{Document, Failed, Human, Outcome, render};
 use crate::diag::Report;
 use crate::dispatch::HookError;
 use crate::dispatch::sandboxed::{self, HookOutput, SandboxHooks};
@@ -17,7 +19,7 @@ use crate::pack;
 use crate::paths::Data;
 use crate::resolve::{self, Overrides, ResolvedPack, ResolvedPersona};
 use crate::sandbox::hook::{HookMessage, HookPoint};
-use crate::sandbox::trigger::{Message, Persona, Reason, TriggerRunner};
+use crate::sandbox::trigger::{Decision, Message, Persona, Reason, TriggerRunner};
 use crate::sandbox::{Sandbox, SandboxError, bindings, cache};
 
 const COMPONENT_AFTER_HELP: &str = "\
@@ -154,157 +156,208 @@ pub struct TriggerTestArgs {
 
 pub fn run_component(cmd: ComponentCommand) -> u8 {
     match cmd {
-        ComponentCommand::Inspect(args) => inspect(&args),
+        ComponentCommand::Inspect(args) => render(&inspect(&args), args.json),
     }
 }
 
 pub fn run_hook(cmd: HookCommand) -> u8 {
     match cmd {
-        HookCommand::Run(args) => hook_run(&args),
+        HookCommand::Run(args) => render(&hook_run(&args), args.json),
     }
 }
 
 pub fn run_trigger(cmd: TriggerCommand) -> u8 {
     match cmd {
-        TriggerCommand::Test(args) => trigger_test(&args),
+        TriggerCommand::Test(args) => render(&trigger_test(&args), args.json),
     }
 }
 
-fn sandbox_or_fail() -> Result<&'static Sandbox, u8> {
-    crate::shared_sandbox().map_err(|e| {
-        eprintln!("error: {e}");
-        exit::FAILURE
-    })
+fn sandbox_or_fail() -> Result<&'static Sandbox, Failed> {
+    crate::shared_sandbox().map_err(Failed::error)
 }
 
 /// The largest component file read (the live harness caps hooks the same).
 const MAX_COMPONENT_FILE: u64 = 64 * 1024 * 1024;
 
-fn read_component(path: &Path) -> Result<(String, Vec<u8>), u8> {
+fn read_component(path: &Path) -> Result<(String, Vec<u8>), Failed> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
     // Not blocking on a FIFO, not reading a device without end.
-    match crate::safe_fs::read_regular(path, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT_FILE)
-    {
-        Ok(bytes) => Ok((name, bytes)),
-        Err(e) => {
-            eprintln!("error: cannot read {}: {e}", path.display());
-            Err(exit::FAILURE)
-        }
-    }
+    crate::safe_fs::read_regular(path, crate::safe_fs::FinalLink::Follow, MAX_COMPONENT_FILE)
+        .map(|bytes| (name, bytes))
+        .map_err(|e| Failed::error(format_args!("cannot read {}: {e}", path.display())))
 }
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn inspect(args: &InspectArgs) -> u8 {
-    let (name, bytes) = match read_component(&args.file) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    if let Err(e) = Sandbox::check_bytes(&args.file.display().to_string(), &bytes) {
-        return report_error(&e, args.json);
+/// A sandbox error as JSON: `{"kind": .., "message": ..}`.
+#[derive(Serialize)]
+struct ErrorJson {
+    kind: &'static str,
+    message: String,
+}
+
+impl ErrorJson {
+    fn of(e: &SandboxError) -> ErrorJson {
+        ErrorJson {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
     }
-    let sb = match sandbox_or_fail() {
-        Ok(sb) => sb,
-        Err(code) => return code,
-    };
+}
+
+/// A component the sandbox refused: `error: ..`, or `{"ok": false, "error": {kind, message}}`.
+fn refused(e: &SandboxError) -> Failed {
+    Failed::error(e).with_json(ErrorJson::of(e))
+}
+
+/// `component inspect`: what the component is, what it imports and exports, what compiling and
+/// loading it from the cache cost, and whether apiary can run it.
+pub(super) struct Inspected {
+    file: PathBuf,
+    sha256: String,
+    size: usize,
+    imports: Vec<String>,
+    exports: Vec<String>,
+    compile: Duration,
+    cached_load: Option<Duration>,
+    cache_dir: Option<PathBuf>,
+    /// The world and version it targets, when apiary can run it.
+    verdict: Result<bindings::Identity, SandboxError>,
+}
+
+fn inspect(args: &InspectArgs) -> Result<Inspected, Failed> {
+    let (name, bytes) = read_component(&args.file)?;
+    Sandbox::check_bytes(&args.file.display().to_string(), &bytes).map_err(|e| refused(&e))?;
+    let sb = sandbox_or_fail()?;
     let engine = sb.engine();
     let digest = cache::sha256_hex(&bytes);
-    let (compile, cached_load) = match sb.cache().measure(engine, &digest, &bytes) {
-        Ok(x) => x,
-        Err(e) => {
-            return report_error(
-                &SandboxError::Compile {
-                    name,
-                    detail: format!("{e:#}"),
-                },
-                args.json,
-            );
-        }
-    };
-    let component = match sb.cache().load(engine, &digest, &bytes) {
-        Ok((c, _)) => c,
-        Err(e) => {
-            return report_error(
-                &SandboxError::Compile {
-                    name,
-                    detail: format!("{e:#}"),
-                },
-                args.json,
-            );
-        }
-    };
+    let (compile, cached_load) = sb
+        .cache()
+        .measure(engine, &digest, &bytes)
+        .map_err(|e| compile_error(&name, e))?;
+    let (component, _) = sb
+        .cache()
+        .load(engine, &digest, &bytes)
+        .map_err(|e| compile_error(&name, e))?;
     let ty = component.component_type();
     let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
     let identity = bindings::identify(engine, &name, &component);
     // A component of a supported version must also link (its imports must be ones apiary offers).
     let verdict = identity.and_then(|id| sb.load(&name, &bytes).map(|_| id));
-    if args.json {
-        let mut v = json!({
-            "file": args.file,
-            "sha256": digest,
-            "size": bytes.len(),
-            "imports": imports,
-            "exports": exports,
-            "compile_ms": ms(compile),
-            "cached_load_ms": cached_load.map(ms),
-            "cache_dir": sb.cache().dir(),
-            "supported": bindings::SUPPORTED_RANGE,
-        });
-        match &verdict {
-            Ok(id) => {
-                v["world"] = json!(id.world);
-                v["wit_version"] = json!(id.version.to_string());
-                v["ok"] = json!(true);
-            }
-            Err(e) => {
-                v["world"] = json!(null);
-                v["ok"] = json!(false);
-                v["error"] = json!({ "kind": e.kind(), "message": e.to_string() });
-            }
+    Ok(Inspected {
+        file: args.file.clone(),
+        sha256: digest,
+        size: bytes.len(),
+        imports,
+        exports,
+        compile,
+        cached_load,
+        cache_dir: sb.cache().dir().map(Path::to_path_buf),
+        verdict,
+    })
+}
+
+fn compile_error(name: &str, e: impl std::fmt::Display) -> Failed {
+    refused(&SandboxError::Compile {
+        name: name.to_string(),
+        detail: format!("{e:#}"),
+    })
+}
+
+impl Serialize for Inspected {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            file: &'a Path,
+            sha256: &'a str,
+            size: usize,
+            imports: &'a [String],
+            exports: &'a [String],
+            compile_ms: f64,
+            cached_load_ms: Option<f64>,
+            cache_dir: Option<&'a Path>,
+            supported: &'static str,
+            world: Option<bindings::World>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            wit_version: Option<String>,
+            ok: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            error: Option<ErrorJson>,
         }
-        print_json(&v);
-    } else {
-        println!("component    {}", args.file.display());
-        println!("sha256       {digest}");
-        println!("size         {} bytes", bytes.len());
-        match &verdict {
-            Ok(id) => println!(
+        let id = self.verdict.as_ref().ok();
+        Json {
+            file: &self.file,
+            sha256: &self.sha256,
+            size: self.size,
+            imports: &self.imports,
+            exports: &self.exports,
+            compile_ms: ms(self.compile),
+            cached_load_ms: self.cached_load.map(ms),
+            cache_dir: self.cache_dir.as_deref(),
+            supported: bindings::SUPPORTED_RANGE,
+            world: id.map(|id| id.world),
+            wit_version: id.map(|id| id.version.to_string()),
+            ok: id.is_some(),
+            error: self.verdict.as_ref().err().map(ErrorJson::of),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Outcome for Inspected {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let out = &mut *to.out;
+        writeln!(out, "component    {}", self.file.display())?;
+        writeln!(out, "sha256       {}", self.sha256)?;
+        writeln!(out, "size         {} bytes", self.size)?;
+        match &self.verdict {
+            Ok(id) => writeln!(
+                out,
                 "world        {} ({}@{})",
                 id.world,
                 bindings::PACKAGE,
                 id.version
-            ),
-            Err(_) => println!("world        none that apiary can run"),
+            )?,
+            Err(_) => writeln!(out, "world        none that apiary can run")?,
         }
-        println!("exports      {}", list_or_none(&exports));
-        println!("imports      {}", list_or_none(&imports));
-        println!("compile      {:.1} ms (Cranelift)", ms(compile));
-        match cached_load {
-            Some(load) => println!(
+        writeln!(out, "exports      {}", list_or_none(&self.exports))?;
+        writeln!(out, "imports      {}", list_or_none(&self.imports))?;
+        writeln!(out, "compile      {:.1} ms (Cranelift)", ms(self.compile))?;
+        match self.cached_load {
+            Some(load) => writeln!(
+                out,
                 "cached load  {:.2} ms from {} ({:.0}x faster than compiling)",
                 ms(load),
-                sb.cache()
-                    .dir()
+                self.cache_dir
+                    .as_deref()
                     .map(|d| d.display().to_string())
                     .unwrap_or_default(),
-                compile.as_secs_f64() / load.as_secs_f64().max(1e-9)
-            ),
-            None => println!("cached load  n/a (no writable cache directory)"),
+                self.compile.as_secs_f64() / load.as_secs_f64().max(1e-9)
+            )?,
+            None => writeln!(out, "cached load  n/a (no writable cache directory)")?,
         }
-        if let Err(e) = &verdict {
-            eprintln!("error: {e}");
+        if let Err(e) = &self.verdict {
+            writeln!(to.err, "error: {e}")?;
         }
+        Ok(())
     }
-    if verdict.is_ok() {
-        exit::OK
-    } else {
-        exit::FAILURE
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
+
+    fn exit_code(&self) -> u8 {
+        if self.verdict.is_ok() {
+            exit::OK
+        } else {
+            exit::FAILURE
+        }
     }
 }
 
@@ -316,33 +369,20 @@ fn list_or_none(items: &[String]) -> String {
     }
 }
 
-fn report_error(e: &SandboxError, json: bool) -> u8 {
-    if json {
-        print_json(
-            &json!({ "ok": false, "error": { "kind": e.kind(), "message": e.to_string() } }),
-        );
-    } else {
-        eprintln!("error: {e}");
-    }
-    exit::FAILURE
-}
-
-/// Loads, validates and resolves a pack (operator overrides included); prints problems.
-fn resolved_pack(dir: &Path) -> Result<ResolvedPack, u8> {
+/// Loads, validates and resolves a pack (operator overrides included).
+fn resolved_pack(dir: &Path) -> Result<ResolvedPack, Failed> {
     let loaded = pack::load(dir);
     let report = loaded.report;
     let Some(pack) = loaded.pack else {
-        eprint!("{}", report.render(stderr_is_terminal()));
-        eprintln!("error: {} is not a valid pack", dir.display());
-        return Err(exit::FAILURE);
+        let line = format!("error: {} is not a valid pack\n", dir.display());
+        return Err(Failed::report(&report, line));
     };
     let overrides = match crate::paths::overrides_file(None) {
         Some(path) => {
             let mut o_report = Report::default();
             let o = Overrides::load(&path, &mut o_report);
             if o_report.has_errors() {
-                eprint!("{}", o_report.render(stderr_is_terminal()));
-                return Err(exit::FAILURE);
+                return Err(Failed::report(&o_report, ""));
             }
             o
         }
@@ -351,7 +391,7 @@ fn resolved_pack(dir: &Path) -> Result<ResolvedPack, u8> {
     Ok(resolve::resolve(&pack, &overrides, &resolve::process_env))
 }
 
-fn find_persona<'a>(resolved: &'a ResolvedPack, name: &str) -> Result<&'a ResolvedPersona, u8> {
+fn find_persona<'a>(resolved: &'a ResolvedPack, name: &str) -> Result<&'a ResolvedPersona, Failed> {
     resolved
         .personas
         .iter()
@@ -362,12 +402,11 @@ fn find_persona<'a>(resolved: &'a ResolvedPack, name: &str) -> Result<&'a Resolv
                 .iter()
                 .map(|p| p.identity.name.as_str())
                 .collect();
-            eprintln!(
-                "error: pack {} has no persona `{name}` (it has: {})",
+            Failed::error(format_args!(
+                "pack {} has no persona `{name}` (it has: {})",
                 resolved.pack.id,
                 names.join(", ")
-            );
-            exit::FAILURE
+            ))
         })
 }
 
@@ -415,50 +454,122 @@ fn workspace_for(root: &Path, namespace: &str, persona: &str) -> std::io::Result
     crate::dispatch::workspace::open(root, namespace, persona).map(|ws| ws.path)
 }
 
-fn hook_run(args: &HookRunArgs) -> u8 {
-    let resolved = match resolved_pack(&args.pack) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let persona = match find_persona(&resolved, &args.persona) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
+/// `hook run`: what the hook did, or that the persona has no such hook.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(super) enum HookRun {
+    Absent(Absent),
+    Ran(Ran),
+}
+
+/// Nothing to run; the message says so.
+#[derive(Serialize)]
+pub(super) struct Absent {
+    ok: bool,
+    ran: bool,
+    message: String,
+}
+
+/// A hook that ran (or was refused: a failure).
+#[derive(Serialize)]
+pub(super) struct Ran {
+    ok: bool,
+    ran: bool,
+    pack: String,
+    persona: String,
+    point: HookPoint,
+    hook: String,
+    /// `component` or `script`.
+    kind: &'static str,
+    workspace: PathBuf,
+    #[serde(rename = "elapsed_us", serialize_with = "micros")]
+    elapsed: Option<Duration>,
+    stdout: String,
+    stderr: String,
+    error: Option<HookFailure>,
+}
+
+#[derive(Serialize)]
+struct HookFailure {
+    kind: String,
+    message: String,
+}
+
+fn micros<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    d.map(|d| d.as_micros() as u64).serialize(s)
+}
+
+fn hook_run(args: &HookRunArgs) -> Result<HookRun, Failed> {
+    let resolved = resolved_pack(&args.pack)?;
+    let persona = find_persona(&resolved, &args.persona)?;
     let pack_id = &resolved.pack.id;
     let Some(hook) = sandboxed::hook_for(persona, args.point).cloned() else {
-        let text = format!(
+        let message = format!(
             "persona {} of pack {pack_id} has no {} hook; nothing to run",
             persona.identity.name,
             args.point.as_str()
         );
-        if args.json {
-            print_json(&json!({ "ok": true, "ran": false, "message": text }));
-        } else {
-            println!("{text}");
-        }
-        return exit::OK;
+        return Ok(HookRun::Absent(Absent {
+            ok: true,
+            ran: false,
+            message,
+        }));
     };
     let data = Data::locate();
     let root = data.workspace_root(args.workspace_root.as_deref());
     let namespace = hook_namespace(&data, &args.pack, pack_id);
-    let workspace = match workspace_for(&root, &namespace, &persona.identity.name) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!(
-                "error: cannot create the persona workspace under {}: {e}",
-                root.display()
-            );
-            return exit::FAILURE;
-        }
-    };
-    // The harness's own runner, for this one pack: its deadlines, environment and containment.
+    let workspace = workspace_for(&root, &namespace, &persona.identity.name).map_err(|e| {
+        Failed::error(format_args!(
+            "cannot create the persona workspace under {}: {e}",
+            root.display()
+        ))
+    })?;
+    let (ok, error, stdout, stderr, elapsed) =
+        match execute(args, &resolved, persona, &hook, &workspace)? {
+            Ok(o) => (true, None, o.stdout, o.stderr, Some(o.elapsed)),
+            Err((kind, message)) => (
+                false,
+                Some(HookFailure { kind, message }),
+                String::new(),
+                String::new(),
+                None,
+            ),
+        };
+    Ok(HookRun::Ran(Ran {
+        ok,
+        ran: true,
+        pack: pack_id.clone(),
+        persona: persona.identity.name.clone(),
+        point: args.point,
+        kind: if sandboxed::is_component(&hook) {
+            "component"
+        } else {
+            "script"
+        },
+        hook,
+        workspace,
+        elapsed,
+        stdout,
+        stderr,
+        error,
+    }))
+}
+
+/// Runs the hook through the live harness's own runner, for this one pack: its deadlines,
+/// environment and containment. A hook file outside the pack is refused before anything runs.
+fn execute(
+    args: &HookRunArgs,
+    resolved: &ResolvedPack,
+    persona: &ResolvedPersona,
+    hook: &str,
+    workspace: &Path,
+) -> Result<Result<HookOutput, (String, String)>, Failed> {
+    let pack_id = &resolved.pack.id;
     let roots = HashMap::from([(pack_id.clone(), resolved.pack.root.clone())]);
     let hooks = Arc::new(SandboxHooks::new(roots).trust_all_scripts(args.trust_hooks));
-    // A hook file outside the pack is refused before anything runs.
-    if let Err(e) = hooks.hook_file(pack_id, &hook) {
-        eprintln!("error: {}", detail(&e));
-        return exit::FAILURE;
-    }
+    hooks
+        .hook_file(pack_id, hook)
+        .map_err(|e| Failed::error(detail(&e)))?;
     let message = (args.point == HookPoint::OnMessage).then(|| HookMessage {
         id: format!("cli-{}", std::process::id()),
         channel: args.channel.trim_start_matches('#').to_string(),
@@ -466,23 +577,18 @@ fn hook_run(args: &HookRunArgs) -> u8 {
         author: args.author.clone(),
         text: args.message.clone().unwrap_or_default(),
     });
-    let outcome = match hooks.run_once(args.point, pack_id, persona, &workspace, message) {
-        Ok(out) => Ok(out.unwrap_or_default()),
-        Err(HookError::Untrusted { .. }) => Err((
-            "untrusted-script".to_string(),
-            format!(
-                "script hook `{hook}` not run: scripts run on the host outside the sandbox; review it and pass --trust-hooks to run it"
-            ),
-        )),
-        Err(e) => Err((e.kind().to_string(), detail(&e))),
-    };
-    let ran = Ran {
-        pack_id,
-        persona: &persona.identity.name,
-        hook: &hook,
-        workspace: &workspace,
-    };
-    print_outcome(args, &ran, outcome)
+    Ok(
+        match hooks.run_once(args.point, pack_id, persona, workspace, message) {
+            Ok(out) => Ok(out.unwrap_or_default()),
+            Err(HookError::Untrusted { .. }) => Err((
+                "untrusted-script".to_string(),
+                format!(
+                    "script hook `{hook}` not run: scripts run on the host outside the sandbox; review it and pass --trust-hooks to run it"
+                ),
+            )),
+            Err(e) => Err((e.kind().to_string(), detail(&e))),
+        },
+    )
 }
 
 /// A hook error's message; a script's without the `script hook` prefix (the output names the hook).
@@ -493,69 +599,42 @@ fn detail(e: &HookError) -> String {
     }
 }
 
-/// The hook `hook run` ran.
-struct Ran<'a> {
-    pack_id: &'a str,
-    persona: &'a str,
-    hook: &'a str,
-    workspace: &'a Path,
-}
-
-fn print_outcome(
-    args: &HookRunArgs,
-    ran: &Ran<'_>,
-    outcome: Result<HookOutput, (String, String)>,
-) -> u8 {
-    let Ran {
-        pack_id,
-        persona,
-        hook,
-        workspace,
-    } = *ran;
-    let (ok, kind, text, stdout, stderr, elapsed) = match outcome {
-        Ok(o) => (true, None, None, o.stdout, o.stderr, Some(o.elapsed)),
-        Err((kind, text)) => (
-            false,
-            Some(kind),
-            Some(text),
-            String::new(),
-            String::new(),
-            None,
-        ),
-    };
-    if args.json {
-        print_json(&json!({
-            "ok": ok,
-            "ran": true,
-            "pack": pack_id,
-            "persona": persona,
-            "point": args.point,
-            "hook": hook,
-            "kind": if sandboxed::is_component(hook) { "component" } else { "script" },
-            "workspace": workspace,
-            "elapsed_us": elapsed.map(|d| d.as_micros() as u64),
-            "stdout": stdout,
-            "stderr": stderr,
-            "error": kind.map(|k| json!({ "kind": k, "message": text })),
-        }));
-    } else if ok {
-        if !stdout.is_empty() {
-            print!("{stdout}");
+impl Outcome for HookRun {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let r = match self {
+            HookRun::Absent(a) => return writeln!(to.out, "{}", a.message),
+            HookRun::Ran(r) => r,
+        };
+        let (point, hook) = (r.point.as_str(), &r.hook);
+        let who = format!("{}/{}", r.pack, r.persona);
+        match &r.error {
+            None => {
+                to.out.write_all(r.stdout.as_bytes())?;
+                writeln!(
+                    to.err,
+                    "✓ {point} hook {hook} of {who} succeeded in {:.2} ms (workspace {})",
+                    r.elapsed.map(ms).unwrap_or_default(),
+                    r.workspace.display()
+                )
+            }
+            Some(e) => writeln!(
+                to.err,
+                "✗ {point} hook {hook} of {who} failed: {}",
+                e.message
+            ),
         }
-        eprintln!(
-            "✓ {} hook {hook} of {pack_id}/{persona} succeeded in {:.2} ms (workspace {})",
-            args.point.as_str(),
-            elapsed.map(ms).unwrap_or_default(),
-            workspace.display()
-        );
-    } else {
-        eprintln!(
-            "✗ {} hook {hook} of {pack_id}/{persona} failed: {}",
-            args.point.as_str(),
-            text.unwrap_or_default()
-        );
     }
-    if ok { exit::OK } else { exit::FAILURE }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
+
+    fn exit_code(&self) -> u8 {
+        match self {
+            HookRun::Ran(r) if !r.ok => exit::FAILURE,
+            _ => exit::OK,
+        }
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -572,45 +651,59 @@ struct MessageArg {
     mentions: Vec<String>,
 }
 
-fn reason_json(reason: &Reason) -> serde_json::Value {
-    match reason {
-        Reason::Mentioned => json!({ "kind": "mentioned" }),
-        Reason::Keyword(k) => json!({ "kind": "keyword", "keyword": k }),
-        Reason::AllMessages => json!({ "kind": "all_messages" }),
-        Reason::NotSubscribed => json!({ "kind": "not_subscribed" }),
-        Reason::NoMatch => json!({ "kind": "no_match" }),
+/// A decision's reason as JSON: `{"kind": "keyword", "keyword": ..}`, `{"kind": "mentioned"}`, ...
+#[derive(Serialize)]
+struct ReasonJson<'a> {
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keyword: Option<&'a str>,
+}
+
+impl<'a> ReasonJson<'a> {
+    fn of(reason: &'a Reason) -> ReasonJson<'a> {
+        let (kind, keyword) = match reason {
+            Reason::Mentioned => ("mentioned", None),
+            Reason::Keyword(k) => ("keyword", Some(k.as_str())),
+            Reason::AllMessages => ("all_messages", None),
+            Reason::NotSubscribed => ("not_subscribed", None),
+            Reason::NoMatch => ("no_match", None),
+        };
+        ReasonJson { kind, keyword }
     }
 }
 
-fn trigger_test(args: &TriggerTestArgs) -> u8 {
-    let m: MessageArg = match serde_json::from_str(&args.message) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!(
-                "error: --message is not a valid message: {e}\n  expected JSON like {{\"text\": \"hello @pip\", \"channel\": \"general\"}}"
-            );
-            return exit::USAGE;
-        }
-    };
-    let resolved = match resolved_pack(&args.pack) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let sb = match sandbox_or_fail() {
-        Ok(sb) => sb,
-        Err(code) => return code,
-    };
+/// `trigger test`: each persona's decision (or the matcher's failure) for the message.
+pub(super) struct Decided {
+    pack: String,
+    matcher: String,
+    personas: Vec<(String, Result<Decision, SandboxError>)>,
+}
+
+impl Decided {
+    fn woken(&self) -> impl Iterator<Item = &str> {
+        self.personas
+            .iter()
+            .filter(|(_, d)| d.as_ref().is_ok_and(|d| d.wake))
+            .map(|(n, _)| n.as_str())
+    }
+}
+
+fn trigger_test(args: &TriggerTestArgs) -> Result<Decided, Failed> {
+    let m: MessageArg = serde_json::from_str(&args.message).map_err(|e| {
+        Failed::usage(format_args!(
+            "--message is not a valid message: {e}\n  expected JSON like {{\"text\": \"hello @pip\", \"channel\": \"general\"}}"
+        ))
+    })?;
+    let resolved = resolved_pack(&args.pack)?;
+    let sb = sandbox_or_fail()?;
     let runner = match &args.matcher {
         None => crate::builtin::trigger_matcher(sb),
-        Some(path) => match read_component(path) {
-            Ok((name, bytes)) => sb.load(&name, &bytes).and_then(TriggerRunner::new),
-            Err(code) => return code,
-        },
+        Some(path) => {
+            let (name, bytes) = read_component(path)?;
+            sb.load(&name, &bytes).and_then(TriggerRunner::new)
+        }
     };
-    let runner = match runner {
-        Ok(r) => r,
-        Err(e) => return report_error(&e, args.json),
-    };
+    let runner = runner.map_err(|e| refused(&e))?;
     let message = Message {
         id: m.id,
         channel: m.channel,
@@ -618,54 +711,112 @@ fn trigger_test(args: &TriggerTestArgs) -> u8 {
         text: m.text,
         mentions: m.mentions,
     };
-    let mut rows = Vec::new();
-    let mut failed = false;
-    for p in &resolved.personas {
-        let persona = Persona {
-            name: p.identity.name.clone(),
-            mentions: p.triggers.mentions,
-            keywords: p.triggers.keywords.clone(),
-            all_messages: p.triggers.all_messages,
-            subscribe: p.subscribe.clone(),
-        };
-        // Failure policy: a matcher failure means "do not wake".
-        let decision = runner.decide(sb, &persona, &message).map(|o| o.value);
-        failed |= decision.is_err();
-        rows.push((p.identity.name.clone(), decision));
-    }
-    if args.json {
-        let personas: Vec<_> = rows
+    let personas = resolved
+        .personas
+        .iter()
+        .map(|p| {
+            let persona = Persona {
+                name: p.identity.name.clone(),
+                mentions: p.triggers.mentions,
+                keywords: p.triggers.keywords.clone(),
+                all_messages: p.triggers.all_messages,
+                subscribe: p.subscribe.clone(),
+            };
+            // Failure policy: a matcher failure means "do not wake".
+            let decision = runner.decide(sb, &persona, &message).map(|o| o.value);
+            (p.identity.name.clone(), decision)
+        })
+        .collect();
+    Ok(Decided {
+        pack: resolved.pack.id.clone(),
+        matcher: runner.loaded().name.to_string(),
+        personas,
+    })
+}
+
+impl Serialize for Decided {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Row<'a> {
+            name: &'a str,
+            wake: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reason: Option<ReasonJson<'a>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            why: Option<String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            error: Option<ErrorJson>,
+        }
+        #[derive(Serialize)]
+        struct Json<'a> {
+            pack: &'a str,
+            matcher: &'a str,
+            woken: Vec<&'a str>,
+            personas: Vec<Row<'a>>,
+        }
+        let personas = self
+            .personas
             .iter()
             .map(|(name, d)| match d {
-                Ok(d) => json!({ "name": name, "wake": d.wake, "reason": reason_json(&d.reason), "why": d.reason.to_string() }),
-                Err(e) => json!({ "name": name, "wake": false, "error": { "kind": e.kind(), "message": e.to_string() } }),
+                Ok(d) => Row {
+                    name,
+                    wake: d.wake,
+                    reason: Some(ReasonJson::of(&d.reason)),
+                    why: Some(d.reason.to_string()),
+                    error: None,
+                },
+                Err(e) => Row {
+                    name,
+                    wake: false,
+                    reason: None,
+                    why: None,
+                    error: Some(ErrorJson::of(e)),
+                },
             })
             .collect();
-        print_json(&json!({
-            "pack": resolved.pack.id,
-            "matcher": &*runner.loaded().name,
-            "woken": rows.iter().filter(|(_, d)| d.as_ref().is_ok_and(|d| d.wake)).map(|(n, _)| n).collect::<Vec<_>>(),
-            "personas": personas,
-        }));
-    } else {
+        Json {
+            pack: &self.pack,
+            matcher: &self.matcher,
+            woken: self.woken().collect(),
+            personas,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Outcome for Decided {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        let rows = &self.personas;
         let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-        for (name, d) in &rows {
+        for (name, d) in rows {
             match d {
-                Ok(d) if d.wake => println!("✓ {name:width$}  wakes: {}", d.reason),
-                Ok(d) => println!("· {name:width$}  stays asleep: {}", d.reason),
-                Err(e) => println!("✗ {name:width$}  stays asleep: the matcher failed: {e}"),
+                Ok(d) if d.wake => writeln!(to.out, "✓ {name:width$}  wakes: {}", d.reason)?,
+                Ok(d) => writeln!(to.out, "· {name:width$}  stays asleep: {}", d.reason)?,
+                Err(e) => writeln!(
+                    to.out,
+                    "✗ {name:width$}  stays asleep: the matcher failed: {e}"
+                )?,
             }
         }
-        let woken = rows
-            .iter()
-            .filter(|(_, d)| d.as_ref().is_ok_and(|d| d.wake))
-            .count();
-        eprintln!(
-            "{woken} of {} persona{} would wake (matcher: {})",
+        writeln!(
+            to.err,
+            "{} of {} persona{} would wake (matcher: {})",
+            self.woken().count(),
             rows.len(),
             if rows.len() == 1 { "" } else { "s" },
-            runner.loaded().name
-        );
+            self.matcher
+        )
     }
-    if failed { exit::FAILURE } else { exit::OK }
+
+    fn json(&self) -> Option<&dyn Document> {
+        Some(self)
+    }
+
+    fn exit_code(&self) -> u8 {
+        if self.personas.iter().any(|(_, d)| d.is_err()) {
+            exit::FAILURE
+        } else {
+            exit::OK
+        }
+    }
 }

@@ -205,9 +205,8 @@ impl Status {
         if let Some(text) = &note.text {
             self.log_line(text);
         }
-        let str_of = |key: &str| note.get(key).and_then(Value::as_str).unwrap_or_default();
         match note.event {
-            "relay" => self.relay = Some(str_of("url").to_string()),
+            "relay" => self.relay = Some(str_of(note, "url").to_string()),
             "ready" => self.phase = Phase::Running,
             "stopping" => self.phase = Phase::Stopping,
             "stopped" => {
@@ -224,27 +223,38 @@ impl Status {
             }
             _ => {}
         }
-        let persona = str_of("persona");
+        let persona = str_of(note, "persona");
         if persona.is_empty() {
             return;
         }
         if note.event == "persona_ready" {
-            let pack = str_of("pack");
+            let pack = str_of(note, "pack");
             if !pack.is_empty() && !self.packs.iter().any(|p| p == pack) {
                 self.packs.push(pack.to_string());
             }
         }
-        let id = str_of("id");
-        let row = self.row_mut(persona);
-        row.last = Some((note.event, now));
+        self.row_mut(persona).apply(note, now);
+    }
+}
+
+/// A note's string value for `key` (empty when absent).
+fn str_of<'a>(note: &'a Note, key: &str) -> &'a str {
+    note.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+impl Row {
+    /// Folds in a note about this row's persona.
+    fn apply(&mut self, note: &Note, now: Instant) {
+        let id = str_of(note, "id");
+        self.last = Some((note.event, now));
         match note.event {
-            "persona_ready" => row.agent = Agent::Ready,
-            "persona_refused" => row.agent = Agent::Failed,
+            "persona_ready" => self.agent = Agent::Ready,
+            "persona_refused" => self.agent = Agent::Failed,
             "woken" => {
-                row.wakes += 1;
-                row.woken(id);
+                self.wakes += 1;
+                self.woken(id);
             }
-            "skipped" => row.skips += 1,
+            "skipped" => self.skips += 1,
             "batch" => {
                 let with: Vec<String> = note
                     .get("with")
@@ -257,37 +267,37 @@ impl Status {
                     })
                     .unwrap_or_default();
                 for w in &with {
-                    row.woken(w);
+                    self.woken(w);
                 }
-                row.batches.insert(id.to_string(), with);
+                self.batches.insert(id.to_string(), with);
             }
-            "prompt" => row.in_flight(id, true),
-            "hook_ran" => row.hook_runs += 1,
+            "prompt" => self.in_flight(id, true),
+            "hook_ran" => self.hook_runs += 1,
             "dropped" => {
-                row.hook_drops += 1;
-                row.finish(id);
+                self.hook_drops += 1;
+                self.finish(id);
             }
             "crashed" => {
                 // The turn goes back to waiting; it is retried once the agent is back.
-                row.agent = Agent::Restarting;
-                row.in_flight(id, false);
+                self.agent = Agent::Restarting;
+                self.in_flight(id, false);
             }
-            "restarted" => row.agent = Agent::Ready,
+            "restarted" => self.agent = Agent::Ready,
             // Over a flood limit: a dropped message leaves the queue; a coalesced one stays
             // until the turn that answers it.
-            "limited" if str_of("action") == "dropped" => row.finish(id),
-            "turn" => row.finish(id),
+            "limited" if str_of(note, "action") == "dropped" => self.finish(id),
+            "turn" => self.finish(id),
             "reply" => {
-                row.replies += 1;
-                row.finish(str_of("to"));
+                self.replies += 1;
+                self.finish(str_of(note, "to"));
             }
             "error" => {
-                row.errors += 1;
+                self.errors += 1;
                 // A restart that failed (circuit open, or the agent would not come back).
-                if row.agent == Agent::Restarting {
-                    row.agent = Agent::Failed;
+                if self.agent == Agent::Restarting {
+                    self.agent = Agent::Failed;
                 }
-                row.finish(id);
+                self.finish(id);
             }
             _ => {}
         }
@@ -303,39 +313,59 @@ pub fn render(
     height: usize,
     log_max: usize,
 ) -> Vec<String> {
-    let mut lines = Vec::new();
+    let mut lines = summary(status, now).to_vec();
+    lines.push(String::new());
+    table(&mut lines, status, now, height);
+    let room = height.saturating_sub(lines.len() + 2).min(log_max);
+    if room > 0 && !status.log.is_empty() {
+        lines.push(String::new());
+        lines.push("log:".to_string());
+        let skip = status.log.len().saturating_sub(room);
+        lines.extend(status.log.iter().skip(skip).map(|l| format!("  {l}")));
+    }
+    lines.truncate(height);
+    lines.iter().map(|l| fit(l, width)).collect()
+}
+
+/// The harness's two lines: phase, relay, packs and uptime; then personas and message counts.
+fn summary(status: &Status, now: Instant) -> [String; 2] {
     let packs = if status.packs.is_empty() {
         "-".to_string()
     } else {
         status.packs.join(", ")
     };
-    lines.push(format!(
-        "apiary up  {}  relay {}  pack {}  up {}",
-        status.phase.label(),
-        status.relay.as_deref().unwrap_or("-"),
-        packs,
-        duration(now.saturating_duration_since(status.started)),
-    ));
     let ready = status
         .rows
         .iter()
         .filter(|r| matches!(r.agent, Agent::Ready))
         .count();
     let sum = |f: fn(&Row) -> u64| status.rows.iter().map(f).sum::<u64>();
-    lines.push(format!(
-        "personas {ready}/{} ready  messages {}{}  queued {}  replies {}  errors {}",
-        status.rows.len(),
-        status.messages,
-        status
-            .last_message
-            .map(|t| format!(" (last {} ago)", duration(now.saturating_duration_since(t))))
-            .unwrap_or_default(),
-        status.rows.iter().map(Row::queue).sum::<usize>(),
-        sum(|r| r.replies),
-        sum(|r| r.errors),
-    ));
-    lines.push(String::new());
+    [
+        format!(
+            "apiary up  {}  relay {}  pack {}  up {}",
+            status.phase.label(),
+            status.relay.as_deref().unwrap_or("-"),
+            packs,
+            duration(now.saturating_duration_since(status.started)),
+        ),
+        format!(
+            "personas {ready}/{} ready  messages {}{}  queued {}  replies {}  errors {}",
+            status.rows.len(),
+            status.messages,
+            status
+                .last_message
+                .map(|t| format!(" (last {} ago)", duration(now.saturating_duration_since(t))))
+                .unwrap_or_default(),
+            status.rows.iter().map(Row::queue).sum::<usize>(),
+            sum(|r| r.replies),
+            sum(|r| r.errors),
+        ),
+    ]
+}
 
+/// The persona table under `lines`: a header, then the rows that fit in `height` lines in all (the
+/// rest as a count).
+fn table(lines: &mut Vec<String>, status: &Status, now: Instant, height: usize) {
     let name_w = status
         .rows
         .iter()
@@ -358,43 +388,37 @@ pub fn render(
         status.rows.len()
     };
     for row in &status.rows[..shown] {
-        let name = fit(&row.name, name_w);
-        let pad = name_w.saturating_sub(text_width(&name));
-        let mut line = format!("{name}{}  {:<10}", " ".repeat(pad), row.state());
-        let values = [
-            row.queue() as u64,
-            row.wakes,
-            row.skips,
-            row.hook_runs,
-            row.hook_drops,
-            row.replies,
-            row.errors,
-        ];
-        for v in values {
-            line.push_str(&format!("  {v:>5}"));
-        }
-        match row.last {
-            Some((kind, at)) => line.push_str(&format!(
-                "  {kind} {} ago",
-                duration(now.saturating_duration_since(at))
-            )),
-            None => line.push_str("  -"),
-        }
-        lines.push(line);
+        lines.push(table_row(row, name_w, now));
     }
     if shown < status.rows.len() {
         lines.push(format!("… {} more personas", status.rows.len() - shown));
     }
+}
 
-    let room = height.saturating_sub(lines.len() + 2).min(log_max);
-    if room > 0 && !status.log.is_empty() {
-        lines.push(String::new());
-        lines.push("log:".to_string());
-        let skip = status.log.len().saturating_sub(room);
-        lines.extend(status.log.iter().skip(skip).map(|l| format!("  {l}")));
+fn table_row(row: &Row, name_w: usize, now: Instant) -> String {
+    let name = fit(&row.name, name_w);
+    let pad = name_w.saturating_sub(text_width(&name));
+    let mut line = format!("{name}{}  {:<10}", " ".repeat(pad), row.state());
+    let values = [
+        row.queue() as u64,
+        row.wakes,
+        row.skips,
+        row.hook_runs,
+        row.hook_drops,
+        row.replies,
+        row.errors,
+    ];
+    for v in values {
+        line.push_str(&format!("  {v:>5}"));
     }
-    lines.truncate(height);
-    lines.iter().map(|l| fit(l, width)).collect()
+    match row.last {
+        Some((kind, at)) => line.push_str(&format!(
+            "  {kind} {} ago",
+            duration(now.saturating_duration_since(at))
+        )),
+        None => line.push_str("  -"),
+    }
+    line
 }
 
 /// `text` made safe for the terminal (escape sequences and control characters removed: persona

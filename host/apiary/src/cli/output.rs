@@ -1,0 +1,238 @@
+//! What a one-shot command prints. A command returns an [`Outcome`]: a typed value with a human form
+//! (text on stdout and stderr), a `--json` form (a document on stdout) and an exit code; [`render`]
+//! prints one of the two forms and gives the code. Failures are outcomes too ([`Failed`]), so a
+//! command can stop with `?`.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::{exit, pretty_json};
+use crate::diag::Report;
+
+/// What a command found or did.
+pub(crate) trait Outcome {
+    /// The form for people: lines on stdout and stderr.
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()>;
+
+    /// The `--json` form, a document for stdout. `None`: this outcome is reported in its human form
+    /// even under `--json` (failures found before the command had anything to report).
+    fn json(&self) -> Option<&dyn Document>;
+
+    /// 0 unless the outcome says otherwise.
+    fn exit_code(&self) -> u8 {
+        exit::OK
+    }
+}
+
+/// A value written as pretty JSON (any [`Serialize`] type): the object-safe face of `Serialize`.
+pub(crate) trait Document {
+    fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()>;
+}
+
+impl<T: Serialize> Document for T {
+    fn write_json(&self, out: &mut dyn Write) -> serde_json::Result<()> {
+        pretty_json::write(out, self)
+    }
+}
+
+/// Where the human form goes.
+pub(crate) struct Human<'a> {
+    /// stdout: what the command was asked for.
+    pub out: &'a mut dyn Write,
+    /// stderr: findings, progress, summaries and errors.
+    pub err: &'a mut dyn Write,
+    /// Reports on `err` may use colour (stderr is a terminal).
+    pub color: bool,
+}
+
+impl Human<'_> {
+    /// A report's findings on stderr.
+    pub fn report(&mut self, report: &Report) -> io::Result<()> {
+        self.err.write_all(report.render(self.color).as_bytes())
+    }
+}
+
+impl<T: Outcome, E: Outcome> Outcome for Result<T, E> {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        match self {
+            Ok(o) => o.human(to),
+            Err(e) => e.human(to),
+        }
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        match self {
+            Ok(o) => o.json(),
+            Err(e) => e.json(),
+        }
+    }
+
+    fn exit_code(&self) -> u8 {
+        match self {
+            Ok(o) => o.exit_code(),
+            Err(e) => e.exit_code(),
+        }
+    }
+}
+
+/// Prints `outcome` (its `--json` form with `json`, else its human form) and gives its exit code.
+pub(crate) fn render(outcome: &dyn Outcome, json: bool) -> u8 {
+    let written = match outcome.json().filter(|_| json) {
+        Some(doc) => {
+            // Streamed through one buffer: an inspect of a large pack is megabytes of JSON.
+            let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+            doc.write_json(&mut out)
+                .map_err(io::Error::from)
+                .and_then(|()| writeln!(out))
+                .and_then(|()| out.flush())
+        }
+        None => {
+            // Line-buffered stdout and unbuffered stderr, as `println!` and `eprintln!`: on one
+            // terminal the two interleave in the order they were written.
+            let (stdout, stderr) = (io::stdout(), io::stderr());
+            let (mut out, mut err) = (stdout.lock(), stderr.lock());
+            let mut to = Human {
+                out: &mut out,
+                err: &mut err,
+                color: super::stderr_is_terminal(),
+            };
+            outcome.human(&mut to).and_then(|()| out.flush())
+        }
+    };
+    if let Err(e) = written {
+        eprintln!("error: could not write output: {e}");
+    }
+    outcome.exit_code()
+}
+
+/// A command that failed: text on stderr (the same with or without `--json`, unless the failure has
+/// a JSON form of its own) and an exit code.
+pub(crate) struct Failed {
+    text: String,
+    /// The `--json` form: `{"ok": false, "error": ...}` on stdout.
+    json: Option<Box<dyn Document>>,
+    code: u8,
+}
+
+/// `{"ok": false, "error": ...}`, the JSON of a refusal.
+#[derive(Serialize)]
+struct NotOk<E> {
+    ok: bool,
+    error: E,
+}
+
+impl Failed {
+    /// `text` (whole lines) on stderr, exit code `code`.
+    pub fn text(code: u8, text: impl Into<String>) -> Failed {
+        Failed {
+            text: text.into(),
+            json: None,
+            code,
+        }
+    }
+
+    /// `error: <message>`, exit code 1.
+    pub fn error(message: impl std::fmt::Display) -> Failed {
+        Failed::text(exit::FAILURE, format!("error: {message}\n"))
+    }
+
+    /// `error: <message>`, exit code 64 (the command line was wrong).
+    pub fn usage(message: impl std::fmt::Display) -> Failed {
+        Failed::text(exit::USAGE, format!("error: {message}\n"))
+    }
+
+    /// A report's findings (as stderr shows them), then `text`; exit code 1.
+    pub fn report(report: &Report, text: impl std::fmt::Display) -> Failed {
+        Failed::text(
+            exit::FAILURE,
+            format!("{}{text}", report.render(super::stderr_is_terminal())),
+        )
+    }
+
+    /// This failure's text, then `next`'s (two mistakes on one command line).
+    pub fn and(mut self, next: Failed) -> Failed {
+        self.text.push_str(&next.text);
+        self
+    }
+
+    /// With `--json`, `{"ok": false, "error": <error>}` on stdout instead of the text.
+    pub fn with_json(mut self, error: impl Serialize + 'static) -> Failed {
+        self.json = Some(Box::new(NotOk { ok: false, error }));
+        self
+    }
+}
+
+impl Outcome for Failed {
+    fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
+        to.err.write_all(self.text.as_bytes())
+    }
+
+    fn json(&self) -> Option<&dyn Document> {
+        self.json.as_deref()
+    }
+
+    fn exit_code(&self) -> u8 {
+        self.code
+    }
+}
+
+/// Runs a command's outcome through both forms into memory: (stdout, stderr) of the human form,
+/// the JSON text, and the exit code. For tests.
+#[cfg(test)]
+pub(crate) fn capture(outcome: &dyn Outcome) -> (String, String, Option<String>, u8) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    outcome
+        .human(&mut Human {
+            out: &mut out,
+            err: &mut err,
+            color: false,
+        })
+        .unwrap();
+    let json = outcome.json().map(|doc| {
+        let mut text = Vec::new();
+        doc.write_json(&mut text).unwrap();
+        String::from_utf8(text).unwrap()
+    });
+    (
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+        json,
+        outcome.exit_code(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_without_a_json_form_prints_its_text_either_way() {
+        let f = Failed::usage("--agent is empty");
+        let (out, err, json, code) = capture(&f);
+        assert_eq!(
+            (out.as_str(), err.as_str()),
+            ("", "error: --agent is empty\n")
+        );
+        assert!(json.is_none());
+        assert_eq!(code, exit::USAGE);
+    }
+
+    #[test]
+    fn a_failure_with_a_json_form_is_not_ok() {
+        let f = Failed::error("no such component").with_json("no such component");
+        let (_, err, json, code) = capture(&f);
+        assert_eq!(err, "error: no such component\n");
+        assert_eq!(
+            json.unwrap(),
+            "{\n  \"ok\": false,\n  \"error\": \"no such component\"\n}"
+        );
+        assert_eq!(code, exit::FAILURE);
+    }
+
+    #[test]
+    fn a_result_is_the_outcome_it_holds() {
+        let r: Result<Failed, Failed> = Err(Failed::text(3, "three\n"));
+        assert_eq!(capture(&r).3, 3);
+    }
+}
