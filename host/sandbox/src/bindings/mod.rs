@@ -118,3 +118,4 @@ pub fn identify(
         exports,
     })
 }
+
