@@ -8,7 +8,10 @@ use std::path::Path;
 /// never change, not even a doc comment (tools compare worlds textually and docs ship in
 /// bindings). An additive change goes into a new `0.1.x` folder with `@since`; a breaking one
 /// into the next minor version (queued in wit/PENDING-0.2.md). See wit/CHANGELOG.md.
-const RELEASED: &[(&str, &str)] = &[("apiary-plugin@0.1.0", "1fecbba166b566f49c4447fc393bd1b73c5c9747deb5daeae87dbbd71ea446c3")];
+const RELEASED: &[(&str, &str)] = &[(
+    "apiary-plugin@0.1.0",
+    "1fecbba166b566f49c4447fc393bd1b73c5c9747deb5daeae87dbbd71ea446c3",
+)];
 
 /// The digest of a folder: every file's name and bytes, in name order.
 fn folder_digest(dir: &Path) -> String {
