@@ -62,6 +62,61 @@ fn main() {
         trigger.display()
     );
     embed_converters(&out);
+    embed_templates(&manifest_dir.join("templates"));
+}
+
+/// Writes `$OUT_DIR/templates.rs`: a `&[(&str, &[(&str, &[u8])])]` of the project templates for
+/// `apiary component new`, one per directory `templates/<kind>-<lang>/`, with every file under it
+/// (relative `/`-separated path, contents). Scanned, so a template added there needs no code.
+fn embed_templates(dir: &Path) {
+    watch(dir);
+    let mut templates: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    templates.sort();
+    let mut rows = String::from("&[\n");
+    for template in &templates {
+        let name = template.file_name().unwrap_or_default().to_string_lossy();
+        rows.push_str(&format!("    ({name:?}, &[\n"));
+        let mut files = Vec::new();
+        collect_files(template, &mut files);
+        files.sort();
+        for file in files {
+            let relative = file.strip_prefix(template).expect("under the template");
+            let relative: Vec<_> = relative.iter().map(|c| c.to_string_lossy()).collect();
+            rows.push_str(&format!(
+                "        ({:?}, include_bytes!({:?}) as &[u8]),\n",
+                relative.join("/"),
+                file.display().to_string()
+            ));
+        }
+        rows.push_str("    ]),\n");
+    }
+    rows.push_str("]\n");
+    let dest = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("templates.rs");
+    if let Err(e) = std::fs::write(&dest, rows) {
+        fail(&format!("cannot write {}: {e}", dest.display()));
+    }
+}
+
+/// Every regular file under `dir`, recursively (symbolic links are not followed).
+fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            collect_files(&entry.path(), files);
+        } else if kind.is_file() {
+            files.push(entry.path());
+        }
+    }
 }
 
 /// The guest crates embedded as built-in converters (`apiary convert`). `converter-sample` is

@@ -34,6 +34,7 @@ mod pack_resolve;
 mod pack_validate;
 mod paths;
 mod relay_hostile;
+mod component_author;
 mod sandbox_cli;
 mod up_mcp_trust;
 mod up_script_hooks;

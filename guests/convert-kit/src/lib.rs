@@ -6,17 +6,19 @@
 //! - [`frontmatter`]: split markdown frontmatter, parse it strictly or (for real-world files that
 //!   are not YAML) leniently, and render it;
 //! - [`slug`]: one name normaliser with per-format rules;
-//! - [`report`]: the conversion report (lost, synthesised, normalised, reinterpreted findings);
-//! - [`tree`]: small filesystem helpers over the `/input` and `/output` preopens.
+//! - [`report`] and [`tree`]: the conversion report and the filesystem helpers over `/input` and
+//!   `/output`, re-exported from `apiary-guest-sdk`. Those are what any converter needs, so they
+//!   live in the SDK third parties use; this crate keeps what is specific to persona packs (and
+//!   depends on apiary's schema crate, which is not published).
 //!
 //! It is plain Rust with no WIT bindings: a member of the root workspace, so `cargo test
 //! --workspace` tests it natively, and a path dependency of the converters in `guests/`.
 
 pub mod frontmatter;
 pub mod pack;
-pub mod report;
 pub mod slug;
-pub mod tree;
+
+pub use apiary_guest_sdk::{report, tree};
 
 /// The persona pack schema (keys of the manifest, persona frontmatter and MCP entries), the same
 /// lists apiary's validator checks.

@@ -78,72 +78,40 @@ pub fn convert(
     }
 }
 
-#[cfg(target_arch = "wasm32")]
+/// The `converter` world's exports (the SDK's export macro; bindings only in the wasm32 build).
 mod component {
-    wit_bindgen::generate!({ world: "converter", path: "../../wit" });
-
-    use exports::apiary::plugin::format_converter::{
-        Conversion, ConverterInfo, Detection, Finding, Guest, Report, Request,
+    use apiary_guest_sdk::converter::{
+        Converter, ConverterInfo, Detection, INPUT, OUTPUT, Report, Request,
     };
     use std::path::Path;
 
     struct AgentCompose;
 
-    fn findings(list: Vec<convert_kit::Finding>) -> Vec<Finding> {
-        list.into_iter()
-            .map(|f| Finding {
-                code: f.code,
-                path: f.path,
-                field: f.field,
-                message: f.message,
-            })
-            .collect()
-    }
-
-    impl Guest for AgentCompose {
+    impl Converter for AgentCompose {
         fn info() -> ConverterInfo {
-            let pair = |s: &str, t: &str| Conversion {
-                source: s.into(),
-                target: t.into(),
-            };
-            ConverterInfo {
-                name: "converter-agent-compose".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                conversions: vec![
-                    pair(super::PACKAGE, super::BUZZ),
-                    pair(super::BUZZ, super::PACKAGE),
-                    pair(super::SNAPSHOT, super::BUZZ),
-                ],
-            }
+            ConverterInfo::new("converter-agent-compose", env!("CARGO_PKG_VERSION"))
+                .converts(super::PACKAGE, super::BUZZ)
+                .converts(super::BUZZ, super::PACKAGE)
+                .converts(super::SNAPSHOT, super::BUZZ)
         }
 
         fn detect() -> Vec<Detection> {
-            super::detect(Path::new("/input"))
+            super::detect(Path::new(INPUT))
                 .into_iter()
-                .map(|(format, confidence, evidence)| Detection {
-                    format,
-                    confidence,
-                    evidence,
-                })
+                .map(|(format, confidence, evidence)| Detection::new(format, confidence, evidence))
                 .collect()
         }
 
         fn convert(request: Request) -> Result<Report, String> {
-            let report = super::convert(
+            super::convert(
                 &request.source,
                 &request.target,
                 &request.options,
-                Path::new("/input"),
-                Path::new("/output"),
-            )?;
-            Ok(Report {
-                lost: findings(report.lost),
-                synthesised: findings(report.synthesised),
-                normalised: findings(report.normalised),
-                reinterpreted: findings(report.reinterpreted),
-            })
+                Path::new(INPUT),
+                Path::new(OUTPUT),
+            )
         }
     }
 
-    export!(AgentCompose);
+    apiary_guest_sdk::export_converter!(AgentCompose);
 }

@@ -6,9 +6,6 @@
 //! `mcp` (server mapping both ways), `write` (pack -> plugin), `read` (plugin or draft -> pack).
 //! Options: `persona=refuse` refuses a plugin without personas instead of synthesising one.
 
-#[cfg(target_arch = "wasm32")]
-wit_bindgen::generate!({ world: "converter", path: "../../wit" });
-
 pub mod mcp;
 pub mod model;
 pub mod read;
@@ -104,75 +101,43 @@ pub fn clip(text: &str, max: usize) -> String {
     format!("{}...", &text[..end])
 }
 
-#[cfg(target_arch = "wasm32")]
+/// The `converter` world's exports (the SDK's export macro; bindings only in the wasm32 build).
 mod component {
     use super::*;
-    use crate::exports::apiary::plugin::format_converter::{
-        Conversion, ConverterInfo, Detection, Finding, Guest, Report as WitReport, Request,
+    use apiary_guest_sdk::converter::{
+        Converter, ConverterInfo, Detection, INPUT, OUTPUT, Request,
     };
 
     pub struct AgentPlugins;
 
-    fn findings(list: Vec<convert_kit::Finding>) -> Vec<Finding> {
-        list.into_iter()
-            .map(|f| Finding {
-                code: f.code,
-                path: f.path,
-                field: f.field,
-                message: f.message,
-            })
-            .collect()
-    }
-
-    impl Guest for AgentPlugins {
+    impl Converter for AgentPlugins {
         fn info() -> ConverterInfo {
-            ConverterInfo {
-                name: "converter-agent-plugins".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                conversions: CONVERSIONS
-                    .iter()
-                    .map(|(s, t)| Conversion {
-                        source: (*s).into(),
-                        target: (*t).into(),
-                    })
-                    .collect(),
-            }
+            CONVERSIONS.iter().fold(
+                ConverterInfo::new("converter-agent-plugins", env!("CARGO_PKG_VERSION")),
+                |info, (source, target)| info.converts(*source, *target),
+            )
         }
 
         fn detect() -> Vec<Detection> {
-            super::detect(Path::new("/input"))
+            super::detect(Path::new(INPUT))
                 .into_iter()
-                .map(|(format, confidence, evidence)| Detection {
-                    format,
-                    confidence,
-                    evidence,
-                })
+                .map(|(format, confidence, evidence)| Detection::new(format, confidence, evidence))
                 .collect()
         }
 
-        fn convert(request: Request) -> Result<WitReport, String> {
-            let report = super::convert(
-                Path::new("/input"),
-                Path::new("/output"),
+        fn convert(request: Request) -> Result<Report, String> {
+            super::convert(
+                Path::new(INPUT),
+                Path::new(OUTPUT),
                 &request.source,
                 &request.target,
                 &request.options,
-            )?;
-            Ok(WitReport {
-                lost: findings(report.lost),
-                synthesised: findings(report.synthesised),
-                normalised: findings(report.normalised),
-                reinterpreted: findings(report.reinterpreted),
-            })
+            )
         }
     }
-}
 
-// The generated export macro resolves paths from the crate root.
-#[cfg(target_arch = "wasm32")]
-use component::AgentPlugins;
-#[cfg(target_arch = "wasm32")]
-export!(AgentPlugins);
+    apiary_guest_sdk::export_converter!(AgentPlugins);
+}
 
 #[cfg(test)]
 mod tests {

@@ -62,6 +62,5 @@ pub fn run(
     }
 }
 
-/// The WIT glue, only in the component build (native builds are for unit tests).
-#[cfg(target_arch = "wasm32")]
+/// The `converter` world's exports (the SDK's export macro; bindings only in the wasm32 build).
 mod component;

@@ -9,9 +9,6 @@
 //! Extension blocks make both round trips lossless: `x-expert` in the persona pack manifest (and
 //! files under `x-expert/`), `[expert.x-buzz]` in `expert.toml`.
 
-#[cfg(target_arch = "wasm32")]
-wit_bindgen::generate!({ world: "converter", path: "../../wit" });
-
 pub mod expert;
 pub mod from_pack;
 pub mod template;
@@ -152,68 +149,38 @@ pub fn convert(
     }
 }
 
-#[cfg(target_arch = "wasm32")]
+/// The `converter` world's exports (the SDK's export macro; bindings only in the wasm32 build).
 mod component {
-    use super::exports::apiary::plugin::format_converter::{
-        Conversion, ConverterInfo, Detection, Finding, Guest, Report, Request,
+    use apiary_guest_sdk::converter::{
+        Converter, ConverterInfo, Detection, INPUT, OUTPUT, Report, Request,
     };
     use std::path::Path;
 
     struct DuDuClaw;
 
-    fn findings(list: Vec<convert_kit::Finding>) -> Vec<Finding> {
-        list.into_iter()
-            .map(|f| Finding {
-                code: f.code,
-                path: f.path,
-                field: f.field,
-                message: f.message,
-            })
-            .collect()
-    }
-
-    impl Guest for DuDuClaw {
+    impl Converter for DuDuClaw {
         fn info() -> ConverterInfo {
-            let conversion = |source: &str, target: &str| Conversion {
-                source: source.into(),
-                target: target.into(),
-            };
-            ConverterInfo {
-                name: "converter-duduclaw".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                conversions: vec![
-                    conversion(super::EXPERT, super::BUZZ),
-                    conversion(super::BUZZ, super::EXPERT),
-                ],
-            }
+            ConverterInfo::new("converter-duduclaw", env!("CARGO_PKG_VERSION"))
+                .converts(super::EXPERT, super::BUZZ)
+                .converts(super::BUZZ, super::EXPERT)
         }
 
         fn detect() -> Vec<Detection> {
-            super::detect(Path::new("/input"))
+            super::detect(Path::new(INPUT))
                 .into_iter()
-                .map(|(format, confidence, evidence)| Detection {
-                    format,
-                    confidence,
-                    evidence,
-                })
+                .map(|(format, confidence, evidence)| Detection::new(format, confidence, evidence))
                 .collect()
         }
 
         fn convert(request: Request) -> Result<Report, String> {
-            let report = super::convert(
+            super::convert(
                 &request.source,
                 &request.target,
-                Path::new("/input"),
-                Path::new("/output"),
-            )?;
-            Ok(Report {
-                lost: findings(report.lost),
-                synthesised: findings(report.synthesised),
-                normalised: findings(report.normalised),
-                reinterpreted: findings(report.reinterpreted),
-            })
+                Path::new(INPUT),
+                Path::new(OUTPUT),
+            )
         }
     }
 
-    super::export!(DuDuClaw with_types_in super);
+    apiary_guest_sdk::export_converter!(DuDuClaw);
 }

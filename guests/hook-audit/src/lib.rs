@@ -5,14 +5,11 @@
 //! `write` plus `blocking-flush`, which wasmtime's WASI runs on a helper thread, while
 //! `blocking-write-and-flush` writes on the calling thread. That hop was most of a message's cost.
 
-wit_bindgen::generate!({ world: "hook", path: "../../wit" });
-
+use apiary_guest_sdk::hook::{Hook, MessageContext, Persona};
+use apiary_guest_sdk::log;
 use wasip2::filesystem::preopens::get_directories;
 use wasip2::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
 use wasip2::io::streams::StreamError;
-
-use apiary::plugin::host::{Level, log};
-use exports::apiary::plugin::lifecycle::{Guest, MessageContext, Persona};
 
 struct HookAudit;
 
@@ -26,26 +23,20 @@ fn field(s: &str) -> String {
         .collect()
 }
 
-impl Guest for HookAudit {
+impl Hook for HookAudit {
     fn on_start(persona: Persona) -> Result<(), String> {
-        log(
-            Level::Info,
-            &format!(
-                "audit hook started for {}/{}",
-                persona.pack_id, persona.name
-            ),
-        );
+        log::info(&format!(
+            "audit hook started for {}/{}",
+            persona.pack_id, persona.name
+        ));
         Ok(())
     }
 
     fn on_stop(persona: Persona) -> Result<(), String> {
-        log(
-            Level::Info,
-            &format!(
-                "audit hook stopped for {}/{}",
-                persona.pack_id, persona.name
-            ),
-        );
+        log::info(&format!(
+            "audit hook stopped for {}/{}",
+            persona.pack_id, persona.name
+        ));
         Ok(())
     }
 
@@ -92,4 +83,4 @@ fn append(file: &str, bytes: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-export!(HookAudit);
+apiary_guest_sdk::export_hook!(HookAudit);

@@ -4,43 +4,13 @@
 
 use apiary_triggers as logic;
 
-wit_bindgen::generate!({ world: "trigger", path: "../../wit" });
-
-use exports::apiary::plugin::matcher::{
-    Batch, Decision, Guest, Message, Persona, Reason, Run, Wake, WakeReason,
+use apiary_guest_sdk::trigger::{
+    Batch, Decision, Message, Persona, Reason, Run, Trigger, Wake, WakeReason,
 };
 
 struct TriggerDefault;
 
-/// The strings of a `batch`, read through here so that a number out of range, or a bad end,
-/// reads as empty instead of trapping.
-#[derive(Clone, Copy)]
-struct Table<'b> {
-    text: &'b str,
-    ends: &'b [u32],
-}
-
-impl<'b> Table<'b> {
-    fn str(self, number: u32) -> &'b str {
-        let i = number as usize;
-        let start = match i.checked_sub(1) {
-            Some(before) => self.ends.get(before),
-            None => Some(&0),
-        };
-        match (start, self.ends.get(i)) {
-            (Some(&start), Some(&end)) => self.text.get(start as usize..end as usize),
-            _ => None,
-        }
-        .unwrap_or("")
-    }
-
-    fn strs(self, run: Run) -> impl Iterator<Item = &'b str> {
-        let end = run.start.saturating_add(run.len);
-        (run.start..end).map(move |number| self.str(number))
-    }
-}
-
-impl Guest for TriggerDefault {
+impl Trigger for TriggerDefault {
     fn decide(persona: Persona, message: Message) -> Decision {
         let matcher = logic::Matcher::new(
             &persona.name,
@@ -65,10 +35,7 @@ impl Guest for TriggerDefault {
     }
 
     fn decide_batch(batch: Batch) -> Vec<Wake> {
-        let table = Table {
-            text: &batch.text,
-            ends: &batch.ends,
-        };
+        let table = &batch;
         let matchers: Vec<logic::Matcher> = batch
             .personas
             .iter()
@@ -112,4 +79,4 @@ impl Guest for TriggerDefault {
     }
 }
 
-export!(TriggerDefault);
+apiary_guest_sdk::export_trigger!(TriggerDefault);

@@ -59,7 +59,7 @@ pub enum SandboxError {
     )]
     Precompiled { name: String },
     #[error(
-        "{name} was built against {found}, which this apiary does not support; supported: {SUPPORTED_RANGE}. Rebuild it against apiary's wit/ (or use an apiary that supports {found})"
+        "{name} was built against {found}, which this apiary does not support; supported: {SUPPORTED_RANGE}. Rebuild it against apiary's frozen WIT (wit/apiary-plugin@0.1.0/, or the apiary-guest-sdk crate), or use an apiary that supports {found}"
     )]
     UnsupportedVersion { name: String, found: String },
     #[error(

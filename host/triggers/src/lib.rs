@@ -18,7 +18,7 @@
 //! 5. otherwise → asleep.
 //!
 //! The spec says when each trigger wakes a persona, not which one names the wake when several
-//! apply; this order is the one documented for the `trigger` world (wit/trigger.wit). With
+//! apply; this order is the one documented for the `trigger` world (wit/apiary-plugin@0.1.0/trigger.wit). With
 //! `all_messages` on every message of a subscribed channel wakes the persona, so a keyword is never
 //! why it woke.
 //!

@@ -2,10 +2,8 @@
 //! `text` -> `text-upper` conversion: every `*.txt` file under `/input` is written upper-cased to
 //! `/output`, and each one is reported as `normalised` (code `case-folded`).
 
-wit_bindgen::generate!({ world: "converter", path: "../../../wit" });
-
-use exports::apiary::plugin::format_converter::{
-    Conversion, ConverterInfo, Detection, Finding, Guest, Report, Request,
+use apiary_guest_sdk::converter::{
+    Conversion, Converter, ConverterInfo, Detection, Finding, Report, Request,
 };
 
 struct Sample;
@@ -22,7 +20,7 @@ fn txt_files() -> std::io::Result<Vec<String>> {
     Ok(names)
 }
 
-impl Guest for Sample {
+impl Converter for Sample {
     fn info() -> ConverterInfo {
         ConverterInfo {
             name: "converter-sample".into(),
@@ -72,4 +70,4 @@ impl Guest for Sample {
     }
 }
 
-export!(Sample);
+apiary_guest_sdk::export_converter!(Sample);

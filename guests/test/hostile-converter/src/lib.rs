@@ -8,13 +8,11 @@
 //! refused every attempt, and `Err("ESCAPED: …")` when one got through (a test treats that as a
 //! sandbox failure).
 
-wit_bindgen::generate!({ world: "converter", path: "../../../wit" });
-
 use std::hint::black_box;
 use std::io::Write;
 
-use exports::apiary::plugin::format_converter::{
-    Conversion, ConverterInfo, Detection, Finding, Guest, Report, Request,
+use apiary_guest_sdk::converter::{
+    Conversion, Converter, ConverterInfo, Detection, Finding, Report, Request,
 };
 
 struct Hostile;
@@ -72,7 +70,7 @@ fn mode(request: &Request) -> String {
         .to_string()
 }
 
-impl Guest for Hostile {
+impl Converter for Hostile {
     fn info() -> ConverterInfo {
         let pair = |t: &str| Conversion {
             source: "hostile".into(),
@@ -282,4 +280,4 @@ fn listing() -> Result<Report, String> {
     })
 }
 
-export!(Hostile);
+apiary_guest_sdk::export_converter!(Hostile);

@@ -5,12 +5,10 @@
 //! when the sandbox refused, and `Err("ESCAPED: …")` when it got through (which a test treats as a
 //! sandbox failure).
 
-wit_bindgen::generate!({ world: "hook", path: "../../../wit" });
-
 use std::hint::black_box;
 use std::io::Write;
 
-use exports::apiary::plugin::lifecycle::{Guest, MessageContext, Persona};
+use apiary_guest_sdk::hook::{Hook, MessageContext, Persona};
 
 struct Hostile;
 
@@ -68,7 +66,7 @@ fn noisy(persona: &Persona, point: &str) -> Result<(), String> {
     .map_err(|e| format!("cannot write /workspace/{point}.txt: {e}"))
 }
 
-impl Guest for Hostile {
+impl Hook for Hostile {
     fn on_start(persona: Persona) -> Result<(), String> {
         noisy(&persona, "on_start")
     }
@@ -175,4 +173,4 @@ fn plant_link(target: &str, link: &str) -> Result<(), String> {
     }
 }
 
-export!(Hostile);
+apiary_guest_sdk::export_hook!(Hostile);

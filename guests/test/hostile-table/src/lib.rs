@@ -3,11 +3,9 @@
 //! refuses that on the pooling allocator and on the on-demand fallback alike. Its functions do
 //! nothing.
 
-wit_bindgen::generate!({ world: "hook", path: "../../../wit" });
-
 use std::hint::black_box;
 
-use exports::apiary::plugin::lifecycle::{Guest, MessageContext, Persona};
+use apiary_guest_sdk::hook::{Hook, MessageContext, Persona};
 
 struct HostileTable;
 
@@ -21,7 +19,7 @@ fn through_table() -> Result<(), String> {
     f()
 }
 
-impl Guest for HostileTable {
+impl Hook for HostileTable {
     fn on_start(_persona: Persona) -> Result<(), String> {
         through_table()
     }
@@ -35,4 +33,4 @@ impl Guest for HostileTable {
     }
 }
 
-export!(HostileTable);
+apiary_guest_sdk::export_hook!(HostileTable);

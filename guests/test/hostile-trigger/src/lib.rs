@@ -3,17 +3,15 @@
 //! with a keyword index out of range when the first message's text is "keyword", and with a huge
 //! list when it is "giant".
 
-wit_bindgen::generate!({ world: "trigger", path: "../../../wit" });
-
 use std::hint::black_box;
 
-use exports::apiary::plugin::matcher::{
-    Batch, Decision, Guest, Message, Persona, Reason, Wake, WakeReason,
+use apiary_guest_sdk::trigger::{
+    Batch, Decision, Message, Persona, Reason, Trigger, Wake, WakeReason,
 };
 
 struct HostileTrigger;
 
-impl Guest for HostileTrigger {
+impl Trigger for HostileTrigger {
     fn decide(_persona: Persona, message: Message) -> Decision {
         if message.text == "loop" {
             let mut n = 0u64;
@@ -56,4 +54,4 @@ impl Guest for HostileTrigger {
     }
 }
 
-export!(HostileTrigger);
+apiary_guest_sdk::export_trigger!(HostileTrigger);

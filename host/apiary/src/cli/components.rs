@@ -1,5 +1,6 @@
 //! `apiary component add | list | remove | inspect`: the operator's third-party converter
-//! components (kept under `<data dir>/components/`), plus the existing `inspect`.
+//! components (kept under `<data dir>/components/`), plus the existing `inspect`, and the author's
+//! `new` (component_new.rs) and `test` (component_test.rs).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::output::{Document, Failed, Human, Outcome, render};
-use super::sandbox;
+use super::{component_new, component_test, sandbox};
 use crate::convert::store::{Entry, Store};
 
 const AFTER_HELP: &str = "\
@@ -42,7 +43,25 @@ pub enum ComponentCommand {
     /// Remove an added converter component.
     #[command(after_help = AFTER_HELP)]
     Remove(RemoveArgs),
+    /// Write a new component project (hook, trigger or converter) from a template that builds
+    /// with one command and passes `component inspect` and `component test`.
+    #[command(after_help = NEW_AFTER_HELP)]
+    New(component_new::NewArgs),
+    /// Run a component against fixtures (expected output tree and report, keep/drop, wake/skip),
+    /// without a relay; shows each difference.
+    #[command(after_help = component_test::AFTER_HELP)]
+    Test(component_test::TestArgs),
 }
+
+const NEW_AFTER_HELP: &str = "\
+Examples:
+  apiary component new converter ./my-converter
+  apiary component new hook ./no-spam --lang rust
+  cd my-converter && cargo build --release --target wasm32-wasip2
+  apiary component test target/wasm32-wasip2/release/my_converter.wasm
+
+The Rust templates use the apiary-guest-sdk crate (traits and export macros over the frozen WIT).
+A guide from here to `apiary convert` and `apiary up`: docs/writing-a-component.md.";
 
 #[derive(Debug, Args)]
 pub struct AddArgs {
@@ -84,6 +103,8 @@ pub fn run(cmd: ComponentCommand) -> u8 {
         ComponentCommand::Add(args) => render(&add(&store, &args), args.json),
         ComponentCommand::List(args) => render(&list(&store, &args), args.json),
         ComponentCommand::Remove(args) => render(&remove(&store, &args), args.json),
+        ComponentCommand::New(args) => render(&component_new::new(&args), args.json),
+        ComponentCommand::Test(args) => render(&component_test::test(&args), args.json),
     }
 }
 

@@ -9,6 +9,8 @@ use clap::{Parser, Subcommand};
 
 use output::render;
 
+mod component_new;
+mod component_test;
 mod components;
 mod convert;
 mod dist;
@@ -65,7 +67,7 @@ enum Command {
     #[command(subcommand)]
     Pack(pack::PackCommand),
 
-    /// Inspect WebAssembly plugin components; add, list and remove third-party converters.
+    /// WebAssembly plugin components: inspect; add, list and remove converters; new and test (authors).
     #[command(subcommand)]
     Component(components::ComponentCommand),
 

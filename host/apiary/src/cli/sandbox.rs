@@ -179,7 +179,7 @@ fn sandbox_or_fail() -> Result<&'static Sandbox, Failed> {
 /// The largest component file read (the live harness caps hooks the same).
 const MAX_COMPONENT_FILE: u64 = 64 * 1024 * 1024;
 
-fn read_component(path: &Path) -> Result<(String, Vec<u8>), Failed> {
+pub(super) fn read_component(path: &Path) -> Result<(String, Vec<u8>), Failed> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -13,3 +13,4 @@ mod sandbox_hostile;
 mod sandbox_warm;
 mod sandbox_worlds;
 mod trigger_parity;
+mod wit_frozen;

@@ -1,15 +1,15 @@
-//! `apiary:plugin@0.1.x`: generated host bindings for the three worlds (from `wit/`).
+//! `apiary:plugin@0.1.x`: generated host bindings for the three worlds (from the frozen `wit/apiary-plugin@0.1.0/`).
 
 /// The `hook` world: exports `lifecycle`, imports `host`.
 pub mod hook {
-    wasmtime::component::bindgen!({ world: "hook", path: "../../wit" });
+    wasmtime::component::bindgen!({ world: "hook", path: "../../wit/apiary-plugin@0.1.0" });
 }
 
 /// The `trigger` world: exports `matcher`.
 pub mod trigger {
     wasmtime::component::bindgen!({
         world: "trigger",
-        path: "../../wit",
+        path: "../../wit/apiary-plugin@0.1.0",
         additional_derives: [PartialEq, Eq],
     });
 }
@@ -18,7 +18,7 @@ pub mod trigger {
 pub mod converter {
     wasmtime::component::bindgen!({
         world: "converter",
-        path: "../../wit",
+        path: "../../wit/apiary-plugin@0.1.0",
         with: { "apiary:plugin/host": super::hook::apiary::plugin::host },
     });
 }

@@ -1,4 +1,6 @@
 //! The conversion report: everything not carried over verbatim, in exactly one of four lists.
+//! Build it with the four methods named after the lists, e.g.
+//! `report.normalised("case-folded", "a.txt", "", "text upper-cased")`.
 
 /// One thing the conversion did not carry across unchanged (mirrors the WIT `finding`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,13 +24,19 @@ pub struct Report {
     pub reinterpreted: Vec<Finding>,
 }
 
-fn finding(code: &str, path: &str, field: &str, message: impl Into<String>) -> Finding {
-    Finding {
-        code: code.to_string(),
-        path: path.to_string(),
-        field: field.to_string(),
-        message: message.into(),
+impl Finding {
+    pub fn new(code: &str, path: &str, field: &str, message: impl Into<String>) -> Finding {
+        Finding {
+            code: code.to_string(),
+            path: path.to_string(),
+            field: field.to_string(),
+            message: message.into(),
+        }
     }
+}
+
+fn finding(code: &str, path: &str, field: &str, message: impl Into<String>) -> Finding {
+    Finding::new(code, path, field, message)
 }
 
 impl Report {
