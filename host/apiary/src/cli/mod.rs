@@ -13,6 +13,7 @@ mod components;
 mod convert;
 mod dist;
 mod live;
+pub(crate) use live::status;
 mod output;
 mod pack;
 mod pretty_json;

@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use super::live::Live;
 use super::supervise::Supervised;
 use super::{
-    DispatchError, Harness, MAX_BATCH, Note, QUEUE_CAP, Reason, flood, persona_relay, prompt,
-    thread_context,
+    DispatchError, Harness, MAX_BATCH, Note, QUEUE_CAP, Reason, cluster, flood, persona_relay,
+    prompt, thread_context,
 };
 use crate::acp::{AcpError, Turn};
 use crate::relay::{self, Message, ReplyMode};
@@ -276,6 +276,10 @@ impl Turns {
         let Some((message, reason)) = kept.pop() else {
             return;
         };
+        // Another replica (or this one before a restart) may have answered it already.
+        if answered_elsewhere(&self.h, &self.live, &self.channel_name, &message, "turn").await {
+            return;
+        }
         let earlier: Vec<(Message, String)> =
             kept.into_iter().map(|(m, r)| (m, r.to_string())).collect();
         let id = message.id.to_hex();
@@ -481,6 +485,45 @@ fn channel_note(event: &'static str, text: String, persona: &str, channel: &str)
         .with("channel", channel)
 }
 
+/// With reply checks on (several replicas), whether the relay already holds a reply by this
+/// persona to `message`; if so it is noted as answered and reported as `answered_elsewhere`
+/// (`stage`: checked before the `turn` or before `publish`). See [`cluster`].
+async fn answered_elsewhere(
+    h: &Harness,
+    live: &Live,
+    channel_name: &str,
+    message: &Message,
+    stage: &'static str,
+) -> bool {
+    if !h.config.cluster.check_replies {
+        return false;
+    }
+    let client = persona_relay(live, h).await;
+    let Some(reply) = cluster::reply_on_relay(&client, live.keys.public_key(), message).await
+    else {
+        return false;
+    };
+    live.answered
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(message.id);
+    let (name, id) = (&live.trigger.name, message.id.to_hex());
+    let reply = reply.to_hex();
+    tracing::info!(persona = %name, event = %id, "already answered by {reply}; skipped");
+    (h.out)(
+        channel_note(
+            "answered_elsewhere",
+            format!("answered {name} {id}: already answered by {reply} ({stage})"),
+            name,
+            channel_name,
+        )
+        .with("id", id)
+        .with("reply", reply)
+        .with("stage", stage),
+    );
+    true
+}
+
 /// A reply to publish: the agent's final text and the message it answers.
 struct Reply {
     trigger: Message,
@@ -514,7 +557,8 @@ impl Publisher {
                     Err(why)
                 });
             match published {
-                Ok((reply_id, thread)) => {
+                Ok(None) => {}
+                Ok(Some((reply_id, thread))) => {
                     (self.h.out)(
                         self.note("reply", format!("reply {name} {reply_id} to {id}"))
                             .with("id", reply_id)
@@ -531,10 +575,17 @@ impl Publisher {
         }
     }
 
-    /// Signs and publishes one reply: its id and thread root (hex) once the relay took it.
-    async fn publish(&self, reply: Reply) -> Result<(String, Option<String>), DispatchError> {
+    /// Signs and publishes one reply: its id and thread root (hex) once the relay took it; `None`
+    /// when another replica answered first.
+    async fn publish(
+        &self,
+        reply: Reply,
+    ) -> Result<Option<(String, Option<String>)>, DispatchError> {
         let Reply { trigger, text } = reply;
         let (live, h) = (&self.live, &self.h);
+        if answered_elsewhere(h, live, &self.channel_name, &trigger, "publish").await {
+            return Ok(None);
+        }
         let mode = ReplyMode {
             thread_replies: live.resolved.thread_replies,
             broadcast_replies: live.resolved.broadcast_replies,
@@ -569,7 +620,7 @@ impl Publisher {
                 let thread = Message::parse(&event)
                     .and_then(|m| m.root)
                     .map(|r| r.to_hex());
-                Ok((event.id.to_hex(), thread))
+                Ok(Some((event.id.to_hex(), thread)))
             }
             Ok(o) => Err(DispatchError::Refused(o.failed.values().cloned().collect())),
             Err(e) => Err(DispatchError::Publish(e.to_string())),
