@@ -120,6 +120,7 @@ fn a_broken_manifest_fails_validation() {
     .unwrap();
     let out = validate(&[broken]);
     assert!(!out.status.success());
-    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("replicas"), "{said}");
 }

@@ -33,7 +33,10 @@ fn name(i: usize) -> String {
 
 /// The two channels persona `i` answers in.
 fn channels_of(i: usize) -> [String; 2] {
-    [format!("c{:02}", i % CHANNELS), format!("c{:02}", (i + 7) % CHANNELS)]
+    [
+        format!("c{:02}", i % CHANNELS),
+        format!("c{:02}", (i + 7) % CHANNELS),
+    ]
 }
 
 /// The owner of a persona among `count` shards, computed here independently of apiary: the
@@ -140,7 +143,10 @@ fn post_range(url: &str, range: std::ops::Range<usize>) -> Vec<(EventId, usize)>
             let p = k % PERSONAS;
             let channel = &channels_of(p)[k / PERSONAS % 2];
             let event = EventBuilder::new(Kind::Custom(9), format!("@{} question {k}", name(p)))
-                .tag(Tag::custom(TagKind::single_letter(Alphabet::H, false), [channel]))
+                .tag(Tag::custom(
+                    TagKind::single_letter(Alphabet::H, false),
+                    [channel],
+                ))
                 .sign_with_keys(&Keys::generate())
                 .unwrap();
             let ok = wire.publish(&event).expect("the relay answered");
@@ -171,22 +177,48 @@ fn replies(url: &str, keys: &[Keys]) -> HashMap<(usize, String), usize> {
 }
 
 /// Waits (bounded) until every message of `posted` has a reply from its persona.
-fn wait_answered(url: &str, keys: &[Keys], posted: &[(EventId, usize)]) -> HashMap<(usize, String), usize> {
+fn wait_answered(
+    url: &str,
+    keys: &[Keys],
+    posted: &[(EventId, usize)],
+    ups: &mut [Up],
+) -> HashMap<(usize, String), usize> {
     let deadline = Instant::now() + WAIT;
     loop {
         let got = replies(url, keys);
-        let missing = posted
+        let missing: Vec<String> = posted
             .iter()
-            .filter(|(id, p)| !got.contains_key(&(*p, id.to_hex())))
-            .count();
-        if missing == 0 {
+            .enumerate()
+            .filter(|(_, (id, p))| !got.contains_key(&(*p, id.to_hex())))
+            .map(|(k, (id, p))| format!("#{k} {} to {}", id.to_hex(), name(*p)))
+            .collect();
+        if missing.is_empty() {
             return got;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{missing} of {} messages still unanswered",
-            posted.len()
-        );
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = ups
+                .iter_mut()
+                .map(|up| {
+                    up.drain();
+                    let lines: Vec<&String> = up
+                        .seen
+                        .iter()
+                        .filter(|l| {
+                            missing.iter().any(|m| {
+                                l.contains(&m[m.find(' ').unwrap() + 1..m.find(" to").unwrap()])
+                            })
+                        })
+                        .collect();
+                    format!("{lines:#?}\n{}", up.stderr())
+                })
+                .collect();
+            panic!(
+                "{} of {} messages still unanswered: {missing:#?}\n{}",
+                missing.len(),
+                posted.len(),
+                logs.join("\n----\n")
+            );
+        }
         std::thread::sleep(Duration::from_millis(300));
     }
 }
@@ -204,7 +236,8 @@ fn duplicates(
 }
 
 /// `answered_elsewhere` lines of a replica (the relay check at work).
-fn skipped_as_answered(up: &Up) -> usize {
+fn skipped_as_answered(up: &mut Up) -> usize {
+    up.drain();
     up.seen
         .iter()
         .filter(|l| event_of(l) == "answered_elsewhere")
@@ -242,11 +275,15 @@ fn shards_answer_every_message_once_through_a_kill_and_a_resharding() {
     let mut three: BTreeMap<String, u32> = BTreeMap::new();
     for (i, up) in ups.iter().enumerate() {
         for p in owned(up) {
-            assert!(three.insert(p, i as u32).is_none(), "a persona on two replicas");
+            assert!(
+                three.insert(p, i as u32).is_none(),
+                "a persona on two replicas"
+            );
         }
     }
-    let expected3: BTreeMap<String, u32> =
-        (0..PERSONAS).map(|i| (name(i), predicted(&name(i), 3))).collect();
+    let expected3: BTreeMap<String, u32> = (0..PERSONAS)
+        .map(|i| (name(i), predicted(&name(i), 3)))
+        .collect();
     assert_eq!(three, expected3, "personas per replica, 3 shards");
 
     // Phase 1: messages throughout; replica 1 killed (SIGKILL, no drain) part way and started
@@ -257,8 +294,8 @@ fn shards_answer_every_message_once_through_a_kill_and_a_resharding() {
     posted.extend(post_range(&relay_url, 400..700));
     ups[1] = cluster.start(1, 3);
     posted.extend(post_range(&relay_url, 700..1000));
-    let got = wait_answered(&relay_url, &keys, &posted);
-    let skipped1: usize = ups.iter().map(skipped_as_answered).sum();
+    let got = wait_answered(&relay_url, &keys, &posted, &mut ups);
+    let skipped1: usize = ups.iter_mut().map(skipped_as_answered).sum();
     assert_eq!(
         duplicates(&got, &posted),
         vec![],
@@ -298,8 +335,9 @@ fn shards_answer_every_message_once_through_a_kill_and_a_resharding() {
     }
     let _ = tx.send(());
     let late = poster.join().unwrap();
-    let expected4: BTreeMap<String, u32> =
-        (0..PERSONAS).map(|i| (name(i), predicted(&name(i), 4))).collect();
+    let expected4: BTreeMap<String, u32> = (0..PERSONAS)
+        .map(|i| (name(i), predicted(&name(i), 4)))
+        .collect();
     assert_eq!(four, expected4, "personas per replica, 4 shards");
     let moved: BTreeSet<&String> = three
         .iter()
@@ -309,15 +347,24 @@ fn shards_answer_every_message_once_through_a_kill_and_a_resharding() {
     // Only to the new shard: nothing else moves.
     assert!(moved.iter().all(|p| four[p.as_str()] == 3), "{moved:?}");
     let all: Vec<(EventId, usize)> = posted.iter().chain(&late).cloned().collect();
-    let got = wait_answered(&relay_url, &keys, &all);
-    let skipped2: usize = new_ups.iter().map(skipped_as_answered).sum();
-    assert_eq!(duplicates(&got, &posted), vec![], "phase 1 answers repeated later");
+    let got = wait_answered(&relay_url, &keys, &all, &mut new_ups);
+    let skipped2: usize = new_ups.iter_mut().map(skipped_as_answered).sum();
+    assert_eq!(
+        duplicates(&got, &posted),
+        vec![],
+        "phase 1 answers repeated later"
+    );
     // The documented window: while the new replica and a persona's old owner both run, both can
     // pass the relay check for one message before either reply is there. Only a moved persona
     // has two owners; the others are answered exactly once.
     let dups = duplicates(&got, &late);
     for (id, p) in &dups {
-        assert!(moved.contains(&name(*p)), "{} answered twice by unmoved {}", id, name(*p));
+        assert!(
+            moved.contains(&name(*p)),
+            "{} answered twice by unmoved {}",
+            id,
+            name(*p)
+        );
     }
     let phase2_dups = dups.len();
     eprintln!(

@@ -25,12 +25,18 @@ fn http(addr: &str, request: &str) -> (u16, String) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     (status, body)
 }
 
 fn get(addr: &str, path: &str) -> (u16, String) {
-    http(addr, &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n"))
+    http(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n"),
+    )
 }
 
 /// The metric families the Python parsers read from `text`: name → [(labels, value)], as JSON.
@@ -53,7 +59,12 @@ print(json.dumps(out))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -63,15 +74,23 @@ print(json.dumps(out))
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// The value of sample `name` with `persona` (any labels when `None`), summed.
-fn sample(families: &Value, family: &str, name: &str, persona: Option<&str>) -> f64 {
-    families[family]
-        .as_array()
-        .unwrap_or_else(|| panic!("no family {family}: {families}"))
-        .iter()
+/// The value of the samples called `name` with `persona` (any labels when `None`), summed over
+/// every family (the classic text parser files a counter's `_total` samples under a family of
+/// their own; the OpenMetrics parser under the counter).
+fn sample(families: &Value, name: &str, persona: Option<&str>) -> f64 {
+    let found: Vec<f64> = families
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|f| f.as_array().unwrap())
         .filter(|s| s[0] == name && persona.is_none_or(|p| s[1]["persona"] == p))
         .map(|s| s[2].as_f64().unwrap())
-        .sum()
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "no sample {name} ({persona:?}) in {families}"
+    );
+    found.iter().sum()
 }
 
 #[test]
@@ -82,8 +101,14 @@ fn up_serves_probes_metrics_and_agent_cards() {
         &pack,
         "com.example.ops",
         &[
-            ("bee", &persona("bee", "subscribe: [\"general\"]", "Be brief.")),
-            ("sage", &persona("sage", "subscribe: [\"general\", \"ops\"]", "Be wise.")),
+            (
+                "bee",
+                &persona("bee", "subscribe: [\"general\"]", "Be brief."),
+            ),
+            (
+                "sage",
+                &persona("sage", "subscribe: [\"general\", \"ops\"]", "Be wise."),
+            ),
         ],
         &[(
             "skills/greeting/SKILL.md",
@@ -98,7 +123,11 @@ fn up_serves_probes_metrics_and_agent_cards() {
     );
     let line = up.wait_for(|l| event_of(l) == "ops");
     let url: Value = serde_json::from_str(&line).unwrap();
-    let addr = url["url"].as_str().unwrap().trim_start_matches("http://").to_string();
+    let addr = url["url"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
 
     assert_eq!(get(&addr, "/healthz"), (200, "ok\n".to_string()));
     // Ready: the harness said `ready` and the relay connection is up.
@@ -116,42 +145,67 @@ fn up_serves_probes_metrics_and_agent_cards() {
 
     // One turn, then the metrics count it.
     let id = up.post("general", "hello @bee", &[]);
-    up.reply_to("bee", &id);
+    up.wait_for(|l| event_of(l) == "reply" && l.contains(&format!("\"to\":\"{id}\"")));
     let (status, text) = get(&addr, "/metrics");
     assert_eq!(status, 200);
-    for parser in ["prometheus_client.parser", "prometheus_client.openmetrics.parser"] {
+    for parser in [
+        "prometheus_client.parser",
+        "prometheus_client.openmetrics.parser",
+    ] {
         let m = parse_metrics(&text, parser);
-        assert_eq!(sample(&m, "apiary_events_received", "apiary_events_received_total", None), 1.0);
-        assert_eq!(sample(&m, "apiary_wakes", "apiary_wakes_total", Some("bee")), 1.0);
-        assert_eq!(sample(&m, "apiary_skips", "apiary_skips_total", Some("sage")), 1.0);
-        assert_eq!(sample(&m, "apiary_replies", "apiary_replies_total", Some("bee")), 1.0);
+        assert_eq!(sample(&m, "apiary_events_received_total", None), 1.0);
+        assert_eq!(sample(&m, "apiary_wakes_total", Some("bee")), 1.0);
+        assert_eq!(sample(&m, "apiary_skips_total", Some("sage")), 1.0);
+        assert_eq!(sample(&m, "apiary_replies_total", Some("bee")), 1.0);
         assert_eq!(
-            sample(&m, "apiary_prompt_latency_seconds", "apiary_prompt_latency_seconds_count", Some("bee")),
+            sample(&m, "apiary_prompt_latency_seconds_count", Some("bee")),
             1.0
         );
-        assert_eq!(sample(&m, "apiary_queue_depth", "apiary_queue_depth", Some("bee")), 0.0);
-        assert_eq!(sample(&m, "apiary_personas_ready", "apiary_personas_ready", None), 2.0);
-        assert_eq!(sample(&m, "apiary_relay_connected", "apiary_relay_connected", None), 1.0);
+        assert_eq!(sample(&m, "apiary_queue_depth", Some("bee")), 0.0);
+        assert_eq!(sample(&m, "apiary_personas_ready", None), 2.0);
+        assert_eq!(sample(&m, "apiary_relay_connected", None), 1.0);
     }
 
     // The agent card of each persona, from the pack.
-    let (status, card) = get(&addr, "/personas/com.example.ops/sage/.well-known/agent-card.json");
+    let (status, card) = get(
+        &addr,
+        "/personas/com.example.ops/sage/.well-known/agent-card.json",
+    );
     assert_eq!(status, 200, "{card}");
     let card: Value = serde_json::from_str(&card).unwrap();
     assert_eq!(card["name"], "sage");
     assert_eq!(card["description"], "test persona sage");
     assert_eq!(card["version"], "1.0.0");
-    assert_eq!(card["url"], format!("http://{addr}/personas/com.example.ops/sage"));
+    assert_eq!(
+        card["url"],
+        format!("http://{addr}/personas/com.example.ops/sage")
+    );
     assert_eq!(card["skills"][0]["id"], "greeting");
     assert_eq!(card["skills"][0]["description"], "Greets people warmly");
-    assert_eq!(card["x-apiary"]["channels"], serde_json::json!(["general", "ops"]));
+    assert_eq!(
+        card["x-apiary"]["channels"],
+        serde_json::json!(["general", "ops"])
+    );
     assert_eq!(card["x-apiary"]["pack"], "com.example.ops");
 
     // Hostile requests: unknown paths, traversal, other methods, an oversized head, garbage.
-    assert_eq!(get(&addr, "/personas/com.example.ops/nobody/.well-known/agent-card.json").0, 404);
+    assert_eq!(
+        get(
+            &addr,
+            "/personas/com.example.ops/nobody/.well-known/agent-card.json"
+        )
+        .0,
+        404
+    );
     assert_eq!(get(&addr, "/personas/../../../../etc/passwd").0, 404);
-    assert_eq!(http(&addr, "POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n").0, 405);
-    let huge = format!("GET /healthz HTTP/1.1\r\nX-Pad: {}\r\n\r\n", "a".repeat(20_000));
+    assert_eq!(
+        http(&addr, "POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n").0,
+        405
+    );
+    let huge = format!(
+        "GET /healthz HTTP/1.1\r\nX-Pad: {}\r\n\r\n",
+        "a".repeat(20_000)
+    );
     assert_eq!(http(&addr, &huge).0, 431);
     assert_eq!(http(&addr, "\u{0}\u{1}garbage\r\n\r\n").0, 400);
     let (status, card) = http(
@@ -174,5 +228,10 @@ fn a_taken_ops_address_stops_up_with_a_clear_error() {
     cmd.args(["up", "--listen", "127.0.0.1:0", "--ops-addr", &addr]);
     let run = apiary_e2e::Run::bounded(cmd, 60);
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(run.stderr.contains(&format!("--ops-addr {addr}: cannot listen")), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("--ops-addr {addr}: cannot listen")),
+        "{}",
+        run.stderr
+    );
 }

@@ -26,14 +26,19 @@ fn apiary_bin() -> PathBuf {
     let agent = common::agent_bin();
     let bin = agent.with_file_name(format!("apiary{}", std::env::consts::EXE_SUFFIX));
     if !bin.is_file() {
-        eprintln!("{} is missing: `cargo build --release --bins` first", bin.display());
+        eprintln!(
+            "{} is missing: `cargo build --release --bins` first",
+            bin.display()
+        );
         std::process::exit(2);
     }
     bin
 }
 
 fn write_pack(dir: &Path) {
-    let personas: Vec<String> = (0..PERSONAS).map(|i| format!("\"agents/p{i}.persona.md\"")).collect();
+    let personas: Vec<String> = (0..PERSONAS)
+        .map(|i| format!("\"agents/p{i}.persona.md\""))
+        .collect();
     std::fs::create_dir_all(dir.join(".plugin")).unwrap();
     std::fs::create_dir_all(dir.join("agents")).unwrap();
     std::fs::write(
@@ -115,11 +120,21 @@ fn run(replicas: u32, messages: usize, keys_dir: &Path, pack: &Path) -> (f64, Du
     let tmp = tempfile::tempdir().unwrap();
     let mut relay = apiary(tmp.path());
     relay.args([
-        "relay", "--listen", "127.0.0.1:0", "--ephemeral", "--key-rate", "1000000",
-        "--connection-rate", "1000000", "--max-stored-events", "1000000",
+        "relay",
+        "--listen",
+        "127.0.0.1:0",
+        "--ephemeral",
+        "--key-rate",
+        "1000000",
+        "--connection-rate",
+        "1000000",
+        "--max-stored-events",
+        "1000000",
     ]);
     let relay = Proc::start(relay);
-    let url = relay.wait_for("relay ")["relay ".len()..].trim().to_string();
+    let url = relay.wait_for("relay ")["relay ".len()..]
+        .trim()
+        .to_string();
     let ups: Vec<Proc> = (0..replicas)
         .map(|i| {
             let home = tmp.path().join(format!("r{i}"));
@@ -148,7 +163,8 @@ fn run(replicas: u32, messages: usize, keys_dir: &Path, pack: &Path) -> (f64, Du
 async fn measure(url: &str, messages: usize, keys_dir: &Path) -> (f64, Duration, Duration) {
     let authors: Vec<PublicKey> = (0..PERSONAS)
         .map(|i| {
-            let text = std::fs::read_to_string(keys_dir.join(format!("{PACK_ID}/p{i}.key"))).unwrap();
+            let text =
+                std::fs::read_to_string(keys_dir.join(format!("{PACK_ID}/p{i}.key"))).unwrap();
             Keys::new(SecretKey::from_hex(text.trim()).unwrap()).public_key()
         })
         .collect();
@@ -157,7 +173,13 @@ async fn measure(url: &str, messages: usize, keys_dir: &Path) -> (f64, Duration,
     client.connect().await;
     let mut notes = client.notifications();
     client
-        .subscribe(Filter::new().kind(Kind::Custom(9)).authors(authors).since(Timestamp::now()), None)
+        .subscribe(
+            Filter::new()
+                .kind(Kind::Custom(9))
+                .authors(authors)
+                .since(Timestamp::now()),
+            None,
+        )
         .await
         .unwrap();
     let mut sent: HashMap<EventId, Instant> = HashMap::new();
@@ -165,7 +187,10 @@ async fn measure(url: &str, messages: usize, keys_dir: &Path) -> (f64, Duration,
     for k in 0..messages {
         let p = k % PERSONAS;
         let event = EventBuilder::new(Kind::Custom(9), format!("@p{p} question {k}"))
-            .tag(Tag::custom(TagKind::single_letter(Alphabet::H, false), [format!("c{}", p % CHANNELS)]))
+            .tag(Tag::custom(
+                TagKind::single_letter(Alphabet::H, false),
+                [format!("c{}", p % CHANNELS)],
+            ))
             .sign_with_keys(&Keys::generate())
             .unwrap();
         sent.insert(event.id, Instant::now());
@@ -188,7 +213,11 @@ async fn measure(url: &str, messages: usize, keys_dir: &Path) -> (f64, Duration,
     let elapsed = start.elapsed();
     latencies.sort();
     let pick = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    (messages as f64 / elapsed.as_secs_f64(), pick(0.5), pick(0.99))
+    (
+        messages as f64 / elapsed.as_secs_f64(),
+        pick(0.5),
+        pick(0.99),
+    )
 }
 
 fn main() {
@@ -205,9 +234,14 @@ fn main() {
         let key = Keys::generate().secret_key().to_secret_hex();
         std::fs::write(keys_dir.join(format!("{PACK_ID}/p{i}.key")), key).unwrap();
     }
-    std::fs::write(keys_dir.join("operator.key"), Keys::generate().secret_key().to_secret_hex())
-        .unwrap();
-    println!("shards: {messages} messages, {PERSONAS} personas over {CHANNELS} channels, all posted at once");
+    std::fs::write(
+        keys_dir.join("operator.key"),
+        Keys::generate().secret_key().to_secret_hex(),
+    )
+    .unwrap();
+    println!(
+        "shards: {messages} messages, {PERSONAS} personas over {CHANNELS} channels, all posted at once"
+    );
     let mut base = None;
     for replicas in [1u32, 2, 4] {
         let (rate, p50, p99) = run(replicas, messages, &keys_dir, &pack);

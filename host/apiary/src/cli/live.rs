@@ -712,9 +712,10 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
     let data = Data::locate();
     let pack_dirs = pack_dirs(args, &data)?;
     let shard = match &args.shard {
-        Some(text) => Some(Shard::parse(text, hostname().as_deref()).map_err(|e| {
-            Failed::usage(format_args!("--shard (or APIARY_SHARD): {e}"))
-        })?),
+        Some(text) => Some(
+            Shard::parse(text, hostname().as_deref())
+                .map_err(|e| Failed::usage(format_args!("--shard (or APIARY_SHARD): {e}")))?,
+        ),
         None => None,
     };
     let keys = match &args.keys_dir {
@@ -806,7 +807,11 @@ fn pack_dirs(args: &UpArgs, data: &Data) -> Result<Vec<PathBuf>, Failed> {
 }
 
 /// Plain or JSON lines, or the status view on a terminal.
-fn start_printer(args: &UpArgs, packs: &[PackRun], shard: Option<Shard>) -> (Printer, dispatch::Out) {
+fn start_printer(
+    args: &UpArgs,
+    packs: &[PackRun],
+    shard: Option<Shard>,
+) -> (Printer, dispatch::Out) {
     if args.json || args.plain || !view::wanted() {
         let (thread, out) = printer(args.json);
         return (Printer::Lines(thread), out);
@@ -892,9 +897,12 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         cluster: dispatch::Cluster {
             shard: plan.shard,
             check_replies: plan.shard.is_some(),
-            cursor_file: plan
-                .shard
-                .map(|s| plan.data.dir().join("cursor").join(format!("shard-{}", s.index))),
+            cursor_file: plan.shard.map(|s| {
+                plan.data
+                    .dir()
+                    .join("cursor")
+                    .join(format!("shard-{}", s.index))
+            }),
             replay: Duration::from_secs(if plan.shard.is_some() { args.replay } else { 0 }),
             connection: Some(connection),
         },
@@ -925,15 +933,18 @@ async fn start_ops(
     plan: &Plan,
     connection: &Arc<std::sync::OnceLock<Client>>,
 ) -> Result<(Arc<Ops>, SocketAddr), Failed> {
-    let listener = crate::ops::bind(addr).await.map_err(|e| {
-        Failed::error(format_args!("--ops-addr {addr}: cannot listen: {e}"))
-    })?;
+    let listener = crate::ops::bind(addr)
+        .await
+        .map_err(|e| Failed::error(format_args!("--ops-addr {addr}: cannot listen: {e}")))?;
     let bound = listener.local_addr().unwrap_or(addr);
     let mut ops = Ops::new(bound, Arc::clone(connection));
     for run in &plan.packs {
         for (index, persona) in run.resolved.personas.iter().enumerate() {
             let name = &persona.identity.name;
-            if plan.shard.is_some_and(|s| !s.owns(&run.resolved.pack.id, name)) {
+            if plan
+                .shard
+                .is_some_and(|s| !s.owns(&run.resolved.pack.id, name))
+            {
                 continue;
             }
             let pubkey = plan.keys.persona(&run.namespace, name).ok();

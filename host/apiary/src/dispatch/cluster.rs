@@ -7,8 +7,8 @@
 //! check before either's reply reached the relay: during a rolling update or re-sharding, when
 //! two replicas briefly own one persona and both take the same message within one prompt's
 //! duration, and when the relay does not answer the check in time (the reply is then published).
-//! A message answered as an earlier one of a batch carries no tag of its own in the reply, so it is
-//! answered again when a restarted replica reads it a second time.
+//! A reply names every message it answers (the earlier ones of a batch in `e` tags marked
+//! `mention`), so the check finds each of them.
 //!
 //! The cursor: the newest `created_at` routed is written to a file as the subscription's `since`
 //! moves; a restarted replica subscribes from there (minus the usual slack) and the relay check

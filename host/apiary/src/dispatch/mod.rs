@@ -260,7 +260,11 @@ impl Harness {
         let mut lives: Vec<Arc<Live>> = Vec::new();
         for run in packs {
             for (index, persona) in run.resolved.personas.iter().enumerate() {
-                if !self.config.cluster.owns(&run.resolved.pack.id, &persona.identity.name) {
+                if !self
+                    .config
+                    .cluster
+                    .owns(&run.resolved.pack.id, &persona.identity.name)
+                {
                     self.elsewhere(run, persona, peers);
                     continue;
                 }
@@ -284,11 +288,15 @@ impl Harness {
             Ok(keys) => {
                 peers.insert(keys.public_key());
             }
-            Err(e) => tracing::warn!(persona = %name, "the key of a persona of another replica: {e}"),
+            Err(e) => {
+                tracing::warn!(persona = %name, "the key of a persona of another replica: {e}")
+            }
         }
-        let shard = self.config.cluster.shard.map(|s| {
-            shard::owner(&run.resolved.pack.id, name, s.count)
-        });
+        let shard = self
+            .config
+            .cluster
+            .shard
+            .map(|s| shard::owner(&run.resolved.pack.id, name, s.count));
         (self.out)(
             Note::only_json("persona_elsewhere")
                 .with("persona", name.as_str())

@@ -122,10 +122,7 @@ mod tests {
 
     #[test]
     fn parses_index_count_and_the_ordinal_of_a_pod() {
-        assert_eq!(
-            Shard::parse("1/3", None),
-            Ok(Shard { index: 1, count: 3 })
-        );
+        assert_eq!(Shard::parse("1/3", None), Ok(Shard { index: 1, count: 3 }));
         assert_eq!(
             Shard::parse("auto/4", Some("apiary-3")),
             Ok(Shard { index: 3, count: 4 })

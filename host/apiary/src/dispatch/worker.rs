@@ -272,14 +272,20 @@ impl Turns {
             tracing::trace!(target: "apiary::probe", persona = %name, id = %first.id, "message taken");
         }
         let mut kept = self.screen(batch).await;
+        // Another replica (or this one before a restart) may have answered some already.
+        if self.h.config.cluster.check_replies {
+            let mut unanswered = Vec::with_capacity(kept.len());
+            for (m, r) in kept {
+                if !answered_elsewhere(&self.h, &self.live, &self.channel_name, &m, "turn").await {
+                    unanswered.push((m, r));
+                }
+            }
+            kept = unanswered;
+        }
         // The turn answers the newest message; the earlier ones of the burst come with it.
         let Some((message, reason)) = kept.pop() else {
             return;
         };
-        // Another replica (or this one before a restart) may have answered it already.
-        if answered_elsewhere(&self.h, &self.live, &self.channel_name, &message, "turn").await {
-            return;
-        }
         let earlier: Vec<(Message, String)> =
             kept.into_iter().map(|(m, r)| (m, r.to_string())).collect();
         let id = message.id.to_hex();
@@ -471,6 +477,7 @@ impl Turns {
         let reply = Reply {
             trigger: message.clone(),
             text: reply.to_string(),
+            earlier: ask.earlier.iter().map(|(m, _)| m.id).collect(),
         };
         if self.publish_tx.send(reply).await.is_err() {
             tracing::error!(persona = %name, event = %id, "reply publisher stopped; reply lost");
@@ -528,6 +535,8 @@ async fn answered_elsewhere(
 struct Reply {
     trigger: Message,
     text: String,
+    /// The earlier messages of the batch it also answers.
+    earlier: Vec<nostr_sdk::prelude::EventId>,
 }
 
 /// Signs (on the blocking pool: a signature costs tens of microseconds) and publishes one
@@ -581,7 +590,11 @@ impl Publisher {
         &self,
         reply: Reply,
     ) -> Result<Option<(String, Option<String>)>, DispatchError> {
-        let Reply { trigger, text } = reply;
+        let Reply {
+            trigger,
+            text,
+            earlier,
+        } = reply;
         let (live, h) = (&self.live, &self.h);
         if answered_elsewhere(h, live, &self.channel_name, &trigger, "publish").await {
             return Ok(None);
@@ -590,7 +603,12 @@ impl Publisher {
             thread_replies: live.resolved.thread_replies,
             broadcast_replies: live.resolved.broadcast_replies,
         };
-        let tags = relay::reply_tags(&trigger, mode);
+        let mut tags = relay::reply_tags(&trigger, mode);
+        // Among replicas, the reply names every message it answers, so that the relay check
+        // finds it for the earlier ones of a batch too.
+        if h.config.cluster.check_replies {
+            tags.extend(earlier.into_iter().map(relay::answered_tag));
+        }
         let keys = live.keys.clone();
         let channel = trigger.channel.clone();
         let event = tokio::task::spawn_blocking(move || {

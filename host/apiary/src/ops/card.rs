@@ -34,7 +34,10 @@ pub fn card(run: &PackRun, index: usize, base: &str, pubkey: Option<String>) -> 
         })
         .collect();
     let description = if persona.identity.description.is_empty() {
-        format!("{} of the {} pack", persona.identity.display_name, pack.name)
+        format!(
+            "{} of the {} pack",
+            persona.identity.display_name, pack.name
+        )
     } else {
         persona.identity.description.clone()
     };

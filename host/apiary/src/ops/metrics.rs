@@ -303,7 +303,11 @@ fn str_of<'a>(note: &'a Note, key: &str) -> &'a str {
 /// A reason as a bounded label: its first words before any detail (`trigger failed: ...` →
 /// `trigger_failed`), lower case, letters, digits and `_` only, at most 32 characters.
 fn short(reason: &str) -> String {
-    let head = reason.split([':', '(', ',']).next().unwrap_or_default().trim();
+    let head = reason
+        .split([':', '(', ','])
+        .next()
+        .unwrap_or_default()
+        .trim();
     let mut out: String = head
         .chars()
         .map(|c| {
@@ -340,7 +344,11 @@ mod tests {
         m.observe(&note("woken", "bee", "b").with("reason", "keyword: honey"));
         m.observe(&note("skipped", "sage", "a").with("reason", "no trigger matched"));
         m.observe(&note("prompt", "bee", "a").with("attempt", 1));
-        m.observe(&Note::only_json("reply").with("persona", "bee").with("to", "a"));
+        m.observe(
+            &Note::only_json("reply")
+                .with("persona", "bee")
+                .with("to", "a"),
+        );
         m.observe(
             &note("error", "bee", "x").with("reason", "circuit open: the agent crashed 5 times"),
         );
@@ -356,7 +364,10 @@ mod tests {
             "apiary_breaker_open{persona=\"bee\"} 1",
             "apiary_relay_connected 1",
         ] {
-            assert!(text.lines().any(|l| l == line), "{line} missing in:\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing in:\n{text}"
+            );
         }
     }
 
