@@ -302,3 +302,15 @@ pub fn mkfifo(path: &Path) {
         .success();
     assert!(ok, "mkfifo {}", path.display());
 }
+
+/// The Python with the test tools `.ci/setup` installs (`kubernetes-validate`, `prometheus-client`)
+/// in `.ci/venv`; a panic naming the fix when it is missing.
+pub fn ci_python() -> PathBuf {
+    let p = repo_root().join(".ci/venv/bin/python3");
+    assert!(
+        p.is_file(),
+        "{} is missing: run ./.ci/setup (it installs kubernetes-validate and prometheus-client from PyPI there)",
+        p.display()
+    );
+    p
+}

@@ -177,6 +177,7 @@ fn main() {
         channel_authority: Default::default(),
         // Measures the harness, not the flood limits.
         limits: dispatch::TurnLimits::UNLIMITED,
+        cluster: Default::default(),
     };
     let roots = packs
         .iter()

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod convert;
 pub mod dispatch;
 pub mod dist;
+pub mod ops;
 pub mod paths;
 
 pub use apiary_core::{

@@ -31,6 +31,13 @@ pub enum RelayError {
     /// A key file another process wrote at the same moment does not hold a key.
     #[error("{0}")]
     Key(nostr_sdk::nostr::key::Error),
+    /// A provisioned key store (see [`crate::keys::KeyStore::provisioned`]) lacks this key: it is
+    /// never generated there, since another replica would generate a different one.
+    #[error(
+        "{} is missing: keys in a provisioned key store are never generated (add the key to it, e.g. to the Kubernetes Secret)",
+        path.display()
+    )]
+    MissingKey { path: PathBuf },
     #[error("{} is too large to be an owner record", path.display())]
     OwnerTooLarge { path: PathBuf },
     #[error("{} is not a valid owner record: {error}", path.display())]
@@ -74,6 +81,7 @@ impl RelayError {
         match self {
             RelayError::File { .. } | RelayError::Io(_) => "io",
             RelayError::BadKey { .. } | RelayError::Key(_) => "bad-key",
+            RelayError::MissingKey { .. } => "missing-key",
             RelayError::OwnerTooLarge { .. }
             | RelayError::BadOwner { .. }
             | RelayError::OwnerVanished { .. } => "owner-record",

@@ -16,11 +16,38 @@ use crate::RelayError;
 #[derive(Debug, Clone)]
 pub struct KeyStore {
     dir: PathBuf,
+    /// Keys were provisioned into `dir` (a mounted Secret): a missing one is an error, never
+    /// generated, and nothing is written there.
+    provisioned: bool,
 }
 
 impl KeyStore {
     pub fn new(dir: impl Into<PathBuf>) -> KeyStore {
-        KeyStore { dir: dir.into() }
+        KeyStore {
+            dir: dir.into(),
+            provisioned: false,
+        }
+    }
+
+    /// A store whose keys were provisioned (several replicas share one persona key, so none may
+    /// generate its own): keys are only read, a missing one is [`RelayError::MissingKey`].
+    pub fn provisioned(dir: impl Into<PathBuf>) -> KeyStore {
+        KeyStore {
+            dir: dir.into(),
+            provisioned: true,
+        }
+    }
+
+    pub fn is_provisioned(&self) -> bool {
+        self.provisioned
+    }
+
+    /// Reads or, unless provisioned, creates the key at `path`.
+    fn key(&self, path: &Path) -> Result<Keys, RelayError> {
+        if self.provisioned {
+            return load_existing(path);
+        }
+        load_or_create(path)
     }
 
     pub fn dir(&self) -> &Path {
@@ -29,7 +56,7 @@ impl KeyStore {
 
     /// The key `apiary post` signs with.
     pub fn operator(&self) -> Result<Keys, RelayError> {
-        load_or_create(&self.dir.join("operator.key"))
+        self.key(&self.dir.join("operator.key"))
     }
 
     /// The key a persona signs with, in the identity namespace of its pack.
@@ -37,7 +64,7 @@ impl KeyStore {
         let path = self
             .namespace_dir(namespace)
             .join(format!("{}.key", safe_component(persona)));
-        load_or_create(&path)
+        self.key(&path)
     }
 
     /// `<dir>/<namespace>/`, where a namespace's keys and its owner record live.
@@ -106,7 +133,7 @@ impl KeyStore {
     /// The embedded relay's own key: it advertises it (NIP-11 `pubkey`) and only group metadata
     /// signed with it is authoritative.
     pub fn relay(&self) -> Result<Keys, RelayError> {
-        load_or_create(&self.dir.join("relay.key"))
+        self.key(&self.dir.join("relay.key"))
     }
 
     /// The public keys of every key in the store (the operator's, the relay's, every persona's).
@@ -202,6 +229,24 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
+/// The key in `path`, which must exist (links followed: a mounted Secret's files are links).
+fn load_existing(path: &Path) -> Result<Keys, RelayError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RelayError::MissingKey {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(e) => return Err(RelayError::file("reading", path, e)),
+    };
+    let sk = SecretKey::from_hex(text.trim()).map_err(|error| RelayError::BadKey {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    Ok(Keys::new(sk))
+}
+
 fn load_or_create(path: &Path) -> Result<Keys, RelayError> {
     if let Some(parent) = path.parent() {
         create_private_dir(parent)
@@ -266,5 +311,21 @@ mod tests {
         assert_eq!(listed.len(), 2);
         assert_eq!(safe_component("../x"), ".._x");
         assert_eq!(safe_component(".."), "_..");
+    }
+
+    #[test]
+    fn a_provisioned_store_reads_keys_and_never_generates_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let made = KeyStore::new(tmp.path()).persona("p", "bee").unwrap();
+        let store = KeyStore::provisioned(tmp.path());
+        assert_eq!(
+            store.persona("p", "bee").unwrap().public_key(),
+            made.public_key()
+        );
+        let missing = store.persona("p", "sage").unwrap_err();
+        assert_eq!(missing.kind(), "missing-key");
+        assert!(missing.to_string().contains("never generated"), "{missing}");
+        assert!(!tmp.path().join("p/sage.key").exists());
+        assert!(store.operator().is_err() && !tmp.path().join("operator.key").exists());
     }
 }

@@ -95,6 +95,8 @@ impl Message {
                     match rest.get(1).map(String::as_str) {
                         Some("root") => root = Some(id),
                         Some("reply") => reply = Some(id),
+                        // NIP-10: a mention is no part of the thread.
+                        Some("mention") => {}
                         _ => unmarked.push(id),
                     }
                 }
@@ -181,6 +183,12 @@ pub fn thread_tags(parent: EventId, root: Option<EventId>) -> Vec<Tag> {
         Some(root) if root != parent => vec![e_tag(root, "root"), e_tag(parent, "reply")],
         _ => vec![e_tag(parent, "root")],
     }
+}
+
+/// An `e` tag naming a message a reply also answers (an earlier one of a batch), marked
+/// `mention` so that it takes no part in threading (NIP-10).
+pub fn answered_tag(id: EventId) -> Tag {
+    e_tag(id, "mention")
 }
 
 pub fn channel_tag(channel: &str) -> Tag {

@@ -120,6 +120,13 @@ impl Up {
         }
     }
 
+    /// Moves every line printed so far into `seen`, without waiting.
+    pub fn drain(&mut self) {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }

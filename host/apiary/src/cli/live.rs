@@ -13,13 +13,15 @@ use super::{exit, stderr_is_terminal};
 use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
 use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers, ScriptTrust, Untrusted};
+use crate::dispatch::shard::Shard;
 use crate::dispatch::{self, NativeTriggers, Note, PackRun, TriggerMatcher};
 use crate::dist::trust::{PackRef, TrustView};
+use crate::ops::Ops;
 use crate::paths::{self, Data};
 use crate::relay::{self, keys::KeyStore};
 use crate::resolve::{self, Overrides};
 
-mod status;
+pub(crate) mod status;
 mod view;
 
 /// The default address of the embedded relay, so `post` and `tail` find it without flags.
@@ -45,6 +47,7 @@ not a terminal (a pipe, a file, a service log), one line per thing that happened
 
 With --json, one JSON object per line instead; `event` names the kind, the other keys are stable:
   relay           url
+  ops             url                    the operations endpoints listen (--ops-addr)
   channel_authority relay (hex or null) configured[]   whose kind 39000 metadata names channels
   persona_ready   persona pack identity pubkey channels[] system_prompt (\"session\" | \"prefix\")
   persona_refused persona reason
@@ -67,6 +70,9 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   restarted       persona restart window_secs
   turn            persona channel id published reason [bytes]       a turn without a reply
   reply           persona channel id to thread           reply `id` published, answering `to`
+  answered_elsewhere persona channel id reply stage      (--shard) the relay already holds `reply`
+                  by this persona to `id`: not answered again (stage: turn | publish)
+  persona_elsewhere persona pack shard                   (--shard) a persona another replica owns
   error           persona channel id reason     (a failed turn, trigger or hook; an internal error)
   stopping
   stopped         replies
@@ -209,6 +215,29 @@ pub struct UpArgs {
     /// Print plain lines even on a terminal, instead of the live status view.
     #[arg(long, conflicts_with = "json")]
     pub plain: bool,
+    /// Run as replica I of N (0-based: 0/3, 1/3, 2/3), owning only the personas whose pack id and
+    /// name hash to I (rendezvous hashing: going from N to N+1 moves about 1/(N+1) of them).
+    /// `auto/N` takes I from the number ending the host name, as a StatefulSet pod's ordinal
+    /// (`apiary-2`). Every replica must run the same packs, on one --relay, with the same persona
+    /// keys (--keys-dir). Before a turn and before publishing, a replica asks the relay whether
+    /// the persona already answered (`answered_elsewhere`); its subscription cursor is kept in
+    /// <data dir>/cursor/shard-I, so a restarted replica answers what arrived while it was down.
+    #[arg(long, value_name = "I/N", env = "APIARY_SHARD", requires = "relay")]
+    pub shard: Option<String>,
+    /// With --shard, how far back (seconds) a replica without a kept cursor reads the channels
+    /// (what it answered already is skipped).
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub replay: u64,
+    /// Read persona keys from DIR (<pack-id>/<persona>.key, e.g. a mounted Kubernetes Secret)
+    /// and never generate one there: a missing key refuses its persona. Replicas share keys this
+    /// way; a generated key would differ on each.
+    #[arg(long, value_name = "DIR", env = "APIARY_KEYS_DIR")]
+    pub keys_dir: Option<PathBuf>,
+    /// Serve the operations endpoints on ADDR (off by default): /healthz, /readyz (relay
+    /// connected, personas started), /metrics (Prometheus) and each persona's A2A agent card at
+    /// /personas/<pack-id>/<name>/.well-known/agent-card.json.
+    #[arg(long, value_name = "ADDR", env = "APIARY_OPS_ADDR")]
+    pub ops_addr: Option<SocketAddr>,
 }
 
 #[derive(Debug, Args)]
@@ -463,7 +492,8 @@ impl Identities<'_> {
             dir,
             id,
             allow_conflict: self.allow_conflict,
-            claim: true,
+            // A provisioned key store (a mounted Secret) is read-only: no owner record is written.
+            claim: !self.keys.is_provisioned(),
         })
         .map_err(|e| {
             let help = e.help.as_ref().map(|h| format!("  help: {h}\n"));
@@ -655,6 +685,8 @@ struct Plan {
     authorities: Vec<PublicKey>,
     /// The embedded relay's settings; `None` with `--relay`.
     settings: Option<relay::embedded::Settings>,
+    /// This replica's shard (`--shard`).
+    shard: Option<Shard>,
 }
 
 pub fn up(args: UpArgs) -> u8 {
@@ -666,7 +698,7 @@ pub fn up(args: UpArgs) -> u8 {
         Ok(rt) => rt,
         Err(f) => return render(&f, false),
     };
-    let (printer, out) = start_printer(&args, &plan.packs);
+    let (printer, out) = start_printer(&args, &plan.packs, plan.shard);
     let code = rt.block_on(serve(&args, plan, out));
     // Agents and sockets are closed; do not wait for stray blocking tasks.
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -679,7 +711,17 @@ pub fn up(args: UpArgs) -> u8 {
 fn plan(args: &UpArgs) -> Result<Plan, Failed> {
     let data = Data::locate();
     let pack_dirs = pack_dirs(args, &data)?;
-    let keys = data.key_store();
+    let shard = match &args.shard {
+        Some(text) => Some(
+            Shard::parse(text, hostname().as_deref())
+                .map_err(|e| Failed::usage(format_args!("--shard (or APIARY_SHARD): {e}")))?,
+        ),
+        None => None,
+    };
+    let keys = match &args.keys_dir {
+        Some(dir) => KeyStore::provisioned(dir),
+        None => data.key_store(),
+    };
     let identities = Identities {
         root: paths::install_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty())).ok(),
         keys: &keys,
@@ -736,7 +778,17 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
         agent,
         authorities,
         settings,
+        shard,
     })
+}
+
+/// The host name: `$HOSTNAME` (set in every Kubernetes container), else the kernel's.
+fn hostname() -> Option<String> {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
 }
 
 /// The packs given, else the bundled example (written under the data dir on first use).
@@ -755,7 +807,11 @@ fn pack_dirs(args: &UpArgs, data: &Data) -> Result<Vec<PathBuf>, Failed> {
 }
 
 /// Plain or JSON lines, or the status view on a terminal.
-fn start_printer(args: &UpArgs, packs: &[PackRun]) -> (Printer, dispatch::Out) {
+fn start_printer(
+    args: &UpArgs,
+    packs: &[PackRun],
+    shard: Option<Shard>,
+) -> (Printer, dispatch::Out) {
     if args.json || args.plain || !view::wanted() {
         let (thread, out) = printer(args.json);
         return (Printer::Lines(thread), out);
@@ -766,6 +822,9 @@ fn start_printer(args: &UpArgs, packs: &[PackRun]) -> (Printer, dispatch::Out) {
             p.resolved
                 .personas
                 .iter()
+                .filter(move |persona| {
+                    shard.is_none_or(|s| s.owns(&p.resolved.pack.id, &persona.identity.name))
+                })
                 .map(|persona| (p.resolved.pack.id.clone(), persona.identity.name.clone()))
         })
         .collect();
@@ -777,6 +836,14 @@ fn start_printer(args: &UpArgs, packs: &[PackRun]) -> (Printer, dispatch::Out) {
 /// then drained. Errors are printed here, while the status view still shows stderr.
 async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
     let shutdown = shutdown_signal();
+    let connection = Arc::new(std::sync::OnceLock::new());
+    let (out, ops_url) = match args.ops_addr {
+        None => (out, None),
+        Some(addr) => match start_ops(addr, &plan, &connection).await {
+            Ok((ops, bound)) => (ops.observe(out), Some(format!("http://{bound}"))),
+            Err(f) => return render(&f, false),
+        },
+    };
     let journal = plan.settings.as_ref().and_then(|s| s.journal.clone());
     let embedded = match plan.settings {
         None => None,
@@ -791,6 +858,9 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         (None, None) => unreachable!("an embedded relay was started"),
     };
     let channel_authority = announce(&out, &relay_url, embedded.as_ref(), plan.authorities).await;
+    if let Some(url) = ops_url {
+        out(Note::new("ops", format!("ops {url}")).with("url", url));
+    }
     for note in plan.trust_notes {
         out(note);
     }
@@ -824,6 +894,18 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
             per_author: dispatch::Rate::per_minute(args.author_turns),
             per_channel: dispatch::Rate::per_minute(args.channel_turns),
         },
+        cluster: dispatch::Cluster {
+            shard: plan.shard,
+            check_replies: plan.shard.is_some(),
+            cursor_file: plan.shard.map(|s| {
+                plan.data
+                    .dir()
+                    .join("cursor")
+                    .join(format!("shard-{}", s.index))
+            }),
+            replay: Duration::from_secs(if plan.shard.is_some() { args.replay } else { 0 }),
+            connection: Some(connection),
+        },
     };
     let matcher = trigger_matcher(args.native_triggers).await;
     let roots = plan
@@ -843,6 +925,36 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         Ok(_) => exit::OK,
         Err(e) => render(&Failed::error(format_args!("{e:#}")), false),
     }
+}
+
+/// The operations endpoints, listening, with the agent cards of the personas this replica owns.
+async fn start_ops(
+    addr: SocketAddr,
+    plan: &Plan,
+    connection: &Arc<std::sync::OnceLock<Client>>,
+) -> Result<(Arc<Ops>, SocketAddr), Failed> {
+    let listener = crate::ops::bind(addr)
+        .await
+        .map_err(|e| Failed::error(format_args!("--ops-addr {addr}: cannot listen: {e}")))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    let mut ops = Ops::new(bound, Arc::clone(connection));
+    for run in &plan.packs {
+        for (index, persona) in run.resolved.personas.iter().enumerate() {
+            let name = &persona.identity.name;
+            if plan
+                .shard
+                .is_some_and(|s| !s.owns(&run.resolved.pack.id, name))
+            {
+                continue;
+            }
+            let pubkey = plan.keys.persona(&run.namespace, name).ok();
+            ops.add_card(run, index, pubkey.map(|k| k.public_key().to_hex()));
+        }
+    }
+    let ops = Arc::new(ops);
+    crate::ops::serve(listener, Arc::clone(&ops));
+    tracing::info!(%bound, "operations endpoints listening");
+    Ok((ops, bound))
 }
 
 /// Reports the relay, and who names its channels: the relay's own key (known for ours, else its

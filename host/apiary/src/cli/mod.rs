@@ -15,6 +15,7 @@ mod components;
 mod convert;
 mod dist;
 mod live;
+pub(crate) use live::status;
 mod output;
 mod pack;
 mod pretty_json;

@@ -21,6 +21,7 @@
 //!
 //! Shutdown: stop taking events, let queues drain (bounded), `on_stop`, stop agents, disconnect.
 
+pub mod cluster;
 mod error;
 pub mod flood;
 pub mod hooks;
@@ -30,6 +31,7 @@ pub mod prompt;
 mod route;
 pub mod sandboxed;
 pub mod script;
+pub mod shard;
 mod supervise;
 pub mod trigger;
 mod worker;
@@ -51,6 +53,7 @@ use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::pack::Pack;
 use crate::relay::{self, KIND_MESSAGE, Message, keys::KeyStore};
 use crate::resolve::{ResolvedPack, ResolvedPersona};
+pub use cluster::Cluster;
 pub use error::DispatchError;
 pub use flood::{Rate, TurnLimits};
 pub use hooks::{HookError, HookPoint, HookRunner, NoHooks};
@@ -100,6 +103,8 @@ pub struct Config {
     pub channel_authority: relay::ChannelAuthority,
     /// Turns each persona gives one author and one channel (see [`flood`]).
     pub limits: TurnLimits,
+    /// One replica among several: owned personas, reply checks, the kept cursor.
+    pub cluster: Cluster,
 }
 
 /// Where the harness reports what it does, one note per event (stdout for `apiary up`).
@@ -139,6 +144,9 @@ pub async fn run(
     // pool's.
     let router: route::Shared = Arc::default();
     let (client, mut notifications) = connect(&config, &router, &echoes).await?;
+    if let Some(slot) = &config.cluster.connection {
+        let _ = slot.set(client.clone());
+    }
     let h = Harness {
         config,
         shared: client,
@@ -149,8 +157,9 @@ pub async fn run(
         echoes,
     };
     let mut summary = Summary::default();
+    let mut peers = HashSet::new();
     let lives = h
-        .start_personas(&packs, &mut notifications, &mut summary)
+        .start_personas(&packs, &mut notifications, &mut summary, &mut peers)
         .await;
     if lives.is_empty() {
         relay::shutdown(&h.shared).await;
@@ -158,7 +167,7 @@ pub async fn run(
     }
     let (routes, queues, mut workers) = h.spawn_workers(&lives);
     let mut sub = h
-        .subscribe(&router, &lives, routes, queues, matcher)
+        .subscribe(&router, &lives, peers, routes, queues, matcher)
         .await?;
     h.event_loop(&router, &mut notifications, &mut sub, shutdown)
         .await;
@@ -239,16 +248,26 @@ type Workers = (
 );
 
 impl Harness {
-    /// Starts every persona; refusals are reported and skipped.
+    /// Starts every persona this replica owns; refusals are reported and skipped. The others'
+    /// keys go to `peers`: their replies, published by other replicas, wake nobody here.
     async fn start_personas(
         &self,
         packs: &[PackRun],
         notifications: &mut broadcast::Receiver<RelayPoolNotification>,
         summary: &mut Summary,
+        peers: &mut HashSet<PublicKey>,
     ) -> Vec<Arc<Live>> {
         let mut lives: Vec<Arc<Live>> = Vec::new();
         for run in packs {
             for (index, persona) in run.resolved.personas.iter().enumerate() {
+                if !self
+                    .config
+                    .cluster
+                    .owns(&run.resolved.pack.id, &persona.identity.name)
+                {
+                    self.elsewhere(run, persona, peers);
+                    continue;
+                }
                 note_challenges(notifications, &self.auth);
                 match self.start_one(run, index, persona).await {
                     Some(live) => {
@@ -260,6 +279,30 @@ impl Harness {
             }
         }
         lives
+    }
+
+    /// A persona another replica owns: reported (JSON only), its key noted as a peer's.
+    fn elsewhere(&self, run: &PackRun, persona: &ResolvedPersona, peers: &mut HashSet<PublicKey>) {
+        let name = &persona.identity.name;
+        match self.config.keys.persona(&run.namespace, name) {
+            Ok(keys) => {
+                peers.insert(keys.public_key());
+            }
+            Err(e) => {
+                tracing::warn!(persona = %name, "the key of a persona of another replica: {e}")
+            }
+        }
+        let shard = self
+            .config
+            .cluster
+            .shard
+            .map(|s| shard::owner(&run.resolved.pack.id, name, s.count));
+        (self.out)(
+            Note::only_json("persona_elsewhere")
+                .with("persona", name.as_str())
+                .with("pack", run.resolved.pack.id.as_str())
+                .with("shard", shard),
+        );
     }
 
     /// Starts one persona and reports it ready or refused; a panic refuses it.
@@ -328,13 +371,17 @@ impl Harness {
         &self,
         router: &route::Shared,
         lives: &[Arc<Live>],
+        peers: HashSet<PublicKey>,
         routes: HashMap<String, Vec<usize>>,
         queues: route::Queues,
         matcher: Arc<dyn TriggerMatcher>,
     ) -> Result<Subscription, DispatchError> {
         let channels: Vec<String> = routes.keys().cloned().collect();
-        let own: HashSet<PublicKey> = lives.iter().map(|l| l.keys.public_key()).collect();
-        let since = Timestamp::now();
+        let mut own: HashSet<PublicKey> = lives.iter().map(|l| l.keys.public_key()).collect();
+        own.extend(peers);
+        // From the kept cursor when there is one (see `cluster`), else now.
+        let since = self.config.cluster.start();
+        self.config.cluster.keep(since);
         let newest = Arc::new(AtomicU64::new(since.as_secs()));
         *router.lock().unwrap_or_else(|e| e.into_inner()) = Some(route::Router {
             lives: lives.to_vec(),
@@ -424,6 +471,7 @@ impl Harness {
             tracing::warn!("advancing the subscription cursor: {e}");
         } else {
             sub.sent = newest;
+            self.config.cluster.keep(from);
             tracing::debug!(since = from.as_secs(), "subscription cursor advanced");
         }
     }

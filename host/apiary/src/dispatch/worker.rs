@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use super::live::Live;
 use super::supervise::Supervised;
 use super::{
-    DispatchError, Harness, MAX_BATCH, Note, QUEUE_CAP, Reason, flood, persona_relay, prompt,
-    thread_context,
+    DispatchError, Harness, MAX_BATCH, Note, QUEUE_CAP, Reason, cluster, flood, persona_relay,
+    prompt, thread_context,
 };
 use crate::acp::{AcpError, Turn};
 use crate::relay::{self, Message, ReplyMode};
@@ -272,6 +272,16 @@ impl Turns {
             tracing::trace!(target: "apiary::probe", persona = %name, id = %first.id, "message taken");
         }
         let mut kept = self.screen(batch).await;
+        // Another replica (or this one before a restart) may have answered some already.
+        if self.h.config.cluster.check_replies {
+            let mut unanswered = Vec::with_capacity(kept.len());
+            for (m, r) in kept {
+                if !answered_elsewhere(&self.h, &self.live, &self.channel_name, &m, "turn").await {
+                    unanswered.push((m, r));
+                }
+            }
+            kept = unanswered;
+        }
         // The turn answers the newest message; the earlier ones of the burst come with it.
         let Some((message, reason)) = kept.pop() else {
             return;
@@ -467,6 +477,7 @@ impl Turns {
         let reply = Reply {
             trigger: message.clone(),
             text: reply.to_string(),
+            earlier: ask.earlier.iter().map(|(m, _)| m.id).collect(),
         };
         if self.publish_tx.send(reply).await.is_err() {
             tracing::error!(persona = %name, event = %id, "reply publisher stopped; reply lost");
@@ -481,10 +492,51 @@ fn channel_note(event: &'static str, text: String, persona: &str, channel: &str)
         .with("channel", channel)
 }
 
+/// With reply checks on (several replicas), whether the relay already holds a reply by this
+/// persona to `message`; if so it is noted as answered and reported as `answered_elsewhere`
+/// (`stage`: checked before the `turn` or before `publish`). See [`cluster`].
+async fn answered_elsewhere(
+    h: &Harness,
+    live: &Live,
+    channel_name: &str,
+    message: &Message,
+    stage: &'static str,
+) -> bool {
+    if !h.config.cluster.check_replies {
+        return false;
+    }
+    let client = persona_relay(live, h).await;
+    let Some(reply) = cluster::reply_on_relay(&client, live.keys.public_key(), message).await
+    else {
+        return false;
+    };
+    live.answered
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(message.id);
+    let (name, id) = (&live.trigger.name, message.id.to_hex());
+    let reply = reply.to_hex();
+    tracing::info!(persona = %name, event = %id, "already answered by {reply}; skipped");
+    (h.out)(
+        channel_note(
+            "answered_elsewhere",
+            format!("answered {name} {id}: already answered by {reply} ({stage})"),
+            name,
+            channel_name,
+        )
+        .with("id", id)
+        .with("reply", reply)
+        .with("stage", stage),
+    );
+    true
+}
+
 /// A reply to publish: the agent's final text and the message it answers.
 struct Reply {
     trigger: Message,
     text: String,
+    /// The earlier messages of the batch it also answers.
+    earlier: Vec<nostr_sdk::prelude::EventId>,
 }
 
 /// Signs (on the blocking pool: a signature costs tens of microseconds) and publishes one
@@ -514,7 +566,8 @@ impl Publisher {
                     Err(why)
                 });
             match published {
-                Ok((reply_id, thread)) => {
+                Ok(None) => {}
+                Ok(Some((reply_id, thread))) => {
                     (self.h.out)(
                         self.note("reply", format!("reply {name} {reply_id} to {id}"))
                             .with("id", reply_id)
@@ -531,15 +584,31 @@ impl Publisher {
         }
     }
 
-    /// Signs and publishes one reply: its id and thread root (hex) once the relay took it.
-    async fn publish(&self, reply: Reply) -> Result<(String, Option<String>), DispatchError> {
-        let Reply { trigger, text } = reply;
+    /// Signs and publishes one reply: its id and thread root (hex) once the relay took it; `None`
+    /// when another replica answered first.
+    async fn publish(
+        &self,
+        reply: Reply,
+    ) -> Result<Option<(String, Option<String>)>, DispatchError> {
+        let Reply {
+            trigger,
+            text,
+            earlier,
+        } = reply;
         let (live, h) = (&self.live, &self.h);
+        if answered_elsewhere(h, live, &self.channel_name, &trigger, "publish").await {
+            return Ok(None);
+        }
         let mode = ReplyMode {
             thread_replies: live.resolved.thread_replies,
             broadcast_replies: live.resolved.broadcast_replies,
         };
-        let tags = relay::reply_tags(&trigger, mode);
+        let mut tags = relay::reply_tags(&trigger, mode);
+        // Among replicas, the reply names every message it answers, so that the relay check
+        // finds it for the earlier ones of a batch too.
+        if h.config.cluster.check_replies {
+            tags.extend(earlier.into_iter().map(relay::answered_tag));
+        }
         let keys = live.keys.clone();
         let channel = trigger.channel.clone();
         let event = tokio::task::spawn_blocking(move || {
@@ -569,7 +638,7 @@ impl Publisher {
                 let thread = Message::parse(&event)
                     .and_then(|m| m.root)
                     .map(|r| r.to_hex());
-                Ok((event.id.to_hex(), thread))
+                Ok(Some((event.id.to_hex(), thread)))
             }
             Ok(o) => Err(DispatchError::Refused(o.failed.values().cloned().collect())),
             Err(e) => Err(DispatchError::Publish(e.to_string())),

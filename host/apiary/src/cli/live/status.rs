@@ -179,6 +179,16 @@ impl Status {
         self.phase
     }
 
+    /// One row per persona seen.
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
+    }
+
+    /// The harness said `ready` and is not stopping.
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
     fn row_mut(&mut self, persona: &str) -> &mut Row {
         let at = match self.rows.iter().position(|r| r.name == persona) {
             Some(i) => i,
@@ -287,6 +297,11 @@ impl Row {
             // until the turn that answers it.
             "limited" if str_of(note, "action") == "dropped" => self.finish(id),
             "turn" => self.finish(id),
+            // Another replica answered it: it leaves the queue unanswered here.
+            "answered_elsewhere" => {
+                self.skips += 1;
+                self.finish(id);
+            }
             "reply" => {
                 self.replies += 1;
                 self.finish(str_of(note, "to"));

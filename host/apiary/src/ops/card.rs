@@ -1,0 +1,62 @@
+//! A2A agent cards for the personas a replica runs, generated from the pack when `up` starts
+//! (never shipped inside packs): the persona's name and description, the pack's version, the
+//! persona's skills as A2A skills, and an `x-apiary` extension saying where it answers.
+
+use serde_json::{Value, json};
+
+use crate::dispatch::PackRun;
+
+/// The A2A protocol version the cards follow.
+const PROTOCOL_VERSION: &str = "0.3.0";
+
+/// Where a persona's card is served.
+pub fn path(pack_id: &str, persona: &str) -> String {
+    format!("/personas/{pack_id}/{persona}/.well-known/agent-card.json")
+}
+
+/// The card of persona `index` of `run`; `base` is the server's `http://host:port`, `pubkey` the
+/// persona's key (hex) when known.
+pub fn card(run: &PackRun, index: usize, base: &str, pubkey: Option<String>) -> Value {
+    let persona = &run.resolved.personas[index];
+    let pack = &run.pack.manifest;
+    let name = &persona.identity.name;
+    let skills: Vec<Value> = run
+        .pack
+        .skills_for(index)
+        .iter()
+        .map(|s| {
+            json!({
+                "id": s.name,
+                "name": s.name,
+                "description": s.description,
+                "tags": [pack.id.as_str()],
+            })
+        })
+        .collect();
+    let description = if persona.identity.description.is_empty() {
+        format!(
+            "{} of the {} pack",
+            persona.identity.display_name, pack.name
+        )
+    } else {
+        persona.identity.description.clone()
+    };
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "name": persona.identity.display_name,
+        "description": description,
+        "url": format!("{base}/personas/{}/{name}", pack.id),
+        "version": pack.version,
+        "capabilities": {"streaming": false, "pushNotifications": false},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": skills,
+        "x-apiary": {
+            "pack": pack.id,
+            "persona": name,
+            "channels": persona.subscribe,
+            "pubkey": pubkey,
+            "transport": "nostr (NIP-29 kind 9 messages on the relay)",
+        },
+    })
+}

@@ -1,0 +1,380 @@
+//! `/metrics`: the harness's notes counted into Prometheus metrics (`prometheus-client`, encoded
+//! in the OpenMetrics text format Prometheus scrapes). The harness itself knows nothing of them:
+//! every note `apiary up` prints passes through [`Metrics::observe`] on its way out.
+//!
+//! Labels are bounded: `persona` (the replica's own personas), and a `reason` reduced to a short
+//! word (a wake's trigger kind, a skip's cause), never free text, ids or authors.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use serde_json::Value;
+
+use crate::cli::status::Status;
+use crate::dispatch::Note;
+
+/// Prompts in flight remembered for the latency histogram; past this the oldest are forgotten.
+const IN_FLIGHT_MAX: usize = 10_000;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PersonaLabel {
+    persona: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    persona: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookLabels {
+    persona: String,
+    hook: String,
+    kept: String,
+}
+
+type Latency = Family<PersonaLabel, Histogram, fn() -> Histogram>;
+
+fn latency_buckets() -> Histogram {
+    // 5 ms to about 80 s.
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+/// The metrics, and what folding the notes needs.
+pub struct Metrics {
+    registry: Registry,
+    events: Counter,
+    wakes: Family<ReasonLabels, Counter>,
+    skips: Family<ReasonLabels, Counter>,
+    replies: Family<PersonaLabel, Counter>,
+    errors: Family<PersonaLabel, Counter>,
+    restarts: Family<PersonaLabel, Counter>,
+    hook_runs: Family<HookLabels, Counter>,
+    latency: Latency,
+    queue_depth: Family<PersonaLabel, Gauge>,
+    breaker_open: Family<PersonaLabel, Gauge>,
+    personas_ready: Gauge,
+    relay_connected: Gauge,
+    state: Mutex<State>,
+}
+
+/// The notes folded so far: the status view's model (queue depth, phase) and the prompts in
+/// flight.
+struct State {
+    status: Status,
+    prompts: HashMap<(String, String), Instant>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("apiary");
+        let m = Metrics {
+            registry: Registry::default(),
+            events: Counter::default(),
+            wakes: Family::default(),
+            skips: Family::default(),
+            replies: Family::default(),
+            errors: Family::default(),
+            restarts: Family::default(),
+            hook_runs: Family::default(),
+            latency: Family::new_with_constructor(latency_buckets as fn() -> Histogram),
+            queue_depth: Family::default(),
+            breaker_open: Family::default(),
+            personas_ready: Gauge::default(),
+            relay_connected: Gauge::default(),
+            state: Mutex::new(State {
+                status: Status::new(Instant::now()),
+                prompts: HashMap::new(),
+            }),
+        };
+        registry.register(
+            "events_received",
+            "Channel messages received from the relay",
+            m.events.clone(),
+        );
+        registry.register(
+            "wakes",
+            "Messages that woke a persona, by trigger",
+            m.wakes.clone(),
+        );
+        registry.register(
+            "skips",
+            "Messages a persona did not answer, by reason (answered_elsewhere: another replica did)",
+            m.skips.clone(),
+        );
+        registry.register("replies", "Replies published", m.replies.clone());
+        registry.register(
+            "errors",
+            "Failed turns, triggers, hooks and publishes",
+            m.errors.clone(),
+        );
+        registry.register(
+            "agent_restarts",
+            "Agent processes restarted by supervision",
+            m.restarts.clone(),
+        );
+        registry.register(
+            "hook_runs",
+            "on_message hook runs (kept: whether the message was kept)",
+            m.hook_runs.clone(),
+        );
+        registry.register(
+            "prompt_latency_seconds",
+            "From session/prompt sent to the turn's end (reply published, or no reply)",
+            m.latency.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Messages waiting or in flight",
+            m.queue_depth.clone(),
+        );
+        registry.register(
+            "breaker_open",
+            "1 while the persona's circuit breaker is open (its agent crashed too often)",
+            m.breaker_open.clone(),
+        );
+        registry.register(
+            "personas_ready",
+            "Personas of this replica running",
+            m.personas_ready.clone(),
+        );
+        registry.register(
+            "relay_connected",
+            "1 while the relay connection is up",
+            m.relay_connected.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Folds one note in.
+    pub fn observe(&self, note: &Note) {
+        let now = Instant::now();
+        let persona = str_of(note, "persona");
+        let p = || PersonaLabel {
+            persona: persona.to_string(),
+        };
+        let reason = || ReasonLabels {
+            persona: persona.to_string(),
+            reason: short(str_of(note, "reason")),
+        };
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.status.apply(note, now);
+        match note.event {
+            "message" => {
+                self.events.inc();
+            }
+            "woken" => {
+                self.wakes.get_or_create(&reason()).inc();
+            }
+            "skipped" => {
+                self.skips.get_or_create(&reason()).inc();
+            }
+            "answered_elsewhere" => {
+                let l = ReasonLabels {
+                    persona: persona.to_string(),
+                    reason: "answered_elsewhere".into(),
+                };
+                self.skips.get_or_create(&l).inc();
+                state.finished(persona, str_of(note, "id"), now, &self.latency);
+            }
+            "limited" if str_of(note, "action") == "dropped" => {
+                let l = ReasonLabels {
+                    persona: persona.to_string(),
+                    reason: format!("limited_{}", short(str_of(note, "limit"))),
+                };
+                self.skips.get_or_create(&l).inc();
+            }
+            "dropped" => {
+                let l = ReasonLabels {
+                    persona: persona.to_string(),
+                    reason: "on_message".into(),
+                };
+                self.skips.get_or_create(&l).inc();
+            }
+            "hook_ran" => {
+                let kept = note.get("kept").and_then(Value::as_bool).unwrap_or(false);
+                let l = HookLabels {
+                    persona: persona.to_string(),
+                    hook: short(str_of(note, "hook")),
+                    kept: kept.to_string(),
+                };
+                self.hook_runs.get_or_create(&l).inc();
+            }
+            "prompt" if note.get("attempt").and_then(Value::as_u64) == Some(1) => {
+                state.started(persona, str_of(note, "id"), now);
+            }
+            "reply" => {
+                self.replies.get_or_create(&p()).inc();
+                state.finished(persona, str_of(note, "to"), now, &self.latency);
+            }
+            "turn" => state.finished(persona, str_of(note, "id"), now, &self.latency),
+            "error" => {
+                self.errors.get_or_create(&p()).inc();
+                if str_of(note, "reason").starts_with("circuit open") {
+                    self.breaker_open.get_or_create(&p()).set(1);
+                }
+                state.finished(persona, str_of(note, "id"), now, &self.latency);
+            }
+            "restarted" => {
+                self.restarts.get_or_create(&p()).inc();
+                self.breaker_open.get_or_create(&p()).set(0);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the harness is running (it said `ready` and is not stopping), and how many
+    /// personas are ready.
+    pub fn running(&self) -> (bool, usize) {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let ready = state
+            .status
+            .rows()
+            .iter()
+            .filter(|r| !matches!(r.state(), "starting" | "failed" | "stopped"))
+            .count();
+        (state.status.is_running(), ready)
+    }
+
+    /// The text exposition, with the gauges read now.
+    pub fn encode(&self, relay_connected: bool) -> String {
+        {
+            let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ready = 0;
+            for row in state.status.rows() {
+                let l = PersonaLabel {
+                    persona: row.name.clone(),
+                };
+                self.queue_depth.get_or_create(&l).set(row.queue() as i64);
+                if !matches!(row.state(), "starting" | "failed" | "stopped") {
+                    ready += 1;
+                }
+            }
+            self.personas_ready.set(ready);
+        }
+        self.relay_connected.set(i64::from(relay_connected));
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            text.clear();
+        }
+        text
+    }
+}
+
+impl State {
+    fn started(&mut self, persona: &str, id: &str, now: Instant) {
+        if self.prompts.len() >= IN_FLIGHT_MAX {
+            self.prompts.clear();
+        }
+        self.prompts
+            .insert((persona.to_string(), id.to_string()), now);
+    }
+
+    fn finished(&mut self, persona: &str, id: &str, now: Instant, latency: &Latency) {
+        if let Some(at) = self.prompts.remove(&(persona.to_string(), id.to_string())) {
+            let l = PersonaLabel {
+                persona: persona.to_string(),
+            };
+            latency
+                .get_or_create(&l)
+                .observe(now.duration_since(at).as_secs_f64());
+        }
+    }
+}
+
+fn str_of<'a>(note: &'a Note, key: &str) -> &'a str {
+    note.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// A reason as a bounded label: its first words before any detail (`trigger failed: ...` →
+/// `trigger_failed`), lower case, letters, digits and `_` only, at most 32 characters.
+fn short(reason: &str) -> String {
+    let head = reason
+        .split([':', '(', ','])
+        .next()
+        .unwrap_or_default()
+        .trim();
+    let mut out: String = head
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .take(32)
+        .collect();
+    if out.is_empty() {
+        out.push_str("none");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(event: &'static str, persona: &str, id: &str) -> Note {
+        Note::only_json(event)
+            .with("persona", persona)
+            .with("id", id)
+    }
+
+    #[test]
+    fn notes_become_counters_gauges_and_a_latency_histogram() {
+        let m = Metrics::new();
+        m.observe(&Note::only_json("message").with("id", "a"));
+        m.observe(&note("persona_ready", "bee", ""));
+        m.observe(&note("woken", "bee", "a").with("reason", "mention"));
+        m.observe(&note("woken", "bee", "b").with("reason", "keyword: honey"));
+        m.observe(&note("skipped", "sage", "a").with("reason", "no trigger matched"));
+        m.observe(&note("prompt", "bee", "a").with("attempt", 1));
+        m.observe(
+            &Note::only_json("reply")
+                .with("persona", "bee")
+                .with("to", "a"),
+        );
+        m.observe(
+            &note("error", "bee", "x").with("reason", "circuit open: the agent crashed 5 times"),
+        );
+        let text = m.encode(true);
+        for line in [
+            "apiary_events_received_total 1",
+            "apiary_wakes_total{persona=\"bee\",reason=\"mention\"} 1",
+            "apiary_wakes_total{persona=\"bee\",reason=\"keyword\"} 1",
+            "apiary_skips_total{persona=\"sage\",reason=\"no_trigger_matched\"} 1",
+            "apiary_replies_total{persona=\"bee\"} 1",
+            "apiary_prompt_latency_seconds_count{persona=\"bee\"} 1",
+            "apiary_queue_depth{persona=\"bee\"} 1",
+            "apiary_breaker_open{persona=\"bee\"} 1",
+            "apiary_relay_connected 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing in:\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn hostile_reasons_stay_short_labels() {
+        assert_eq!(short("trigger failed: \"}\n{evil"), "trigger_failed");
+        assert_eq!(short(""), "none");
+        assert_eq!(short(&"x".repeat(500)).len(), 32);
+    }
+}
