@@ -101,7 +101,7 @@ enum Command {
     Verify(dist::VerifyArgs),
 
     /// Run packs' personas as live agents on a relay (default: the bundled example, embedded relay).
-    Up(live::UpArgs),
+    Up(Box<live::UpArgs>),
 
     /// Post a message to a relay channel (as the operator), for talking to running personas.
     Post(live::PostArgs),
@@ -172,7 +172,7 @@ pub fn main() -> ExitCode {
         Command::List(a) => render(&dist::list(&a), a.json),
         Command::Uninstall(a) => render(&dist::uninstall(&a), a.json),
         Command::Verify(a) => render(&dist::verify(&a), a.json),
-        Command::Up(a) => live::up(a),
+        Command::Up(a) => live::up(*a),
         Command::Post(a) => live::post(a),
         Command::Tail(a) => live::tail(a),
         Command::Relay(a) => live::relay(a),
