@@ -8,6 +8,7 @@
 
 mod support;
 
+mod components_lang;
 mod convert_cli;
 mod convert_corpus;
 mod convert_schema;
@@ -35,5 +36,6 @@ mod pack_validate;
 mod paths;
 mod relay_hostile;
 mod sandbox_cli;
+mod up_capabilities;
 mod up_mcp_trust;
 mod up_script_hooks;
