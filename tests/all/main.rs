@@ -8,6 +8,7 @@
 
 mod support;
 
+mod components_lang;
 mod convert_cli;
 mod convert_corpus;
 mod convert_schema;
@@ -38,6 +39,7 @@ mod paths;
 mod relay_hostile;
 mod component_author;
 mod sandbox_cli;
+mod up_capabilities;
 mod up_mcp_trust;
 mod up_ops;
 mod up_script_hooks;

@@ -5,9 +5,12 @@
 //! 2. `on_message` hook latency p50/p99 of `hook-audit`, with the store kept between messages (as
 //!    the host runs hooks) and with a fresh store per message, vs the same hook as a shell script
 //!    run the way the spec runs script hooks (the three take turns, in 20 rounds);
-//! 3. loading a component from the compile cache vs compiling it.
+//! 3. loading a component from the compile cache vs compiling it;
+//! 4. components per language: size, compile, cached load and per-call cost of the Python
+//!    converter and the JS hook the tests build (`target/lang-components/`, see
+//!    tests/all/support/toolchains.rs) next to the Rust ones (`converter-sample`, `hook-audit`).
 //!
-//! Arguments (after `--`): any of `trigger`, `hook`, `cache` runs only those sections; `once`
+//! Arguments (after `--`): any of `trigger`, `hook`, `cache`, `lang` runs only those sections; `once`
 //! runs each measured pass a single time, for instruction counts under
 //! `valgrind --tool=callgrind` (see the README), which the machine's load does not disturb.
 //! `APIARY_BENCH_FRESH_ONLY=N` makes the hook section run N fresh-store calls and nothing else:
@@ -83,6 +86,9 @@ fn main() {
     }
     if args.runs("cache") {
         cache_bench(&sb, &args);
+    }
+    if args.runs("lang") {
+        lang_bench(&sb, &args);
     }
 }
 
@@ -487,4 +493,158 @@ fn cache_bench(sb: &Sandbox, args: &Args) {
             c.as_secs_f64() / l.as_secs_f64()
         );
     }
+}
+
+/// The newest `<prefix>-*.wasm` the tests built into `target/lang-components/`.
+fn lang_component(prefix: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/lang-components");
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.starts_with(&format!("{prefix}-")) && name.ends_with(".wasm")
+        })
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .collect();
+    found.sort();
+    found.pop().map(|(_, p)| p)
+}
+
+/// Size, compile, cached load and per-call cost of one component, `call` being one call.
+fn lang_row(
+    sb: &Sandbox,
+    args: &Args,
+    label: &str,
+    file: &Path,
+    call: &dyn Fn(&Sandbox, std::sync::Arc<apiary::sandbox::Loaded>) -> Vec<Duration>,
+) -> Option<(Duration, Duration, Duration)> {
+    let bytes = std::fs::read(file).ok()?;
+    let digest = sha256_hex(&bytes);
+    let start = Instant::now();
+    std::hint::black_box(sb.engine().precompile_component(&bytes).expect("compile"));
+    let compile = start.elapsed();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = CompileCache::new(sb.engine(), Some(dir.path().to_path_buf()));
+    cache
+        .load(sb.engine(), &digest, &bytes)
+        .expect("first load");
+    let loads: Vec<Duration> = (0..args.reps(20))
+        .map(
+            |_| match cache.load(sb.engine(), &digest, &bytes).expect("load") {
+                (_, Provenance::Cached { time }) => time,
+                (_, Provenance::Compiled { .. }) => panic!("expected a cache hit"),
+            },
+        )
+        .collect();
+    let loaded = sb.load(label, &bytes).expect("load");
+    let per_call = median(call(sb, loaded));
+    let load = median(loads);
+    println!(
+        "    {label:<24} {:>6.1} MB  compile {:>9.1} ms  cached load {:>7.2} ms  per call {:>9.1} us",
+        bytes.len() as f64 / 1e6,
+        compile.as_secs_f64() * 1e3,
+        load.as_secs_f64() * 1e3,
+        us(per_call)
+    );
+    Some((compile, load, per_call))
+}
+
+fn lang_bench(sb: &Sandbox, args: &Args) {
+    use apiary::sandbox::converter::{ConverterRunner, Request};
+    println!(
+        "\n(4) components per language: size, compile (first load), cached load, per call (median)"
+    );
+    let load_avg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("    load average at start: {}", load_avg.trim());
+    let n = args.reps(200);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ws = dir.path().join("ws");
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::create_dir_all(&input).expect("in");
+    std::fs::write(input.join("a.txt"), "Hello Bees\n").expect("input");
+    let hook_calls = |sb: &Sandbox, loaded: std::sync::Arc<apiary::sandbox::Loaded>| {
+        let runner = HookRunner::new(loaded).expect("hook");
+        let msg = HookMessage {
+            text: "a calm message".into(),
+            ..HookMessage::default()
+        };
+        (0..n)
+            .map(|_| {
+                let start = Instant::now();
+                runner
+                    .run(sb, HookPoint::OnMessage, "bench", "pip", Some(&msg), &ws)
+                    .expect("hook");
+                start.elapsed()
+            })
+            .collect()
+    };
+    let converter_calls = |target: &'static str| {
+        let input = input.clone();
+        let out_root = dir.path().to_path_buf();
+        move |sb: &Sandbox, loaded: std::sync::Arc<apiary::sandbox::Loaded>| {
+            let runner = ConverterRunner::new(loaded).expect("converter");
+            let request = Request {
+                source: "text".into(),
+                target: target.into(),
+                options: vec![],
+            };
+            (0..n.min(50))
+                .map(|i| {
+                    let out = out_root.join(format!("out-{target}-{i}"));
+                    std::fs::create_dir(&out).expect("out");
+                    let start = Instant::now();
+                    runner.convert(sb, &request, &input, &out).expect("convert");
+                    start.elapsed()
+                })
+                .collect()
+        }
+    };
+    let guest = |name: &str| Path::new(BUILT_GUESTS_DIR).join(format!("{name}.wasm"));
+    let rust_hook = lang_row(
+        sb,
+        args,
+        "hook, Rust (hook-audit)",
+        &guest("hook_audit"),
+        &hook_calls,
+    );
+    let rust_conv = lang_row(
+        sb,
+        args,
+        "converter, Rust (sample)",
+        &guest("converter_sample"),
+        &converter_calls("text-upper"),
+    );
+    let missing =
+        "not built yet: run `cargo test -p apiary-e2e --test all -- components_lang` first";
+    let js = lang_component("js-spam");
+    let js_hook =
+        js.and_then(|f| lang_row(sb, args, "hook, JS (componentize-js)", &f, &hook_calls));
+    let py = lang_component("py-lower");
+    let py_conv = py.and_then(|f| {
+        lang_row(
+            sb,
+            args,
+            "converter, Python (c-py)",
+            &f,
+            &converter_calls("text-lower"),
+        )
+    });
+    let ratio = |label: &str,
+                 other: Option<(Duration, Duration, Duration)>,
+                 rust: Option<(Duration, Duration, Duration)>| {
+        match (other, rust) {
+            (Some(o), Some(r)) => println!(
+                "    RATIO {label}/Rust: compile {:.0}x, cached load {:.0}x, per call {:.1}x",
+                o.0.as_secs_f64() / r.0.as_secs_f64(),
+                o.1.as_secs_f64() / r.1.as_secs_f64(),
+                o.2.as_secs_f64() / r.2.as_secs_f64()
+            ),
+            _ => println!("    {label}: {missing}"),
+        }
+    };
+    ratio("JS hook", js_hook, rust_hook);
+    ratio("Python converter", py_conv, rust_conv);
 }

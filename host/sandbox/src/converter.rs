@@ -11,7 +11,9 @@ pub use super::bindings::latest::converter::exports::apiary::plugin::format_conv
     Conversion, ConverterInfo, Detection, Finding, Report, Request,
 };
 use super::hook::{export_indexes, guest_error};
-use super::{CallOutput, Grants, Limits, Loaded, Preopen, Sandbox, SandboxError, World};
+use super::{
+    CallOutput, Capabilities, Grants, Limits, Loaded, Preopen, Sandbox, SandboxError, World,
+};
 
 fn preopen(host: &Path, guest: &str, writable: bool) -> Preopen {
     Preopen {
@@ -26,6 +28,8 @@ pub struct ConverterRunner {
     loaded: Arc<Loaded>,
     exports: [ComponentExportIndex; 3],
     limits: Limits,
+    /// What the operator granted beyond the world's defaults (declared and granted).
+    caps: Capabilities,
 }
 
 impl ConverterRunner {
@@ -35,7 +39,14 @@ impl ConverterRunner {
             loaded,
             exports,
             limits: Limits::converter(),
+            caps: Capabilities::none(),
         })
+    }
+
+    /// The same converter with `caps` added to every call (see [`crate::caps`]).
+    pub fn with_capabilities(mut self, caps: Capabilities) -> ConverterRunner {
+        self.caps = caps;
+        self
     }
 
     /// The same converter with another per-call deadline (`apiary convert --timeout`).
@@ -55,7 +66,7 @@ impl ConverterRunner {
         sandbox.call(
             &self.loaded,
             &self.limits,
-            &Grants::none(),
+            &Grants::none().with_capabilities(&self.caps),
             |store, instance| {
                 let f = instance
                     .get_typed_func::<(), (ConverterInfo,)>(&mut *store, &self.exports[0])?;
@@ -83,7 +94,9 @@ impl ConverterRunner {
         let limits = self.limits.clone();
         let grants = Grants {
             preopens: vec![preopen(input, "/input", false)],
-        };
+            ..Grants::default()
+        }
+        .with_capabilities(&self.caps);
         sandbox.call(&self.loaded, &self.limits, &grants, |store, instance| {
             let f =
                 instance.get_typed_func::<(), (Vec<Detection>,)>(&mut *store, &self.exports[1])?;
@@ -115,7 +128,9 @@ impl ConverterRunner {
                 preopen(input, "/input", false),
                 preopen(output, "/output", true),
             ],
-        };
+            ..Grants::default()
+        }
+        .with_capabilities(&self.caps);
         sandbox.call(&self.loaded, &self.limits, &grants, |store, instance| {
             let f = instance.get_typed_func::<(&Request,), (Result<Report, String>,)>(
                 &mut *store,

@@ -9,7 +9,9 @@ use wasmtime::component::{ComponentExportIndex, Instance};
 
 use super::bindings::latest::hook::exports::apiary::plugin::lifecycle;
 use super::warm::WarmPool;
-use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, State, World, truncate};
+use super::{
+    CallOutput, Capabilities, Grants, Limits, Loaded, Sandbox, SandboxError, State, World, truncate,
+};
 
 /// Where the workspace appears inside the component.
 pub const WORKSPACE_GUEST_PATH: &str = "/workspace";
@@ -105,6 +107,8 @@ pub struct HookRunner {
     limits: Limits,
     /// Stores kept between calls that ended normally; `None` runs every call in a fresh store.
     warm: Option<WarmPool<WarmKey>>,
+    /// What the operator granted beyond the world's defaults (declared and granted).
+    caps: Capabilities,
 }
 
 impl HookRunner {
@@ -115,7 +119,14 @@ impl HookRunner {
             loaded,
             exports,
             limits: Limits::hook(),
+            caps: Capabilities::none(),
         })
+    }
+
+    /// The same hook with `caps` added to every call (see [`crate::caps`]).
+    pub fn with_capabilities(mut self, caps: Capabilities) -> HookRunner {
+        self.caps = caps;
+        self
     }
 
     /// Whether a store is kept between calls (the default) or every call gets a fresh one.
@@ -145,7 +156,8 @@ impl HookRunner {
         message: Option<&HookMessage>,
         workspace: &Path,
     ) -> Result<CallOutput<()>, SandboxError> {
-        let grants = Grants::workspace(workspace.to_path_buf(), WORKSPACE_GUEST_PATH);
+        let grants = Grants::workspace(workspace.to_path_buf(), WORKSPACE_GUEST_PATH)
+            .with_capabilities(&self.caps);
         let persona = lifecycle::Persona {
             pack_id: pack_id.to_string(),
             name: persona.to_string(),

@@ -16,8 +16,10 @@ pub mod bindings;
 pub mod blocking;
 pub mod breaker;
 pub mod cache;
+pub mod caps;
 pub mod converter;
 pub mod hook;
+pub mod http;
 pub mod limits;
 pub mod trigger;
 pub mod warm;
@@ -30,10 +32,12 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{Component, HasSelf, Instance, InstancePre, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 pub use bindings::{Identity, SUPPORTED_RANGE, World};
 pub use breaker::BreakerPolicy;
 pub use cache::{CompileCache, Provenance};
+pub use caps::{Capabilities, Capability};
 pub use limits::Limits;
 pub use wasi::{Captured, Grants, Preopen};
 
@@ -121,6 +125,10 @@ pub enum SandboxError {
         failures: u32,
         retry_in: Duration,
     },
+    /// The component tried what it was not granted (a host, a response over the cap); the
+    /// call failed whatever the component made of the refusal.
+    #[error("{name} was refused: {detail}; the call failed")]
+    Refused { name: String, detail: String },
     #[error("{name}: {detail}")]
     Setup { name: String, detail: String },
     /// The sandbox itself could not be set up (the engine, the linker).
@@ -150,6 +158,7 @@ impl SandboxError {
             SandboxError::Oversized { .. } => "oversized",
             SandboxError::Invalid { .. } => "invalid-answer",
             SandboxError::CircuitOpen { .. } => "circuit-open",
+            SandboxError::Refused { .. } => "capability-refused",
             SandboxError::Setup { .. } | SandboxError::Engine { .. } => "setup",
             SandboxError::HostPanic { .. } => "host-panic",
         }
@@ -166,6 +175,8 @@ pub struct State {
     log_lines: u32,
     stdout: Sink,
     stderr: Sink,
+    http_ctx: WasiHttpCtx,
+    http: http::HttpPolicy,
 }
 
 impl WasiView for State {
@@ -173,6 +184,16 @@ impl WasiView for State {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.http,
         }
     }
 }
@@ -350,6 +371,9 @@ impl Sandbox {
             |s| s,
         )
         .map_err(engine_error("link the host interface"))?;
+        // What componentize-js links by default; every request is checked against the grants.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)
+            .map_err(engine_error("link wasi:http"))?;
         let cache = CompileCache::new(&engine, config.cache_dir);
         Ok(Sandbox {
             engine,
@@ -518,6 +542,7 @@ impl Sandbox {
         let refused_table = state.limiter.refused_table;
         let stdout = state.stdout.take();
         let stderr = state.stderr.take();
+        let refused = state.http.violations.take_first();
         forward_output(name, "stdout", &stdout);
         forward_output(name, "stderr", &stderr);
         let result = match result {
@@ -529,7 +554,18 @@ impl Sandbox {
                 detail: truncate(&panic, 300).to_string(),
             }),
         };
-        let normal = matches!(&result, Ok(_) | Err(SandboxError::Guest { .. }));
+        // Whatever the component made of a refusal, the call fails naming it.
+        let result = match refused {
+            Some(detail) => Err(SandboxError::Refused {
+                name: name.to_string(),
+                detail,
+            }),
+            None => result,
+        };
+        let normal = matches!(
+            &result,
+            Ok(_) | Err(SandboxError::Guest { .. } | SandboxError::Refused { .. })
+        );
         if !(normal && live.served()) {
             *slot = None;
         }
@@ -570,6 +606,8 @@ impl Sandbox {
                 log_lines: 0,
                 stdout,
                 stderr,
+                http_ctx: WasiHttpCtx::new(),
+                http: http::HttpPolicy::new(grants.http.clone()),
             },
         );
         store.limiter(|s| &mut s.limiter);

@@ -1,5 +1,6 @@
 //! WASI for a call, built from explicit grants only: no environment, no arguments, no sockets,
-//! stdin closed, stdout and stderr into bounded sinks, and only the preopens the call needs.
+//! stdin closed, stdout and stderr into bounded sinks, and only the preopens the call needs; plus
+//! what the operator granted the component ([`Grants::with_capabilities`]).
 
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -11,6 +12,8 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
+
+use crate::caps::Capabilities;
 
 /// A directory the call may see.
 #[derive(Debug, Clone)]
@@ -25,6 +28,10 @@ pub struct Preopen {
 #[derive(Debug, Clone, Default)]
 pub struct Grants {
     pub preopens: Vec<Preopen>,
+    /// Environment variables (name, value); nothing else of the host's environment.
+    pub env: Vec<(String, String)>,
+    /// Hosts outbound HTTP may reach (`host` or `host:port`, see [`crate::http`]).
+    pub http: Vec<String>,
 }
 
 impl Grants {
@@ -40,7 +47,23 @@ impl Grants {
                 guest: guest.to_string(),
                 writable: true,
             }],
+            ..Grants::default()
         }
+    }
+
+    /// These grants plus `caps` (the intersection of what a component declares and what the
+    /// operator granted): its variables, its hosts, its directories read-only at the same path.
+    pub fn with_capabilities(mut self, caps: &Capabilities) -> Grants {
+        self.env.extend(caps.env_values());
+        self.http.extend(caps.http_hosts());
+        for dir in caps.read_dirs() {
+            self.preopens.push(Preopen {
+                guest: dir.to_string_lossy().into_owned(),
+                host: dir,
+                writable: false,
+            });
+        }
+        self
     }
 
     pub(crate) fn build(&self, stdout: &Sink, stderr: &Sink) -> std::io::Result<WasiCtx> {
@@ -52,7 +75,8 @@ impl Grants {
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false);
+            .allow_ip_name_lookup(false)
+            .envs(&self.env);
         for p in &self.preopens {
             let perms = if p.writable {
                 FsPerms::ReadWrite

@@ -21,6 +21,7 @@ digest is refused. Compiled code goes to the compile cache ($XDG_CACHE_HOME/apia
 Examples:
   apiary component inspect ./my-converter.wasm
   apiary component add ./my-converter.wasm
+  apiary component add ./notify.wasm --grant http:hooks.example.com --grant env:HOOK_TOKEN
   apiary component list --json
   apiary component remove my-converter";
 
@@ -73,6 +74,12 @@ pub struct AddArgs {
     /// Replace an added component of the same name.
     #[arg(long)]
     pub force: bool,
+    /// Grant a capability the component declares in its `<name>.caps.toml` beside the file:
+    /// `http:HOST[:PORT]` (outbound HTTP to that host), `env:NAME` (that environment variable),
+    /// `read:/DIR` (that directory, read-only). Repeat for each; a declared capability left
+    /// ungranted refuses the add, naming it. Recorded with the component's digest.
+    #[arg(long = "grant", value_name = "CAPABILITY")]
+    pub grants: Vec<String>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -126,6 +133,7 @@ struct EntryJson<'a> {
     size: u64,
     #[serde(serialize_with = "conversions_json")]
     conversions: &'a [(String, String)],
+    grants: &'a [String],
 }
 
 impl<'a> From<&'a Entry> for EntryJson<'a> {
@@ -139,6 +147,7 @@ impl<'a> From<&'a Entry> for EntryJson<'a> {
             wit_version: &e.wit_version,
             size: e.size,
             conversions: &e.conversions,
+            grants: &e.grants,
         }
     }
 }
@@ -168,9 +177,10 @@ fn pairs(e: &Entry) -> String {
 pub(super) struct Added(Entry);
 
 fn add(store: &Store, args: &AddArgs) -> Result<Added, Failed> {
+    let granted = crate::sandbox::Capabilities::parse_all(&args.grants).map_err(failed)?;
     let sb = crate::shared_sandbox().map_err(failed)?;
     let entry = store
-        .add(sb, &args.file, args.name.as_deref(), args.force)
+        .add(sb, &args.file, (args.name.as_deref(), args.force), &granted)
         .map_err(failed)?;
     Ok(Added(entry))
 }

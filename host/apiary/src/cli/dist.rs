@@ -516,12 +516,15 @@ fn hooks_json<S: serde::Serializer>(hooks: &[trust::HookStatus], s: S) -> Result
         sha256: &'a str,
         kind: dist::lock::HookKind,
         commands: &'a [String],
+        #[serde(skip_serializing_if = "<[String]>::is_empty")]
+        grants: &'a [String],
     }
     s.collect_seq(hooks.iter().map(|h| Hook {
         path: &h.path,
         sha256: &h.sha256,
         kind: h.kind,
         commands: &h.commands,
+        grants: &h.capabilities,
     }))
 }
 
@@ -729,6 +732,13 @@ fn write_hook_review(err: &mut dyn Write, h: &trust::HookStatus) -> io::Result<(
     writeln!(err, "    used by {}", h.used_by.join(", "))?;
     for c in &h.commands {
         writeln!(err, "    command {}", trust::quote(c))?;
+    }
+    if !h.capabilities.is_empty() {
+        writeln!(
+            err,
+            "    grants  {} (declared beside it)",
+            h.capabilities.join(", ")
+        )?;
     }
     if !h.intact {
         writeln!(

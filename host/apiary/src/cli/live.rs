@@ -599,6 +599,13 @@ impl ScriptTrust for StoreTrust {
             remedy: e.help.unwrap_or_else(|| self.view.remedy(pack)),
         })
     }
+
+    fn component_grants(&self, pack_id: &str, hook: &str) -> Vec<String> {
+        match self.packs.get(pack_id) {
+            Some(pack) => self.view.component_grants(pack, hook),
+            None => Vec::new(),
+        }
+    }
 }
 
 /// Takes every stdio MCP server the operator's trust store does not trust out of the personas'

@@ -20,7 +20,7 @@ use crate::paths::Data;
 use crate::resolve::{self, Overrides, ResolvedPack, ResolvedPersona};
 use crate::sandbox::hook::{HookMessage, HookPoint};
 use crate::sandbox::trigger::{Decision, Message, Persona, Reason, TriggerRunner};
-use crate::sandbox::{Sandbox, SandboxError, bindings, cache};
+use crate::sandbox::{Capabilities, Sandbox, SandboxError, bindings, cache};
 
 const COMPONENT_AFTER_HELP: &str = "\
 Examples:
@@ -228,6 +228,8 @@ pub(super) struct Inspected {
     cache_dir: Option<PathBuf>,
     /// The world and version it targets, when apiary can run it.
     verdict: Result<bindings::Identity, SandboxError>,
+    /// What its `<name>.caps.toml` declares beyond the world's defaults, or why it is unreadable.
+    declared: Result<Capabilities, String>,
 }
 
 fn inspect(args: &InspectArgs) -> Result<Inspected, Failed> {
@@ -260,6 +262,7 @@ fn inspect(args: &InspectArgs) -> Result<Inspected, Failed> {
         cached_load,
         cache_dir: sb.cache().dir().map(Path::to_path_buf),
         verdict,
+        declared: Capabilities::declared_by(&args.file).map_err(|e| e.to_string()),
     })
 }
 
@@ -286,6 +289,10 @@ impl Serialize for Inspected {
             world: Option<bindings::World>,
             #[serde(skip_serializing_if = "Option::is_none")]
             wit_version: Option<String>,
+            /// Declared in the manifest beside the file, to be granted by the operator.
+            capabilities: Vec<String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            capabilities_error: Option<&'a str>,
             ok: bool,
             #[serde(skip_serializing_if = "Option::is_none")]
             error: Option<ErrorJson>,
@@ -303,7 +310,13 @@ impl Serialize for Inspected {
             supported: bindings::SUPPORTED_RANGE,
             world: id.map(|id| id.world),
             wit_version: id.map(|id| id.version.to_string()),
-            ok: id.is_some(),
+            capabilities: self
+                .declared
+                .as_ref()
+                .map(Capabilities::strings)
+                .unwrap_or_default(),
+            capabilities_error: self.declared.as_ref().err().map(String::as_str),
+            ok: id.is_some() && self.declared.is_ok(),
             error: self.verdict.as_ref().err().map(ErrorJson::of),
         }
         .serialize(serializer)
@@ -328,6 +341,13 @@ impl Outcome for Inspected {
         }
         writeln!(out, "exports      {}", list_or_none(&self.exports))?;
         writeln!(out, "imports      {}", list_or_none(&self.imports))?;
+        match &self.declared {
+            Ok(c) if c.is_empty() => {
+                writeln!(out, "capabilities none beyond its world's (no .caps.toml)")?
+            }
+            Ok(c) => writeln!(out, "capabilities {c} (declared; granted by the operator)")?,
+            Err(e) => writeln!(out, "capabilities refused: {e}")?,
+        }
         writeln!(out, "compile      {:.1} ms (Cranelift)", ms(self.compile))?;
         match self.cached_load {
             Some(load) => writeln!(
@@ -353,7 +373,7 @@ impl Outcome for Inspected {
     }
 
     fn exit_code(&self) -> u8 {
-        if self.verdict.is_ok() {
+        if self.verdict.is_ok() && self.declared.is_ok() {
             exit::OK
         } else {
             exit::FAILURE

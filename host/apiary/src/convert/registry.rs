@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::store::{Entry, Store};
-use crate::sandbox::Sandbox;
 use crate::sandbox::converter::{ConverterInfo, ConverterRunner};
+use crate::sandbox::{Capabilities, Sandbox};
 
 /// `(guest crate name, component bytes)` for each built-in converter that was built.
 pub const BUILTIN: &[(&str, &[u8])] = crate::builtin::CONVERTERS;
@@ -133,7 +133,8 @@ impl Registry {
         let mut reg = Registry::default();
         for (name, bytes) in BUILTIN {
             let label = format!("{name} (built in)");
-            reg.admit(sandbox, name, &label, Origin::BuiltIn, bytes, deadline);
+            let no_grants = (deadline, Capabilities::none());
+            reg.admit(sandbox, (name, &label), Origin::BuiltIn, bytes, no_grants);
         }
         let Some(store) = store else {
             return reg;
@@ -171,20 +172,30 @@ impl Registry {
             let reason = "a built-in converter has the same name";
             return self.refuse(&entry.name, origin, reason);
         }
+        let grants = match entry.capabilities() {
+            Ok(g) => g,
+            Err(reason) => return self.refuse(&entry.name, origin, reason),
+        };
         match store.bytes(entry) {
-            Ok(bytes) => self.admit(sandbox, &entry.name, &entry.name, origin, &bytes, deadline),
+            Ok(bytes) => self.admit(
+                sandbox,
+                (&entry.name, &entry.name),
+                origin,
+                &bytes,
+                (deadline, grants),
+            ),
             Err(reason) => self.refuse(&entry.name, origin, reason),
         }
     }
 
+    /// Loads one converter with an optional deadline and the capabilities recorded for it.
     fn admit(
         &mut self,
         sandbox: &Sandbox,
-        name: &str,
-        label: &str,
+        (name, label): (&str, &str),
         origin: Origin,
         bytes: &[u8],
-        deadline: Option<Duration>,
+        (deadline, grants): (Option<Duration>, Capabilities),
     ) {
         let loaded = sandbox
             .load(label, bytes)
@@ -192,7 +203,8 @@ impl Registry {
             .map(|r| match deadline {
                 Some(d) => r.with_deadline(d),
                 None => r,
-            });
+            })
+            .map(|r| r.with_capabilities(grants));
         let answer = loaded.and_then(|runner| Ok((runner.info(sandbox)?.value, runner)));
         let (info, runner) = match answer {
             Ok(a) => a,

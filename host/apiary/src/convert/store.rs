@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::registry::ConversionsError;
+use crate::sandbox::caps::BadManifest;
 use crate::sandbox::converter::ConverterRunner;
-use crate::sandbox::{Sandbox, SandboxError, World, cache};
+use crate::sandbox::{Capabilities, Sandbox, SandboxError, World, cache};
 
 /// A component file bigger than this is not a converter.
 const MAX_COMPONENT: u64 = 64 << 20;
@@ -30,6 +31,17 @@ pub struct Entry {
     pub version: String,
     pub conversions: Vec<(String, String)>,
     pub size: u64,
+    /// What the component declared (its `<name>.caps.toml`) and the operator granted with
+    /// `--grant`, recorded with `digest`: a changed component is refused, grants and all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+}
+
+impl Entry {
+    /// The recorded grants (a record edited into something unparsable is refused).
+    pub fn capabilities(&self) -> Result<Capabilities, StoreError> {
+        Capabilities::parse_all(&self.grants).map_err(|e| StoreError::BadGrant(e.to_string()))
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -97,6 +109,19 @@ pub enum StoreError {
     Delete(std::io::Error),
     #[error("the registry names a component {0:?}, which is not a valid name")]
     BadRecord(String),
+    #[error("the registry records a grant that does not parse: {0}")]
+    BadGrant(String),
+    #[error("{0}")]
+    Manifest(#[from] BadManifest),
+    #[error(
+        "{label} declares {missing}, which is not granted; review its {manifest} and add it with {flags} to grant it, or refuse it"
+    )]
+    NotGranted {
+        label: String,
+        missing: Capabilities,
+        manifest: String,
+        flags: String,
+    },
     #[error(
         "{} does not match the digest recorded when it was added (recorded sha256 {recorded}, now {now}); refused. Add it again with `apiary component add --force` if the change is yours",
         path.display()
@@ -113,7 +138,11 @@ impl StoreError {
     pub fn kind(&self) -> &'static str {
         match self {
             StoreError::Io { .. } | StoreError::Persist { .. } | StoreError::Delete(_) => "io",
-            StoreError::Damaged { .. } | StoreError::BadRecord(_) => "damaged-registry",
+            StoreError::Damaged { .. } | StoreError::BadRecord(_) | StoreError::BadGrant(_) => {
+                "damaged-registry"
+            }
+            StoreError::Manifest(_) => "bad-manifest",
+            StoreError::NotGranted { .. } => "not-granted",
             StoreError::Serialise(_) => "serialise",
             StoreError::TooLarge { .. } => "too-large",
             StoreError::Sandbox(e) => e.kind(),
@@ -198,13 +227,14 @@ impl Store {
 
     /// Checks `file` is a converter component of a supported WIT version, compiles it into the
     /// cache, copies it into the store and records it. `name` defaults to the name its `info`
-    /// gives; an existing entry of that name is replaced only with `replace`.
+    /// gives; an existing entry of that name is replaced only with `replace`. Every capability
+    /// its manifest declares must be in `granted`; what both hold is recorded.
     pub fn add(
         &self,
         sandbox: &Sandbox,
         file: &Path,
-        name: Option<&str>,
-        replace: bool,
+        (name, replace): (Option<&str>, bool),
+        granted: &Capabilities,
     ) -> Result<Entry, StoreError> {
         let size = std::fs::metadata(file)
             .map_err(io_error("read", file))?
@@ -222,6 +252,22 @@ impl Store {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| file.display().to_string());
+        let declared = Capabilities::declared_by(file)?;
+        let missing = declared.minus(granted);
+        if !missing.is_empty() {
+            let manifest = Capabilities::manifest_path(file).display().to_string();
+            let flags = missing
+                .iter()
+                .map(|c| format!("--grant {c}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            return Err(StoreError::NotGranted {
+                label,
+                missing,
+                manifest,
+                flags,
+            });
+        }
         // Identity check (world and WIT version), compile into the cache, link.
         let loaded = sandbox.load(&label, &bytes)?;
         if loaded.identity.world != World::Converter {
@@ -257,6 +303,7 @@ impl Store {
             version: crate::sandbox::truncate(&info.version, 64).to_string(),
             conversions,
             size,
+            grants: declared.intersect(granted).strings(),
         };
         write_atomic(&self.dir, &format!("{name}.wasm"), &bytes)?;
         components.push(entry.clone());

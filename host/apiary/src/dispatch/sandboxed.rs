@@ -15,7 +15,7 @@ use super::hooks::{HookError, HookPoint, HookRunner};
 use super::trigger::{Reason, TriggerError, TriggerMatcher, TriggerPersona};
 use crate::relay::Message;
 use crate::resolve::ResolvedPersona;
-use crate::sandbox::{self, Sandbox};
+use crate::sandbox::{self, Capabilities, Sandbox};
 
 /// A hook component larger than this is refused before it is read whole.
 const MAX_HOOK_FILE: u64 = 64 * 1024 * 1024;
@@ -25,6 +25,12 @@ const MAX_HOOK_FILE: u64 = 64 * 1024 * 1024;
 pub trait ScriptTrust: Send + Sync {
     /// `Ok` when the script hook `command` of pack `pack_id` may run.
     fn script_hook(&self, pack_id: &str, command: &str) -> Result<(), Untrusted>;
+
+    /// The capabilities the operator granted the component hook `hook` of `pack_id` with the
+    /// file's current digest (`apiary trust --hooks`); none by default.
+    fn component_grants(&self, _pack_id: &str, _hook: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Why a script hook may not run, and the command that would trust it.
@@ -316,7 +322,41 @@ impl SandboxHooks {
         }
     }
 
-    fn runner(&self, file: &Path) -> Result<Arc<sandbox::hook::HookRunner>, HookError> {
+    /// What the component hook gets beyond its world: what its `.caps.toml` declares, all of
+    /// which the operator must have granted (else it is refused at load, naming what is not).
+    fn capabilities(
+        &self,
+        pack_id: &str,
+        hook: &str,
+        file: &Path,
+    ) -> Result<Capabilities, HookError> {
+        let declared =
+            Capabilities::declared_by(file).map_err(|e| HookError::Setup(e.to_string()))?;
+        if declared.is_empty() {
+            return Ok(declared);
+        }
+        let granted = self
+            .trust
+            .as_ref()
+            .map(|t| t.component_grants(pack_id, hook))
+            .unwrap_or_default();
+        let granted =
+            Capabilities::parse_all(&granted).map_err(|e| HookError::Setup(e.to_string()))?;
+        let missing = declared.minus(&granted);
+        if !missing.is_empty() {
+            return Err(HookError::Setup(format!(
+                "hook `{hook}` declares {missing}, which the operator has not granted for this file; review and grant it with `apiary trust <pack> --hooks`"
+            )));
+        }
+        Ok(declared)
+    }
+
+    fn runner(
+        &self,
+        pack_id: &str,
+        hook: &str,
+        file: &Path,
+    ) -> Result<Arc<sandbox::hook::HookRunner>, HookError> {
         let cached = |runners: &Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>| {
             let runners = runners.lock().unwrap_or_else(|e| e.into_inner());
             runners.get(file).map(Arc::clone)
@@ -333,8 +373,9 @@ impl SandboxHooks {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let caps = self.capabilities(pack_id, hook, file)?;
         let loaded = sb.load(&name, &bytes)?;
-        let runner = Arc::new(sandbox::hook::HookRunner::new(loaded)?);
+        let runner = Arc::new(sandbox::hook::HookRunner::new(loaded)?.with_capabilities(caps));
         let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Arc::clone(
             runners.entry(file.to_path_buf()).or_insert(runner),
@@ -381,7 +422,7 @@ impl SandboxHooks {
             return Ok(());
         };
         match Self::wasm_file(self.root(pack_id)?, hook) {
-            Some(file) => self.runner(&file?).map(drop),
+            Some(file) => self.runner(pack_id, hook, &file?).map(drop),
             None => Ok(()),
         }
     }
@@ -414,7 +455,7 @@ impl SandboxHooks {
         let Some(file) = Self::wasm_file(root, hook) else {
             return self.run_script(call, root, hook).map(Some);
         };
-        let runner = self.runner(&file?)?;
+        let runner = self.runner(call.pack_id, hook, &file?)?;
         let sb = crate::shared_sandbox().map_err(|e| HookError::Setup(e.to_string()))?;
         let out = runner.run(
             sb,

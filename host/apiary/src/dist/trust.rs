@@ -72,6 +72,10 @@ pub struct TrustedHook {
     /// by an older apiary) trusts none, so the operator reviews it again.
     #[serde(default)]
     pub commands: Vec<String>,
+    /// A component hook's capabilities (declared in its `.caps.toml`), granted with this digest:
+    /// a changed component has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
     pub trusted_at: String,
 }
 
@@ -322,6 +326,26 @@ impl TrustView {
         }
     }
 
+    /// What the component hook `command` of `pack` was granted: the capabilities recorded when
+    /// the operator trusted this file with its current digest (none when it never was, or changed).
+    pub fn component_grants(&self, pack: &PackRef, command: &str) -> Vec<String> {
+        let Ok(entry) = self.entry(pack) else {
+            return Vec::new();
+        };
+        let Ok((rel, abs)) = hook_file(&pack.root, command) else {
+            return Vec::new();
+        };
+        let Ok(digest) = super::sha256_file(&abs) else {
+            return Vec::new();
+        };
+        entry
+            .hooks
+            .iter()
+            .find(|h| h.path == rel && h.sha256.eq_ignore_ascii_case(&digest))
+            .map(|h| h.grants.clone())
+            .unwrap_or_default()
+    }
+
     /// Whether the agent may be handed `server` of `pack`: an HTTP server runs nothing here; a
     /// stdio server's definition must have been trusted. `Err` says why not; its help is the
     /// command that records trust ([`TrustView::remedy`]).
@@ -511,6 +535,9 @@ pub struct HookStatus {
     /// The file on disk still has the recorded digest.
     pub intact: bool,
     pub trusted: bool,
+    /// A component hook's declared capabilities (its `.caps.toml`): trusting grants them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
 }
 
 /// Whether `entry` trusts hook `h`: its path, digest and every command line that runs it.
@@ -564,6 +591,7 @@ pub fn status(root: &Path, pack_id: &str) -> Result<(String, Vec<HookStatus>)> {
                 commands: h.commands.clone(),
                 intact: on_disk.as_deref() == Some(h.sha256.as_str()),
                 trusted: false,
+                capabilities: Vec::new(),
             };
             status.trusted = trusted.is_some_and(|t| hook_trusted_by(t, &status));
             status
@@ -627,6 +655,7 @@ pub fn review(root: &Path, target: &Target) -> Result<Review> {
     };
     for h in &mut hooks {
         h.trusted = recorded.is_some_and(|t| hook_trusted_by(t, h));
+        h.capabilities = declared_capabilities(&pack.root, h);
     }
     let mut mcp = mcp_servers(&pack);
     for m in &mut mcp {
@@ -657,9 +686,24 @@ fn dir_hooks(pack: &Pack) -> Vec<HookStatus> {
                 used_by: h.used_by,
                 commands: h.commands,
                 trusted: false,
+                capabilities: Vec::new(),
             }
         })
         .collect()
+}
+
+/// What the component hook `h` of the pack in `dir` declares in its `.caps.toml` (nothing for a
+/// script, or a manifest that does not parse: loading the hook then says why).
+fn declared_capabilities(dir: &Path, h: &HookStatus) -> Vec<String> {
+    if h.kind != HookKind::Component {
+        return Vec::new();
+    }
+    let Ok(file) = crate::pack::paths::resolve_inside(dir, &h.path) else {
+        return Vec::new();
+    };
+    crate::sandbox::Capabilities::declared_by(&file)
+        .map(|c| c.strings())
+        .unwrap_or_default()
 }
 
 /// The refusal to trust a hook whose file no longer matches its recorded digest, if one does not.
@@ -723,6 +767,7 @@ pub fn record(
                 sha256: h.sha256.clone(),
                 kind: h.kind,
                 commands: h.commands.clone(),
+                grants: h.capabilities.clone(),
                 trusted_at: now.clone(),
             })
             .collect();
@@ -985,6 +1030,7 @@ mod tests {
                     sha256: digest.clone(),
                     kind: HookKind::Script,
                     commands: vec!["./hooks/a.sh --x".into()],
+                    grants: vec![],
                     trusted_at: "t".into(),
                 }],
                 mcp_servers: vec![],

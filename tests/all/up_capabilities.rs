@@ -1,0 +1,132 @@
+//! A component hook that notifies a webhook under `apiary up` (guests/test/http-hook, with a
+//! `.caps.toml` declaring the webhook's host, and a webhook server of the test's own on
+//! 127.0.0.1): refused at load until the operator grants it with `apiary trust --hooks`, then
+//! posting to that host only; a changed component loses its grant.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use apiary_e2e::{Run, apiary, guest};
+
+use crate::support::live::{Up, persona, prompts, write_pack};
+
+/// A webhook on 127.0.0.1 that answers 200 and records each request's body.
+fn webhook() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let seen = bodies.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&body).into_owned());
+            let _ = conn
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (port, bodies)
+}
+
+fn trust(home: &Path, root: &Path) -> Run {
+    let mut cmd = apiary(home);
+    cmd.current_dir(home.join("dev"))
+        .args(["trust", "./pack", "--hooks", "--yes", "--json", "--root"])
+        .arg(root);
+    Run::of(cmd)
+}
+
+#[test]
+fn a_webhook_hook_runs_under_up_once_its_capability_is_granted() {
+    let home = tempfile::tempdir().unwrap();
+    let (port, bodies) = webhook();
+    let pack = home.path().join("dev/pack");
+    write_pack(
+        &pack,
+        "com.example.webhook",
+        &[(
+            "bee",
+            &persona(
+                "bee",
+                "subscribe: [\"general\"]\ntriggers:\n  all_messages: true\nhooks:\n  on_message: ./hooks/notify.wasm",
+                "You are Bee.",
+            ),
+        )],
+        &[],
+    );
+    std::fs::create_dir_all(pack.join("hooks")).unwrap();
+    std::fs::copy(guest("http_hook"), pack.join("hooks/notify.wasm")).unwrap();
+    let cap = format!("http:127.0.0.1:{port}");
+    std::fs::write(
+        pack.join("hooks/notify.caps.toml"),
+        format!("http = [\"127.0.0.1:{port}\"]\n"),
+    )
+    .unwrap();
+    let root = home.path().join("root");
+    let ws = home.path().join("ws");
+    let args = [
+        "--root",
+        root.to_str().unwrap(),
+        "--workspace",
+        ws.to_str().unwrap(),
+    ];
+
+    // Not granted: refused at load, naming the capability and the command that grants it.
+    let mut up = Up::spawn(home.path(), &[&pack], &args, &[]);
+    let line = up.wait_for(|l| l.starts_with("persona bee refused"));
+    assert!(line.contains(&format!("declares {cap}")), "{line}");
+    assert!(line.contains("apiary trust"), "{line}");
+    up.stop();
+
+    let r = trust(home.path(), &root);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let store: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".apiary/trust.json")).unwrap())
+            .unwrap();
+    let dirs = store["dirs"].as_object().unwrap();
+    let hooks = &dirs.values().next().unwrap()["hooks"];
+    assert_eq!(hooks[0]["grants"], serde_json::json!([cap]), "{store:#}");
+
+    let mut up = Up::start(home.path(), &[&pack], &args, &[]);
+    let text = format!("post http://127.0.0.1:{port}/notify a bee said hello");
+    let id = up.post("general", &text, &[]);
+    up.reply_to("bee", &id);
+    assert_eq!(*bodies.lock().unwrap(), ["a bee said hello"]);
+    // Any other host fails the hook, so the message is dropped, and the line names the capability.
+    let other = up.post("general", "post http://localhost:9/x leak", &[]);
+    let line = up.wait_for(|l| l.starts_with(&format!("dropped bee {other}")));
+    assert!(
+        line.contains("capability http:localhost:9 is not granted"),
+        "{line}"
+    );
+    assert_eq!(prompts(&up.capture("bee")).len(), 1);
+    up.stop_ok();
+
+    // A changed component has no grant: refused again until trusted again.
+    let mut bytes = std::fs::read(pack.join("hooks/notify.wasm")).unwrap();
+    // A custom section appended: same behaviour, other digest.
+    bytes.extend_from_slice(&[0, 4, 1, b'x', 0, 0]);
+    std::fs::write(pack.join("hooks/notify.wasm"), bytes).unwrap();
+    let mut up = Up::spawn(home.path(), &[&pack], &args, &[]);
+    let line = up.wait_for(|l| l.starts_with("persona bee refused"));
+    assert!(line.contains(&format!("declares {cap}")), "{line}");
+    up.stop();
+}
