@@ -11,6 +11,7 @@ mod support;
 mod convert_cli;
 mod convert_corpus;
 mod convert_schema;
+mod convert_truth;
 mod dist_build;
 mod dist_crash;
 mod dist_expert;

@@ -2,21 +2,27 @@
 //!
 //! Every built-in converter translates between one foreign format and the persona pack (the pivot
 //! format); this crate holds what all of them need, so each converter is only its mapping:
+//! - [`models`]: model names -> persona model ids, from the data table `data/models.json`;
 //! - [`pack`]: read a persona pack from a tree into an ordered model, and write one back;
 //! - [`frontmatter`]: split markdown frontmatter, parse it strictly or (for real-world files that
 //!   are not YAML) leniently, and render it;
 //! - [`slug`]: one name normaliser with per-format rules;
+//! - [`policy`]: agent tool policies, which persona packs cannot enforce (reported lost);
 //! - [`report`]: the conversion report (lost, synthesised, normalised, reinterpreted findings);
-//! - [`tree`]: small filesystem helpers over the `/input` and `/output` preopens.
+//! - [`tree`]: small filesystem helpers over the `/input` and `/output` preopens;
+//! - [`vars`]: `${…}` variables only a plugin host defines (lost in a pack).
 //!
 //! It is plain Rust with no WIT bindings: a member of the root workspace, so `cargo test
 //! --workspace` tests it natively, and a path dependency of the converters in `guests/`.
 
 pub mod frontmatter;
+pub mod models;
 pub mod pack;
+pub mod policy;
 pub mod report;
 pub mod slug;
 pub mod tree;
+pub mod vars;
 
 /// The persona pack schema (keys of the manifest, persona frontmatter and MCP entries), the same
 /// lists apiary's validator checks.
