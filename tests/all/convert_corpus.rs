@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use apiary_e2e::{Operator, Run, corpus};
+use apiary_e2e::{Operator, Run, corpus, snapshot};
 use serde_json::Value;
 
 /// `error.kind` values `apiary convert --json` documents.
@@ -98,6 +98,41 @@ struct Outcome {
     ok: bool,
     /// `error.kind`, or the lost count when converted.
     detail: String,
+    /// The input format (`?` when detection refused).
+    format: String,
+    /// Findings listed as lost.
+    lost: usize,
+    /// For a conversion into a pack: whether converting the pack back to the input's format gives
+    /// the input's files byte for byte (`None` when there is no way back to try).
+    round_trip: Option<bool>,
+}
+
+/// Formats a pack converts back to, for the round-trip check.
+const ROUND_TRIP: &[&str] = &[
+    "claude-plugin",
+    "agent-plugins",
+    "duduclaw-expert",
+    "agent-compose-package",
+];
+
+/// Whether `pack` converted back to `format` holds exactly the files of `src`.
+fn round_trip(op: &Operator, n: usize, src: &Path, pack: &Path, format: &str) -> Option<bool> {
+    if !ROUND_TRIP.contains(&format) {
+        return None;
+    }
+    let back = op.path(&format!("back-{n}"));
+    let r = op.run(&[
+        "convert",
+        &pack.display().to_string(),
+        "--to",
+        format,
+        "--json",
+        "--out",
+        &back.display().to_string(),
+    ]);
+    let same = r.code != 1 && snapshot(src, &[]) == snapshot(&back, &[]);
+    std::fs::remove_dir_all(&back).ok();
+    Some(same)
 }
 
 /// Runs one item and checks the contract; returns a description of any breach.
@@ -161,12 +196,21 @@ fn check(op: &Operator, n: usize, src: &Path, to: &'static str) -> Result<Outcom
                 out.is_dir()
             ));
         }
+        let format = v["source_format"].as_str().unwrap_or("?").to_string();
+        let round_trip = if to == "buzz-pack" {
+            round_trip(op, n, src, &out, &format)
+        } else {
+            None
+        };
         std::fs::remove_dir_all(&out).ok();
         return Ok(Outcome {
             item,
             to,
             ok,
             detail: format!("{lost} lost"),
+            format,
+            lost,
+            round_trip,
         });
     }
     let e = &v["error"];
@@ -203,6 +247,9 @@ fn check(op: &Operator, n: usize, src: &Path, to: &'static str) -> Result<Outcom
         to,
         ok,
         detail: format!("{kind}: {}", message.chars().take(120).collect::<String>()),
+        format: v["source_format"].as_str().unwrap_or("?").to_string(),
+        lost: 0,
+        round_trip: None,
     })
 }
 
@@ -245,6 +292,7 @@ fn every_corpus_item_converts_or_is_refused_with_a_reason() {
         println!("{mark:9} {} -> {}: {}", o.item, o.to, o.detail);
     }
     let converted = good.iter().filter(|o| o.ok).count();
+    print_by_format(&good);
     println!(
         "{} items in {secs:.1}s with {threads} threads: {converted} converted, {} refused with a reason, {} breaches",
         items.len(),
@@ -261,6 +309,40 @@ fn every_corpus_item_converts_or_is_refused_with_a_reason() {
             .any(|o| o.ok && o.item == "multi-host-plugin" && o.to == "buzz-pack"),
         "multi-host-plugin -> buzz-pack"
     );
+}
+
+/// Per input format, for conversions into a pack: converted clean, converted with losses,
+/// refused, and how many came back byte for byte when converted back (the README's table).
+fn print_by_format(outcomes: &[Outcome]) {
+    let mut formats: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| o.to == "buzz-pack")
+        .map(|o| o.format.as_str())
+        .collect();
+    formats.sort_unstable();
+    formats.dedup();
+    println!("| input format | clean | with losses | refused | round trip equal |");
+    println!("|---|---|---|---|---|");
+    for f in formats {
+        let of: Vec<&Outcome> = outcomes
+            .iter()
+            .filter(|o| o.to == "buzz-pack" && o.format == f)
+            .collect();
+        let clean = of.iter().filter(|o| o.ok && o.lost == 0).count();
+        let lossy = of.iter().filter(|o| o.ok && o.lost > 0).count();
+        let refused = of.iter().filter(|o| !o.ok).count();
+        let tried = of.iter().filter(|o| o.round_trip.is_some()).count();
+        let equal = of.iter().filter(|o| o.round_trip == Some(true)).count();
+        let trip = if tried == 0 {
+            "-".to_string()
+        } else {
+            format!("{equal}/{tried}")
+        };
+        println!("| {f} | {clean} | {lossy} | {refused} | {trip} |");
+    }
+    for o in outcomes.iter().filter(|o| !o.ok) {
+        println!("refused {} ({}): {}", o.item, o.format, o.detail);
+    }
 }
 
 /// The multi-host plugin to Agent Plugins and back to Claude: its `x-claude/` survives both steps.

@@ -12,6 +12,7 @@ mod components_lang;
 mod convert_cli;
 mod convert_corpus;
 mod convert_schema;
+mod convert_truth;
 mod deploy_manifests;
 mod dist_build;
 mod dist_crash;

@@ -42,14 +42,25 @@ pub fn is_dir(root: &Path, relative: &str) -> bool {
         .is_some_and(|m| m.is_dir())
 }
 
+/// An I/O error in words, without the platform's error number (WASI's differ from the host's, so
+/// "os error 44" would mean nothing to the operator).
+pub fn why(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "it does not exist".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        std::io::ErrorKind::IsADirectory => "it is a directory".into(),
+        kind => kind.to_string(),
+    }
+}
+
 /// Reads a UTF-8 file of at most [`MAX_FILE`] bytes.
 pub fn read(root: &Path, relative: &str) -> Result<String, String> {
     let path = join(root, relative)?;
-    let file = fs::File::open(&path).map_err(|e| format!("cannot read {relative}: {e}"))?;
+    let file = fs::File::open(&path).map_err(|e| format!("cannot read {relative}: {}", why(&e)))?;
     let mut bytes = Vec::new();
     file.take(MAX_FILE + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {relative}: {e}"))?;
+        .map_err(|e| format!("cannot read {relative}: {}", why(&e)))?;
     if bytes.len() as u64 > MAX_FILE {
         return Err(format!("{relative} is larger than {MAX_FILE} bytes"));
     }
@@ -59,11 +70,11 @@ pub fn read(root: &Path, relative: &str) -> Result<String, String> {
 /// Reads a file's raw bytes (at most [`MAX_FILE`]).
 pub fn read_bytes(root: &Path, relative: &str) -> Result<Vec<u8>, String> {
     let path = join(root, relative)?;
-    let file = fs::File::open(&path).map_err(|e| format!("cannot read {relative}: {e}"))?;
+    let file = fs::File::open(&path).map_err(|e| format!("cannot read {relative}: {}", why(&e)))?;
     let mut bytes = Vec::new();
     file.take(MAX_FILE + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {relative}: {e}"))?;
+        .map_err(|e| format!("cannot read {relative}: {}", why(&e)))?;
     if bytes.len() as u64 > MAX_FILE {
         return Err(format!("{relative} is larger than {MAX_FILE} bytes"));
     }

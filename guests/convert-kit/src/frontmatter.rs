@@ -162,9 +162,7 @@ pub fn render(fields: &Map<String, Value>, body: &str) -> String {
     }
     out.push_str("---\n");
     if !body.is_empty() {
-        if !body.starts_with('\n') {
-            out.push('\n');
-        }
+        // The body as it was: a blank line after the closing `---` only when it had one.
         out.push_str(body);
         if !body.ends_with('\n') {
             out.push('\n');

@@ -2,10 +2,13 @@
 //!
 //! Every built-in converter translates between one foreign format and the persona pack (the pivot
 //! format); this crate holds what all of them need, so each converter is only its mapping:
+//! - [`models`]: model names -> persona model ids, from the data table `data/models.json`;
 //! - [`pack`]: read a persona pack from a tree into an ordered model, and write one back;
 //! - [`frontmatter`]: split markdown frontmatter, parse it strictly or (for real-world files that
 //!   are not YAML) leniently, and render it;
 //! - [`slug`]: one name normaliser with per-format rules;
+//! - [`policy`]: agent tool policies, which persona packs cannot enforce (reported lost);
+//! - [`vars`]: `${…}` variables only a plugin host defines (lost in a pack);
 //! - [`report`] and [`tree`]: the conversion report and the filesystem helpers over `/input` and
 //!   `/output`, re-exported from `apiary-guest-sdk`. Those are what any converter needs, so they
 //!   live in the SDK third parties use; this crate keeps what is specific to persona packs (and
@@ -15,8 +18,11 @@
 //! --workspace` tests it natively, and a path dependency of the converters in `guests/`.
 
 pub mod frontmatter;
+pub mod models;
 pub mod pack;
+pub mod policy;
 pub mod slug;
+pub mod vars;
 
 pub use apiary_guest_sdk::{report, tree};
 

@@ -125,6 +125,24 @@ impl Skill {
             .and_then(|(_, bytes)| std::str::from_utf8(bytes).ok())
     }
 
+    /// A `namespace:name` in SKILL.md (how a plugin's skills are addressed once installed) whose
+    /// last part is the directory's name: rewritten to the plain name, which targets that want
+    /// `name` to equal the directory accept. Returns the name it had.
+    pub fn strip_namespace(&mut self) -> Option<String> {
+        let fm = crate::frontmatter::parse(self.skill_md()?);
+        let declared = fm.fields.get("name")?.as_str()?.to_string();
+        let (_, plain) = declared.rsplit_once(':')?;
+        if plain.trim() != self.name || fm.mode != crate::ParseMode::Strict {
+            return None;
+        }
+        let mut fields = fm.fields.clone();
+        fields.insert("name".into(), Value::from(self.name.clone()));
+        let text = crate::frontmatter::render(&fields, &fm.body);
+        let index = self.files.iter().position(|(p, _)| p == "SKILL.md")?;
+        self.files[index].1 = text.into_bytes();
+        Some(declared)
+    }
+
     /// Writes the skill under `dir` (relative to `root`).
     pub fn write(&self, root: &Path, dir: &str) -> Result<(), String> {
         for (path, bytes) in &self.files {

@@ -77,9 +77,82 @@ pub fn normalise(name: &str, rules: Rules) -> Option<String> {
     (!trimmed.is_empty()).then(|| trimmed.to_string())
 }
 
+/// Words a display name spells their own way rather than capitalised (`ui` is `UI`, `csharp`
+/// is `C#`): acronyms and product names common in agent names.
+const SPELLINGS: &[(&str, &str)] = &[
+    ("ai", "AI"),
+    ("api", "API"),
+    ("apis", "APIs"),
+    ("aws", "AWS"),
+    ("ci", "CI"),
+    ("cd", "CD"),
+    ("cli", "CLI"),
+    ("cpp", "C++"),
+    ("csharp", "C#"),
+    ("css", "CSS"),
+    ("db", "DB"),
+    ("devops", "DevOps"),
+    ("dotnet", ".NET"),
+    ("gcp", "GCP"),
+    ("graphql", "GraphQL"),
+    ("html", "HTML"),
+    ("http", "HTTP"),
+    ("ios", "iOS"),
+    ("javascript", "JavaScript"),
+    ("js", "JS"),
+    ("json", "JSON"),
+    ("k8s", "K8s"),
+    ("llm", "LLM"),
+    ("mcp", "MCP"),
+    ("ml", "ML"),
+    ("mlops", "MLOps"),
+    ("nlp", "NLP"),
+    ("php", "PHP"),
+    ("posix", "POSIX"),
+    ("qa", "QA"),
+    ("rest", "REST"),
+    ("sdk", "SDK"),
+    ("seo", "SEO"),
+    ("sql", "SQL"),
+    ("sre", "SRE"),
+    ("ts", "TS"),
+    ("typescript", "TypeScript"),
+    ("ui", "UI"),
+    ("ux", "UX"),
+];
+
+/// A display name for a slug: words split on `-`, `_` and spaces, each capitalised, except the
+/// acronyms and product names of [`SPELLINGS`] (`ui-designer` -> `UI Designer`).
+pub fn display_name(name: &str) -> String {
+    name.split(['-', '_', ' '])
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let lower = w.to_ascii_lowercase();
+            if let Some((_, spelled)) = SPELLINGS.iter().find(|(k, _)| *k == lower) {
+                return (*spelled).to_string();
+            }
+            let mut c = w.chars();
+            match c.next() {
+                Some(first) => first.to_uppercase().chain(c).collect(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<String>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn display_names_keep_acronyms() {
+        assert_eq!(display_name("ui-designer"), "UI Designer");
+        assert_eq!(display_name("seo_specialist"), "SEO Specialist");
+        assert_eq!(display_name("posix-shell-pro"), "POSIX Shell Pro");
+        assert_eq!(display_name("csharp-developer"), "C# Developer");
+        assert_eq!(display_name("code-reviewer"), "Code Reviewer");
+    }
 
     #[test]
     fn titles_become_slugs_per_format() {

@@ -125,6 +125,7 @@ pub fn ops_to_pack(input: &Path, output: &Path, options: Options) -> Result<Repo
         previous = kept.clone();
     }
     read_ops_mcp(input, &previous, &mut build, &mut report);
+    read_claude_style_mcp(input, &mut build, &mut report);
 
     match ext {
         Some(ext) => restore_pack(input, output, &top, author, ext, &mut build, &mut report)?,
@@ -729,6 +730,88 @@ fn read_ops_mcp(
     add_servers(file, mapped, build, report);
     if !kept.is_empty() {
         build.back.insert("mcp_servers".into(), Value::Object(kept));
+    }
+}
+
+/// A `.mcp.json` in Claude's spelling (`mcpServers` or a flat map) that many Agent Plugins
+/// packages ship next to `mcp.json` for Claude Code: its servers are carried into the pack too,
+/// after `mcp.json`'s (a name defined in both keeps `mcp.json`'s).
+fn read_claude_style_mcp(input: &Path, build: &mut Build, report: &mut Report) {
+    let file = ".mcp.json";
+    if !tree::is_file(input, file) {
+        return;
+    }
+    let servers = match tree::read_json(input, file) {
+        Ok(Value::Object(mut map)) => match map.remove("mcpServers") {
+            Some(Value::Object(inner)) => inner,
+            Some(_) => Map::new(),
+            None => map,
+        },
+        Ok(_) => Map::new(),
+        Err(e) => {
+            report.lost("mcp-config-invalid", file, "", e);
+            build.consumed.push(file.into());
+            return;
+        }
+    };
+    build.consumed.push(file.into());
+    for (name, config) in servers {
+        let field = format!("mcpServers.{name}");
+        let Value::Object(mut config) = config else {
+            report.lost("mcp-server-invalid", file, &field, "not an object; skipped");
+            continue;
+        };
+        if build.servers.iter().any(|(n, _)| *n == name) {
+            report.normalised(
+                "mcp-duplicate",
+                file,
+                &field,
+                format!("server `{name}` is also in mcp.json, whose definition is kept"),
+            );
+            continue;
+        }
+        let kind = config
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if matches!(kind.as_str(), "sse" | "ws") {
+            report.lost(
+                "mcp-transport-unsupported",
+                file,
+                &field,
+                format!("the `{kind}` transport, which apiary's runtimes reject; not carried"),
+            );
+            continue;
+        }
+        let vars = convert_kit::vars::host_only(&Value::Object(config.clone()).to_string());
+        if !vars.is_empty() {
+            report.lost(
+                "mcp-variable-unsupported",
+                file,
+                &field,
+                format!(
+                    "server `{name}` uses {}, which the plugin host sets but apiary does not: kept as written, the server will not start until it is edited",
+                    vars.join(", ")
+                ),
+            );
+        }
+        for key in mcp::unknown_pack_keys(&config) {
+            config.remove(&key);
+            report.lost(
+                "field-unsupported",
+                file,
+                &format!("{field}.{key}"),
+                format!("persona pack MCP servers have no `{key}`; not carried"),
+            );
+        }
+        report.normalised(
+            "mcp-carried",
+            file,
+            &field,
+            format!("server `{name}` from Claude's .mcp.json is a pack server; on the way back it is written to mcp.json"),
+        );
+        build.servers.push((name, config));
     }
 }
 

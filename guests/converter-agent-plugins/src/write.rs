@@ -387,8 +387,20 @@ impl Ops<'_> {
                 self.skill_dirs.push(listed);
                 continue;
             };
+            let mut skill = skill.clone();
+            if let Some(old) = skill.strip_namespace() {
+                self.report.normalised(
+                    "skill-name-unnamespaced",
+                    &format!("{dir}/SKILL.md"),
+                    "name",
+                    format!(
+                        "`{old}` -> `{}`: Agent Skills names are plain and equal the directory",
+                        skill.name
+                    ),
+                );
+            }
             skill.write(output, &dir)?;
-            if let Some(why) = skill_problem(skill) {
+            if let Some(why) = skill_problem(&skill) {
                 self.report.reinterpreted(
                     "skill-not-conformant",
                     &format!("{dir}/SKILL.md"),

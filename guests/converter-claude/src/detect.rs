@@ -88,7 +88,7 @@ pub fn detect(root: &Path) -> Vec<Detection> {
             confidence,
             evidence: format!(
                 "found {} ({local} local, {remote} remote plugin(s))",
-                marketplace::FILE
+                marketplace::file(root).unwrap_or_default()
             ),
         });
     }

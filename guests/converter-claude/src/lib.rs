@@ -18,9 +18,10 @@ use std::path::Path;
 
 use convert_kit::Report;
 
-/// Input formats read into a persona pack.
+/// Input formats read into a persona pack (`agents-dir`: loose agent files, no manifest).
 pub const PLUGIN_FORMATS: &[&str] = &[
     "claude-plugin",
+    "agents-dir",
     "codex-plugin",
     "cursor-plugin",
     "gemini-extension",
@@ -46,6 +47,7 @@ pub fn run(
             let host = read::Host::from_format(s).ok_or("unknown host")?;
             let ctx = read::Context {
                 fallback_name: option("name").map(str::to_string),
+                loose_agents: s == "agents-dir",
                 ..read::Context::default()
             };
             let converted = read::read(input, host, &ctx)?;

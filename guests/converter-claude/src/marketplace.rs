@@ -1,4 +1,8 @@
-//! A Claude marketplace (`.claude-plugin/marketplace.json`) -> one persona pack per local plugin.
+//! A plugin marketplace -> one persona pack per local plugin. Claude's
+//! `.claude-plugin/marketplace.json`, Copilot's `.github/plugin/marketplace.json` and the Agent
+//! Plugins / Codex `.agents/plugins/marketplace.json` share one shape (`name`, `plugins` with a
+//! `source` each); the first present is read. A plugin is read with the manifest it has (Claude,
+//! then Codex, Cursor); a local `url` source (`./`) counts as a path.
 //!
 //! Output layout: `<plugin-name>/` in the output holds that plugin's pack (the name slugged per
 //! Claude rules, made unique). With the option `plugin=<name>` only that plugin is converted, into
@@ -14,17 +18,34 @@ use convert_kit::{Report, Value, tree};
 use crate::read::{self, Context, Host};
 use crate::util::{clean_path, unique};
 
-pub const FILE: &str = ".claude-plugin/marketplace.json";
+/// Where marketplaces live, in the order they are looked for.
+pub const FILES: &[&str] = &[
+    ".claude-plugin/marketplace.json",
+    ".github/plugin/marketplace.json",
+    ".agents/plugins/marketplace.json",
+];
+
+/// The marketplace file of the tree at `input`, if it has one.
+pub fn file(input: &Path) -> Option<&'static str> {
+    FILES.iter().copied().find(|f| tree::is_file(input, f))
+}
 
 pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, String> {
-    let market = match tree::read_json(input, FILE)? {
+    let Some(file) = file(input) else {
+        return Err(format!(
+            "no marketplace here: expected one of {}",
+            FILES.join(", ")
+        ));
+    };
+    let market = match tree::read_json(input, file)? {
         Value::Object(m) => m,
-        _ => return Err(format!("{FILE} is not a JSON object")),
+        _ => return Err(format!("{file} is not a JSON object")),
     };
     let Some(Value::Array(entries)) = market.get("plugins") else {
-        return Err(format!("{FILE} has no `plugins` list"));
+        return Err(format!("{file} has no `plugins` list"));
     };
     let mut m = Market {
+        file,
         input,
         out,
         only,
@@ -46,12 +67,13 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
         .filter(|k| !matches!(*k, "plugins" | "name"))
         .collect();
     if !others.is_empty() {
-        m.report.lost(
-            "marketplace-field-unsupported",
-            FILE,
+        // Nothing a persona runs with: the catalogue's own description, owner and version.
+        m.report.normalised(
+            "marketplace-metadata-dropped",
+            file,
             "",
             format!(
-                "marketplace fields {} describe the catalogue, not a plugin; persona packs have no place for them",
+                "marketplace fields {} describe the catalogue, not a plugin; each pack keeps its own plugin's metadata",
                 others.join(", ")
             ),
         );
@@ -67,7 +89,7 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
             "the marketplace lists no local plugin named `{o}` that can be converted"
         )),
         (None, 0) => Err(format!(
-            "no plugin of {FILE} could be converted (remote or missing sources only)"
+            "no plugin of {file} could be converted (remote or missing sources only)"
         )),
         _ => Ok(m.report),
     }
@@ -75,6 +97,8 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
 
 /// A marketplace being converted.
 struct Market<'a> {
+    /// The marketplace file read.
+    file: &'static str,
     input: &'a Path,
     out: &'a Path,
     /// The one plugin to convert (into the output root), if asked.
@@ -94,7 +118,7 @@ impl Market<'_> {
         let Some(entry) = entry.as_object() else {
             self.report.lost(
                 "entry-invalid",
-                FILE,
+                self.file,
                 &field,
                 "a plugin entry that is not an object; skipped",
             );
@@ -107,7 +131,7 @@ impl Market<'_> {
         else {
             self.report.lost(
                 "entry-invalid",
-                FILE,
+                self.file,
                 &field,
                 "a plugin entry without a `name`; skipped",
             );
@@ -130,13 +154,18 @@ impl Market<'_> {
             entry: Some(entry.clone()),
             marketplace: self.name.clone(),
             fallback_name: Some(name.to_string()),
+            loose_agents: false,
         };
-        let converted_plugin = match read::read(&root, Host::Claude, &ctx) {
+        let host = [Host::Claude, Host::Codex, Host::Cursor]
+            .into_iter()
+            .find(|h| tree::is_file(&root, h.manifest()))
+            .unwrap_or(Host::Claude);
+        let converted_plugin = match read::read(&root, host, &ctx) {
             Ok(c) => c,
             Err(e) => {
                 self.report.lost(
                     "plugin-refused",
-                    FILE,
+                    self.file,
                     &field,
                     format!("plugin `{name}` cannot be read: {e}; skipped"),
                 );
@@ -156,7 +185,7 @@ impl Market<'_> {
             Err(why) => {
                 self.report.lost(
                     "remote-plugin-skipped",
-                    FILE,
+                    self.file,
                     field,
                     format!("plugin `{name}`: {why}; skipped"),
                 );
@@ -166,7 +195,7 @@ impl Market<'_> {
         if !tree::is_dir(self.input, &dir) && !dir.is_empty() {
             self.report.lost(
                 "plugin-missing",
-                FILE,
+                self.file,
                 field,
                 format!("plugin `{name}`: its directory `{dir}` is not in the input; skipped"),
             );
@@ -186,7 +215,7 @@ impl Market<'_> {
         if sub != name {
             self.report.normalised(
                 "name-normalised",
-                FILE,
+                self.file,
                 field,
                 format!("{name} -> {sub}/ (output directory)"),
             );
@@ -208,6 +237,18 @@ fn local_dir(source: Option<&Value>, plugin_root: Option<&str>) -> Result<String
             }
         }
         Some(Value::Object(o)) => match o.get("source").and_then(Value::as_str) {
+            // A `url` that is a relative path is local (Agent Plugins marketplaces list
+            // themselves as `{"source": "url", "url": "./"}`).
+            Some("url")
+                if o.get("url")
+                    .and_then(Value::as_str)
+                    .is_some_and(|u| u.starts_with("./") || u == ".") =>
+            {
+                o.get("url")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            }
             Some("local") => o
                 .get("path")
                 .and_then(Value::as_str)
@@ -229,7 +270,7 @@ fn local_dir(source: Option<&Value>, plugin_root: Option<&str>) -> Result<String
 
 /// Detection helper: how many local and remote plugins the marketplace lists.
 pub fn count(input: &Path) -> Option<(usize, usize)> {
-    let market = tree::read_json(input, FILE).ok()?;
+    let market = tree::read_json(input, file(input)?).ok()?;
     let entries = market.get("plugins")?.as_array()?;
     let root = market
         .get("metadata")

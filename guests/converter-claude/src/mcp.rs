@@ -75,24 +75,16 @@ pub fn report_claude_only(
         );
     }
     let text = Value::Object(config.clone()).to_string();
-    let mut vars = Vec::new();
-    for (needle, what) in [
-        ("${CLAUDE_PLUGIN_ROOT}", "${CLAUDE_PLUGIN_ROOT}"),
-        ("${CLAUDE_PLUGIN_DATA}", "${CLAUDE_PLUGIN_DATA}"),
-        ("${user_config.", "${user_config.*}"),
-        (":-", "${VAR:-default}"),
-    ] {
-        if text.contains(needle) {
-            vars.push(what);
-        }
-    }
+    let vars = convert_kit::vars::host_only(&text);
     if !vars.is_empty() {
-        report.reinterpreted(
-            "mcp-variable-literal",
+        // apiary fills `${VAR}` (and `${VAR:-default}`) from the operator's environment only:
+        // a variable the plugin host defines has no value at run time, so the server fails.
+        report.lost(
+            "mcp-variable-unsupported",
             path,
             &format!("mcpServers.{name}"),
             format!(
-                "MCP server `{name}` uses {}, which Claude expands but persona runtimes pass through literally",
+                "MCP server `{name}` uses {}, which Claude sets for the plugin but apiary does not: kept as written, the server will not start until it is edited",
                 vars.join(", ")
             ),
         );
@@ -140,7 +132,7 @@ mod tests {
         assert!(usable_in_pack(stdio.as_object().unwrap()).is_ok());
         let mut r = Report::default();
         report_claude_only(stdio.as_object().unwrap(), "s", ".mcp.json", "x", &mut r);
-        assert_eq!(r.reinterpreted[0].code, "mcp-variable-literal");
+        assert_eq!(r.lost[0].code, "mcp-variable-unsupported");
         let (c, renamed) = to_claude(
             json!({"type": "streamable_http", "url": "u"})
                 .as_object()

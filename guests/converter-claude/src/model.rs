@@ -1,6 +1,8 @@
 //! Model names between Claude agent frontmatter (`sonnet`, `opus`, `haiku`, `inherit` or a full
 //! `claude-…` id) and persona packs (`provider:model-id`).
 
+use convert_kit::models;
+
 /// What a Claude `model` value becomes in a persona.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToPersona {
@@ -12,38 +14,14 @@ pub enum ToPersona {
     Unknown,
 }
 
-/// The ids the aliases pin. Aliases move with Claude releases; these are the ones current when
-/// this converter was written, and the report says the alias was pinned.
-const ALIASES: &[(&str, &str)] = &[
-    ("sonnet", "claude-sonnet-4-6"),
-    ("opus", "claude-opus-4-6"),
-    ("haiku", "claude-haiku-4-5"),
-];
-
-/// Maps a Claude agent `model` value to a persona model.
+/// Maps a Claude agent `model` value to a persona model, through convert-kit's model table
+/// (aliases pinned, human-readable and dotted spellings respelled as ids).
 pub fn to_persona(model: &str) -> ToPersona {
-    let m = model.trim();
-    let lower = m.to_ascii_lowercase();
-    if lower == "inherit" {
-        return ToPersona::Inherit;
+    match models::resolve(model) {
+        models::Model::Id { id, pinned, .. } => ToPersona::Model { id, alias: pinned },
+        models::Model::Inherit => ToPersona::Inherit,
+        models::Model::Unknown => ToPersona::Unknown,
     }
-    if let Some((_, id)) = ALIASES.iter().find(|(alias, _)| *alias == lower) {
-        return ToPersona::Model {
-            id: format!("anthropic:{id}"),
-            alias: true,
-        };
-    }
-    let plausible_id = lower.starts_with("claude-")
-        && lower
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '@'));
-    if plausible_id {
-        return ToPersona::Model {
-            id: format!("anthropic:{m}"),
-            alias: false,
-        };
-    }
-    ToPersona::Unknown
 }
 
 /// What a persona model becomes in a Claude agent.

@@ -13,7 +13,7 @@ use apiary_schema::{behaviour, manifest, persona};
 use convert_kit::frontmatter::{self, ParseMode};
 use convert_kit::pack::{self, McpServer, Pack, Persona, Skill};
 use convert_kit::slug::{self, Rules};
-use convert_kit::{Map, Report, Value, tree};
+use convert_kit::{Map, Report, Value, policy, tree};
 
 use crate::mcp;
 use crate::model::{self, ToPersona};
@@ -37,7 +37,7 @@ pub enum Host {
 impl Host {
     pub fn from_format(format: &str) -> Option<Host> {
         match format {
-            "claude-plugin" => Some(Host::Claude),
+            "claude-plugin" | "agents-dir" => Some(Host::Claude),
             "codex-plugin" => Some(Host::Codex),
             "cursor-plugin" => Some(Host::Cursor),
             "gemini-extension" => Some(Host::Gemini),
@@ -85,6 +85,9 @@ pub struct Context {
     pub marketplace: Option<String>,
     /// A name to use when neither a manifest nor a marketplace entry gives one.
     pub fallback_name: Option<String>,
+    /// The `agents-dir` layout: agent files lie loose at the root (a folder of `.md` agents, or
+    /// one agent file), not under `agents/`.
+    pub loose_agents: bool,
 }
 
 /// Files as (plugin-relative path, bytes).
@@ -177,11 +180,13 @@ pub fn read(root: &Path, host: Host, ctx: &Context) -> Result<Converted, String>
     };
     let plugin = r.manifest()?;
     r.metadata(&plugin);
+    r.component_paths(&plugin);
     r.skills(&plugin)?;
     r.agents(&plugin)?;
     r.mcp(&plugin)?;
     r.hooks(&plugin);
     r.instructions(&plugin);
+    r.require_content(&plugin)?;
     r.persona_fallback(&plugin);
     let (docs, carried) = r.rest()?;
     let key = host.ext_key();
@@ -202,6 +207,36 @@ impl Reader<'_> {
             (true, _) => rel.to_string(),
             (false, true) => self.ctx.prefix.clone(),
             (false, false) => format!("{}/{rel}", self.ctx.prefix),
+        }
+    }
+
+    /// A manifest path that points outside the plugin or at nothing: its content cannot come
+    /// along, one `dangling-reference` each (lost, so the conversion exits 2).
+    fn dangling(&mut self, field: &str, path: &str, why: &str) {
+        let at = self.at(self.host.manifest());
+        let why = why.strip_prefix(&format!("`{path}` ")).unwrap_or(why);
+        self.report.lost(
+            "dangling-reference",
+            &at,
+            field,
+            format!("`{field}` path `{path}` {why}; what it names is not converted"),
+        );
+    }
+
+    /// Component paths (commands, output styles, …) the manifest lists must exist too: Claude
+    /// Code would fail to load them, and nothing can be carried for them.
+    fn component_paths(&mut self, plugin: &Map<String, Value>) {
+        for field in ["commands", "outputStyles", "hooks", "lspServers"] {
+            for p in strings(plugin.get(field)) {
+                if p.contains("://") {
+                    continue;
+                }
+                match clean_path(&p) {
+                    Ok(rel) if tree::is_file(self.root, &rel) || tree::is_dir(self.root, &rel) => {}
+                    Ok(_) => self.dangling(field, &p, "is not in the plugin"),
+                    Err(e) => self.dangling(field, &p, &e),
+                }
+            }
         }
     }
 
@@ -415,11 +450,9 @@ impl Reader<'_> {
         let mut roots = vec!["skills".to_string()];
         for p in strings(plugin.get("skills")) {
             match clean_path(&p) {
-                Ok(rel) => roots.push(rel),
-                Err(e) => {
-                    self.report
-                        .lost("path-refused", &self.at(self.host.manifest()), "skills", e)
-                }
+                Ok(rel) if tree::is_dir(self.root, &rel) => roots.push(rel),
+                Ok(_) => self.dangling("skills", &p, "is not a folder in the plugin"),
+                Err(e) => self.dangling("skills", &p, &e),
             }
         }
         for rel in roots {
@@ -555,6 +588,9 @@ impl Reader<'_> {
     /// as in Claude Code).
     fn agent_files(&mut self, plugin: &Map<String, Value>) -> Result<Vec<String>, String> {
         let mut files = Vec::new();
+        if self.ctx.loose_agents {
+            files.extend(loose_agent_files(self.root));
+        }
         if tree::is_dir(self.root, "agents") {
             files.extend(
                 tree::walk(self.root, "agents")?
@@ -566,8 +602,7 @@ impl Reader<'_> {
             let rel = match clean_path(&p) {
                 Ok(rel) => rel,
                 Err(e) => {
-                    let at = self.at(self.host.manifest());
-                    self.report.lost("path-refused", &at, "agents", e);
+                    self.dangling("agents", &p, &e);
                     continue;
                 }
             };
@@ -580,13 +615,7 @@ impl Reader<'_> {
                         .filter(|f| f.ends_with(".md")),
                 );
             } else {
-                let at = self.at(self.host.manifest());
-                self.report.lost(
-                    "missing-file",
-                    &at,
-                    "agents",
-                    format!("agent path `{p}` is not in the plugin"),
-                );
+                self.dangling("agents", &p, "is not in the plugin");
             }
         }
         let mut seen = BTreeSet::new();
@@ -696,7 +725,7 @@ impl Reader<'_> {
         let mut carried = Map::new();
         match fm.fields.get("model") {
             None => {}
-            Some(Value::String(m)) => {
+            Some(Value::String(m)) if !m.contains(',') => {
                 agent.insert("model".into(), m.clone().into());
                 if let Some(id) = self.persona_model(path, &name, m) {
                     fields.insert("model".into(), id.into());
@@ -704,6 +733,19 @@ impl Reader<'_> {
             }
             Some(other) => {
                 carried.insert("model".into(), other.clone());
+                if let Some((first, rest)) = convert_kit::models::first_of_list(other)
+                    && let Some(id) = self.persona_model(path, &name, &first)
+                {
+                    fields.insert("model".into(), id.into());
+                    if !rest.is_empty() {
+                        self.report.lost(
+                            "model-list",
+                            path,
+                            "model",
+                            format!("a list of models: the persona runs `{first}`; the fall-backs {} have no persona slot (kept in `{}.agents.{name}`)", rest.join(", "), self.host.ext_key()),
+                        );
+                    }
+                }
             }
         }
         if let Some(m) = xp.get("fields").and_then(|f| f.get("model"))
@@ -778,7 +820,15 @@ impl Reader<'_> {
             .get("name")
             .and_then(Value::as_str)
             .map(str::to_string)
-            .or_else(|| slug::normalise(&base, Rules::Persona))
+            .or_else(|| {
+                // A name that is already a persona name is kept; one the converter makes up is
+                // lowercase (the original comes back on the way out from `x-claude`).
+                if slug::is_valid(&base, Rules::Persona) {
+                    Some(base.clone())
+                } else {
+                    slug::normalise(&base.to_lowercase(), Rules::Persona)
+                }
+            })
             .unwrap_or_else(|| "agent".to_string());
         let name = unique(&wanted, taken);
         match &original {
@@ -890,11 +940,12 @@ impl Reader<'_> {
                 None
             }
             ToPersona::Unknown => {
-                self.report.reinterpreted(
-                    "carried-in-extension",
+                // Never a silent fall-back to the runtime's model: the operator hears of it.
+                self.report.lost(
+                    "model-unknown",
                     path,
                     "model",
-                    format!("`{m}` is not a Claude model this converter knows; no persona `model`, the value is kept in `{key}.agents.{name}`"),
+                    format!("`{m}` is not a model this converter knows (a typo?); the persona gets no `model`, so the runtime's applies; the value is kept in `{key}.agents.{name}`"),
                 );
                 None
             }
@@ -917,10 +968,13 @@ impl Reader<'_> {
             .filter(|(k, _)| !AGENT_MAPPED.contains(&k.as_str()))
         {
             carried.insert(k.clone(), v.clone());
+            if policy::restricts(k, v) {
+                let kept_in = format!("{key}.agents.{name}");
+                policy::report_lost(&mut self.report, path, k, &kept_in);
+                continue;
+            }
             let why = match k.as_str() {
-                "tools" | "disallowedTools" | "permissionMode" => {
-                    "persona packs have no tool policy"
-                }
+                k if policy::is_policy_key(k) => "it grants no restriction",
                 "skills" => {
                     "Claude preloads these skills; persona packs load skills on demand and give every persona the pack's unclaimed skills"
                 }
@@ -1026,12 +1080,7 @@ impl Reader<'_> {
                 Value::String(p) => match clean_path(&p) {
                     Ok(rel) if !files.contains(&rel) => files.push(rel),
                     Ok(_) => {}
-                    Err(e) => self.report.lost(
-                        "path-refused",
-                        &self.at(self.host.manifest()),
-                        "mcpServers",
-                        e,
-                    ),
+                    Err(e) => self.dangling("mcpServers", &p, &e),
                 },
                 Value::Object(map) => {
                     let value = Value::Object(map);
@@ -1046,12 +1095,7 @@ impl Reader<'_> {
         for (i, rel) in files.iter().enumerate() {
             if !tree::is_file(self.root, rel) {
                 if i > 0 {
-                    self.report.lost(
-                        "missing-file",
-                        &self.at(self.host.manifest()),
-                        "mcpServers",
-                        format!("MCP config `{rel}` is not in the plugin"),
-                    );
+                    self.dangling("mcpServers", rel, "is not in the plugin");
                 }
                 continue;
             }
@@ -1129,13 +1173,13 @@ impl Reader<'_> {
             }
         }
         if let Some(v) = plugin.get("hooks").filter(|v| v.is_object()) {
-            let events = hook_events(v).join(", ");
+            let events = events_phrase(&hook_events(v));
             self.report.reinterpreted(
                 "hooks-quarantined",
                 &self.at(self.host.manifest()),
                 "hooks",
                 format!(
-                    "inline {} hooks ({events}) are an event map, not persona lifecycle hooks: kept disabled in `{}.plugin.hooks`",
+                    "inline {} hooks{events} are an event map, not persona lifecycle hooks: kept disabled in `{}.plugin.hooks`",
                     self.host.label(),
                     self.host.ext_key()
                 ),
@@ -1174,6 +1218,34 @@ impl Reader<'_> {
         if !parts.is_empty() {
             self.pack.instructions = Some(parts.join("\n\n"));
         }
+    }
+
+    /// A tree that is no plugin at all (no manifest, agents, skills or MCP servers) is refused,
+    /// saying which layout was expected, rather than converted to a pack of one made-up persona.
+    fn require_content(&self, plugin: &Map<String, Value>) -> Result<(), String> {
+        let has_manifest = self.ext.get("manifest").and_then(Value::as_str) != Some("none");
+        let empty = self.pack.personas.is_empty()
+            && self.pack.skills.is_empty()
+            && self.pack.mcp_servers.is_empty();
+        if !empty || (has_manifest && !plugin.is_empty()) {
+            return Ok(());
+        }
+        if self.ctx.loose_agents {
+            return Err("no agent files here: expected `.md` files with `name` and `description` frontmatter at the top of the folder (or one such file)".into());
+        }
+        let loose = loose_agent_files(self.root).len();
+        let hint = if loose > 0 {
+            format!(
+                "; the {loose} loose agent file(s) at the top are the `agents-dir` layout (--from agents-dir)"
+            )
+        } else {
+            String::new()
+        };
+        Err(format!(
+            "no {} plugin here: expected {}, agents/*.md or skills/<name>/SKILL.md, and found none{hint}",
+            self.host.label(),
+            self.host.manifest()
+        ))
     }
 
     /// A plugin without agents (skills, commands or MCP only) still needs one persona: one is
@@ -1261,10 +1333,10 @@ impl Reader<'_> {
                 ),
                 "hooks" => {
                     let events = tree::read_json(self.root, "hooks/hooks.json")
-                        .map(|v| hook_events(&v).join(", "))
+                        .map(|v| events_phrase(&hook_events(&v)))
                         .unwrap_or_default();
                     hooks_note = format!(
-                        "{} hooks ({events}) are an event map, not persona lifecycle hooks: carried disabled, enable by hand after review",
+                        "{} hooks{events} are an event map, not persona lifecycle hooks: carried disabled, enable by hand after review",
                         self.host.label()
                     );
                     ("hooks-quarantined", hooks_note.as_str())
@@ -1318,6 +1390,15 @@ fn restore_persona_fields(fields: &mut Map<String, Value>, xp: &Map<String, Valu
     }
 }
 
+/// ` (A, B)` for the events named, nothing when none are (a hooks folder of scripts only).
+fn events_phrase(events: &[String]) -> String {
+    if events.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", events.join(", "))
+    }
+}
+
 /// Event names of a Claude hooks value (`{hooks: {Event: …}}` or the bare event map).
 fn hook_events(v: &Value) -> Vec<String> {
     let map = v.get("hooks").and_then(Value::as_object).or(v.as_object());
@@ -1326,6 +1407,18 @@ fn hook_events(v: &Value) -> Vec<String> {
         .unwrap_or_default();
     events.sort();
     events
+}
+
+/// Top-level `.md` files with `name` and `description` frontmatter, documentation excluded: the
+/// agents of an `agents-dir` folder.
+pub fn loose_agent_files(root: &Path) -> Vec<String> {
+    let mut files: Vec<String> = tree::list(root, "")
+        .into_iter()
+        .filter(|f| !is_documentation(f) && tree::is_file(root, f))
+        .filter(|f| looks_like_agent(root, f))
+        .collect();
+    files.sort();
+    files
 }
 
 /// A markdown file with `name` and `description` frontmatter.

@@ -40,19 +40,9 @@ pub fn text<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
         .filter(|s| !s.trim().is_empty())
 }
 
-/// `code-reviewer` -> `Code Reviewer`.
+/// `code-reviewer` -> `Code Reviewer`, `ui-designer` -> `UI Designer`.
 pub fn title_case(name: &str) -> String {
-    name.split(['-', '_', ' '])
-        .filter(|w| !w.is_empty())
-        .map(|w| {
-            let mut c = w.chars();
-            match c.next() {
-                Some(first) => first.to_uppercase().chain(c).collect(),
-                None => String::new(),
-            }
-        })
-        .collect::<Vec<String>>()
-        .join(" ")
+    convert_kit::slug::display_name(name)
 }
 
 /// `base`, or `base-2`, `base-3`… whichever is not taken yet; the result is marked taken.

@@ -155,23 +155,15 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// Files an earlier Claude -> pack conversion carried go back to their place.
+    /// Files an earlier Claude -> pack conversion carried go back to their place, all of them:
+    /// the reader kept them "for the way back" (a `.codex-plugin/`, a `templates/` folder its
+    /// commands read, tests), and Claude Code ignores top-level entries it does not know.
     fn carried_files(&mut self) -> Result<(), String> {
         if !tree::is_dir(self.input, FILES_DIR) {
             return Ok(());
         }
         for file in tree::walk(self.input, FILES_DIR)? {
             let rel = file[FILES_DIR.len()..].trim_start_matches('/').to_string();
-            let top = rel.split('/').next().unwrap_or(&rel);
-            if !CLAUDE_LAYOUT.contains(&top) && !is_documentation(top) {
-                self.report.lost(
-                    "file-dropped",
-                    &file,
-                    "",
-                    format!("`{rel}` is not part of the Claude plugin layout; not written"),
-                );
-                continue;
-            }
             let bytes = tree::read_bytes(self.input, &file)?;
             self.write(&rel, bytes)?;
         }
@@ -181,6 +173,15 @@ impl Writer<'_> {
     fn skills(&mut self) -> Result<(), String> {
         let mut taken = Vec::new();
         for skill in &self.pack.skills {
+            let mut skill = skill.clone();
+            if let Some(old) = skill.strip_namespace() {
+                self.report.normalised(
+                    "skill-name-unnamespaced",
+                    &format!("skills/{}/SKILL.md", skill.name),
+                    "name",
+                    format!("`{old}` -> `{}`: Claude adds the plugin's namespace itself and wants the plain name", skill.name),
+                );
+            }
             // Claude (Agent Skills) wants the directory named after the skill's `name:`, its load key.
             let declared = skill
                 .skill_md()

@@ -685,6 +685,19 @@ fn report_unmapped_agent(
                     format!("`[{section}]` has no persona slot; carried in `{EXT_EXPERT}.agents.{name}.partial`"),
                 );
             }
+            // Tool restrictions (`[capabilities]` allowed/denied tools, a read-only project) are
+            // not enforced for a persona: lost at run time.
+            for (key, v) in value.as_object().into_iter().flatten() {
+                if convert_kit::policy::restricts(key, v) {
+                    let kept_in = format!("{EXT_EXPERT}.agents.{name}.partial");
+                    convert_kit::policy::report_lost(
+                        report,
+                        &path,
+                        &format!("{section}.{key}"),
+                        &kept_in,
+                    );
+                }
+            }
         }
     }
 }

@@ -101,20 +101,34 @@ pub fn to_acp(
 }
 
 /// Replaces every `${VAR}` with its value; a variable the pack may not read, or that is unset (or
-/// empty), is an error naming it.
+/// empty), is an error naming it. `${VAR:-default}` (the shell's and Claude Code's spelling) is the
+/// value when the pack may read it and it is set, else `default`: never an error.
 pub fn interpolate(server: &str, value: &str, vars: &Vars<'_>) -> Result<String, McpError> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else { break };
-        let name = &after[..end];
+        let (name, default) = match after[..end].split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (&after[..end], None),
+        };
         if !is_var_name(name) {
             out.push_str(&rest[..start + 2]);
             rest = after;
             continue;
         }
         out.push_str(&rest[..start]);
+        if let Some(default) = default {
+            let allowed = vars.allowed.iter().any(|a| a == name);
+            let set = allowed
+                .then(|| (vars.env)(name))
+                .flatten()
+                .filter(|v| !v.is_empty());
+            out.push_str(set.as_deref().unwrap_or(default));
+            rest = &after[end + 1..];
+            continue;
+        }
         if !vars.allowed.iter().any(|a| a == name) {
             return Err(McpError::NotAllowed {
                 server: server.to_string(),
@@ -189,6 +203,11 @@ mod tests {
             "Bearer t0k!"
         );
         assert_eq!(interpolate("gh", "${} $x ${", &vars).unwrap(), "${} $x ${");
+        // A default applies when the variable is unset or not allowed, and never errs.
+        assert_eq!(
+            interpolate("gh", "${TOKEN:-d}|${NOPE:-d2}|${SECRET:-}", &vars).unwrap(),
+            "t0k|d2|"
+        );
         let err = interpolate("gh", "${NOPE}", &vars).unwrap_err();
         assert!(err.to_string().contains("`NOPE`"), "{err}");
         assert!(err.to_string().contains("`gh`"), "{err}");

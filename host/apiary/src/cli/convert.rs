@@ -22,12 +22,15 @@ not parse refuses the input:
   2. .plugin/plugin.json with `personas`           -> buzz-pack (without: agent-plugins-draft)
   3. plugin.json with an Agent Plugins $schema     -> agent-plugins
   4. .claude-plugin/plugin.json                    -> claude-plugin
-  5. .claude-plugin/marketplace.json               -> claude-marketplace
+  5. .claude-plugin/, .github/plugin/ or .agents/plugins/marketplace.json
+                                                   -> claude-marketplace
   6. .codex-plugin/, .cursor-plugin/plugin.json, gemini-extension.json
-                                                   -> named; converted only if a converter reads it
+                                                   -> codex-plugin, cursor-plugin, gemini-extension
   7. person.kdl or a .kdl whose first node is `roster`  -> agent-compose-package
   8. person.json with format agent-compose.person-snapshot.*  -> agent-compose-snapshot
   9. a bare SKILL.md, or agents/*.md only          -> claude-plugin (manifest-less)
+ 10. top-level .md files with name/description frontmatter (or one such file as the input)
+                                                   -> agents-dir
 When nothing matches and the input holds a single directory, the rules run once inside it. Then
 added converters' `detect` may claim the input (confidence >= 0.5). Otherwise the input is refused
 with a list of what was found.
@@ -53,10 +56,10 @@ Examples:
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct ConvertArgs {
-    /// The input directory.
+    /// The input directory (or one agent .md file).
     #[arg(required_unless_present = "list")]
     pub src: Option<PathBuf>,
-    /// The format to write (see --list).
+    /// The format to write (see --list; `claude` stands for claude-plugin).
     #[arg(long, value_name = "FORMAT", required_unless_present = "list")]
     pub to: Option<String>,
     /// Where to write the result (default: ./<input-name>.<format>).
@@ -135,8 +138,11 @@ fn convert(args: &ConvertArgs) -> Result<Converted, Failed> {
     }
     let job = Job {
         src,
-        to,
-        from: args.from.clone(),
+        to: convert::canonical_format(&to).to_string(),
+        from: args
+            .from
+            .as_deref()
+            .map(|f| convert::canonical_format(f).to_string()),
         out,
         force: args.force,
         options,

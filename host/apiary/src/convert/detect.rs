@@ -39,6 +39,13 @@ pub struct Refusal {
     pub fatal: bool,
 }
 
+/// Plugin marketplaces (Claude, Copilot, Agent Plugins), one shape, read by one converter.
+const MARKETPLACES: &[&str] = &[
+    ".claude-plugin/marketplace.json",
+    ".github/plugin/marketplace.json",
+    ".agents/plugins/marketplace.json",
+];
+
 /// Formats the host recognises but no built-in converter reads; named so the refusal can say so.
 pub const NAMED_ONLY: &[(&str, &str)] = &[
     ("codex-plugin", "a Codex plugin (.codex-plugin/plugin.json)"),
@@ -90,7 +97,7 @@ pub fn detect(root: &Path) -> Result<Detected, Refusal> {
     let mut found = listing(root, "");
     found.extend(notes);
     Err(Refusal {
-        reason: "no known format: none of expert.toml, .plugin/plugin.json, plugin.json with an Agent Plugins $schema, .claude-plugin/, .codex-plugin/, .cursor-plugin/, gemini-extension.json, person.kdl or a roster .kdl, an agent-compose person.json, SKILL.md or agents/*.md".to_string(),
+        reason: "no known format: none of expert.toml, .plugin/plugin.json, plugin.json with an Agent Plugins $schema, .claude-plugin/, a marketplace.json, .codex-plugin/, .cursor-plugin/, gemini-extension.json, person.kdl or a roster .kdl, an agent-compose person.json, SKILL.md, agents/*.md or loose agent .md files".to_string(),
         found,
         fatal: false,
     })
@@ -138,12 +145,14 @@ fn rules(dir: &Path, notes: &mut Vec<String>) -> Result<Option<Detected>, Refusa
             "found .claude-plugin/plugin.json",
         ));
     }
-    if dir.join(".claude-plugin/marketplace.json").is_file() {
-        return Ok(found(
-            "claude-marketplace",
-            "claude-marketplace-json",
-            "found .claude-plugin/marketplace.json",
-        ));
+    for file in MARKETPLACES {
+        if dir.join(file).is_file() {
+            return Ok(found(
+                "claude-marketplace",
+                "marketplace-json",
+                format!("found {file}"),
+            ));
+        }
     }
     for (file, format) in [
         (".codex-plugin/plugin.json", "codex-plugin"),
@@ -192,7 +201,50 @@ fn layout_rules(dir: &Path, notes: &mut Vec<String>) -> Option<Detected> {
             ),
         );
     }
+    let loose = loose_agents(dir);
+    if loose > 0 {
+        return found(
+            "agents-dir",
+            "loose-agents",
+            format!("found {loose} top-level .md file(s) with agent frontmatter and no manifest"),
+        );
+    }
     None
+}
+
+/// How many top-level `.md` files of `dir` open with frontmatter naming `name:` and
+/// `description:` (loose agent files; documentation such as a README does not count).
+fn loose_agents(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.to_ascii_lowercase().ends_with(".md")
+                && !name.to_ascii_uppercase().starts_with("README")
+                && read_capped(&e.path()).is_ok_and(|t| has_agent_frontmatter(&t))
+        })
+        .count()
+}
+
+/// Frontmatter (`---` first line, BOM allowed) with `name:` and `description:` keys.
+fn has_agent_frontmatter(text: &str) -> bool {
+    let mut lines = text.trim_start_matches('\u{feff}').lines();
+    if lines.next().map(str::trim_end) != Some("---") {
+        return false;
+    }
+    let (mut name, mut description) = (false, false);
+    for line in lines {
+        if line.trim_end() == "---" {
+            break;
+        }
+        name |= line.starts_with("name:");
+        description |= line.starts_with("description:");
+    }
+    name && description
 }
 
 /// A root `plugin.json` with an Agent Plugins `$schema`; anything else is noted.

@@ -47,8 +47,12 @@ pub const FORMATS: &[(&str, &str)] = &[
         "Claude Code plugin: .claude-plugin/plugin.json, agents/*.md, skills/",
     ),
     (
+        "agents-dir",
+        "a folder of loose agent .md files with name/description frontmatter, or one such file (input only)",
+    ),
+    (
         "claude-marketplace",
-        "Claude Code marketplace: .claude-plugin/marketplace.json (input only)",
+        "plugin marketplace: .claude-plugin/, .github/plugin/ or .agents/plugins/marketplace.json (input only)",
     ),
     (
         "duduclaw-expert",
@@ -64,17 +68,28 @@ pub const FORMATS: &[(&str, &str)] = &[
     ),
     (
         "codex-plugin",
-        "Codex plugin: .codex-plugin/plugin.json (detected; needs a converter that reads it)",
+        "Codex plugin: .codex-plugin/plugin.json (input only)",
     ),
     (
         "cursor-plugin",
-        "Cursor plugin: .cursor-plugin/plugin.json (detected; needs a converter that reads it)",
+        "Cursor plugin: .cursor-plugin/plugin.json (input only)",
     ),
     (
         "gemini-extension",
-        "Gemini CLI extension: gemini-extension.json (detected; needs a converter that reads it)",
+        "Gemini CLI extension: gemini-extension.json (input only)",
     ),
 ];
+
+/// Other spellings of format ids, accepted by `--to` and `--from`.
+pub const ALIASES: &[(&str, &str)] = &[("claude", "claude-plugin"), ("pack", "buzz-pack")];
+
+/// The format id `name` stands for (itself when it is no alias).
+pub fn canonical_format(name: &str) -> &str {
+    ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, id)| id)
+}
 
 /// Lowest confidence at which an added converter's `detect` may claim an input.
 pub const MIN_CONFIDENCE: f32 = 0.5;

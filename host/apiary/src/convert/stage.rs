@@ -51,7 +51,7 @@ pub enum StageError {
         what: String,
         error: std::io::Error,
     },
-    #[error("{} is not a directory; apiary convert reads a directory tree", .0.display())]
+    #[error("{} is not a directory; apiary convert reads a directory tree (or one agent .md file)", .0.display())]
     NotADirectory(PathBuf),
     #[error("{} is nested deeper than {max} directories", at.display())]
     TooDeep { at: PathBuf, max: usize },
@@ -128,9 +128,19 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
 }
 
 /// Copies `src` (a directory) into `dest` (created), refusing anything but regular files,
-/// directories and in-tree file symlinks (copied as the file they name).
+/// directories and in-tree file symlinks (copied as the file they name). One markdown file (a
+/// lone agent file) is staged as a directory holding just it.
 pub fn copy_in(src: &Path, dest: &Path, caps: Caps) -> Result<Counts, StageError> {
     let meta = std::fs::metadata(src).map_err(io_error("read", src))?;
+    if meta.is_file() && is_markdown(src) {
+        let name = src.file_name().unwrap_or_default();
+        std::fs::create_dir_all(dest).map_err(io_error("create", dest))?;
+        let mut counts = Counts::default();
+        let rel = Path::new(name);
+        counts_entry(&counts, caps, rel)?;
+        copy_file(src, &dest.join(name), rel, caps, &mut counts)?;
+        return Ok(counts);
+    }
     if !meta.is_dir() {
         return Err(StageError::NotADirectory(src.to_path_buf()));
     }
@@ -332,12 +342,24 @@ fn scan(
     Ok(())
 }
 
-/// The default destination: `<cwd>/<src-name>.<format>`.
+fn is_markdown(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+}
+
+/// The default destination: `<cwd>/<src-name>.<format>` (a markdown file's name without `.md`).
 pub fn default_out(src: &Path, format: &str) -> PathBuf {
     let name = src
         .canonicalize()
         .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .and_then(|p| {
+            let name = if p.is_file() && is_markdown(&p) {
+                p.file_stem()
+            } else {
+                p.file_name()
+            };
+            name.map(|n| n.to_string_lossy().into_owned())
+        })
         .unwrap_or_else(|| "converted".to_string());
     PathBuf::from(format!("{name}.{format}"))
 }

@@ -146,8 +146,27 @@ fn is_documentation(name: &str) -> bool {
     .any(|p| upper.starts_with(p))
 }
 
-/// Flags top-level entries outside `allowed` (and the documentation names).
+/// Flags top-level entries outside `allowed` (and the documentation names) as errors.
 fn layout(v: &mut Validation, dir: &Path, allowed: &[&str], namespaces: bool) {
+    layout_as(v, dir, allowed, namespaces, Severity::Error);
+}
+
+/// How an entry outside a format's layout counts: an error where the format's loader would
+/// refuse or misread it, a warning where it ignores it (Claude Code skips top-level entries it
+/// does not know, and real plugins ship templates, tests and other hosts' manifests there).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Severity {
+    Error,
+    Warning,
+}
+
+fn layout_as(
+    v: &mut Validation,
+    dir: &Path,
+    allowed: &[&str],
+    namespaces: bool,
+    severity: Severity,
+) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         v.error("", "cannot list the output");
         return;
@@ -162,14 +181,15 @@ fn layout(v: &mut Validation, dir: &Path, allowed: &[&str], namespaces: bool) {
         // A reverse-DNS namespace directory (Agent Plugins `extensions`), e.g. `org.buzz`.
         let namespace = namespaces && is_dir && name.contains('.') && !name.starts_with('.');
         if !(allowed.contains(&name.as_str()) || is_documentation(&name) || namespace) {
-            v.error(
-                &name,
-                format!(
-                    "not part of the {} layout (expected only: {})",
-                    v.format,
-                    allowed.join(", ")
-                ),
+            let message = format!(
+                "not part of the {} layout (expected only: {})",
+                v.format,
+                allowed.join(", ")
             );
+            match severity {
+                Severity::Error => v.error(&name, message),
+                Severity::Warning => v.warn(&name, format!("{message}; the host ignores it")),
+            }
         }
     }
 }
@@ -212,13 +232,24 @@ fn agent_id_ok(name: &str) -> bool {
     slug_ok(name, b"-", 64) && !name.starts_with('-') && !name.ends_with('-')
 }
 
-/// The scalar value of a top-level frontmatter key, unquoted (enough to compare names).
+/// The scalar value of a top-level frontmatter key as YAML reads it (quotes, escapes and comments
+/// resolved); for YAML that does not parse, the line's text unquoted (enough to compare names).
 fn frontmatter_value(yaml: &str, key: &str) -> Option<String> {
+    if let Some(map) = crate::pack::plain_yaml::parse(yaml) {
+        return match map.get(key)? {
+            serde_json::Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        };
+    }
     let (offset, len) = frontmatter::locate_key(yaml, key)?;
     let line = yaml[offset + len..].lines().next().unwrap_or("");
-    let value = line.trim_start_matches([':', '"', '\'']).trim();
-    let value = value.trim_end_matches(['"', '\'']).trim();
-    Some(value.to_string())
+    let value = line.trim_start_matches(':').trim();
+    // A quoted scalar ends at its closing quote (a comment may follow); a plain one at ` #`.
+    let value = match value.chars().next() {
+        Some(q @ ('"' | '\'')) => value[1..].split(q).next().unwrap_or(""),
+        _ => value.split(" #").next().unwrap_or(value),
+    };
+    Some(value.trim().to_string())
 }
 
 /// A markdown file with frontmatter carrying `keys`; returns the `name` value when present.
@@ -358,7 +389,7 @@ fn agent_plugins(dir: &Path) -> Validation {
 
 fn claude_plugin(dir: &Path) -> Validation {
     let mut v = Validation::new("claude-plugin", "structural");
-    layout(
+    layout_as(
         &mut v,
         dir,
         &[
@@ -377,6 +408,7 @@ fn claude_plugin(dir: &Path) -> Validation {
             "scripts",
         ],
         false,
+        Severity::Warning,
     );
     let manifest = ".claude-plugin/plugin.json";
     if dir.join(manifest).is_file() {

@@ -125,7 +125,9 @@ pub fn parse(src: &SourceFile, report: &mut Report) -> Option<Manifest> {
     Some(manifest)
 }
 
-/// Top-level keys: a V6 `buzz` block is an error, unknown keys are warnings.
+/// Top-level keys: a V6 `buzz` block is an error, unknown keys are warnings. An `x-` key is an
+/// extension block (what a converter kept for the way back, a tool's own data): recognised, not
+/// unknown, and ignored by the runtime.
 fn check_keys(src: &SourceFile, map: &Map<String, Value>, report: &mut Report) {
     if map.contains_key(apiary_schema::manifest::V6_BLOCK) {
         let d = Diagnostic::error(
@@ -136,7 +138,9 @@ fn check_keys(src: &SourceFile, map: &Map<String, Value>, report: &mut Report) {
         report.push(src.diag(d, &[apiary_schema::manifest::V6_BLOCK]));
     }
     for key in map.keys().filter(|k| {
-        !KNOWN_KEYS.contains(&k.as_str()) && k.as_str() != apiary_schema::manifest::V6_BLOCK
+        !KNOWN_KEYS.contains(&k.as_str())
+            && k.as_str() != apiary_schema::manifest::V6_BLOCK
+            && !k.starts_with("x-")
     }) {
         let d = Diagnostic::warning(
             "manifest.unknown-key",

@@ -393,14 +393,16 @@ fn string_map(f: &Fields<'_>, report: &mut Report, key: &'static str) -> BTreeMa
         .collect()
 }
 
-/// Names of the `${VAR}` references in a value, in order of appearance.
+/// Names of the `${VAR}` (and `${VAR:-default}`) references in a value, in order of appearance.
 pub fn var_refs(value: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = value;
     while let Some(start) = rest.find("${") {
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else { break };
-        let name = &after[..end];
+        let name = after[..end]
+            .split_once(":-")
+            .map_or(&after[..end], |(n, _)| n);
         if is_var_name(name) {
             out.push(name.to_string());
         }

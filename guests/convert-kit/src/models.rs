@@ -1,0 +1,202 @@
+//! Model names as foreign formats write them -> persona model ids (`provider:model-id`).
+//!
+//! The table is data (`data/models.json`, built in), so following a release is an edit there,
+//! not code: moving aliases (`sonnet`), the id prefixes naming a provider (`claude-`, `gpt-`),
+//! and the values meaning "the caller's model". Before lookup a value is normalised: trimmed,
+//! lowercased, spaces to `-`, a `provider/` or `provider:` prefix read, and for families whose ids
+//! use dashes, dots in versions become dashes (`Claude Sonnet 4.5`, `claude-3.5-sonnet`).
+
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+const TABLE: &str = include_str!("../data/models.json");
+
+/// What a foreign `model` value becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Model {
+    /// A persona model id. `pinned`: a moving alias fixed to today's model; `respelled`: the value
+    /// was written another way (a human-readable name, dotted version, other case).
+    Id {
+        id: String,
+        pinned: bool,
+        respelled: bool,
+    },
+    /// The caller's model (`inherit`): the persona has no `model`.
+    Inherit,
+    /// Not a model the table knows (a typo, a private deployment): no persona `model`.
+    Unknown,
+}
+
+struct Table {
+    inherit: Vec<String>,
+    aliases: Vec<(String, String)>,
+    /// (prefix, provider, dots become dashes)
+    families: Vec<(String, String, bool)>,
+    providers: Vec<String>,
+}
+
+fn table() -> &'static Table {
+    static T: OnceLock<Table> = OnceLock::new();
+    T.get_or_init(|| {
+        // The file ships with the converter and is checked by a unit test: it parses.
+        let v: Value = serde_json::from_str(TABLE).unwrap_or(Value::Null);
+        let strings = |key: &str| -> Vec<String> {
+            v[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        };
+        Table {
+            inherit: strings("inherit"),
+            aliases: v["aliases"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, id)| Some((k.clone(), id.as_str()?.to_string())))
+                .collect(),
+            families: v["families"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| {
+                    Some((
+                        f["prefix"].as_str()?.to_string(),
+                        f["provider"].as_str()?.to_string(),
+                        f["dots"].as_str() == Some("dash"),
+                    ))
+                })
+                .collect(),
+            providers: strings("providers"),
+        }
+    })
+}
+
+/// Maps one model value (not a list: see [`first_of_list`]).
+pub fn resolve(value: &str) -> Model {
+    let t = table();
+    let raw = value.trim();
+    let lower = raw.to_ascii_lowercase();
+    if t.inherit.contains(&lower) {
+        return Model::Inherit;
+    }
+    let spaced = lower.split_whitespace().collect::<Vec<_>>().join("-");
+    if let Some((_, id)) = t.aliases.iter().find(|(a, _)| *a == spaced) {
+        return Model::Id {
+            id: id.clone(),
+            pinned: true,
+            respelled: false,
+        };
+    }
+    // `anthropic:claude-…`, `openai/gpt-4.1`: the provider as given, when it is one.
+    let (provider, rest) = match spaced.split_once([':', '/']) {
+        Some((p, rest)) if t.providers.iter().any(|k| *k == p) => (Some(p.to_string()), rest),
+        _ => (None, spaced.as_str()),
+    };
+    for (prefix, family_provider, dash) in &t.families {
+        if !rest.starts_with(prefix.as_str()) {
+            continue;
+        }
+        let plausible = rest
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '@' | '_'));
+        if !plausible {
+            return Model::Unknown;
+        }
+        let id = if *dash {
+            rest.replace('.', "-")
+        } else {
+            rest.to_string()
+        };
+        let provider = provider.unwrap_or_else(|| family_provider.clone());
+        let respelled = id != raw && format!("{provider}:{id}") != raw;
+        return Model::Id {
+            id: format!("{provider}:{id}"),
+            pinned: false,
+            respelled,
+        };
+    }
+    match provider {
+        // An explicit, known provider with an id the table has no family for: taken as given.
+        Some(p) if !rest.is_empty() => Model::Id {
+            id: format!("{p}:{}", &raw[raw.len() - rest.len()..]),
+            pinned: false,
+            respelled: false,
+        },
+        _ => Model::Unknown,
+    }
+}
+
+/// A value that lists several models (`sonnet, opus` or a YAML list): the first, and the rest.
+pub fn first_of_list(value: &Value) -> Option<(String, Vec<String>)> {
+    let items: Vec<String> = match value {
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        Value::String(s) if s.contains(',') => s.split(',').map(|p| p.trim().to_string()).collect(),
+        _ => return None,
+    };
+    let mut items = items.into_iter().filter(|s| !s.is_empty());
+    let first = items.next()?;
+    Some((first, items.collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(v: &str) -> String {
+        match resolve(v) {
+            Model::Id { id, .. } => id,
+            other => panic!("{v}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_table_parses_and_covers_the_families() {
+        let t = table();
+        assert!(t.aliases.len() >= 3 && t.families.len() >= 3 && !t.inherit.is_empty());
+    }
+
+    #[test]
+    fn aliases_human_names_dotted_spellings_and_providers() {
+        assert_eq!(
+            resolve("sonnet"),
+            Model::Id {
+                id: "anthropic:claude-sonnet-4-6".into(),
+                pinned: true,
+                respelled: false
+            }
+        );
+        assert_eq!(id("Claude Sonnet 4.5"), "anthropic:claude-sonnet-4-5");
+        assert_eq!(id("claude-3.5-sonnet"), "anthropic:claude-3-5-sonnet");
+        assert_eq!(id("claude-opus-4.7"), "anthropic:claude-opus-4-7");
+        assert_eq!(id("GPT-4.1"), "openai:gpt-4.1");
+        assert_eq!(id("openai/gpt-4o"), "openai:gpt-4o");
+        assert_eq!(id("gemini-2.5-pro"), "google:gemini-2.5-pro");
+        assert_eq!(
+            resolve("claude-sonnet-4-20250514"),
+            Model::Id {
+                id: "anthropic:claude-sonnet-4-20250514".into(),
+                pinned: false,
+                respelled: false
+            }
+        );
+        assert_eq!(resolve("inherit"), Model::Inherit);
+        assert_eq!(resolve("sonet"), Model::Unknown);
+        assert_eq!(resolve("claude-opus 4 <b>"), Model::Unknown);
+        assert_eq!(resolve(""), Model::Unknown);
+    }
+
+    #[test]
+    fn lists_give_their_first_model() {
+        let (first, rest) = first_of_list(&serde_json::json!(["opus", "sonnet"])).unwrap();
+        assert_eq!((first.as_str(), rest), ("opus", vec!["sonnet".to_string()]));
+        let (first, _) = first_of_list(&Value::from("sonnet, haiku")).unwrap();
+        assert_eq!(first, "sonnet");
+        assert!(first_of_list(&Value::from("sonnet")).is_none());
+    }
+}
