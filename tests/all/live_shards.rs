@@ -381,3 +381,36 @@ fn shards_answer_every_message_once_through_a_kill_and_a_resharding() {
         up.stop();
     }
 }
+
+#[test]
+fn a_provisioned_key_store_never_generates_a_missing_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pack, keys_dir, _) = setup(tmp.path());
+    // One persona's key is missing from the "Secret": that persona is refused, the others run.
+    let missing = keys_dir.join(PACK_ID).join("p07.key");
+    std::fs::remove_file(&missing).unwrap();
+    let keys = keys_dir.display().to_string();
+    let mut up = Up::start(
+        tmp.path(),
+        &[&pack],
+        &["--json", "--native-triggers", "--keys-dir", &keys],
+        &[],
+    );
+    up.drain();
+    let refused: Vec<&String> = up
+        .seen
+        .iter()
+        .filter(|l| event_of(l) == "persona_refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].contains("p07") && refused[0].contains("never generated"),
+        "{}",
+        refused[0]
+    );
+    assert!(
+        !missing.exists(),
+        "a key was generated in the provisioned store"
+    );
+    up.stop_ok();
+}
