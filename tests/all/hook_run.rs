@@ -64,3 +64,43 @@ fn script_hooks_get_the_harness_deadlines_and_environment() {
         "{v}"
     );
 }
+
+#[test]
+fn a_persona_switches_a_pack_hook_off_with_null() {
+    // Spec §9's own example: per-persona `on_message: null` turns the pack's on_message hook off
+    // for that persona; the points it leaves out still inherit the pack's hooks.
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("pack");
+    write_tree(
+        &dir,
+        &[
+            (".plugin/plugin.json", MANIFEST),
+            (
+                "hooks/hooks.json",
+                r#"{"on_start": "./hooks/hi.sh", "on_message": "./hooks/hi.sh"}"#,
+            ),
+            ("hooks/hi.sh", "#!/bin/sh\necho hi from $APIARY_PERSONA\n"),
+            (
+                "agents/pip.persona.md",
+                "---\nname: pip\ndisplay_name: Pip\ndescription: tester\nhooks:\n  on_message: null\n---\nYou are Pip.\n",
+            ),
+        ],
+    );
+    let r = hook_run(home.path(), &dir, "on_message");
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = r.json();
+    assert_eq!(v["ran"], false, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no on_message hook"),
+        "{v}"
+    );
+    let r = hook_run(home.path(), &dir, "on_start");
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.json()["stdout"].as_str().unwrap().trim_end(),
+        "hi from pip"
+    );
+}

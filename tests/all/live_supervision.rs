@@ -61,3 +61,50 @@ fn crash_mid_turn_restarts_and_answers_once_on(kind: Kind) {
     );
     up.stop_ok();
 }
+
+/// Spec §9: `on_stop` runs "after the agent session ends (normal exit or error)" and `on_start`
+/// "before the agent session starts": around each restart after a crash, once when the circuit
+/// breaker gives up on the agent, and not a second time at shutdown for a session already ended.
+#[test]
+fn a_crash_and_the_breaker_end_sessions_with_on_stop_and_a_restart_runs_on_start() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("pack");
+    let ws = home.path().join("ws");
+    write_pack(
+        &pack,
+        "com.example.crashhooks",
+        &[(
+            "pip",
+            &persona(
+                "pip",
+                "subscribe: [\"general\"]\nhooks:\n  on_start: ./hooks/start.sh\n  on_stop: ./hooks/stop.sh",
+                "You are Pip.",
+            ),
+        )],
+        &[
+            ("hooks/start.sh", "#!/bin/sh\necho start >> hooks.log\n"),
+            ("hooks/stop.sh", "#!/bin/sh\necho stop >> hooks.log\n"),
+        ],
+    );
+    let log = ws.join("com.example.crashhooks/pip/hooks.log");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let args = ["--workspace-root", ws.to_str().unwrap(), "--trust-hooks"];
+    let mut up = Up::start(home.path(), &[&pack], &args, &[]);
+    assert_eq!(read(), "start\n");
+
+    let id = up.post("general", "@pip please !crash-once now", &[]);
+    up.reply_to("pip", &id);
+    assert_eq!(read(), "start\nstop\nstart\n", "the crash ended a session");
+
+    // Two turns that always crash: three attempts each, restarts 2 to 5 (each with its hooks),
+    // then the breaker refuses a sixth.
+    let first = up.post("general", "@pip !crash", &[]);
+    up.wait_for(|l| l.starts_with(&format!("error pip {first}:")));
+    let second = up.post("general", "@pip !crash again", &[]);
+    let open = up.wait_for(|l| l.starts_with(&format!("error pip {second}:")));
+    assert!(open.contains("circuit open"), "{open}");
+    let expected = format!("start\n{}stop\n", "stop\nstart\n".repeat(5));
+    assert_eq!(read(), expected, "the breaker ended the last session");
+    up.stop_ok();
+    assert_eq!(read(), expected, "no second on_stop at shutdown");
+}

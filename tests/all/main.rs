@@ -25,6 +25,7 @@ mod live_hooks;
 mod live_hostile;
 mod live_hostile_fs;
 mod live_identity;
+mod live_operator;
 mod live_reconnect;
 mod live_session;
 mod live_shards;

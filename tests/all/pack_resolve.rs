@@ -593,6 +593,28 @@ fn operator_env_is_checked_variable_by_variable() {
 }
 
 #[test]
+fn operator_env_set_to_the_empty_string_is_set_and_not_overwritten() {
+    // Spec §10 level 1 checks `std::env::var`: an empty value is set, so the pack's is not injected.
+    let pack = meadow();
+    let mut cmd = pack.cmd();
+    cmd.env("GOOSE_MODEL", "").env("GOOSE_TEMPERATURE", "");
+    let run = pack.inspect_run(cmd, &["--persona", "lep"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lep = persona_in(&run.json(), "lep");
+    assert_eq!(
+        lep["env"]["GOOSE_MODEL"], "",
+        "the operator's empty model stays"
+    );
+    assert_eq!(lep["env"]["GOOSE_TEMPERATURE"], "");
+    assert_eq!(
+        lep["env"]["GOOSE_PROVIDER"], "anthropic",
+        "unset ones still come from the pack"
+    );
+    assert_eq!(lep["sources"]["model"], "process_env");
+    assert_eq!(lep["sources"]["temperature"], "process_env");
+}
+
+#[test]
 fn operator_env_that_is_not_a_number_still_wins_and_is_reported_as_such() {
     let pack = meadow();
     let mut cmd = pack.cmd();

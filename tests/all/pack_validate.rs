@@ -599,6 +599,31 @@ fn persona_file_without_the_persona_extension_is_a_located_warning() {
 }
 
 #[test]
+fn persona_file_nested_below_agents_is_a_located_warning() {
+    // Spec §3: `agents/` is flat.
+    let text = "{\n  \"id\": \"com.example.x\",\n  \"name\": \"X\",\n  \"version\": \"1.0.0\",\n  \
+                \"personas\": [\n    \"agents/a.persona.md\",\n    \"agents/team/b.persona.md\"\n  ]\n}\n";
+    let pack = ScratchPack::with_manifest(
+        text,
+        &[
+            ("agents/a.persona.md", &persona("a", "", "A.")),
+            ("agents/team/b.persona.md", &persona("b", "", "B.")),
+        ],
+    );
+    let v = pack.validate();
+    v.assert_exit(2);
+    let d = v.one("manifest.persona-nested");
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("agents/team/b.persona.md"),
+        "{d}"
+    );
+    assert_at(d, ".plugin/plugin.json", 7);
+}
+
+#[test]
 fn skill_without_frontmatter_or_file_is_an_error() {
     let pack = ScratchPack::with_manifest(
         &manifest(&["agents/a.persona.md"], ""),

@@ -148,10 +148,9 @@ pub struct ReplyMode {
     pub broadcast_replies: bool,
 }
 
-/// Tags of a reply to `trigger`: always the channel; in the trigger's thread (NIP-10 `root` +
-/// `reply`) when it came from one and `thread_replies` holds; as a thread under the trigger (`root`)
-/// when it was top-level; in the main channel, quoting the trigger, when `thread_replies` is off for
-/// a threaded trigger. `broadcast_replies` adds `["broadcast","1"]` to threaded replies. The author is
+/// Tags of a reply to `trigger`: always the channel; with `thread_replies`, in the trigger's thread
+/// (NIP-10 `root` + `reply`) when it came from one, else as a thread under the trigger (`root`);
+/// without it, in the main channel, quoting the trigger (`q`). `broadcast_replies` adds `["broadcast","1"]` to threaded replies. The author is
 /// tagged with `p` so clients notify them.
 pub fn reply_tags(trigger: &Message, mode: ReplyMode) -> Vec<Tag> {
     let mut tags = vec![channel_tag(&trigger.channel)];
@@ -161,13 +160,14 @@ pub fn reply_tags(trigger: &Message, mode: ReplyMode) -> Vec<Tag> {
             tags.push(e_tag(trigger.id, "reply"));
             true
         }
-        Some(_) => {
-            tags.push(Tag::custom(TagKind::q(), [trigger.id.to_hex()]));
-            false
-        }
-        None => {
+        None if mode.thread_replies => {
             tags.push(e_tag(trigger.id, "root"));
             true
+        }
+        // Spec §10: with `thread_replies: false` no reply opens or joins a thread.
+        _ => {
+            tags.push(Tag::custom(TagKind::q(), [trigger.id.to_hex()]));
+            false
         }
     };
     if threaded && mode.broadcast_replies {
@@ -611,6 +611,22 @@ mod tests {
             },
         );
         assert!(!flat.iter().any(|t| t.as_slice()[0] == "e"));
+
+        // A top-level trigger with `thread_replies: false`: the channel, quoting it, no new thread.
+        let off = ReplyMode {
+            thread_replies: false,
+            broadcast_replies: true,
+        };
+        let tags: Vec<Vec<String>> = reply_tags(&top, off)
+            .into_iter()
+            .map(|t| t.to_vec())
+            .collect();
+        assert!(!tags.iter().any(|t| t[0] == "e"), "{tags:?}");
+        assert!(
+            tags.contains(&vec!["q".into(), top.id.to_hex()]),
+            "{tags:?}"
+        );
+        assert!(!tags.iter().any(|t| t[0] == "broadcast"), "{tags:?}");
     }
 
     #[test]

@@ -136,7 +136,8 @@ pub fn interpolate(server: &str, value: &str, vars: &Vars<'_>) -> Result<String,
                 pack: vars.pack.to_string(),
             });
         }
-        match (vars.env)(name) {
+        // An empty variable fills nothing useful (an empty token): refused like an unset one.
+        match (vars.env)(name).filter(|v| !v.is_empty()) {
             Some(v) => out.push_str(&v),
             None => {
                 return Err(McpError::Unresolved {
@@ -163,7 +164,7 @@ fn resolve_command(command: &str, env: &dyn Fn(&str) -> Option<String>) -> PathB
     if p.is_absolute() || command.contains('/') {
         return p.to_path_buf();
     }
-    if let Some(path) = env("PATH") {
+    if let Some(path) = env("PATH").filter(|p| !p.is_empty()) {
         for dir in std::env::split_paths(&path) {
             let candidate = dir.join(command);
             if candidate.is_file() {

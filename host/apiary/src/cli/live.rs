@@ -21,6 +21,8 @@ use crate::paths::{self, Data};
 use crate::relay::{self, keys::KeyStore};
 use crate::resolve::{self, Overrides};
 
+mod names;
+mod packs;
 pub(crate) mod status;
 mod view;
 
@@ -29,7 +31,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:4869";
 
 const UP_EXAMPLES: &str = "\
 Examples:
-  apiary up                                   # the bundled Hello Hive pack, embedded relay, bundled agent
+  apiary up                                   # every installed pack (none: the bundled Hello Hive pack)
+  apiary up com.example.pack                  # one installed pack, by id
   apiary up ./my-pack --relay wss://relay.example.com
   apiary up ./my-pack --agent 'goose acp'     # any ACP v1 agent
   apiary up ./my-pack --listen 127.0.0.1:0    # a free port; the first stdout line names it
@@ -124,7 +127,8 @@ Environment:
 #[derive(Debug, Args)]
 #[command(after_help = UP_EXAMPLES)]
 pub struct UpArgs {
-    /// Pack directories to run (default: the bundled example pack).
+    /// Pack directories or ids of installed packs to run (default: every pack installed in the
+    /// install root; the bundled example pack when none is).
     pub packs: Vec<PathBuf>,
     /// Use this relay instead of starting the embedded one.
     #[arg(long, value_name = "URL")]
@@ -165,9 +169,12 @@ pub struct UpArgs {
     #[arg(long, value_enum, default_value_t = PermissionPolicy::Deny)]
     pub permission: PermissionPolicy,
     /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/; default:
-    /// <data dir>/workspaces, as for `apiary hook run`). Links found in a workspace (in place of
-    /// it, `.agents` or `.agents/skills`) are never followed: that persona is refused with a
-    /// message naming the link.
+    /// <data dir>/workspaces, as for `apiary hook run`). This deliberately differs from the spec's
+    /// fallback to the current directory (§6, PF-4): a daemon should not write into whatever
+    /// directory it was started from. A workspace that cannot be created or written refuses its
+    /// persona, naming the path. Links found in a workspace (in place of it, `.agents` or
+    /// `.agents/skills`) are never followed: that persona is refused with a message naming the
+    /// link.
     #[arg(long, alias = "workspace", value_name = "DIR", env = paths::WORKSPACE_ROOT_ENV)]
     pub workspace_root: Option<PathBuf>,
     /// Operator overrides file (precedence level 2). Default: $APIARY_OVERRIDES, else
@@ -798,10 +805,18 @@ fn hostname() -> Option<String> {
         .map(|h| h.trim().to_string())
 }
 
-/// The packs given, else the bundled example (written under the data dir on first use).
+/// The packs given (directories or installed pack ids), else every installed pack, else the
+/// bundled example (written under the data dir on first use).
 fn pack_dirs(args: &UpArgs, data: &Data) -> Result<Vec<PathBuf>, Failed> {
+    let root = paths::install_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty())).ok();
     if !args.packs.is_empty() {
-        return Ok(args.packs.clone());
+        return packs::chosen(&args.packs, root.as_deref());
+    }
+    if let Some(root) = &root {
+        let installed = packs::installed(root)?;
+        if !installed.is_empty() {
+            return Ok(installed.into_iter().map(|(_, dir)| dir).collect());
+        }
     }
     let dir = data.example_pack();
     write_example(&dir).map_err(|e| {
@@ -1244,9 +1259,18 @@ fn parents_first(mut events: Vec<Event>) -> Vec<Event> {
     events.sort_by_key(|e| (e.created_at, e.id));
     let index: std::collections::HashMap<EventId, usize> =
         events.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
+    // The message answered: a thread parent (`e`), else a quoted message (`q`: a reply kept in
+    // the channel, `thread_replies: false`).
     let parent = |e: &Event| {
         relay::Message::parse(e)
             .and_then(|m| m.parent)
+            .or_else(|| {
+                e.tags
+                    .iter()
+                    .find(|t| t.kind() == TagKind::q())
+                    .and_then(|t| t.content())
+                    .and_then(|id| EventId::from_hex(id).ok())
+            })
             .and_then(|p| index.get(&p).copied())
     };
     let mut placed = vec![false; events.len()];
@@ -1266,7 +1290,7 @@ fn parents_first(mut events: Vec<Event>) -> Vec<Event> {
     order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
-fn print_event(ev: &Event, json: bool) {
+fn print_event(ev: &Event, json: bool, names: &names::Names) {
     if json {
         say(ev.as_json());
         return;
@@ -1280,7 +1304,7 @@ fn print_event(ev: &Event, json: bool) {
     say(format!(
         "{} {}{}: {}",
         relay::short(&ev.id.to_hex()),
-        relay::short(&ev.pubkey.to_hex()),
+        names.label(&ev.pubkey),
         thread,
         terminal_safe(&ev.content).replace('\n', "\n    ")
     ));
@@ -1377,16 +1401,20 @@ async fn follow(client: &Client, channel_id: &str, args: &TailArgs, printed: &mu
             return false;
         }
     };
-    let mut show = |ev: &Event| {
-        print_event(ev, args.json);
+    let mut names = names::Names::default();
+    let mut show = |ev: &Event, names: &names::Names| {
+        print_event(ev, args.json, names);
         *printed += 1;
         args.count.is_some_and(|c| *printed >= c)
     };
     if args.history > 0 {
         let stored = messages().limit(args.history);
         if let Ok(events) = client.fetch_events(stored, Duration::from_secs(5)).await {
+            if !args.json {
+                names.learn(client, events.iter().map(|e| e.pubkey)).await;
+            }
             for ev in parents_first(events.into_iter().collect()) {
-                if seen.insert(ev.id) && show(&ev) {
+                if seen.insert(ev.id) && show(&ev, &names) {
                     return true;
                 }
             }
@@ -1401,12 +1429,13 @@ async fn follow(client: &Client, channel_id: &str, args: &TailArgs, printed: &mu
                 subscription_id,
                 event,
                 ..
-            }) if subscription_id == sub
-                && seen.insert(event.id)
-                && event.verify().is_ok()
-                && show(&event) =>
-            {
-                return true;
+            }) if subscription_id == sub && seen.insert(event.id) && event.verify().is_ok() => {
+                if !args.json {
+                    names.learn(client, [event.pubkey]).await;
+                }
+                if show(&event, &names) {
+                    return true;
+                }
             }
             Ok(RelayPoolNotification::Shutdown)
             | Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
@@ -1450,6 +1479,20 @@ mod tests {
             .map(|e| e.id)
             .collect();
         assert_eq!(ids, vec![parent.id, reply.id, nested.id]);
+
+        // A reply kept in the channel (`thread_replies: false`) quotes its parent instead.
+        let quoted = (0..)
+            .map(|n| {
+                let q = Tag::custom(TagKind::q(), [parent.id.to_hex()]);
+                sign(&format!("in the channel {n}"), vec![q])
+            })
+            .find(|r| r.id < parent.id)
+            .unwrap();
+        let ids: Vec<EventId> = parents_first(vec![quoted.clone(), parent.clone()])
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(ids, vec![parent.id, quoted.id]);
     }
 
     #[test]

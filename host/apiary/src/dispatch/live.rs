@@ -38,6 +38,11 @@ pub(super) struct Live {
     pub answered: std::sync::Mutex<Seen>,
     /// Turns given to each author, over all this persona's channels (see [`flood`]).
     pub authors: std::sync::Mutex<flood::Authors>,
+    /// The persona's hook runner, for `on_stop`/`on_start` around a restart.
+    hooks: Arc<dyn HookRunner>,
+    /// The agent run whose session end `on_stop` already marked: once per run, whether it ended by
+    /// a crash, the circuit breaker or shutdown.
+    stopped: std::sync::Mutex<Option<u64>>,
 }
 
 /// One run of a persona's agent process.
@@ -71,11 +76,18 @@ impl Live {
     }
 
     /// Replaces the agent of `generation` (if nobody did already) after a backoff; refuses when
-    /// the circuit is open (see [`super::supervise`]).
+    /// the circuit is open (see [`super::supervise`]). The ended session gets its `on_stop` and
+    /// the new one its `on_start` first, as at start-up (spec §9).
     pub async fn restart(&self, generation: u64, out: &Out) -> Result<Arc<Agent>, DispatchError> {
         let window = self.policy().window;
         let name = &self.trigger.name;
-        let start = |next| {
+        let start = |next: u64| async move {
+            self.session_ended(next - 1).await;
+            if self.resolved.hooks.on_start.is_some() {
+                self.hook(HookPoint::OnStart)
+                    .await
+                    .map_err(DispatchError::OnStart)?;
+            }
             connect_agent(
                 &self.spec,
                 &self.pack_id,
@@ -84,6 +96,7 @@ impl Live {
                 &self.channels,
                 next,
             )
+            .await
         };
         let announce = |nth: usize| {
             out(Note::new(
@@ -94,8 +107,48 @@ impl Live {
             .with("restart", nth)
             .with("window_secs", window.as_secs()));
         };
-        let restarted = self.agent.restart(generation, start, announce).await?;
-        Ok(restarted.agent())
+        match self.agent.restart(generation, start, announce).await {
+            Ok(restarted) => Ok(restarted.agent()),
+            Err(e) => {
+                if matches!(e, DispatchError::CircuitOpen { .. }) {
+                    self.session_ended(generation).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// `on_stop` for the agent run `generation`, whose session ended (spec §9: "normal exit or
+    /// error"), at most once per run; a failure is logged only.
+    pub async fn session_ended(&self, generation: u64) {
+        {
+            let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+            if *stopped == Some(generation) {
+                return;
+            }
+            *stopped = Some(generation);
+        }
+        if self.resolved.hooks.on_stop.is_none() {
+            return;
+        }
+        if let Err(e) = self.hook(HookPoint::OnStop).await {
+            tracing::warn!(persona = %self.trigger.name, "on_stop failed: {e}");
+        }
+    }
+
+    /// `on_start` or `on_stop`, off the async threads within the runner's deadline.
+    async fn hook(&self, point: HookPoint) -> Result<(), HookError> {
+        let (h, id, p, dir) = (
+            Arc::clone(&self.hooks),
+            self.pack_id.clone(),
+            self.resolved.clone(),
+            self.cwd.clone(),
+        );
+        let deadline = self.hooks.deadline(point, &self.resolved);
+        hooks::off_async(point.as_str(), deadline, move || {
+            h.run(point, &id, &p, &dir, None)
+        })
+        .await
     }
 
     /// Runs the persona's `on_message` hook (read-only, [`hooks::ON_MESSAGE_DEADLINE`]); `Err`
@@ -178,6 +231,8 @@ pub(super) async fn start_persona(
         agent: Supervisor::new(agent, Policy::DEFAULT),
         answered: Default::default(),
         authors: std::sync::Mutex::new(flood::Authors::new(config.limits.per_author)),
+        hooks: Arc::clone(runner),
+        stopped: std::sync::Mutex::new(None),
     })
 }
 
@@ -207,6 +262,9 @@ fn open_workspace(
         workspace::copy_skills(&ws, &run.pack.root, &skills).map_err(DispatchError::Skills)?;
     for warning in &copy.skipped {
         tracing::warn!(persona = %name, "{warning}");
+    }
+    for skill in &copy.updated {
+        tracing::info!(persona = %name, "skill \"{skill}\" changed in the pack; updated its copy");
     }
     Ok(ws.path)
 }

@@ -22,16 +22,19 @@
 //! Shutdown: stop taking events, let queues drain (bounded), `on_stop`, stop agents, disconnect.
 
 pub mod cluster;
+mod conflict;
 mod error;
 pub mod flood;
 pub mod hooks;
 mod live;
 pub mod note;
+pub mod profile;
 pub mod prompt;
 mod route;
 pub mod sandboxed;
 pub mod script;
 pub mod shard;
+pub mod skill_record;
 mod supervise;
 pub mod trigger;
 mod worker;
@@ -59,6 +62,7 @@ pub use flood::{Rate, TurnLimits};
 pub use hooks::{HookError, HookPoint, HookRunner, NoHooks};
 use live::Live;
 pub use note::Note;
+use supervise::Supervised as _;
 pub use trigger::{NativeTriggers, Reason, TriggerError, TriggerMatcher, TriggerPersona};
 
 /// At most this many queued messages (of one author or one thread) go into one turn.
@@ -269,7 +273,7 @@ impl Harness {
                     continue;
                 }
                 note_challenges(notifications, &self.auth);
-                match self.start_one(run, index, persona).await {
+                match self.start_one(run, index, persona, &lives).await {
                     Some(live) => {
                         lives.push(Arc::new(live));
                         summary.started += 1;
@@ -311,18 +315,33 @@ impl Harness {
         run: &PackRun,
         index: usize,
         persona: &ResolvedPersona,
+        started: &[Arc<Live>],
     ) -> Option<Live> {
         let name = &persona.identity.name;
-        let started =
-            live::start_persona(&self.config, &self.shared, run, index, persona, &self.hooks);
-        let started = AssertUnwindSafe(started)
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| Err(DispatchError::panicked("while starting", panic)));
+        let started = match conflict::ambiguous(started, &run.resolved.pack.id, persona) {
+            Some(why) => Err(DispatchError::Ambiguous(why)),
+            None => {
+                let start = live::start_persona(
+                    &self.config,
+                    &self.shared,
+                    run,
+                    index,
+                    persona,
+                    &self.hooks,
+                );
+                AssertUnwindSafe(start)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|panic| Err(DispatchError::panicked("while starting", panic)))
+            }
+        };
         match started {
             Ok(live) => {
-                if self.auth.load(Ordering::SeqCst) {
-                    persona_relay(&live, self).await;
+                let client = persona_relay(&live, self).await;
+                if let Err(why) =
+                    profile::publish(&client, &live.keys, &live.resolved, &run.pack.root).await
+                {
+                    tracing::warn!(persona = %name, "profile (kind 0) not published: {why}");
                 }
                 (self.out)(ready_note(
                     &live,
@@ -527,10 +546,9 @@ impl Harness {
             workers.abort_all();
         }
         for live in lives {
-            if let Err(e) = live.run_hook(&self.hooks, HookPoint::OnStop, None).await {
-                tracing::warn!(persona = %live.trigger.name, "on_stop failed: {e}");
-            }
-            live.current().await.client.shutdown().await;
+            let agent = live.current().await;
+            live.session_ended(agent.generation()).await;
+            agent.client.shutdown().await;
             if let Some(own) = live.own_relay.get() {
                 relay::shutdown(own).await;
             }

@@ -42,8 +42,9 @@ impl BaseError {
 /// The `[Base]` layer: compiled in, replaced by `BUZZ_ACP_BASE_PROMPT_FILE`, or off with
 /// `BUZZ_ACP_NO_BASE_PROMPT` (setting both is refused).
 pub fn base_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, BaseError> {
-    let off = env("BUZZ_ACP_NO_BASE_PROMPT").is_some_and(|v| !matches!(v.as_str(), "0" | "false"));
-    let file = env("BUZZ_ACP_BASE_PROMPT_FILE");
+    let set = |key| env(key).filter(|v: &String| !v.is_empty());
+    let off = set("BUZZ_ACP_NO_BASE_PROMPT").is_some_and(|v| !matches!(v.as_str(), "0" | "false"));
+    let file = set("BUZZ_ACP_BASE_PROMPT_FILE");
     match (off, file) {
         (true, Some(_)) => Err(BaseError::Both),
         (true, None) => Ok(None),

@@ -1,6 +1,7 @@
 //! A persona's workspace (`$AGENT_CWD`) and the skills copied into it (spec §6): pack skills go to
-//! `<cwd>/.agents/skills/<load key>/`; an existing directory there is never overwritten (operators
-//! pin their own versions), and each such collision is reported (PF-3).
+//! `<cwd>/.agents/skills/<load key>/`; a skill there with the same load key is never overwritten
+//! (operators pin their own versions), and each such collision is reported (PF-3). apiary's own
+//! earlier copy of a skill the pack has since changed is updated.
 //!
 //! A workspace is written by the persona's hooks and its agent, so nothing found in it is trusted:
 //! every operation goes through capability handles ([`cap_std::fs::Dir`]) that cannot resolve a
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, DirBuilder, OpenOptions};
 
+use super::skill_record;
 use crate::pack::Skill;
 
 /// Caps for one skill copy: hostile packs must not fill the disk.
@@ -63,16 +65,31 @@ pub struct Workspace {
 /// Creates (when missing) and opens `<root>/<namespace>/<persona>/`. The root is the operator's; the
 /// two levels below it are created and opened without following links, so a workspace that
 /// someone replaced with a link is refused instead of used.
+/// Every error names the path it is about, and a workspace the agent could not write in is refused
+/// here rather than failing the agent's first turn (spec §6/PF-4 refuses to start without one).
 pub fn open(root: &Path, namespace: &str, persona: &str) -> io::Result<Workspace> {
-    std::fs::create_dir_all(root)?;
-    let root = root.canonicalize()?;
-    let mut dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority())?;
+    std::fs::create_dir_all(root).map_err(|e| explain(e, root))?;
+    let root = root.canonicalize().map_err(|e| explain(e, root))?;
+    let mut dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority())
+        .map_err(|e| explain(e, &root))?;
     let mut path = root;
     for name in [component(namespace), component(persona)] {
         path.push(&name);
         dir = ensure_dir(&dir, &name).map_err(|e| explain(e, &path))?;
     }
+    check_writable(&dir).map_err(|e| explain(e, &path))?;
     Ok(Workspace { path, dir })
+}
+
+/// Creates and removes a probe file: permissions, a read-only mount or a full quota show here.
+fn check_writable(dir: &Dir) -> io::Result<()> {
+    let probe = format!(".apiary-write-probe-{}", std::process::id());
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    options.follow(FollowSymlinks::No);
+    dir.open_with(&probe, &options)
+        .map_err(|e| io::Error::new(e.kind(), format!("is not writable ({e})")))?;
+    dir.remove_file(&probe)
 }
 
 /// Creates `name` in `parent` when missing (mode 0700: workspaces hold the agents' work) and opens
@@ -110,12 +127,16 @@ fn explain(e: io::Error, path: &Path) -> io::Error {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct SkillCopy {
     pub copied: Vec<String>,
+    /// Skills apiary had copied before and the pack has changed since: replaced by the new version.
+    pub updated: Vec<String>,
     /// Collision warnings, in the spec's wording.
     pub skipped: Vec<String>,
 }
 
-/// Copies `skills` (from the pack at `pack_root`) into `<workspace>/.agents/skills/`, never
-/// overwriting.
+/// Copies `skills` (from the pack at `pack_root`) into `<workspace>/.agents/skills/`. A skill whose
+/// load key is already there (whatever the directory is called) is the operator's and is never
+/// overwritten, unless it is apiary's own earlier copy, unchanged since: then a newer pack version
+/// replaces it (see [`skill_record`]).
 pub fn copy_skills(ws: &Workspace, pack_root: &Path, skills: &[&Skill]) -> io::Result<SkillCopy> {
     let mut out = SkillCopy::default();
     if skills.is_empty() {
@@ -127,6 +148,9 @@ pub fn copy_skills(ws: &Workspace, pack_root: &Path, skills: &[&Skill]) -> io::R
     let dest = ensure_dir(&agents, "skills").map_err(|e| explain(e, &dest_path))?;
     let pack = Dir::open_ambient_dir(pack_root, cap_std::ambient_authority())
         .map_err(|e| explain(e, pack_root))?;
+    let mut record = skill_record::Record::load(&agents);
+    let before = skill_record::Record(record.0.clone());
+    let held = skill_record::load_keys(&dest);
     for skill in skills {
         let fail =
             |e: io::Error| io::Error::new(e.kind(), format!("copying skill `{}`: {e}", skill.name));
@@ -138,13 +162,6 @@ pub fn copy_skills(ws: &Workspace, pack_root: &Path, skills: &[&Skill]) -> io::R
                 format!("the name {why}"),
             ))
         })?;
-        if dest.symlink_metadata(&skill.name).is_ok() {
-            out.skipped.push(format!(
-                "Skill \"{}\" already exists at .agents/skills/{}/; skipping pack version",
-                skill.name, skill.name
-            ));
-            continue;
-        }
         // The skill directory, opened through the pack root: a path leading out of it fails.
         let from = pack.open_dir(&skill.rel).map_err(|e| {
             fail(io::Error::new(
@@ -152,23 +169,84 @@ pub fn copy_skills(ws: &Workspace, pack_root: &Path, skills: &[&Skill]) -> io::R
                 format!("cannot open {} in the pack: {e}", skill.rel.display()),
             ))
         })?;
-        // Copy into a temporary sibling, then rename: a failed copy leaves nothing half written.
-        let tmp = format!(".{}.partial-{}", skill.name, std::process::id());
-        let _ = dest.remove_dir_all(&tmp);
-        let mut budget = Budget {
-            entries: MAX_ENTRIES,
-            bytes: MAX_BYTES,
+        let holder = if dest.symlink_metadata(&skill.name).is_ok() {
+            Some(skill.name.clone())
+        } else {
+            held.get(&skill.name).cloned()
         };
-        let result = ensure_dir(&dest, &tmp)
-            .and_then(|to| copy_tree(&from, &to, &mut budget, 0))
-            .and_then(|()| dest.rename(&tmp, &dest, &skill.name));
-        if let Err(e) = result {
-            let _ = dest.remove_dir_all(&tmp);
-            return Err(fail(e));
+        let Some(holder) = holder else {
+            copy_one(&dest, &from, &skill.name, false).map_err(fail)?;
+            record_copy(&mut record, &dest, &skill.name);
+            out.copied.push(skill.name.clone());
+            continue;
+        };
+        let recorded = record.0.get(&skill.name);
+        let ours = holder == skill.name
+            && recorded.is_some()
+            && dest
+                .open_dir_nofollow(&skill.name)
+                .and_then(|d| skill_record::tree_digest(&d))
+                .ok()
+                .as_ref()
+                == recorded;
+        if !ours {
+            out.skipped.push(format!(
+                "Skill \"{}\" already exists at .agents/skills/{holder}/; skipping pack version",
+                skill.name
+            ));
+            continue;
         }
-        out.copied.push(skill.name.clone());
+        if skill_record::tree_digest(&from).ok().as_ref() != recorded {
+            copy_one(&dest, &from, &skill.name, true).map_err(fail)?;
+            record_copy(&mut record, &dest, &skill.name);
+            out.updated.push(skill.name.clone());
+        }
+    }
+    if record != before {
+        record
+            .save(&agents)
+            .map_err(|e| explain(e, &agents_path.join(skill_record::RECORD)))?;
     }
     Ok(out)
+}
+
+/// Notes the digest of the copy just made (not of the pack: the pack may change under us).
+fn record_copy(record: &mut skill_record::Record, dest: &Dir, name: &str) {
+    match dest
+        .open_dir_nofollow(name)
+        .and_then(|d| skill_record::tree_digest(&d))
+    {
+        Ok(digest) => record.0.insert(name.to_string(), digest),
+        Err(_) => record.0.remove(name),
+    };
+}
+
+/// Copies `from` to `dest/<name>` through a temporary sibling, so a failed copy leaves nothing half
+/// written; with `replace`, the old directory is moved aside and removed once the new one is in.
+fn copy_one(dest: &Dir, from: &Dir, name: &str, replace: bool) -> io::Result<()> {
+    let tmp = format!(".{name}.partial-{}", std::process::id());
+    let _ = dest.remove_dir_all(&tmp);
+    let mut budget = Budget {
+        entries: MAX_ENTRIES,
+        bytes: MAX_BYTES,
+    };
+    let result = ensure_dir(dest, &tmp).and_then(|to| copy_tree(from, &to, &mut budget, 0));
+    if let Err(e) = result {
+        let _ = dest.remove_dir_all(&tmp);
+        return Err(e);
+    }
+    if replace {
+        let old = format!(".{name}.old-{}", std::process::id());
+        let _ = dest.remove_dir_all(&old);
+        if let Err(e) = dest.rename(name, dest, &old) {
+            let _ = dest.remove_dir_all(&tmp);
+            return Err(e);
+        }
+        dest.rename(&tmp, dest, name)?;
+        let _ = dest.remove_dir_all(&old);
+        return Ok(());
+    }
+    dest.rename(&tmp, dest, name)
 }
 
 struct Budget {
@@ -290,6 +368,60 @@ mod tests {
         );
     }
 
+    #[test]
+    fn an_unchanged_copy_is_quiet_and_a_changed_pack_skill_is_updated() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pack = tmp.path().join("pack");
+        pack_with_review(&pack);
+        let review = skill(&pack, "review");
+        let ws = open(&tmp.path().join("ws"), "com.x", "pip").unwrap();
+        copy_skills(&ws, &pack, &[&review]).unwrap();
+        let again = copy_skills(&ws, &pack, &[&review]).unwrap();
+        assert_eq!(
+            again,
+            SkillCopy::default(),
+            "its own copy is not a collision"
+        );
+
+        std::fs::write(pack.join("skills/review/docs/a.md"), "a, version 2").unwrap();
+        let upgraded = copy_skills(&ws, &pack, &[&review]).unwrap();
+        assert_eq!(upgraded.updated, ["review"]);
+        assert!(upgraded.skipped.is_empty(), "{:?}", upgraded.skipped);
+        let copied = ws.path.join(".agents/skills/review/docs/a.md");
+        assert_eq!(std::fs::read_to_string(&copied).unwrap(), "a, version 2");
+
+        // Once the operator edits the copy it is theirs: pinned, and the pack's change is skipped.
+        std::fs::write(&copied, "operator's").unwrap();
+        std::fs::write(pack.join("skills/review/docs/a.md"), "a, version 3").unwrap();
+        let pinned = copy_skills(&ws, &pack, &[&review]).unwrap();
+        assert!(pinned.updated.is_empty());
+        assert_eq!(pinned.skipped.len(), 1);
+        assert_eq!(std::fs::read_to_string(&copied).unwrap(), "operator's");
+    }
+
+    #[test]
+    fn a_collision_is_by_load_key_not_directory_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pack = tmp.path().join("pack");
+        pack_with_review(&pack);
+        let review = skill(&pack, "review");
+        let ws = open(&tmp.path().join("ws"), "com.x", "pip").unwrap();
+        let mine = ws.path.join(".agents/skills/my-review");
+        std::fs::create_dir_all(&mine).unwrap();
+        std::fs::write(
+            mine.join("SKILL.md"),
+            "---\nname: \"review\"\ndescription: the operator's\n---\n",
+        )
+        .unwrap();
+        let copy = copy_skills(&ws, &pack, &[&review]).unwrap();
+        assert!(copy.copied.is_empty(), "{copy:?}");
+        assert_eq!(
+            copy.skipped,
+            ["Skill \"review\" already exists at .agents/skills/my-review/; skipping pack version"]
+        );
+        assert!(!ws.path.join(".agents/skills/review").exists());
+    }
+
     #[cfg(unix)]
     #[test]
     fn links_planted_in_the_workspace_or_the_pack_are_not_followed() {
@@ -333,6 +465,25 @@ mod tests {
         let copied = ws.path.join(".agents/skills/review");
         assert!(copied.join("docs/a.md").is_file());
         assert!(std::fs::symlink_metadata(copied.join("out")).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_workspace_that_cannot_be_written_is_refused_naming_its_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        let ws = open(&root, "p", "a").unwrap();
+        std::fs::set_permissions(&ws.path, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let probe = std::fs::File::create(ws.path.join("x"));
+        if probe.is_ok() {
+            return; // running as root: permissions do not apply
+        }
+        let e = open(&root, "p", "a").err().expect("refused");
+        let text = e.to_string();
+        assert!(text.contains(&ws.path.display().to_string()), "{text}");
+        assert!(text.contains("not writable"), "{text}");
+        std::fs::set_permissions(&ws.path, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
 
     #[test]

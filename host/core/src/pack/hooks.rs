@@ -16,6 +16,10 @@ pub struct HookSet {
     pub on_start: Option<String>,
     pub on_stop: Option<String>,
     pub on_message: Option<String>,
+    /// The points this set gives as `null`: in a persona, that switches the pack's hook off (the
+    /// spec's own example, `on_message: null`); an absent point inherits it.
+    #[serde(skip)]
+    pub off: Vec<&'static str>,
 }
 
 impl HookSet {
@@ -33,15 +37,20 @@ impl HookSet {
         .filter_map(|(k, v)| v.as_deref().map(|v| (k, v)))
     }
 
-    /// Per-persona hooks override pack hooks point by point.
+    /// Per-persona hooks override pack hooks point by point; a persona's `null` switches one off.
     pub fn overlay(&self, persona: &HookSet) -> HookSet {
+        let pick = |point: &str, mine: &Option<String>, pack: &Option<String>| {
+            if persona.off.contains(&point) {
+                None
+            } else {
+                mine.clone().or_else(|| pack.clone())
+            }
+        };
         HookSet {
-            on_start: persona.on_start.clone().or_else(|| self.on_start.clone()),
-            on_stop: persona.on_stop.clone().or_else(|| self.on_stop.clone()),
-            on_message: persona
-                .on_message
-                .clone()
-                .or_else(|| self.on_message.clone()),
+            on_start: pick("on_start", &persona.on_start, &self.on_start),
+            on_stop: pick("on_stop", &persona.on_stop, &self.on_stop),
+            on_message: pick("on_message", &persona.on_message, &self.on_message),
+            off: Vec::new(),
         }
     }
 }
@@ -74,6 +83,11 @@ pub fn read(fields: &Fields<'_>, report: &mut Report, unknown: Severity) -> Hook
         on_start: fields.string(report, "on_start"),
         on_stop: fields.string(report, "on_stop"),
         on_message: fields.string(report, "on_message"),
+        off: HOOK_POINTS
+            .iter()
+            .copied()
+            .filter(|p| fields.map.get(*p).is_some_and(Value::is_null))
+            .collect(),
     }
 }
 

@@ -466,6 +466,17 @@ fn load_persona(
         }
     };
     let rel = paths::relative_to(root, &path);
+    // Spec §3: `agents/` is flat; a runtime that scans it finds no persona further down.
+    let mut parts = rel.components();
+    if parts.next().is_some_and(|c| c.as_os_str() == "agents") && parts.count() > 1 {
+        let d = Diagnostic::warning(
+            "manifest.persona-nested",
+            format!("persona `{entry}` is nested below agents/; the spec keeps agents/ flat"),
+        )
+        .in_file(manifest::MANIFEST_PATH)
+        .help("move the file directly into agents/ and update `personas`");
+        report.push(locate_in_manifest(lookup, d, entry));
+    }
     if !entry.ends_with(".persona.md") {
         let d = Diagnostic::warning(
             "manifest.persona-ext",

@@ -149,6 +149,27 @@ fn check_name(name: &str, dir: &Path, src: &SourceFile, report: &mut Report) -> 
     true
 }
 
+/// The load key a SKILL.md declares (`name:` in its frontmatter), when it declares one. For
+/// skills found outside a pack (an operator's own, in a workspace), so nothing is reported: a file
+/// that does not parse simply declares no key.
+pub fn declared_load_key(text: &str) -> Option<String> {
+    let split = frontmatter::split(text).ok()?;
+    if frontmatter::excessive_nesting(split.yaml).is_some() {
+        return None;
+    }
+    let map = match super::plain_yaml::parse(split.yaml) {
+        Some(map) => map,
+        None => match serde_yaml_ng::from_str::<Value>(split.yaml).ok()? {
+            Value::Object(map) => map,
+            _ => return None,
+        },
+    };
+    match map.get("name") {
+        Some(Value::String(s)) => Some(s.trim().to_string()),
+        _ => None,
+    }
+}
+
 /// Longest load key (Agent Skills: 1-64 characters).
 pub const MAX_LOAD_KEY: usize = 64;
 

@@ -191,9 +191,11 @@ pub fn resolve_each<'a>(
         .map(move |(i, skills)| resolve_persona(pack, i, &skills, overrides, process_env))
 }
 
-/// The real process environment, for level 1.
+/// The real process environment, for level 1. A variable set to the empty string is set: the spec
+/// checks `std::env::var`, so the operator's empty value wins over the pack's (callers that need a
+/// value, such as a file path, treat empty as unset themselves).
 pub fn process_env(key: &str) -> Option<String> {
-    std::env::var(key).ok().filter(|v| !v.is_empty())
+    std::env::var(key).ok()
 }
 
 /// [`process_env`] that looks each variable up once: every persona of a runtime asks for the same

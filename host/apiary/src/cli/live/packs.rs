@@ -1,0 +1,66 @@
+//! Which packs `apiary up` runs: each argument is a pack directory, or the id of a pack installed in
+//! the install root; with no arguments, every installed pack, and the bundled example only when
+//! nothing is installed (so the README's `apiary up` works on a fresh machine).
+
+use std::path::{Path, PathBuf};
+
+use super::super::output::Failed;
+use crate::dist::{install::RootGuard, lock::Lock};
+
+/// The pack ids installed in `root` (from its `pack.lock`), each with its directory; none when the
+/// root does not exist.
+pub fn installed(root: &Path) -> Result<Vec<(String, PathBuf)>, Failed> {
+    // Shared: an install running now finishes its swap before the lock is read.
+    let Some(guard) = RootGuard::acquire(root, false)? else {
+        return Ok(Vec::new());
+    };
+    let lock = Lock::load(root)?;
+    drop(guard);
+    Ok(lock
+        .packs
+        .into_keys()
+        .map(|id| {
+            let dir = root.join(&id);
+            (id, dir)
+        })
+        .filter(|(_, dir)| dir.is_dir())
+        .collect())
+}
+
+/// The directories to run for the command line's `packs`: a path that exists is a pack directory;
+/// anything else must name an installed pack (`up com.example.pack`).
+pub fn chosen(packs: &[PathBuf], root: Option<&Path>) -> Result<Vec<PathBuf>, Failed> {
+    let mut installed_cache: Option<Vec<(String, PathBuf)>> = None;
+    let mut dirs = Vec::with_capacity(packs.len());
+    for arg in packs {
+        if arg.exists() || arg.components().count() != 1 {
+            dirs.push(arg.clone());
+            continue;
+        }
+        let Some(root) = root else {
+            dirs.push(arg.clone());
+            continue;
+        };
+        let list = match &installed_cache {
+            Some(list) => list,
+            None => installed_cache.insert(installed(root)?),
+        };
+        let id = arg.to_string_lossy();
+        match list.iter().find(|(i, _)| *i == id) {
+            Some((_, dir)) => dirs.push(dir.clone()),
+            None => {
+                let have: Vec<&str> = list.iter().map(|(i, _)| i.as_str()).collect();
+                return Err(Failed::error(format_args!(
+                    "`{id}` is neither a pack directory nor a pack installed in {} (installed: {})",
+                    root.display(),
+                    if have.is_empty() {
+                        "none".to_string()
+                    } else {
+                        have.join(", ")
+                    }
+                )));
+            }
+        }
+    }
+    Ok(dirs)
+}
