@@ -8,6 +8,7 @@
 
 mod support;
 
+mod agent_failures;
 mod convert_cli;
 mod convert_corpus;
 mod convert_schema;
@@ -18,10 +19,12 @@ mod dist_hostile;
 mod dist_install;
 mod hook_run;
 mod live_auth;
+mod live_continuity;
 mod live_hooks;
 mod live_hostile;
 mod live_hostile_fs;
 mod live_identity;
+mod live_limits;
 mod live_reconnect;
 mod live_session;
 mod live_status;
@@ -33,6 +36,7 @@ mod pack_migrate;
 mod pack_resolve;
 mod pack_validate;
 mod paths;
+mod real_agents;
 mod relay_hostile;
 mod sandbox_cli;
 mod up_mcp_trust;

@@ -177,6 +177,8 @@ fn main() {
         channel_authority: Default::default(),
         // Measures the harness, not the flood limits.
         limits: dispatch::TurnLimits::UNLIMITED,
+        sessions_dir: None,
+        persona_limits: Default::default(),
     };
     let roots = packs
         .iter()

@@ -4,3 +4,4 @@
 pub mod dist;
 pub mod live;
 pub mod pack;
+pub mod provider;

@@ -24,12 +24,14 @@
 mod error;
 pub mod flood;
 pub mod hooks;
+pub mod limits;
 mod live;
 pub mod note;
 pub mod prompt;
 mod route;
 pub mod sandboxed;
 pub mod script;
+pub mod sessions;
 mod supervise;
 pub mod trigger;
 mod worker;
@@ -73,6 +75,8 @@ const CURSOR_SLACK_SECS: u64 = 60;
 /// Thread context: at most this many earlier messages, fetched within this time.
 const THREAD_CONTEXT: usize = 12;
 const THREAD_FETCH: Duration = Duration::from_secs(3);
+/// How long a failure report waits for a stopped agent's last stderr lines.
+const STDERR_GRACE: Duration = Duration::from_secs(2);
 
 /// Operator settings for one `apiary up`.
 #[derive(Debug, Clone)]
@@ -100,6 +104,11 @@ pub struct Config {
     pub channel_authority: relay::ChannelAuthority,
     /// Turns each persona gives one author and one channel (see [`flood`]).
     pub limits: TurnLimits,
+    /// Where each persona's session ids are saved for resuming (see [`sessions`]); `None`: never
+    /// resumed.
+    pub sessions_dir: Option<PathBuf>,
+    /// Each persona's spending limits, by (pack id, persona name) (see [`limits`]).
+    pub persona_limits: HashMap<(String, String), limits::PersonaLimits>,
 }
 
 /// Where the harness reports what it does, one note per event (stdout for `apiary up`).
@@ -270,8 +279,16 @@ impl Harness {
         persona: &ResolvedPersona,
     ) -> Option<Live> {
         let name = &persona.identity.name;
-        let started =
-            live::start_persona(&self.config, &self.shared, run, index, persona, &self.hooks);
+        let stderr = crate::acp::StderrTail::default();
+        let started = live::start_persona(
+            &self.config,
+            &self.shared,
+            run,
+            index,
+            persona,
+            &self.hooks,
+            stderr.clone(),
+        );
         let started = AssertUnwindSafe(started)
             .catch_unwind()
             .await
@@ -291,11 +308,12 @@ impl Harness {
             }
             Err(why) => {
                 tracing::error!(persona = %name, "persona refused: {why}");
-                (self.out)(
-                    Note::new("persona_refused", format!("persona {name} refused: {why}"))
-                        .with("persona", name.as_str())
-                        .with("reason", why.to_string()),
-                );
+                // A failed start stopped the agent: its stderr is complete, or soon is.
+                let stderr = stderr.lines_after_exit(STDERR_GRACE).await;
+                let note = Note::new("persona_refused", format!("persona {name} refused: {why}"))
+                    .with("persona", name.as_str())
+                    .with("reason", why.to_string());
+                (self.out)(error::explained(note, &why, &stderr));
                 None
             }
         }
