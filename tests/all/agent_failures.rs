@@ -116,7 +116,7 @@ fn a_failed_turn_shows_the_errors_data_and_the_agents_stderr() {
     // A `data` that is not a string is shown as compact JSON. (The stderr line written just before
     // the answer travels on another pipe: it may or may not be read yet, so it is not asserted.)
     assert_eq!(
-        note["data"], r#"{"body":"overloaded","status":529}"#,
+        note["data"], r#"{"status":529,"body":"overloaded"}"#,
         "{note}"
     );
     assert!(note["reason"].as_str().unwrap().contains("529"), "{note}");

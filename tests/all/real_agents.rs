@@ -149,12 +149,7 @@ fn claude_code_answers_a_mention_on_its_real_agent() {
     let provider = Provider::start(answer);
     let home = open_home();
     let root = home.path().join("pack");
-    pack(
-        &root,
-        "claude-code",
-        "anthropic:claude-haiku-4-5",
-        &provider,
-    );
+    pack(&root, "claude-code", "haiku", &provider);
     let ws = home.path().join("ws");
     let cwd = ws.join("com.example.real-agents/bee");
     std::fs::create_dir_all(&cwd).unwrap();
@@ -177,7 +172,8 @@ fn claude_code_answers_a_mention_on_its_real_agent() {
     assert!(ready.contains("system_prompt=prefix"), "{ready}");
     mention_is_answered(&mut up, answer);
 
-    // The persona's model reached the provider through ANTHROPIC_MODEL, in a streamed request that
+    // The persona's model (`haiku`, offered in its `session/new` answer) was selected with
+    // `session/set_model` and reached the provider, in a streamed request that
     // carries the persona's prompt, its skill list and its workspace as the agent's cwd.
     let turn = provider.wait_for("a streamed request for the persona's model", |s| {
         s.path.starts_with("/v1/messages?") || s.path == "/v1/messages"
@@ -188,9 +184,9 @@ fn claude_code_answers_a_mention_on_its_real_agent() {
         .filter(|s| s.path.split('?').next() == Some("/v1/messages") && s.body["stream"] == true)
         .collect();
     assert!(
-        streamed
-            .iter()
-            .any(|s| s.body["model"] == "claude-haiku-4-5"),
+        streamed.iter().any(|s| s.body["model"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("claude-haiku"))),
         "models asked: {:?} (first: {})",
         streamed
             .iter()
@@ -289,9 +285,9 @@ fn codex_answers_a_mention_on_its_real_agent() {
     up.stop_ok();
 }
 
-/// Codex lists its authentication methods and refuses `session/new` until one is used. With
-/// `OPENAI_API_KEY` set apiary authenticates with it (the test above); without any key the persona
-/// is refused with a message naming every method and the variables that would do.
+/// Codex lists its authentication methods and, on its own OpenAI provider, refuses `session/new`
+/// until one is used. With `OPENAI_API_KEY` set apiary authenticates with it; without any key the
+/// persona is refused with a message naming every method and the variables that would do.
 #[test]
 fn codex_without_credentials_is_refused_naming_its_auth_methods() {
     let Some(bin) = installed("codex-acp", None) else {
@@ -301,7 +297,9 @@ fn codex_without_credentials_is_refused_naming_its_auth_methods() {
     let home = open_home();
     let root = home.path().join("pack");
     pack(&root, "codex", "gpt-5.4-mini", &provider);
-    let codex = codex_home(home.path(), &provider);
+    // Codex's own OpenAI provider, which needs an OpenAI login (a custom provider would not).
+    let codex = home.path().join("codex");
+    std::fs::create_dir_all(&codex).unwrap();
     let path = path_with(bin.parent().unwrap());
     let mut up = Up::spawn(
         home.path(),
@@ -310,8 +308,6 @@ fn codex_without_credentials_is_refused_naming_its_auth_methods() {
         &[
             ("PATH", path.as_str()),
             ("CODEX_HOME", codex.to_str().unwrap()),
-            ("OPENAI_API_KEY", ""),
-            ("CODEX_API_KEY", ""),
         ],
     );
     let line = up.wait_for(|l| event_of(l) == "persona_refused");

@@ -545,6 +545,14 @@ impl AcpClient {
             .map(|_| ())
     }
 
+    /// `session/set_model` (agents that list `models` rather than a model config option).
+    pub async fn set_model(&self, session: &str, model: &str) -> Result<(), AcpError> {
+        let params = json!({"sessionId": session, "modelId": model});
+        self.request("session/set_model", params, REQUEST_TIMEOUT)
+            .await
+            .map(|_| ())
+    }
+
     /// `session/set_config_option` with a value id (e.g. the model).
     pub async fn set_config_option(
         &self,
@@ -709,6 +717,26 @@ impl AcpClient {
             Ok(Ok(Ok(v))) => Ok(v),
         }
     }
+}
+
+/// The model an agent offers in the `models` of a `session/new` answer (selected with
+/// `session/set_model`): the `modelId` matching `provider:model` or `model`, when it is not already
+/// the current one.
+pub fn model_pick(new_session: &Value, provider: Option<&str>, model: &str) -> Option<String> {
+    let models = new_session.get("models")?;
+    let ids: Vec<&str> = models
+        .get("availableModels")?
+        .as_array()?
+        .iter()
+        .take(1000)
+        .filter_map(|m| m.get("modelId")?.as_str())
+        .collect();
+    let wanted = provider
+        .map(|p| format!("{p}:{model}"))
+        .into_iter()
+        .chain([model.to_string()]);
+    let pick = wanted.into_iter().find(|w| ids.contains(&w.as_str()))?;
+    (models.get("currentModelId").and_then(Value::as_str) != Some(pick.as_str())).then_some(pick)
 }
 
 /// The model switch an agent offers in a `session/new` answer: its `configOptions` entry of category

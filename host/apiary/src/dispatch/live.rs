@@ -447,6 +447,15 @@ async fn open_session(
             }
             Err(e) => tracing::warn!(persona = %name, "selecting model {value}: {e}"),
         }
+    } else if let Some(m) = &persona.model
+        && let Some(value) = crate::acp::model_pick(&answer, m.provider.as_deref(), &m.model)
+    {
+        match agent.set_model(&session, &value).await {
+            Ok(()) => {
+                tracing::info!(persona = %name, model = %value, "model selected through session/set_model")
+            }
+            Err(e) => tracing::warn!(persona = %name, "selecting model {value}: {e}"),
+        }
     }
     Ok(session)
 }
