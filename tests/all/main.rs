@@ -8,6 +8,8 @@
 
 mod support;
 
+mod agent_failures;
+mod component_author;
 mod components_lang;
 mod convert_cli;
 mod convert_corpus;
@@ -21,10 +23,12 @@ mod dist_hostile;
 mod dist_install;
 mod hook_run;
 mod live_auth;
+mod live_continuity;
 mod live_hooks;
 mod live_hostile;
 mod live_hostile_fs;
 mod live_identity;
+mod live_limits;
 mod live_operator;
 mod live_reconnect;
 mod live_session;
@@ -38,8 +42,8 @@ mod pack_migrate;
 mod pack_resolve;
 mod pack_validate;
 mod paths;
+mod real_agents;
 mod relay_hostile;
-mod component_author;
 mod sandbox_cli;
 mod up_capabilities;
 mod up_mcp_trust;

@@ -15,6 +15,12 @@
 //!   directory remembers), so a restarted agent answers;
 //! - `!silent`: ends the turn without any message text.
 //!
+//! With `APIARY_AGENT_LOAD_SESSION=1` it advertises `loadSession`: session ids are unique across
+//! its runs and listed in `.apiary-agent-sessions` in the session's working directory, and
+//! `session/load` reopens a listed one (a restarted agent resumes it) and refuses any other.
+//!
+//! `APIARY_AGENT_USAGE=<n>` reports `n` tokens used (`usage.totalTokens`) in each prompt answer.
+//!
 //! Its sessions offer a `model` config option (`default` plus `APIARY_AGENT_MODELS`, comma-separated,
 //! default `echo-large,echo-small`); the reply names the session's model.
 //!
@@ -245,7 +251,7 @@ fn handle(agent: &Arc<Agent>, msg: Value) {
             json!({
                 "protocolVersion": 1,
                 "agentCapabilities": {
-                    "loadSession": false,
+                    "loadSession": load_session(),
                     "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false},
                     "mcpCapabilities": {"http": true, "sse": false},
                     "sessionCapabilities": {"systemPrompt": {}}
@@ -256,18 +262,38 @@ fn handle(agent: &Arc<Agent>, msg: Value) {
         ),
         (Some("session/new"), Some(id)) => {
             let mut sessions = agent.sessions.lock().unwrap_or_else(|e| e.into_inner());
-            let sid = format!("sess-{}", sessions.len() + 1);
             let cwd = params
                 .get("cwd")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
+            let sid = if load_session() {
+                let sid = format!("sess-{}-{}", std::process::id(), sessions.len() + 1);
+                remember_session(&cwd, &sid);
+                sid
+            } else {
+                format!("sess-{}", sessions.len() + 1)
+            };
             sessions.insert(sid.clone(), cwd);
             drop(sessions);
             agent.respond(
                 &id,
                 json!({"sessionId": sid, "configOptions": [model_option(&current_model(agent, &sid))]}),
             );
+        }
+        (Some("session/load"), Some(id)) if load_session() => {
+            let sid = params.get("sessionId").and_then(Value::as_str).unwrap_or("");
+            let cwd = params.get("cwd").and_then(Value::as_str).unwrap_or("");
+            if remembered_sessions(cwd).iter().any(|s| s == sid) {
+                agent
+                    .sessions
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(sid.to_string(), cwd.to_string());
+                agent.respond(&id, json!({}));
+            } else {
+                agent.error(&id, -32002, "Resource not found: unknown session");
+            }
         }
         (Some("session/set_config_option"), Some(id)) => {
             let sid = params.get("sessionId").and_then(Value::as_str).unwrap_or("");
@@ -301,6 +327,31 @@ fn handle(agent: &Arc<Agent>, msg: Value) {
         (Some(_), Some(id)) => agent.error(&id, -32601, "Method not found"),
         _ => {}
     }
+}
+
+fn load_session() -> bool {
+    std::env::var("APIARY_AGENT_LOAD_SESSION").is_ok_and(|v| v == "1")
+}
+
+const SESSIONS_FILE: &str = ".apiary-agent-sessions";
+
+fn remember_session(cwd: &str, sid: &str) {
+    let path = std::path::Path::new(cwd).join(SESSIONS_FILE);
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{sid}");
+    }
+}
+
+fn remembered_sessions(cwd: &str) -> Vec<String> {
+    std::fs::read_to_string(std::path::Path::new(cwd).join(SESSIONS_FILE))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 fn prompt(agent: &Agent, id: Value, params: &Value) {
@@ -410,7 +461,14 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
         tail.push(']');
         agent.text_chunk(&session, &tail);
     }
-    agent.respond(&id, json!({"stopReason": "end_turn"}));
+    let mut answer = json!({"stopReason": "end_turn"});
+    if let Some(tokens) = std::env::var("APIARY_AGENT_USAGE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        answer["usage"] = json!({"totalTokens": tokens, "inputTokens": tokens, "outputTokens": 0});
+    }
+    agent.respond(&id, answer);
 }
 
 /// The triggering message: the quoted lines after `Content:` in the last `[Buzz event]` section

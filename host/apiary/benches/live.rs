@@ -176,6 +176,8 @@ fn memory_per_persona() -> Option<f64> {
             // Measures the harness, not the flood limits.
             limits: dispatch::TurnLimits::UNLIMITED,
             cluster: Default::default(),
+            sessions_dir: None,
+            persona_limits: Default::default(),
         };
         let out: dispatch::Out = Arc::new(move |n: dispatch::Note| {
             if let Some(l) = n.text {

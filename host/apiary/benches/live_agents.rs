@@ -178,6 +178,8 @@ fn main() {
         // Measures the harness, not the flood limits.
         limits: dispatch::TurnLimits::UNLIMITED,
         cluster: Default::default(),
+        sessions_dir: None,
+        persona_limits: Default::default(),
     };
     let roots = packs
         .iter()

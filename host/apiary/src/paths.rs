@@ -6,6 +6,7 @@
 //! data dir       $APIARY_DATA_DIR, else <XDG data>/apiary (~/.local/share/apiary)
 //!   keys/        the key store: operator, relay and persona keys, id owner records
 //!   workspaces/  persona workspaces, unless --workspace-root / $APIARY_WORKSPACE_ROOT
+//!   sessions/    each persona's ACP session ids per channel (<pack>/<persona>.json), for resuming
 //!   components/  converter components added with `apiary component add`
 //!   relay/       the embedded relay's journal; relay.url: the last embedded relay's address
 //!   examples/    the bundled example pack, written on first use
@@ -77,6 +78,11 @@ impl Data {
     /// The key store (operator, relay and persona keys).
     pub fn key_store(&self) -> KeyStore {
         KeyStore::new(self.keys_dir())
+    }
+
+    /// Each persona's ACP session ids, per channel, for resuming (`dispatch::sessions`).
+    pub fn sessions(&self) -> PathBuf {
+        self.dir.join("sessions")
     }
 
     /// The default root of the persona workspaces.

@@ -4,4 +4,5 @@
 pub mod dist;
 pub mod live;
 pub mod pack;
+pub mod provider;
 pub mod toolchains;

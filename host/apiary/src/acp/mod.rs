@@ -7,7 +7,11 @@
 //! found", and we advertise no client capabilities. Agent output is untrusted: lines are capped,
 //! malformed ones are dropped, the collected reply text is capped.
 
+pub mod auth;
 pub mod mcp;
+pub mod stderr;
+
+pub use stderr::StderrTail;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -99,6 +103,8 @@ pub struct SpawnSpec {
     /// loaded machine a runnable agent woken at the same moment as the harness otherwise takes
     /// the CPU first (`benches/live_agents.rs` measures the difference).
     pub nice: u8,
+    /// The last lines of the agent's stderr, over this persona's runs.
+    pub stderr: StderrTail,
 }
 
 /// `apiary up`'s default for [`SpawnSpec::nice`].
@@ -119,11 +125,13 @@ pub enum AcpError {
     Idle(Duration),
     #[error("the prompt ran longer than {0:?}; cancelled")]
     Hard(Duration),
-    #[error("the agent answered `{method}` with error {code}: {message}")]
+    #[error("the agent answered `{method}` with error {code}: {message}{}", data_suffix(.data))]
     Rpc {
         method: &'static str,
         code: i64,
         message: String,
+        /// The error's `data`, made printable and cut (see [`rpc_data`]).
+        data: Option<String>,
     },
     #[error("the agent's answer to `{method}` is not valid: {detail}")]
     Invalid {
@@ -132,9 +140,37 @@ pub enum AcpError {
     },
     #[error("the agent speaks ACP version {0}; apiary speaks version 1")]
     Version(u16),
+    /// The agent wants authentication apiary cannot give it (see [`auth::refusal`]).
+    #[error("{0}")]
+    AuthRequired(String),
+}
+
+/// The text a JSON-RPC error's `data` adds to the error's message.
+fn data_suffix(data: &Option<String>) -> String {
+    data.as_ref().map(|d| format!(" ({d})")).unwrap_or_default()
+}
+
+/// A JSON-RPC error's `data` as one printable line of at most 500 characters: a string as it is, any
+/// other value as compact JSON; `None` when absent or null.
+fn rpc_data(data: Option<&Value>) -> Option<String> {
+    let text = match data? {
+        Value::Null => return None,
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let text = stderr::visible(text.trim(), 500);
+    (!text.is_empty()).then_some(text)
 }
 
 impl AcpError {
+    /// The `data` of the agent's JSON-RPC error answer, when it gave one.
+    pub fn data(&self) -> Option<&str> {
+        match self {
+            AcpError::Rpc { data, .. } => data.as_deref(),
+            _ => None,
+        }
+    }
+
     /// A short machine-readable kind, for `--json` output and tests.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -146,6 +182,7 @@ impl AcpError {
             AcpError::Rpc { .. } => "rpc",
             AcpError::Invalid { .. } => "invalid-answer",
             AcpError::Version(_) => "version",
+            AcpError::AuthRequired(_) => "auth-required",
         }
     }
 }
@@ -155,8 +192,12 @@ impl AcpError {
 enum Unanswered {
     /// The agent exited before answering.
     Exited,
-    /// A JSON-RPC error answer (its message cut to 500 characters).
-    Rpc { code: i64, message: String },
+    /// A JSON-RPC error answer (its message cut to 500 characters, its data see [`rpc_data`]).
+    Rpc {
+        code: i64,
+        message: String,
+        data: Option<String>,
+    },
 }
 
 impl Unanswered {
@@ -164,10 +205,15 @@ impl Unanswered {
         match self {
             // An error answer with code -1 has always been taken as the agent's exit.
             Unanswered::Exited | Unanswered::Rpc { code: -1, .. } => AcpError::Exited,
-            Unanswered::Rpc { code, message } => AcpError::Rpc {
+            Unanswered::Rpc {
+                code,
+                message,
+                data,
+            } => AcpError::Rpc {
                 method,
                 code,
                 message,
+                data,
             },
         }
     }
@@ -274,14 +320,16 @@ async fn read_agent(shared: Arc<Shared>, stdout: ChildStdout) {
     shared.fail_all();
 }
 
-/// Logs the agent's stderr, line by line, at debug level.
-async fn log_stderr(persona: String, stderr: ChildStderr) {
+/// Logs the agent's stderr, line by line, at debug level, and keeps its last lines in `tail`.
+async fn log_stderr(persona: String, stderr: ChildStderr, tail: StderrTail) {
     let mut reader = BufReader::new(stderr);
     let mut buf = Vec::new();
     while let Ok(Some(_)) = read_line_capped(&mut reader, &mut buf, 16 * 1024).await {
         let line = String::from_utf8_lossy(&buf);
         tracing::debug!(persona = %persona, "agent stderr: {}", line.trim_end());
+        tail.push(&buf);
     }
+    tail.close();
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -294,6 +342,10 @@ pub struct AgentInfo {
     pub name: Option<String>,
     pub system_prompt: bool,
     pub mcp_http: bool,
+    pub auth_methods: Vec<auth::AuthMethod>,
+    /// How the agent reopens an earlier session: `session/resume` (without a replay) or
+    /// `session/load`; `None` when it cannot.
+    pub reopen: Option<&'static str>,
 }
 
 /// The result of one prompt turn.
@@ -301,6 +353,8 @@ pub struct AgentInfo {
 pub struct Turn {
     pub text: String,
     pub stop_reason: acp::StopReason,
+    /// The tokens the agent says the turn used (`usage.totalTokens` of its answer), if it says.
+    pub tokens: Option<u64>,
 }
 
 /// A running agent.
@@ -335,7 +389,12 @@ impl AcpClient {
         });
         tokio::spawn(read_agent(Arc::clone(&shared), stdout));
         if let Some(stderr) = stderr {
-            tokio::spawn(log_stderr(spec.persona.clone(), stderr));
+            spec.stderr.opened();
+            tokio::spawn(log_stderr(
+                spec.persona.clone(),
+                stderr,
+                spec.stderr.clone(),
+            ));
         }
 
         let mut client = AcpClient {
@@ -345,10 +404,44 @@ impl AcpClient {
                 name: None,
                 system_prompt: false,
                 mcp_http: false,
+                auth_methods: Vec::new(),
+                reopen: None,
             },
         };
-        client.info = client.initialize().await?;
+        let started = match client.initialize().await {
+            Ok(info) => {
+                client.info = info;
+                client.authenticate(spec).await
+            }
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok(()) => {}
+            Err(e) => {
+                // Stopped, so its stderr ends and the failure report has its last words.
+                client.shutdown().await;
+                return Err(e);
+            }
+        }
         Ok(client)
+    }
+
+    /// `authenticate` with the first method the agent lists that apiary can use unattended (its
+    /// variables all set for the agent); nothing when there is none: the agent may not need it, and
+    /// `session/new` says when it does.
+    async fn authenticate(&self, spec: &SpawnSpec) -> Result<(), AcpError> {
+        let is_set = |var: &str| match spec.env.iter().rev().find(|(k, _)| k == var) {
+            Some((_, v)) => !v.is_empty(),
+            None => std::env::var_os(var).is_some_and(|v| !v.is_empty()),
+        };
+        let Some(method) = auth::headless(&self.info.auth_methods, &is_set) else {
+            return Ok(());
+        };
+        tracing::info!(persona = %spec.persona, method = %method.id, "authenticating the agent");
+        let params = json!({"methodId": method.id});
+        self.request("authenticate", params, REQUEST_TIMEOUT)
+            .await
+            .map(|_| ())
     }
 
     /// `initialize`: what the agent says about itself. An agent that speaks another ACP version
@@ -363,6 +456,18 @@ impl AcpClient {
         let value = self
             .request("initialize", to_value(&req), REQUEST_TIMEOUT)
             .await?;
+        let auth_methods = auth::methods(&value);
+        let caps = value.get("agentCapabilities");
+        let reopen = match caps {
+            Some(c)
+                if c.pointer("/sessionCapabilities/resume")
+                    .is_some_and(Value::is_object) =>
+            {
+                Some("session/resume")
+            }
+            Some(c) if c.get("loadSession") == Some(&Value::Bool(true)) => Some("session/load"),
+            _ => None,
+        };
         let resp: acp::InitializeResponse =
             serde_json::from_value(value).map_err(|e| AcpError::Invalid {
                 method: "initialize",
@@ -385,6 +490,8 @@ impl AcpClient {
                 .system_prompt
                 .is_some(),
             mcp_http: resp.agent_capabilities.mcp_capabilities.http,
+            auth_methods,
+            reopen,
         })
     }
 
@@ -397,15 +504,53 @@ impl AcpClient {
         &self,
         req: acp::NewSessionRequest,
     ) -> Result<(String, Value), AcpError> {
-        let value = self
+        let value = match self
             .request("session/new", to_value(&req), REQUEST_TIMEOUT)
-            .await?;
+            .await
+        {
+            // ACP's "authentication required".
+            Err(AcpError::Rpc { code: -32000, .. }) => {
+                return Err(AcpError::AuthRequired(auth::refusal(
+                    &self.info.auth_methods,
+                )));
+            }
+            other => other?,
+        };
         let resp: acp::NewSessionResponse =
             serde_json::from_value(value.clone()).map_err(|e| AcpError::Invalid {
                 method: "session/new",
                 detail: e.to_string(),
             })?;
         Ok((resp.session_id.0.to_string(), value))
+    }
+
+    /// Reopens an earlier session with the agent's [`AgentInfo::reopen`] method. A `session/load`
+    /// replays the conversation as updates, which no prompt is waiting for: they are dropped.
+    pub async fn reopen_session(
+        &self,
+        session: &str,
+        cwd: &std::path::Path,
+        mcp_servers: &[acp::McpServer],
+    ) -> Result<(), AcpError> {
+        let Some(method) = self.info.reopen else {
+            return Err(AcpError::Invalid {
+                method: "session/load",
+                detail: "the agent cannot reopen sessions".into(),
+            });
+        };
+        let params =
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": to_value(&mcp_servers)});
+        self.request(method, params, REQUEST_TIMEOUT)
+            .await
+            .map(|_| ())
+    }
+
+    /// `session/set_model` (agents that list `models` rather than a model config option).
+    pub async fn set_model(&self, session: &str, model: &str) -> Result<(), AcpError> {
+        let params = json!({"sessionId": session, "modelId": model});
+        self.request("session/set_model", params, REQUEST_TIMEOUT)
+            .await
+            .map(|_| ())
     }
 
     /// `session/set_config_option` with a value id (e.g. the model).
@@ -466,8 +611,9 @@ impl AcpClient {
                             Ok(Err(why)) => return Err(why.into_error("session/prompt")),
                             Err(_) => return Err(AcpError::Exited),
                         };
+                        let tokens = value.pointer("/usage/totalTokens").and_then(Value::as_u64);
                         let resp: acp::PromptResponse = serde_json::from_value(value).map_err(|e| AcpError::Invalid { method: "session/prompt", detail: e.to_string() })?;
-                        return Ok(Turn { text: out, stop_reason: resp.stop_reason });
+                        return Ok(Turn { text: out, stop_reason: resp.stop_reason, tokens });
                     }
                     a = activity.recv() => match a {
                         Some(Activity::Text(t)) => push_capped(&mut out, &t),
@@ -506,17 +652,24 @@ impl AcpClient {
         if let Ok(mut stdin) = self.shared.stdin.try_lock() {
             *stdin = None;
         }
-        #[cfg(unix)]
-        if let Some(pid) = child.id() {
-            // SIGTERM first: well-behaved agents clean up.
-            let _ = std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status();
-        }
+        // The agent's whole process group (it has its own): launchers such as npm's bin scripts or
+        // `runuser` do not always pass a signal on to the agent they started.
+        let group = child.id().map(|pid| format!("-{pid}"));
+        let signal = |sig: &str| {
+            #[cfg(unix)]
+            if let Some(group) = &group {
+                let _ = std::process::Command::new("kill")
+                    .args([sig, "--", group])
+                    .status();
+            }
+        };
+        // SIGTERM first: well-behaved agents clean up.
+        signal("-TERM");
         if tokio::time::timeout(Duration::from_secs(3), child.wait())
             .await
             .is_err()
         {
+            signal("-KILL");
             let _ = child.kill().await;
         }
         self.shared.fail_all();
@@ -564,6 +717,26 @@ impl AcpClient {
             Ok(Ok(Ok(v))) => Ok(v),
         }
     }
+}
+
+/// The model an agent offers in the `models` of a `session/new` answer (selected with
+/// `session/set_model`): the `modelId` matching `provider:model` or `model`, when it is not already
+/// the current one.
+pub fn model_pick(new_session: &Value, provider: Option<&str>, model: &str) -> Option<String> {
+    let models = new_session.get("models")?;
+    let ids: Vec<&str> = models
+        .get("availableModels")?
+        .as_array()?
+        .iter()
+        .take(1000)
+        .filter_map(|m| m.get("modelId")?.as_str())
+        .collect();
+    let wanted = provider
+        .map(|p| format!("{p}:{model}"))
+        .into_iter()
+        .chain([model.to_string()]);
+    let pick = wanted.into_iter().find(|w| ids.contains(&w.as_str()))?;
+    (models.get("currentModelId").and_then(Value::as_str) != Some(pick.as_str())).then_some(pick)
 }
 
 /// The model switch an agent offers in a `session/new` answer: its `configOptions` entry of category
@@ -691,10 +864,9 @@ fn answered(shared: &Shared, msg: &Value, id: &Value) {
             message: err
                 .get("message")
                 .and_then(Value::as_str)
-                .unwrap_or("")
-                .chars()
-                .take(500)
-                .collect(),
+                .map(|m| stderr::visible(m, 500))
+                .unwrap_or_default(),
+            data: rpc_data(err.get("data")),
         })
     } else {
         Ok(msg.get("result").cloned().unwrap_or(Value::Null))

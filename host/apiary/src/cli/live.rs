@@ -1,5 +1,6 @@
 //! `apiary up | post | tail`: the live harness and its terminal companions.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,7 +54,8 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   ops             url                    the operations endpoints listen (--ops-addr)
   channel_authority relay (hex or null) configured[]   whose kind 39000 metadata names channels
   persona_ready   persona pack identity pubkey channels[] system_prompt (\"session\" | \"prefix\")
-  persona_refused persona reason
+  persona_refused persona reason [data stderr[]]   data: the agent's JSON-RPC error data;
+                  stderr: the last lines the agent wrote to its stderr (made printable)
   untrusted       persona pack kind (\"hook\" | \"mcp_server\") name command reason help
                   a script hook not run, or a stdio MCP server not handed to the agent: the
                   operator's trust store does not trust it (see `apiary trust`)
@@ -66,17 +68,19 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   hook_ran        persona channel id hook kept           an on_message hook ran (kept: true|false)
   dropped         persona channel id hook reason         the on_message hook dropped the message
   crashed         persona channel id attempt             the agent died mid-turn; retried
-  limited         persona channel id author limit action [turns per_secs]
+  limited         persona channel id author limit action [turns per_secs] [allowed used]
                   a message over a flood limit (limit: author | channel | queue | stopping):
                   action \"coalesced\" waits and is answered with the author's next turn,
-                  \"dropped\" is not answered
+                  \"dropped\" is not answered; over a persona's spending limit (limit:
+                  turns_per_hour | turns_per_day | tokens_per_day) it is dropped
   restarted       persona restart window_secs
   turn            persona channel id published reason [bytes]       a turn without a reply
   reply           persona channel id to thread           reply `id` published, answering `to`
   answered_elsewhere persona channel id reply stage      (--shard) the relay already holds `reply`
                   by this persona to `id`: not answered again (stage: turn | publish)
   persona_elsewhere persona pack shard                   (--shard) a persona another replica owns
-  error           persona channel id reason     (a failed turn, trigger or hook; an internal error)
+  error           persona channel id reason [data stderr[]]
+                  a failed turn, trigger or hook, or an internal error (data, stderr: as above)
   stopping
   stopped         replies
 
@@ -104,6 +108,12 @@ are answered together in the author's next turn, while other authors are served;
 messages beyond 20 waiting (the oldest) are dropped, and on stopping whatever still waits for a
 turn. Each is reported as `limited`. Waiting messages of one author, or of one thread, are
 answered in one turn.
+Spending limits per persona, over all its channels, from the overrides file
+  [\"com.example.pack\".bee]
+  limits = { turns_per_hour = 20, turns_per_day = 200, tokens_per_day = 500000 }
+or from the [limits] table of <root>/.apiary/agents/<pack-id>/<persona>/agent.toml (the overrides
+file wins key by key): a turn over one is not taken, its messages are dropped and reported as
+`limited`. Tokens are those the agent reports (usage.totalTokens of its prompt answers).
 
 Trust: script hooks and stdio MCP servers run on this host, outside the sandbox, so only what the
 operator trusted runs: `apiary trust <pack-id>` for an installed pack (<root>/<pack-id>/),
@@ -153,7 +163,9 @@ pub struct UpArgs {
     pub channel_authority: Vec<String>,
     #[command(flatten)]
     pub limits: RelayLimitArgs,
-    /// The agent runtime command line (default: the bundled `apiary-agent`).
+    /// The agent runtime command line (default: the bundled `apiary-agent`), or a runtime's name
+    /// for its agent as its package installs it: claude-code (`claude-code-acp`), codex
+    /// (`codex-acp`), gemini (`gemini --experimental-acp`), goose (`goose acp`), claude-agent-acp.
     #[arg(long, value_name = "CMD")]
     pub agent: Option<String>,
     /// How much nicer than apiary agents run, 0-19 (Unix). Below apiary's priority, on a busy
@@ -577,6 +589,38 @@ fn load_packs(
     Ok(runs)
 }
 
+/// Each persona's spending limits: the overrides file's `limits`, key by key over the `[limits]`
+/// of the `agent.toml` an expert-pack install wrote for it. An unreadable `agent.toml` stops the
+/// start: limits the operator set must not be skipped.
+fn persona_limits(
+    packs: &[PackRun],
+    overrides: Option<&Path>,
+    root: &Path,
+) -> Result<HashMap<(String, String), dispatch::limits::PersonaLimits>, Failed> {
+    // load_packs already refused a file with errors.
+    let overrides = paths::overrides_file(overrides)
+        .map(|path| Overrides::load(&path, &mut Report::default()))
+        .unwrap_or_default();
+    let mut out = HashMap::new();
+    for run in packs {
+        let id = &run.resolved.pack.id;
+        for persona in &run.resolved.personas {
+            let name = &persona.identity.name;
+            let installed = crate::dist::agent_config::limits(root, id, name)
+                .map_err(|e| Failed::error(format_args!("limits of {id}/{name}: {e}")))?;
+            let operator = overrides
+                .get(id, name)
+                .map(|o| o.limits)
+                .unwrap_or_default();
+            let limits = operator.or(installed);
+            if !limits.is_empty() {
+                out.insert((id.clone(), name.clone()), limits);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The script hooks the operator's trust store trusts, for the packs being run: the policy the
 /// dispatcher is handed (it reads no trust store itself).
 struct StoreTrust {
@@ -688,6 +732,7 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 /// the relay.
 struct Plan {
     data: Data,
+    persona_limits: HashMap<(String, String), dispatch::limits::PersonaLimits>,
     keys: KeyStore,
     packs: Vec<PackRun>,
     pack_refs: Vec<PackRef>,
@@ -743,6 +788,7 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
     };
     let mut packs = load_packs(&pack_dirs, args.overrides.as_deref(), &identities)?;
     let root = paths::install_root(args.root.as_deref()).map_err(|e| Failed::error(e.message))?;
+    let persona_limits = persona_limits(&packs, args.overrides.as_deref(), &root)?;
     let trust = TrustView::load(&root);
     if let Some(problem) = trust.problem() {
         eprintln!(
@@ -758,7 +804,11 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
     let base_prompt =
         dispatch::prompt::base_from_env(&resolve::process_env).map_err(Failed::usage)?;
     let agent = match &args.agent {
-        Some(line) => AgentCommand::parse(line).ok_or_else(|| Failed::usage("--agent is empty"))?,
+        Some(line) => {
+            // A runtime's name stands for its agent's command line (`--agent codex`).
+            let line = crate::runtime::Runtime::preset(line).unwrap_or(line);
+            AgentCommand::parse(line).ok_or_else(|| Failed::usage("--agent is empty"))?
+        }
         None => default_agent(),
     };
     let (authorities, allow) = match (
@@ -783,6 +833,7 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
     };
     Ok(Plan {
         data,
+        persona_limits,
         keys,
         packs,
         pack_refs,
@@ -928,6 +979,8 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
             replay: Duration::from_secs(if plan.shard.is_some() { args.replay } else { 0 }),
             connection: Some(connection),
         },
+        sessions_dir: Some(plan.data.sessions()),
+        persona_limits: plan.persona_limits,
     };
     let matcher = trigger_matcher(args.native_triggers).await;
     let roots = plan

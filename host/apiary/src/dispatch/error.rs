@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::acp::AcpError;
 use crate::acp::mcp::McpError;
 
+use super::Note;
 use super::hooks::HookError;
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +83,14 @@ impl DispatchError {
         }
     }
 
+    /// The agent's own error under this one, if any.
+    pub fn acp(&self) -> Option<&AcpError> {
+        match self {
+            DispatchError::Agent(e) | DispatchError::Session { source: e, .. } => Some(e),
+            _ => None,
+        }
+    }
+
     /// A caught panic's payload, as the error of the path it ended.
     pub(super) fn panicked(during: &'static str, panic: Box<dyn std::any::Any + Send>) -> Self {
         DispatchError::Panicked {
@@ -89,6 +98,27 @@ impl DispatchError {
             detail: crate::sandbox::blocking::panic_text(panic),
         }
     }
+}
+
+/// A failure note with what the agent said about it: the JSON-RPC error's `data` (also in the
+/// reason's text) and the last lines of its stderr (already made printable, see
+/// [`crate::acp::stderr`]), as JSON keys `data` and `stderr` and as indented lines under the plain
+/// one.
+pub(super) fn explained(mut note: Note, why: &DispatchError, stderr: &[String]) -> Note {
+    if let Some(data) = why.acp().and_then(AcpError::data) {
+        note = note.with("data", data);
+    }
+    if stderr.is_empty() {
+        return note;
+    }
+    if let Some(text) = note.text.as_mut() {
+        text.push_str("\n  the agent's stderr ended with:");
+        for line in stderr {
+            text.push_str("\n  | ");
+            text.push_str(line);
+        }
+    }
+    note.with("stderr", stderr.to_vec())
 }
 
 #[cfg(test)]

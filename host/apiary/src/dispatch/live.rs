@@ -9,12 +9,13 @@ use std::sync::Arc;
 use agent_client_protocol_schema::v1 as acp;
 use nostr_sdk::prelude::*;
 
+use super::sessions::SessionStore;
 use super::supervise::{Policy, Supervised, Supervisor};
 use super::{
     Config, DispatchError, HookError, HookPoint, HookRunner, Note, Out, PackRun, RELAY_TIMEOUT,
-    Seen, TriggerPersona, flood, hooks, workspace,
+    Seen, TriggerPersona, flood, hooks, limits, workspace,
 };
-use crate::acp::{AcpClient, SpawnSpec};
+use crate::acp::{AcpClient, SpawnSpec, StderrTail};
 use crate::relay::{self, Message};
 use crate::resolve::ResolvedPersona;
 
@@ -43,6 +44,10 @@ pub(super) struct Live {
     /// The agent run whose session end `on_stop` already marked: once per run, whether it ended by
     /// a crash, the circuit breaker or shutdown.
     stopped: std::sync::Mutex<Option<u64>>,
+    /// Where its session ids are saved, for resuming (see [`super::sessions`]).
+    sessions: Option<SessionStore>,
+    /// Its spending against the operator's limits, over all its channels.
+    pub budget: std::sync::Mutex<limits::Budget>,
 }
 
 /// One run of a persona's agent process.
@@ -66,6 +71,11 @@ impl Supervised for Agent {
 }
 
 impl Live {
+    /// The last lines the persona's agent wrote to its stderr.
+    pub fn stderr(&self) -> &StderrTail {
+        &self.spec.stderr
+    }
+
     pub async fn current(&self) -> Arc<Agent> {
         self.agent.current().await
     }
@@ -95,6 +105,7 @@ impl Live {
                 self.base_prompt.clone(),
                 &self.channels,
                 next,
+                self.sessions.as_ref(),
             )
             .await
         };
@@ -191,6 +202,7 @@ pub(super) async fn start_persona(
     index: usize,
     persona: &ResolvedPersona,
     runner: &Arc<dyn HookRunner>,
+    stderr: StderrTail,
 ) -> Result<Live, DispatchError> {
     let pack_id = run.resolved.pack.id.clone();
     let name = persona.identity.name.clone();
@@ -202,8 +214,12 @@ pub(super) async fn start_persona(
         .persona(&run.namespace, &name)
         .map_err(DispatchError::Keys)?;
     start_hooks(runner, &pack_id, persona, &cwd).await?;
-    let spec = spawn_spec(config, persona, &pack_id, &cwd);
+    let spec = spawn_spec(config, persona, &pack_id, &cwd, stderr);
     let channels = subscribed(config, client, persona).await;
+    let sessions = config
+        .sessions_dir
+        .as_ref()
+        .map(|dir| SessionStore::new(dir, &run.namespace, &name));
     let agent = connect_agent(
         &spec,
         &pack_id,
@@ -211,6 +227,7 @@ pub(super) async fn start_persona(
         config.base_prompt.clone(),
         &channels,
         0,
+        sessions.as_ref(),
     )
     .await?;
     Ok(Live {
@@ -233,6 +250,14 @@ pub(super) async fn start_persona(
         authors: std::sync::Mutex::new(flood::Authors::new(config.limits.per_author)),
         hooks: Arc::clone(runner),
         stopped: std::sync::Mutex::new(None),
+        sessions,
+        budget: std::sync::Mutex::new(limits::Budget::new(
+            config
+                .persona_limits
+                .get(&(run.resolved.pack.id.clone(), name.clone()))
+                .copied()
+                .unwrap_or_default(),
+        )),
     })
 }
 
@@ -303,7 +328,13 @@ async fn start_hooks(
 
 /// How the persona's agent is started: the operator's command in the workspace, with the
 /// persona's projected env and apiary's variables.
-fn spawn_spec(config: &Config, persona: &ResolvedPersona, pack_id: &str, cwd: &Path) -> SpawnSpec {
+fn spawn_spec(
+    config: &Config,
+    persona: &ResolvedPersona,
+    pack_id: &str,
+    cwd: &Path,
+    stderr: StderrTail,
+) -> SpawnSpec {
     let name = &persona.identity.name;
     let mut child_env: Vec<(String, String)> = persona
         .env
@@ -320,6 +351,7 @@ fn spawn_spec(config: &Config, persona: &ResolvedPersona, pack_id: &str, cwd: &P
         cwd: cwd.to_path_buf(),
         policy: config.policy,
         nice: config.agent_nice,
+        stderr,
     }
 }
 
@@ -355,6 +387,7 @@ async fn connect_agent(
     base_prompt: Option<String>,
     channels: &BTreeMap<String, String>,
     generation: u64,
+    store: Option<&SessionStore>,
 ) -> Result<Agent, DispatchError> {
     let name = &persona.identity.name;
     let env = crate::resolve::process_env;
@@ -385,14 +418,24 @@ async fn connect_agent(
         .system_prompt
         .then(|| system_prompt(base_prompt.as_deref(), &persona.system_prompt));
     let mut sessions = BTreeMap::new();
+    let agent_name = agent.info.name.clone();
     for (id, channel_name) in channels {
+        if let Some(session) = reopen(&agent, store, id, &spec.cwd, &servers, name).await {
+            sessions.insert(id.clone(), session);
+            continue;
+        }
         let mut req =
             acp::NewSessionRequest::new(spec.cwd.to_path_buf()).mcp_servers(servers.clone());
         if let Some(sp) = &system_prompt {
             req = req.system_prompt(sp.clone());
         }
         match open_session(&agent, req, persona).await {
-            Ok(session) => sessions.insert(id.clone(), session),
+            Ok(session) => {
+                if let Some(store) = store {
+                    store.put(agent_name.as_deref(), id, &session);
+                }
+                sessions.insert(id.clone(), session)
+            }
             Err(source) => {
                 agent.shutdown().await;
                 return Err(DispatchError::Session {
@@ -408,6 +451,30 @@ async fn connect_agent(
         prefix,
         generation,
     })
+}
+
+/// The channel's saved session, reopened, when the agent can; `None` starts a new one (a session
+/// the agent no longer knows is not an error: the conversation starts blank).
+async fn reopen(
+    agent: &AcpClient,
+    store: Option<&SessionStore>,
+    channel: &str,
+    cwd: &Path,
+    servers: &[acp::McpServer],
+    persona: &str,
+) -> Option<String> {
+    agent.info.reopen?;
+    let saved = store?.get(agent.info.name.as_deref(), channel)?;
+    match agent.reopen_session(&saved, cwd, servers).await {
+        Ok(()) => {
+            tracing::info!(persona = %persona, session = %saved, "resumed the channel's session");
+            Some(saved)
+        }
+        Err(e) => {
+            tracing::warn!(persona = %persona, session = %saved, "saved session not resumed, starting a new one: {e}");
+            None
+        }
+    }
 }
 
 /// The `systemPrompt` of `session/new`: the base layer, then the persona's.
@@ -435,6 +502,15 @@ async fn open_session(
         match agent.set_config_option(&session, &config_id, &value).await {
             Ok(()) => {
                 tracing::info!(persona = %name, model = %value, "model selected through session/set_config_option")
+            }
+            Err(e) => tracing::warn!(persona = %name, "selecting model {value}: {e}"),
+        }
+    } else if let Some(m) = &persona.model
+        && let Some(value) = crate::acp::model_pick(&answer, m.provider.as_deref(), &m.model)
+    {
+        match agent.set_model(&session, &value).await {
+            Ok(()) => {
+                tracing::info!(persona = %name, model = %value, "model selected through session/set_model")
             }
             Err(e) => tracing::warn!(persona = %name, "selecting model {value}: {e}"),
         }

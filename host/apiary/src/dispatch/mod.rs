@@ -26,6 +26,7 @@ mod conflict;
 mod error;
 pub mod flood;
 pub mod hooks;
+pub mod limits;
 mod live;
 pub mod note;
 pub mod profile;
@@ -33,6 +34,7 @@ pub mod prompt;
 mod route;
 pub mod sandboxed;
 pub mod script;
+pub mod sessions;
 pub mod shard;
 pub mod skill_record;
 mod supervise;
@@ -80,6 +82,8 @@ const CURSOR_SLACK_SECS: u64 = 60;
 /// Thread context: at most this many earlier messages, fetched within this time.
 const THREAD_CONTEXT: usize = 12;
 const THREAD_FETCH: Duration = Duration::from_secs(3);
+/// How long a failure report waits for a stopped agent's last stderr lines.
+const STDERR_GRACE: Duration = Duration::from_secs(2);
 
 /// Operator settings for one `apiary up`.
 #[derive(Debug, Clone)]
@@ -109,6 +113,11 @@ pub struct Config {
     pub limits: TurnLimits,
     /// One replica among several: owned personas, reply checks, the kept cursor.
     pub cluster: Cluster,
+    /// Where each persona's session ids are saved for resuming (see [`sessions`]); `None`: never
+    /// resumed.
+    pub sessions_dir: Option<PathBuf>,
+    /// Each persona's spending limits, by (pack id, persona name) (see [`limits`]).
+    pub persona_limits: HashMap<(String, String), limits::PersonaLimits>,
 }
 
 /// Where the harness reports what it does, one note per event (stdout for `apiary up`).
@@ -318,6 +327,7 @@ impl Harness {
         started: &[Arc<Live>],
     ) -> Option<Live> {
         let name = &persona.identity.name;
+        let stderr = crate::acp::StderrTail::default();
         let started = match conflict::ambiguous(started, &run.resolved.pack.id, persona) {
             Some(why) => Err(DispatchError::Ambiguous(why)),
             None => {
@@ -328,6 +338,7 @@ impl Harness {
                     index,
                     persona,
                     &self.hooks,
+                    stderr.clone(),
                 );
                 AssertUnwindSafe(start)
                     .catch_unwind()
@@ -353,11 +364,12 @@ impl Harness {
             }
             Err(why) => {
                 tracing::error!(persona = %name, "persona refused: {why}");
-                (self.out)(
-                    Note::new("persona_refused", format!("persona {name} refused: {why}"))
-                        .with("persona", name.as_str())
-                        .with("reason", why.to_string()),
-                );
+                // A failed start stopped the agent: its stderr is complete, or soon is.
+                let stderr = stderr.lines_after_exit(STDERR_GRACE).await;
+                let note = Note::new("persona_refused", format!("persona {name} refused: {why}"))
+                    .with("persona", name.as_str())
+                    .with("reason", why.to_string());
+                (self.out)(error::explained(note, &why, &stderr));
                 None
             }
         }

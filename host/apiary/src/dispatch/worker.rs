@@ -286,6 +286,9 @@ impl Turns {
         let Some((message, reason)) = kept.pop() else {
             return;
         };
+        if self.over_budget(&message, &kept) {
+            return;
+        }
         let earlier: Vec<(Message, String)> =
             kept.into_iter().map(|(m, r)| (m, r.to_string())).collect();
         let id = message.id.to_hex();
@@ -320,16 +323,49 @@ impl Turns {
         let turn = self.prompt(&ask).await;
         tracing::trace!(target: "apiary::probe", persona = %name, channel = %self.channel, "turn ended");
         match turn {
-            Ok(turn) => self.deliver(&ask, turn).await,
+            Ok(turn) => {
+                if let Some(tokens) = turn.tokens {
+                    lock(&self.live.budget).spent(Instant::now(), tokens);
+                }
+                self.deliver(&ask, turn).await
+            }
             Err(e) => {
                 tracing::error!(persona = %name, event = %id, "turn failed: {e}");
-                self.out(
-                    self.note("error", format!("error {name} {id}: {e}"))
-                        .with("id", id.as_str())
-                        .with("reason", e.to_string()),
-                );
+                let note = self
+                    .note("error", format!("error {name} {id}: {e}"))
+                    .with("id", id.as_str())
+                    .with("reason", e.to_string());
+                let stderr = self.live.stderr().lines();
+                self.out(super::error::explained(note, &e, &stderr));
             }
         }
+    }
+
+    /// Takes a turn from the persona's budget; when it is over a limit, the turn's messages are
+    /// dropped, each with a `limited` note naming the limit.
+    fn over_budget(&self, message: &Message, earlier: &[(Message, Reason)]) -> bool {
+        let Err(over) = lock(&self.live.budget).take(Instant::now()) else {
+            return false;
+        };
+        let name = &self.live.trigger.name;
+        for m in earlier.iter().map(|(m, _)| m).chain([message]) {
+            let id = m.id.to_hex();
+            let text = format!(
+                "limited {name} {id}: {name} is over its {}: {over}; dropped",
+                over.limit
+            );
+            tracing::warn!(persona = %name, event = %id, "{text}");
+            self.out(
+                self.note("limited", text)
+                    .with("id", id.as_str())
+                    .with("author", m.author.to_hex())
+                    .with("limit", over.limit)
+                    .with("action", "dropped")
+                    .with("allowed", over.allowed)
+                    .with("used", over.used),
+            );
+        }
+        true
     }
 
     /// The batch's messages this persona has not answered and its `on_message` hook keeps.
@@ -644,4 +680,8 @@ impl Publisher {
             Err(e) => Err(DispatchError::Publish(e.to_string())),
         }
     }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

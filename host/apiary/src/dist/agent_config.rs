@@ -23,9 +23,10 @@
 //!   goes only when the pack created it and nothing is left.
 //! - **Crash safety.** The writes are planned before the install commits, stored in the install
 //!   journal and applied after the `pack.lock` commit point, so recovery finishes them.
-//! - **What reads it.** apiary's runtime has no budget, permission or capability policy, so the
-//!   file is the operator's record of the settings the pack asked for (the persona's `model` is
-//!   already in its frontmatter, set by the converter). Rewriting a file that already existed
+//! - **What reads it.** `apiary up` enforces its `[limits]` table (`turns_per_hour`,
+//!   `turns_per_day`, `tokens_per_day`; the overrides file's `limits` win key by key). The rest is
+//!   the operator's record of the settings the pack asked for (the persona's `model` is already in
+//!   its frontmatter, set by the converter). Rewriting a file that already existed
 //!   keeps its keys and values but not its comments or layout (TOML is re-serialised).
 
 use std::path::{Path, PathBuf};
@@ -103,6 +104,29 @@ fn safe_segment(s: &str) -> bool {
 pub fn config_file(pack_id: &str, persona: &str) -> Option<String> {
     (safe_segment(pack_id) && safe_segment(persona))
         .then(|| format!("{CONFIG_DIR}/{pack_id}/{persona}/{FILE_NAME}"))
+}
+
+/// The `[limits]` table of an installed persona's agent config (`apiary up` enforces it; see
+/// `dispatch::limits`): none when there is no file or table; `Err` when the file or the table
+/// cannot be read.
+pub fn limits(
+    root: &Path,
+    pack_id: &str,
+    persona: &str,
+) -> std::result::Result<crate::resolve::limits::PersonaLimits, String> {
+    use crate::resolve::limits::{LIMITS, PersonaLimits};
+    let Some(rel) = config_file(pack_id, persona) else {
+        return Ok(PersonaLimits::default());
+    };
+    let path = root.join(rel);
+    let table = read_table(&path).map_err(|e| e.message)?;
+    match table.as_ref().and_then(|t| t.get(LIMITS)).map(as_json) {
+        None => Ok(PersonaLimits::default()),
+        Some(Value::Object(limits)) => {
+            PersonaLimits::from_table(&limits).map_err(|e| format!("{}: {e}", path.display()))
+        }
+        Some(_) => Err(format!("{}: `{LIMITS}` must be a table", path.display())),
+    }
 }
 
 /// The TOML table in `path`; `None` when there is no file.

@@ -158,6 +158,8 @@ fn a_panic_in_one_personas_path_is_reported_and_the_rest_runs_on() {
         channel_authority: Default::default(),
         limits: dispatch::TurnLimits::default(),
         cluster: Default::default(),
+        sessions_dir: None,
+        persona_limits: Default::default(),
     };
     let (tx, rx) = std::sync::mpsc::channel::<Note>();
     let out: dispatch::Out = Arc::new(move |n: Note| {

@@ -12,6 +12,7 @@
 //! unset sub-keys filled from the built-ins, never from a lower level.
 
 mod json_text;
+pub mod limits;
 pub mod overrides;
 pub mod prompt;
 

@@ -8,7 +8,7 @@
 //! runtime = "goose"
 //! ```
 //!
-//! It takes the behavioural keys of spec §10 plus `runtime`. It is the operator's own file, so an
+//! It takes the behavioural keys of spec §10 plus `runtime` and `limits` (see [`super::limits`]). It is the operator's own file, so an
 //! unknown key is an error, not a warning.
 //!
 //! One key sits at the pack level: `allow_env`, the operator variables the pack's MCP servers may
@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::limits::{LIMITS, PersonaLimits};
 use crate::diag::{Diagnostic, Report, Severity};
 use crate::pack::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
 use crate::pack::source::{self, Fields, SourceFile, Syntax, suggest};
@@ -38,6 +39,8 @@ pub const ALLOW_ENV: &str = "allow_env";
 pub struct PersonaOverride {
     pub behaviour: BehaviourLayer,
     pub runtime: Option<String>,
+    /// `limits = { turns_per_hour = .., turns_per_day = .., tokens_per_day = .. }`.
+    pub limits: PersonaLimits,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -131,6 +134,7 @@ impl Overrides {
                 let entry = PersonaOverride {
                     behaviour: BehaviourLayer::read(&f, report, Severity::Error),
                     runtime: f.string(report, "runtime"),
+                    limits: read_limits(&f, report),
                 };
                 entries
                     .entry(pack_id.clone())
@@ -175,6 +179,24 @@ fn read_allow_env(f: &Fields<'_>, report: &mut Report) -> Option<Vec<String>> {
     Some(vars)
 }
 
+/// A persona's `limits` table; an error in it is reported and leaves it without limits.
+fn read_limits(f: &Fields<'_>, report: &mut Report) -> PersonaLimits {
+    let Some(value) = f.get(LIMITS) else {
+        return PersonaLimits::default();
+    };
+    let Value::Object(table) = value else {
+        f.type_error(report, LIMITS, "a table of limits", value);
+        return PersonaLimits::default();
+    };
+    PersonaLimits::from_table(table).unwrap_or_else(|e| {
+        let d = Diagnostic::error("overrides.limits", e).help(
+            "e.g. limits = { turns_per_hour = 20, turns_per_day = 200, tokens_per_day = 500000 }",
+        );
+        report.push(f.src.diag(d, &[&f.prefix[..], &[LIMITS]].concat()));
+        PersonaLimits::default()
+    })
+}
+
 fn is_var_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
@@ -185,7 +207,7 @@ fn check_keys(f: &Fields<'_>, report: &mut Report) {
     let known: Vec<&str> = BEHAVIOUR_KEYS
         .iter()
         .copied()
-        .chain([apiary_schema::persona::RUNTIME])
+        .chain([apiary_schema::persona::RUNTIME, LIMITS])
         .collect();
     for key in f.map.keys().filter(|k| !known.contains(&k.as_str())) {
         let d = Diagnostic::error(

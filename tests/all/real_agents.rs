@@ -1,0 +1,329 @@
+//! Real third-party ACP agents under `apiary up`: Claude Code (`@zed-industries/claude-code-acp`)
+//! and Codex (`@zed-industries/codex-acp`), installed from npm by `.ci/setup` into
+//! `.ci/acp-agents/`. No model service is reachable from here, so each agent is pointed at a
+//! provider stub on 127.0.0.1 ([`Provider`]) speaking its provider's real streaming API; the agent,
+//! its ACP implementation and apiary are all real.
+//!
+//! Claude Code refuses to run as root: when the tests run as root (CI), its agent runs as the
+//! unprivileged user `apiary-ci` that `.ci/setup` creates, through `runuser`.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::support::live::{Up, e_tags, event_of, write_pack};
+use crate::support::provider::Provider;
+
+const AGENT_USER: &str = "apiary-ci";
+
+/// Where `.ci/setup` installs the agents: `.ci/acp-agents/`, and, when that checkout is private to
+/// root, a copy in `/opt/apiary-acp-agents/` that the agent's user can reach.
+fn agent_dirs() -> Vec<PathBuf> {
+    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/acp-agents");
+    vec![
+        local.canonicalize().unwrap_or(local),
+        PathBuf::from("/opt/apiary-acp-agents"),
+    ]
+}
+
+/// Skips (or fails under CI, where `.ci/setup` ran) with the reason.
+fn skip(why: &str) {
+    assert!(std::env::var_os("CI").is_none(), "{why}");
+    eprintln!("skipped: {why}");
+}
+
+/// The installed agent `name` that `user` (when given) can run.
+fn installed(name: &str, user: Option<&str>) -> Option<PathBuf> {
+    let found = agent_dirs()
+        .into_iter()
+        .map(|d| d.join("node_modules/.bin").join(name))
+        .filter(|p| p.is_file())
+        .find(|p| user.is_none_or(|u| runs_as(u, &["test", "-x", p.to_str().unwrap()])));
+    if found.is_none() {
+        skip(&format!(
+            "{name} is not installed where {} can run it: run .ci/setup (npm ci into .ci/acp-agents)",
+            user.unwrap_or("this user")
+        ));
+    }
+    found
+}
+
+fn runs_as(user: &str, cmd: &[&str]) -> bool {
+    std::process::Command::new("runuser")
+        .args(["-u", user, "--"])
+        .args(cmd)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn id(args: &[&str]) -> Option<u32> {
+    let out = std::process::Command::new("id").args(args).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// When the tests run as root, the unprivileged user an agent that refuses root runs as (its uid
+/// too); `Err(())` when that user is missing (skipped).
+fn agent_user() -> Result<Option<(&'static str, u32)>, ()> {
+    if id(&["-u"]) != Some(0) {
+        return Ok(None);
+    }
+    match id(&["-u", AGENT_USER]) {
+        Some(uid) => Ok(Some((AGENT_USER, uid))),
+        None => {
+            skip(&format!(
+                "the agent refuses root and user {AGENT_USER} does not exist (.ci/setup creates it)"
+            ));
+            Err(())
+        }
+    }
+}
+
+/// A scratch home the agent's user can read (tempdirs are private to their owner).
+fn open_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    home
+}
+
+/// A pack with persona `bee` on `runtime`, with `model`, a skill and an http MCP server on the stub.
+fn pack(root: &Path, runtime: &str, model: &str, provider: &Provider) {
+    let bee = format!(
+        "---\nname: bee\ndisplay_name: Bee\ndescription: answers questions\nruntime: {runtime}\n\
+         model: {model}\nsubscribe: [\"general\"]\nmcp_servers:\n  - name: hive\n    type: http\n    \
+         url: {}/mcp\n---\nYou are Bee, who answers in one sentence.\n",
+        provider.url
+    );
+    write_pack(
+        root,
+        "com.example.real-agents",
+        &[("bee", &bee)],
+        &[(
+            "skills/pollen-count/SKILL.md",
+            "---\nname: pollen-count\ndescription: Counts pollen.\n---\nCount carefully.\n",
+        )],
+    );
+}
+
+/// Posts a mention and checks that the stub's answer comes back as bee's reply in its thread;
+/// returns the workspace path.
+fn mention_is_answered(up: &mut Up, answer: &str) {
+    let id = up.post("general", "@bee how much pollen today?", &[]);
+    let reply = up.reply_to("bee", &id);
+    let history = up.history("general");
+    let event = history
+        .iter()
+        .find(|e| e["id"] == reply.as_str())
+        .unwrap_or_else(|| panic!("reply {reply} not on the relay: {history:#?}"));
+    assert_eq!(event["content"], answer, "{event}");
+    assert!(
+        e_tags(event)
+            .iter()
+            .any(|(e, marker)| e == &id && marker == "root"),
+        "the reply is not in the mention's thread: {event}"
+    );
+}
+
+/// Everything the model was asked, as one text (system prompt, messages, input).
+fn asked(body: &Value) -> String {
+    body.to_string()
+}
+
+#[test]
+fn claude_code_answers_a_mention_on_its_real_agent() {
+    let Ok(user) = agent_user() else { return };
+    let Some(bin) = installed("claude-code-acp", user.map(|u| u.0)) else {
+        return;
+    };
+    let agent = match user {
+        Some((name, _)) => format!("runuser -u {name} -- {}", bin.display()),
+        None => bin.display().to_string(),
+    };
+    let answer = "Forty grains of pollen, says the stub.";
+    let provider = Provider::start(answer);
+    let home = open_home();
+    let root = home.path().join("pack");
+    pack(&root, "claude-code", "haiku", &provider);
+    let ws = home.path().join("ws");
+    let cwd = ws.join("com.example.real-agents/bee");
+    std::fs::create_dir_all(&cwd).unwrap();
+    #[cfg(unix)]
+    if let Some((_, uid)) = user {
+        // The workspace is the agent's: its user owns it (apiary, as root, still writes in it).
+        std::os::unix::fs::chown(&cwd, Some(uid), None).unwrap();
+    }
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &["--agent", &agent, "--workspace-root", ws.to_str().unwrap()],
+        &[
+            ("ANTHROPIC_BASE_URL", provider.url.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-stub"),
+        ],
+    );
+    let ready = up.wait_for(|l| l.starts_with("persona bee ready"));
+    // Claude Code does not take a system prompt over ACP: it goes in front of each prompt.
+    assert!(ready.contains("system_prompt=prefix"), "{ready}");
+    mention_is_answered(&mut up, answer);
+
+    // The persona's model (`haiku`, offered in its `session/new` answer) was selected with
+    // `session/set_model` and reached the provider, in a streamed request that
+    // carries the persona's prompt, its skill list and its workspace as the agent's cwd.
+    let turn = provider.wait_for("a streamed request for the persona's model", |s| {
+        s.path.starts_with("/v1/messages?") || s.path == "/v1/messages"
+    });
+    let streamed: Vec<_> = provider
+        .requests()
+        .into_iter()
+        .filter(|s| s.path.split('?').next() == Some("/v1/messages") && s.body["stream"] == true)
+        .collect();
+    assert!(
+        streamed.iter().any(|s| s.body["model"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("claude-haiku"))),
+        "models asked: {:?} (first: {})",
+        streamed
+            .iter()
+            .map(|s| &s.body["model"])
+            .collect::<Vec<_>>(),
+        turn.path
+    );
+    let all: String = streamed.iter().map(|s| asked(&s.body)).collect();
+    assert!(all.contains("You are Bee, who answers in one sentence."));
+    assert!(
+        all.contains("pollen-count"),
+        "the skill list is not in the prompt"
+    );
+    assert!(
+        all.contains(cwd.to_str().unwrap()),
+        "the agent's cwd is not the workspace"
+    );
+    assert!(cwd.join(".agents/skills/pollen-count/SKILL.md").is_file());
+    // The persona's MCP server was handed to the agent in `session/new`: the agent connected to it.
+    provider.wait_for("the agent connecting to the persona's MCP server", |s| {
+        s.path == "/mcp" && s.body["method"] == "initialize"
+    });
+    up.stop_ok();
+}
+
+/// Codex reads its provider from `$CODEX_HOME/config.toml`: the stub, on the Responses API.
+fn codex_home(home: &Path, provider: &Provider) -> PathBuf {
+    let dir = home.join("codex");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "model_provider = \"stub\"\nmodel = \"gpt-5.4\"\n\n[model_providers.stub]\nname = \"stub\"\n\
+             base_url = \"{}/v1\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
+            provider.url
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn path_with(bin: &Path) -> String {
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn codex_answers_a_mention_on_its_real_agent() {
+    let Some(bin) = installed("codex-acp", None) else {
+        return;
+    };
+    let answer = "Thirty grains of pollen, says the stub.";
+    let provider = Provider::start(answer);
+    let home = open_home();
+    let root = home.path().join("pack");
+    pack(&root, "codex", "gpt-5.4-mini", &provider);
+    let ws = home.path().join("ws");
+    let codex = codex_home(home.path(), &provider);
+    let path = path_with(bin.parent().unwrap());
+    // `--agent codex`: the runtime's preset, `codex-acp` found on PATH.
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &["--agent", "codex", "--workspace-root", ws.to_str().unwrap()],
+        &[
+            ("PATH", path.as_str()),
+            ("CODEX_HOME", codex.to_str().unwrap()),
+            ("OPENAI_API_KEY", "sk-stub"),
+        ],
+    );
+    up.wait_for(|l| l.starts_with("persona bee ready"));
+    mention_is_answered(&mut up, answer);
+
+    // Codex takes no model variable: apiary picked the persona's model from the options its
+    // `session/new` offered (`session/set_config_option`), and the request carries it.
+    let turn = provider.wait_for("a Responses request", |s| s.path == "/v1/responses");
+    assert_eq!(turn.body["model"], "gpt-5.4-mini", "{}", turn.body["model"]);
+    assert_eq!(turn.body["stream"], true);
+    let cwd = ws.join("com.example.real-agents/bee");
+    let text = asked(&turn.body);
+    assert!(text.contains("You are Bee, who answers in one sentence."));
+    assert!(
+        text.contains("pollen-count"),
+        "the skill list is not in the prompt"
+    );
+    assert!(
+        text.contains(cwd.to_str().unwrap()),
+        "the agent's cwd is not the workspace"
+    );
+    provider.wait_for("the agent connecting to the persona's MCP server", |s| {
+        s.path == "/mcp" && s.body["method"] == "initialize"
+    });
+    up.stop_ok();
+}
+
+/// Codex lists its authentication methods and, on its own OpenAI provider, refuses `session/new`
+/// until one is used. With `OPENAI_API_KEY` set apiary authenticates with it; without any key the
+/// persona is refused with a message naming every method and the variables that would do.
+#[test]
+fn codex_without_credentials_is_refused_naming_its_auth_methods() {
+    let Some(bin) = installed("codex-acp", None) else {
+        return;
+    };
+    let provider = Provider::start("unused");
+    let home = open_home();
+    let root = home.path().join("pack");
+    pack(&root, "codex", "gpt-5.4-mini", &provider);
+    // Codex's own OpenAI provider, which needs an OpenAI login (a custom provider would not).
+    let codex = home.path().join("codex");
+    std::fs::create_dir_all(&codex).unwrap();
+    let path = path_with(bin.parent().unwrap());
+    let mut up = Up::spawn(
+        home.path(),
+        &[&root],
+        &["--agent", "codex", "--json"],
+        &[
+            ("PATH", path.as_str()),
+            ("CODEX_HOME", codex.to_str().unwrap()),
+        ],
+    );
+    let line = up.wait_for(|l| event_of(l) == "persona_refused");
+    let note: Value = serde_json::from_str(&line).unwrap();
+    let reason = note["reason"].as_str().unwrap();
+    assert!(reason.contains("requires authentication"), "{reason}");
+    assert!(
+        reason.contains("`openai-api-key` (set OPENAI_API_KEY)"),
+        "{reason}"
+    );
+    assert!(reason.contains("`chatgpt`"), "{reason}");
+    assert!(
+        provider
+            .requests()
+            .iter()
+            .all(|s| s.path != "/v1/responses"),
+        "no model request without credentials"
+    );
+}

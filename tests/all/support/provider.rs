@@ -1,0 +1,257 @@
+//! A model provider on 127.0.0.1 for the real-agent tests: it speaks the streaming HTTP APIs the
+//! agents call (Anthropic's Messages API, OpenAI's Responses API, both as server-sent events), always
+//! answers with one scripted text, and records every request. It also answers as a minimal
+//! streamable-HTTP MCP server at `/mcp`, so a test sees an agent connect to a persona's MCP server.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// One request the stub received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    pub body: Value,
+}
+
+pub struct Provider {
+    pub url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Provider {
+    /// Starts the stub; every model answer is `answer`.
+    pub fn start(answer: &str) -> Provider {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the provider stub");
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let (log, answer) = (Arc::clone(&seen), answer.to_string());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (log, answer) = (Arc::clone(&log), answer.clone());
+                std::thread::spawn(move || serve(stream, &log, &answer));
+            }
+        });
+        Provider { url, seen }
+    }
+
+    pub fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Waits (bounded) for a request matching `pred`.
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&Seen) -> bool) -> Seen {
+        let deadline = Instant::now() + super::live::WAIT;
+        loop {
+            if let Some(s) = self.requests().into_iter().find(&pred) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the provider stub never saw {what}; it saw: {:#?}",
+                self.requests()
+                    .iter()
+                    .map(|s| format!("{} {}", s.method, s.path))
+                    .collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// One connection: requests until the client closes it (keep-alive).
+fn serve(stream: TcpStream, log: &Mutex<Vec<Seen>>, answer: &str) {
+    let mut writer = stream.try_clone().expect("clone stream");
+    let mut reader = BufReader::new(stream);
+    while let Some((method, path, body)) = read_request(&mut reader) {
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        log.lock().unwrap().push(Seen {
+            method: method.clone(),
+            path: path.clone(),
+            body: body.clone(),
+        });
+        let (status, kind, out) = respond(&method, &path, &body, answer);
+        let head = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
+            out.len()
+        );
+        if writer.write_all(head.as_bytes()).is_err() || writer.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+fn read_request(reader: &mut BufReader<TcpStream>) -> Option<(String, String, Vec<u8>)> {
+    let mut line = String::new();
+    reader.read_line(&mut line).ok().filter(|n| *n > 0)?;
+    let mut words = line.split_whitespace();
+    let (method, path) = (words.next()?.to_string(), words.next()?.to_string());
+    let (mut length, mut chunked) = (0usize, false);
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h).ok().filter(|n| *n > 0)?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (name, value) = h.split_once(':')?;
+        match name.trim().to_ascii_lowercase().as_str() {
+            "content-length" => length = value.trim().parse().ok()?,
+            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
+            _ => {}
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).ok()?;
+            let n = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
+            let mut chunk = vec![0; n + 2];
+            reader.read_exact(&mut chunk).ok()?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else {
+        body.resize(length, 0);
+        reader.read_exact(&mut body).ok()?;
+    }
+    Some((method, path, body))
+}
+
+fn respond(
+    method: &str,
+    path: &str,
+    body: &Value,
+    answer: &str,
+) -> (&'static str, &'static str, Vec<u8>) {
+    const JSON: &str = "application/json";
+    const SSE: &str = "text/event-stream";
+    let path = path.split('?').next().unwrap_or_default();
+    match (method, path) {
+        ("POST", "/v1/messages/count_tokens") => (
+            "200 OK",
+            JSON,
+            json!({"input_tokens": 10}).to_string().into(),
+        ),
+        ("POST", "/v1/messages") if body["stream"] == true => {
+            ("200 OK", SSE, anthropic_stream(body, answer))
+        }
+        ("POST", "/v1/messages") => (
+            "200 OK",
+            JSON,
+            json!({
+                "id": "msg_stub", "type": "message", "role": "assistant", "model": body["model"],
+                "content": [{"type": "text", "text": answer}], "stop_reason": "end_turn",
+                "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 5}
+            })
+            .to_string()
+            .into(),
+        ),
+        ("POST", "/v1/responses") => ("200 OK", SSE, responses_stream(answer)),
+        ("POST", "/mcp") => mcp(body),
+        _ => ("404 Not Found", JSON, b"{}".to_vec()),
+    }
+}
+
+fn sse(events: &[(&str, Value)]) -> Vec<u8> {
+    events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// The Messages API's stream: one text block.
+fn anthropic_stream(req: &Value, answer: &str) -> Vec<u8> {
+    sse(&[
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {
+            "id": "msg_stub", "type": "message", "role": "assistant", "model": req["model"],
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": answer}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+            "usage": {"output_tokens": 5}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ])
+}
+
+/// The Responses API's stream: one assistant message, then the usage.
+fn responses_stream(answer: &str) -> Vec<u8> {
+    let message = |content: Value| json!({"type": "message", "id": "msg_stub", "role": "assistant", "content": content});
+    sse(&[
+        (
+            "response.created",
+            json!({"type": "response.created", "response": {"id": "resp_stub"}}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"type": "response.output_item.added",
+            "output_index": 0, "item": message(json!([]))}),
+        ),
+        (
+            "response.output_text.delta",
+            json!({"type": "response.output_text.delta",
+            "item_id": "msg_stub", "output_index": 0, "content_index": 0, "delta": answer}),
+        ),
+        (
+            "response.output_item.done",
+            json!({"type": "response.output_item.done",
+            "output_index": 0, "item": message(json!([{"type": "output_text", "text": answer}]))}),
+        ),
+        (
+            "response.completed",
+            json!({"type": "response.completed", "response": {
+            "id": "resp_stub", "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}}}),
+        ),
+    ])
+}
+
+/// A streamable-HTTP MCP server with no tools.
+fn mcp(req: &Value) -> (&'static str, &'static str, Vec<u8>) {
+    let Some(id) = req.get("id").cloned() else {
+        return ("202 Accepted", "application/json", Vec::new());
+    };
+    let result = match req["method"].as_str() {
+        Some("initialize") => {
+            json!({"protocolVersion": req["params"]["protocolVersion"].as_str().unwrap_or("2025-03-26"),
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "stub-mcp", "version": "1.0.0"}})
+        }
+        Some("tools/list") => json!({"tools": []}),
+        _ => json!({}),
+    };
+    (
+        "200 OK",
+        "application/json",
+        json!({"jsonrpc": "2.0", "id": id, "result": result})
+            .to_string()
+            .into(),
+    )
+}
