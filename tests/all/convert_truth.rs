@@ -209,7 +209,8 @@ fn agent_plugins_dot_mcp_json_servers_are_carried() {
         "validate",
         &env.path("ops.buzz-pack").display().to_string(),
     ]);
-    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // Valid: its variables are a warning (the operator's allow-list), not an error.
+    assert_ne!(r.code, 1, "{}{}", r.stdout, r.stderr);
 }
 
 #[test]
@@ -353,17 +354,17 @@ fn namespaced_and_quoted_skill_names_convert_out_again() {
         ],
     );
     let (r, v) = convert(&env, &[&src, "--to", "buzz-pack"]);
-    assert!(r.code == 0 || r.code == 2, "{}{} {v:#}", r.stdout, r.stderr);
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    assert_eq!(
+        count(&v, "normalised", "skill-name-unnamespaced"),
+        1,
+        "{v:#}"
+    );
     let pack = env.path("skills.buzz-pack").display().to_string();
     for target in ["claude-plugin", "agent-plugins"] {
         let out = env.path(&format!("skills-{target}")).display().to_string();
         let (r, v) = convert(&env, &[&pack, "--to", target, "--out", &out]);
         assert_ne!(r.code, 1, "{target}: {}{} {v:#}", r.stdout, r.stderr);
-        assert_eq!(
-            count(&v, "normalised", "skill-name-unnamespaced"),
-            1,
-            "{v:#}"
-        );
         let skill =
             std::fs::read_to_string(env.path(&format!("skills-{target}/skills/review/SKILL.md")))
                 .unwrap();

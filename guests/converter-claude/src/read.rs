@@ -494,6 +494,16 @@ impl Reader<'_> {
             for (file, _) in &skill.files {
                 self.consumed.insert(format!("{dir}/{file}"));
             }
+            if let Some(old) = skill.strip_namespace() {
+                // Claude addresses a plugin's skills as `plugin:skill` itself; the load key a
+                // persona pack (and every target) wants is the plain name.
+                self.report.normalised(
+                    "skill-name-unnamespaced",
+                    &self.at(&format!("{dir}/SKILL.md")),
+                    "name",
+                    format!("`{old}` -> `{}`", skill.name),
+                );
+            }
             let name = unique(&skill.name, &mut taken);
             if name != skill.name {
                 self.report.normalised(
@@ -1227,7 +1237,10 @@ impl Reader<'_> {
         let empty = self.pack.personas.is_empty()
             && self.pack.skills.is_empty()
             && self.pack.mcp_servers.is_empty();
-        if !empty || (has_manifest && !plugin.is_empty()) {
+        // A bare SKILL.md (an Agent Skills folder) keeps its old path: carried, with a persona
+        // synthesised around it.
+        let bare_skill = has_skill_md(self.root, "");
+        if !empty || (has_manifest && !plugin.is_empty()) || bare_skill {
             return Ok(());
         }
         if self.ctx.loose_agents {

@@ -123,6 +123,7 @@ fn convert(args: &ConvertArgs) -> Result<Converted, Failed> {
             }
         }
     }
+    let to = convert::canonical_format(&to).to_string();
     let out = args
         .out
         .clone()
@@ -138,7 +139,7 @@ fn convert(args: &ConvertArgs) -> Result<Converted, Failed> {
     }
     let job = Job {
         src,
-        to: convert::canonical_format(&to).to_string(),
+        to,
         from: args
             .from
             .as_deref()
