@@ -23,7 +23,10 @@ const CLEARED_ENV: &[&str] = &[
 /// `component new <kind> <dir>` with the default (Rust) template.
 fn new_project(home: &Path, kind: &str, name: &str) -> PathBuf {
     let dir = home.join(name);
-    let r = run(home, &["component", "new", kind, dir.to_str().unwrap(), "--json"]);
+    let r = run(
+        home,
+        &["component", "new", kind, dir.to_str().unwrap(), "--json"],
+    );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let v = r.json();
     assert_eq!(v["kind"], kind);
@@ -120,7 +123,7 @@ fn a_new_rust_converter_builds_passes_its_fixtures_and_converts_once_added() {
     );
     // Exit 2: converted, with a loss (photo.jpg), which the report names.
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("photo.jpg"), "{}", r.stderr);
+    assert!(r.stdout.contains("[not-a-note] photo.jpg"), "{}", r.stdout);
     assert_eq!(
         std::fs::read_to_string(out.join("notes/shopping.md")).unwrap(),
         "# shopping\n\nBuy milk.\n"
@@ -197,9 +200,13 @@ fn a_new_rust_hook_builds_keeps_and_drops_as_its_fixtures_say_and_runs_in_a_pack
     std::fs::copy(&wasm, pack.join("hooks/no-spam.wasm")).unwrap();
     let hook_run = |text: &str| {
         let mut cmd = apiary(h);
-        cmd.args(["hook", "run"])
-            .arg(&pack)
-            .args(["pip", "on_message", "--message", text, "--json"]);
+        cmd.args(["hook", "run"]).arg(&pack).args([
+            "pip",
+            "on_message",
+            "--message",
+            text,
+            "--json",
+        ]);
         Run::of(cmd)
     };
     let r = hook_run("hello pip");
@@ -228,11 +235,19 @@ fn component_new_refuses_unknown_languages_bad_names_and_occupied_directories() 
     let dir = h.join("x");
     let r = run(
         h,
-        &["component", "new", "hook", dir.to_str().unwrap(), "--lang", "cobol"],
+        &[
+            "component",
+            "new",
+            "hook",
+            dir.to_str().unwrap(),
+            "--lang",
+            "cobol",
+        ],
     );
     assert_eq!(r.code, 64, "{}", r.stderr);
     assert!(
-        r.stderr.contains("no cobol template for a hook; available:")
+        r.stderr
+            .contains("no cobol template for a hook; available:")
             && r.stderr.contains("rust"),
         "{}",
         r.stderr
@@ -240,7 +255,14 @@ fn component_new_refuses_unknown_languages_bad_names_and_occupied_directories() 
     for name in ["Bad", "../escape", "{{name}}"] {
         let r = run(
             h,
-            &["component", "new", "hook", dir.to_str().unwrap(), "--name", name],
+            &[
+                "component",
+                "new",
+                "hook",
+                dir.to_str().unwrap(),
+                "--name",
+                name,
+            ],
         );
         assert_eq!(r.code, 64, "{name}: {}", r.stderr);
         assert!(r.stderr.contains("cannot name a component"), "{}", r.stderr);
@@ -249,6 +271,9 @@ fn component_new_refuses_unknown_languages_bad_names_and_occupied_directories() 
     let r = run(h, &["component", "new", "hook", dir.to_str().unwrap()]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("is not empty"), "{}", r.stderr);
-    assert_eq!(std::fs::read_to_string(dir.join("keep.txt")).unwrap(), "mine\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("keep.txt")).unwrap(),
+        "mine\n"
+    );
     assert!(!dir.join("Cargo.toml").exists());
 }

@@ -8,6 +8,7 @@
 
 mod support;
 
+mod component_author;
 mod convert_cli;
 mod convert_corpus;
 mod convert_schema;
@@ -34,7 +35,6 @@ mod pack_resolve;
 mod pack_validate;
 mod paths;
 mod relay_hostile;
-mod component_author;
 mod sandbox_cli;
 mod up_mcp_trust;
 mod up_script_hooks;
