@@ -123,7 +123,7 @@ fn a_new_rust_converter_builds_passes_its_fixtures_and_converts_once_added() {
     );
     // Exit 2: converted, with a loss (photo.jpg), which the report names.
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("photo.jpg"), "{}", r.stderr);
+    assert!(r.stdout.contains("[not-a-note] photo.jpg"), "{}", r.stdout);
     assert_eq!(
         std::fs::read_to_string(out.join("notes/shopping.md")).unwrap(),
         "# shopping\n\nBuy milk.\n"

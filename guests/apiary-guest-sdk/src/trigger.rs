@@ -194,6 +194,10 @@ pub trait Trigger {
     }
 }
 
+/// Used by the export macro: a clear error when the type does not implement [`Trigger`].
+#[doc(hidden)]
+pub fn __assert_trigger<T: Trigger>() {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,7 +285,3 @@ mod tests {
         assert_eq!(woken, [(0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]);
     }
 }
-
-/// Used by the export macro: a clear error when the type does not implement [`Trigger`].
-#[doc(hidden)]
-pub fn __assert_trigger<T: Trigger>() {}

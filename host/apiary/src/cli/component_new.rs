@@ -13,8 +13,11 @@ use serde::Serialize;
 
 use super::output::{Document, Failed, Human, Outcome};
 
-/// `(template directory, [(relative path, contents)])`, from build.rs.
-const TEMPLATES: &[(&str, &[(&str, &[u8])])] = include!(concat!(env!("OUT_DIR"), "/templates.rs"));
+/// A template's files: `(relative path, contents)`.
+type Files = &'static [(&'static str, &'static [u8])];
+
+/// `(template directory, files)`, from build.rs.
+const TEMPLATES: &[(&str, Files)] = include!(concat!(env!("OUT_DIR"), "/templates.rs"));
 
 /// Where the Rust SDK is in the checkout this binary was built from (used when it still exists).
 const CHECKOUT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../guests/apiary-guest-sdk");

@@ -310,8 +310,8 @@ fn trigger_cases(sb: &Sandbox, loaded: Arc<Loaded>, dir: &Path) -> Result<Vec<Ca
             subscribe: p.subscribe,
         };
         let mut differences = Vec::new();
+        let mut messages = Vec::new();
         for (i, m) in fixture.messages.into_iter().enumerate() {
-            let text = m.text.clone();
             let message = trigger::Message {
                 id: format!("fixture-{}", i + 1),
                 channel: m.channel,
@@ -329,10 +329,29 @@ fn trigger_cases(sb: &Sandbox, loaded: Arc<Loaded>, dir: &Path) -> Result<Vec<Ca
                 differences.push(format!(
                     "message {} {}: expected {:?}, got {got:?}{why}",
                     i + 1,
-                    short(&text),
+                    short(&message.text),
                     m.expect
                 ));
             }
+            messages.push((message, m.expect));
+        }
+        // `apiary up` decides whole batches: the batch answer must agree too.
+        let (only, expects): (Vec<_>, Vec<_>) = messages.into_iter().unzip();
+        match runner.decide_batch(sb, std::slice::from_ref(&persona), &only) {
+            Ok(wakes) => {
+                for (i, expect) in expects.iter().enumerate() {
+                    let woken = wakes.value.iter().any(|w| w.message as usize == i);
+                    let got = if woken { Wake::Wake } else { Wake::Skip };
+                    if got != *expect {
+                        differences.push(format!(
+                            "message {} {}: decide-batch (what `apiary up` calls) says {got:?}, expected {expect:?}",
+                            i + 1,
+                            short(&only[i].text)
+                        ));
+                    }
+                }
+            }
+            Err(e) => differences.push(format!("decide-batch failed: {e}")),
         }
         cases.push(Case::new(case_name(&path), differences));
     }
