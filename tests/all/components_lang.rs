@@ -171,7 +171,9 @@ fn a_js_hook_built_with_default_features_runs_under_up() {
     // Compiled once into this operator's cache first (inspect does that), so `up` loads it in
     // milliseconds instead of compiling 12 MB within its load deadline on a busy machine.
     let mut inspect = apiary(home.path());
-    inspect.args(["component", "inspect"]).arg(pack.join("hooks/spam.wasm"));
+    inspect
+        .args(["component", "inspect"])
+        .arg(pack.join("hooks/spam.wasm"));
     let r = Run::of(inspect);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let ws = home.path().join("ws");
