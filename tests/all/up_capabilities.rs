@@ -3,7 +3,7 @@
 //! 127.0.0.1): refused at load until the operator grants it with `apiary trust --hooks`, then
 //! posting to that host only; a changed component loses its grant.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,7 @@
 //! granted, a redirect to one, a response over the cap and an ungranted variable or directory are
 //! refused, and the refusal names the capability.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
