@@ -3,7 +3,7 @@
 //! 127.0.0.1): refused at load until the operator grants it with `apiary trust --hooks`, then
 //! posting to that host only; a changed component loses its grant.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -22,7 +22,7 @@ fn webhook() -> (u16, Arc<Mutex<Vec<String>>>) {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
             let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut length = 0;
+            let (mut length, mut chunked) = (0, false);
             loop {
                 let mut line = String::new();
                 if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
@@ -33,9 +33,11 @@ fn webhook() -> (u16, Arc<Mutex<Vec<String>>>) {
                 {
                     length = v.trim().parse().unwrap_or(0);
                 }
+                chunked |= line
+                    .to_ascii_lowercase()
+                    .starts_with("transfer-encoding: chunked");
             }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
+            let body = read_body(&mut reader, length, chunked);
             seen.lock()
                 .unwrap()
                 .push(String::from_utf8_lossy(&body).into_owned());
@@ -52,6 +54,29 @@ fn trust(home: &Path, root: &Path) -> Run {
         .args(["trust", "./pack", "--hooks", "--yes", "--json", "--root"])
         .arg(root);
     Run::of(cmd)
+}
+
+/// A request body: `length` bytes, or chunked transfer coding (what a guest's streamed body is).
+fn read_body(reader: &mut impl BufRead, length: usize, chunked: bool) -> Vec<u8> {
+    let mut body = Vec::new();
+    if !chunked {
+        body.resize(length, 0);
+        let _ = reader.read_exact(&mut body);
+        return body;
+    }
+    loop {
+        let mut size = String::new();
+        if reader.read_line(&mut size).unwrap_or(0) == 0 {
+            break;
+        }
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        let mut chunk = vec![0; n + 2];
+        if n == 0 || reader.read_exact(&mut chunk).is_err() {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    body
 }
 
 #[test]

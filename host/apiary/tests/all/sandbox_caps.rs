@@ -3,7 +3,7 @@
 //! granted, a redirect to one, a response over the cap and an ungranted variable or directory are
 //! refused, and the refusal names the capability.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -51,7 +51,7 @@ fn server(location: String) -> Server {
                 parts.next().unwrap_or("").to_string(),
                 parts.next().unwrap_or("").to_string(),
             );
-            let mut length = 0;
+            let (mut length, mut chunked) = (0, false);
             loop {
                 let mut h = String::new();
                 if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
@@ -62,9 +62,11 @@ fn server(location: String) -> Server {
                 {
                     length = v.trim().parse().unwrap_or(0);
                 }
+                chunked |= h
+                    .to_ascii_lowercase()
+                    .starts_with("transfer-encoding: chunked");
             }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
+            let body = read_body(&mut reader, length, chunked);
             log.lock().unwrap().push((
                 method,
                 path.clone(),
@@ -123,6 +125,29 @@ fn refused_naming(r: Result<(), SandboxError>, what: &str) {
         }
         other => panic!("expected a refusal naming {what}, got {other:?}"),
     }
+}
+
+/// A request body: `length` bytes, or chunked transfer coding (what a guest's streamed body is).
+fn read_body(reader: &mut impl BufRead, length: usize, chunked: bool) -> Vec<u8> {
+    let mut body = Vec::new();
+    if !chunked {
+        body.resize(length, 0);
+        let _ = reader.read_exact(&mut body);
+        return body;
+    }
+    loop {
+        let mut size = String::new();
+        if reader.read_line(&mut size).unwrap_or(0) == 0 {
+            break;
+        }
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        let mut chunk = vec![0; n + 2];
+        if n == 0 || reader.read_exact(&mut chunk).is_err() {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    body
 }
 
 #[test]
