@@ -82,7 +82,7 @@ pub fn build(
     let source = std::fs::read_to_string(source_dir.join(file))
         .unwrap_or_else(|e| panic!("{}: {e}", source_dir.join(file).display()))
         .replace("{{name}}", name);
-    let wit = repo_root().join("wit");
+    let wit = repo_root().join("wit/apiary-plugin@0.1.0");
     let mut h = Sha256::new();
     h.update(tool.version(&program));
     h.update(world);

@@ -2,7 +2,7 @@
 //! for the host's tests: it must be refused at load, naming the import.
 
 wit_bindgen::generate!({
-    path: "../../../wit",
+    path: "../../../wit/apiary-plugin@0.1.0",
     inline: "
         package test:alien;
         interface vault { open: func(name: string) -> string; }

@@ -6,7 +6,7 @@
 //! - `env`: `/workspace/env.txt` gets every variable the hook can see, `NAME=VALUE` a line.
 //! - `read FILE`: `/workspace/read.txt` gets FILE's text; then it tries to write beside FILE.
 
-wit_bindgen::generate!({ world: "hook", path: "../../../wit" });
+wit_bindgen::generate!({ world: "hook", path: "../../../wit/apiary-plugin@0.1.0" });
 
 use exports::apiary::plugin::lifecycle::{Guest, MessageContext, Persona};
 use wasip2::http::outgoing_handler;

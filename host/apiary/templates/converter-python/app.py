@@ -3,7 +3,7 @@
 It claims `text -> text-lower`: every `*.txt` file in the input tree (read-only at /input) is
 written lower-cased to /output, and each one is reported as `normalised`.
 
-Build: componentize-py -d <apiary>/wit -w converter componentize app -o {{name}}.wasm
+Build: componentize-py -d <apiary>/wit/apiary-plugin@0.1.0 -w converter componentize app -o {{name}}.wasm
 Check: apiary component inspect {{name}}.wasm
 Use:   apiary component add {{name}}.wasm && apiary convert <dir> --to text-lower
 """

@@ -3,7 +3,7 @@
 `on-message` drops a message whose text contains "spam" (the persona never sees it) and keeps
 every other one; each decision is logged through apiary's `host.log`.
 
-Build: componentize-py -d <apiary>/wit -w hook componentize app -o {{name}}.wasm
+Build: componentize-py -d <apiary>/wit/apiary-plugin@0.1.0 -w hook componentize app -o {{name}}.wasm
 Check: apiary component inspect {{name}}.wasm
 Use:   name it in a persona's `hooks.on_message` (for example `hooks/{{name}}.wasm`).
 """
