@@ -1,7 +1,5 @@
 //! Small helpers shared by the reader and the writer.
 
-use convert_kit::{Map, Value};
-
 /// A manifest path as written (`./agents/x.md`) made tree-relative (`agents/x.md`), or why not:
 /// absolute paths and `..` components are refused, whatever the manifest says.
 pub fn clean_path(path: &str) -> Result<String, String> {
@@ -20,25 +18,8 @@ pub fn clean_path(path: &str) -> Result<String, String> {
     Ok(parts.join("/"))
 }
 
-/// A field that is a string or a list of strings (Claude component paths, `tools`), as a list;
-/// anything else is empty.
-pub fn strings(value: Option<&Value>) -> Vec<String> {
-    match value {
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// A non-empty string field.
-pub fn text<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    map.get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-}
+// Lenient field readers: a field of the wrong type reads as missing.
+pub use apiary_guest_sdk::json::{object, strings, text};
 
 /// `code-reviewer` -> `Code Reviewer`, `ui-designer` -> `UI Designer`.
 pub fn title_case(name: &str) -> String {
@@ -64,17 +45,6 @@ pub fn first_line(body: &str, max: usize) -> Option<String> {
         .map(|l| l.trim().trim_start_matches('#').trim())
         .find(|l| !l.is_empty())
         .map(|l| l.chars().take(max).collect())
-}
-
-/// An object field of `map`, created when missing (or replaced when not an object).
-pub fn object<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    if !map.get(key).is_some_and(Value::is_object) {
-        map.insert(key.to_string(), Value::Object(Map::new()));
-    }
-    match map.get_mut(key) {
-        Some(Value::Object(m)) => m,
-        _ => unreachable!("inserted just above"),
-    }
 }
 
 #[cfg(test)]
