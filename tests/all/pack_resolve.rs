@@ -979,8 +979,16 @@ fn inspect_refuses_an_invalid_pack() {
     let pack = one_persona_pack("temprature: 0.3\n");
     let run = pack.inspect_run(pack.cmd(), &[]);
     assert_eq!(run.code, 1);
-    assert!(run.stdout.trim().is_empty(), "{}", run.stdout);
-    assert!(run.stderr.contains("temprature"), "{}", run.stderr);
+    // With --json a script gets the refusal and its findings on stdout, as `validate` lists them.
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON on stdout");
+    assert_eq!(v["ok"], false, "{v}");
+    let diagnostics = v["error"]["diagnostics"].as_array().expect("diagnostics");
+    assert!(
+        diagnostics
+            .iter()
+            .any(|d| d["message"].as_str().unwrap_or("").contains("temprature")),
+        "{v}"
+    );
 }
 
 #[test]

@@ -192,7 +192,13 @@ pub(super) fn inspect(args: &InspectArgs) -> Result<Inspected, Failed> {
     let mut report = loaded.report;
     let Some(pack) = loaded.pack else {
         let summary = summary_line(&report, &args.dir);
-        return Err(Failed::report(&report, format!("{summary}\n")));
+        // A script asking for JSON gets the reason as JSON too, the findings as `validate` lists them.
+        let error = serde_json::json!({
+            "pack": args.dir,
+            "message": summary,
+            "diagnostics": report.diagnostics,
+        });
+        return Err(Failed::report(&report, format!("{summary}\n")).with_json(error));
     };
     let overrides = match crate::paths::overrides_file(args.overrides.as_deref()) {
         Some(path) => {
@@ -685,6 +691,33 @@ mod tests {
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys, ["pack", "valid", "errors", "warnings", "diagnostics"]);
         assert_eq!(v["valid"], true);
+    }
+
+    #[test]
+    fn inspect_of_a_directory_that_is_no_pack_fails_with_its_findings_as_json() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("README.md"), "not a pack\n").unwrap();
+        let args = InspectArgs {
+            dir: dir.path().to_path_buf(),
+            persona: None,
+            overrides: None,
+            json: true,
+        };
+        let (_, err, json, code) = super::super::output::capture(&inspect(&args));
+        assert!(
+            err.contains("pack.no-manifest"),
+            "a person sees the finding: {err}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json.expect("JSON on stdout")).unwrap();
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["error"]["diagnostics"][0]["code"], "pack.no-manifest");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("is invalid")
+        );
+        assert_eq!(code, exit::FAILURE);
     }
 
     #[test]
