@@ -55,15 +55,7 @@ pub fn why(e: &std::io::Error) -> String {
 
 /// Reads a UTF-8 file of at most [`MAX_FILE`] bytes.
 pub fn read(root: &Path, relative: &str) -> Result<String, String> {
-    let path = join(root, relative)?;
-    let file = fs::File::open(&path).map_err(|e| format!("cannot read {relative}: {}", why(&e)))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {relative}: {}", why(&e)))?;
-    if bytes.len() as u64 > MAX_FILE {
-        return Err(format!("{relative} is larger than {MAX_FILE} bytes"));
-    }
+    let bytes = read_bytes(root, relative)?;
     String::from_utf8(bytes).map_err(|_| format!("{relative} is not UTF-8"))
 }
 

@@ -938,16 +938,9 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         out(note);
     }
     if let Some(e) = &embedded {
-        let _ = std::fs::create_dir_all(plan.data.dir());
-        let _ = std::fs::write(plan.data.relay_url_file(), format!("{relay_url}\n"));
-        let restored = e.restored;
-        match &journal {
-            Some(j) => {
-                tracing::info!(url = %relay_url, journal = %j.display(), restored, "embedded relay listening")
-            }
-            None => tracing::info!(url = %relay_url, "embedded relay listening (in memory only)"),
-        }
+        remember_embedded(&plan.data, &relay_url, e.restored, journal.as_deref());
     }
+    let cluster = cluster(args, plan.shard, &plan.data, connection);
     let config = dispatch::Config {
         relay_url,
         agent: plan.agent,
@@ -967,18 +960,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
             per_author: dispatch::Rate::per_minute(args.author_turns),
             per_channel: dispatch::Rate::per_minute(args.channel_turns),
         },
-        cluster: dispatch::Cluster {
-            shard: plan.shard,
-            check_replies: plan.shard.is_some(),
-            cursor_file: plan.shard.map(|s| {
-                plan.data
-                    .dir()
-                    .join("cursor")
-                    .join(format!("shard-{}", s.index))
-            }),
-            replay: Duration::from_secs(if plan.shard.is_some() { args.replay } else { 0 }),
-            connection: Some(connection),
-        },
+        cluster,
         sessions_dir: Some(plan.data.sessions()),
         persona_limits: plan.persona_limits,
     };
@@ -999,6 +981,35 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
     match result {
         Ok(_) => exit::OK,
         Err(e) => render(&Failed::error(format_args!("{e:#}")), false),
+    }
+}
+
+/// Where `post` and `tail` find the embedded relay, and the log line saying it listens.
+fn remember_embedded(data: &Data, relay_url: &str, restored: usize, journal: Option<&Path>) {
+    let _ = std::fs::create_dir_all(data.dir());
+    let _ = std::fs::write(data.relay_url_file(), format!("{relay_url}\n"));
+    match journal {
+        Some(j) => {
+            tracing::info!(url = %relay_url, journal = %j.display(), restored, "embedded relay listening")
+        }
+        None => tracing::info!(url = %relay_url, "embedded relay listening (in memory only)"),
+    }
+}
+
+/// This replica's place among several (`--shard`): which personas it owns, the relay checks
+/// before replying and the kept cursor; one replica alone does none of that.
+fn cluster(
+    args: &UpArgs,
+    shard: Option<Shard>,
+    data: &Data,
+    connection: Arc<std::sync::OnceLock<Client>>,
+) -> dispatch::Cluster {
+    dispatch::Cluster {
+        shard,
+        check_replies: shard.is_some(),
+        cursor_file: shard.map(|s| data.dir().join("cursor").join(format!("shard-{}", s.index))),
+        replay: Duration::from_secs(if shard.is_some() { args.replay } else { 0 }),
+        connection: Some(connection),
     }
 }
 

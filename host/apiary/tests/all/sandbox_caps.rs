@@ -10,18 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use apiary::builtin::BUILT_GUESTS_DIR;
 use apiary::sandbox::hook::{HookMessage, HookPoint, HookRunner};
-use apiary::sandbox::{Capabilities, Sandbox, SandboxConfig, SandboxError};
+use apiary::sandbox::{Capabilities, SandboxError};
 
-fn sandbox() -> &'static Sandbox {
-    static SB: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
-    SB.get_or_init(|| {
-        Sandbox::new(SandboxConfig {
-            cache_dir: None,
-            ..SandboxConfig::default()
-        })
-        .expect("sandbox")
-    })
-}
+use crate::common::sandbox;
 
 /// One request a test server saw: method, path, body.
 type Seen = Arc<Mutex<Vec<(String, String, String)>>>;
