@@ -46,7 +46,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol_schema::v1 as acp;
@@ -60,15 +60,65 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-const PERSONAS: usize = 50;
+/// Personas in the run (`APIARY_BENCH_PERSONAS`, default 50).
+static PERSONAS: LazyLock<usize> =
+    LazyLock::new(|| env_num("APIARY_BENCH_PERSONAS", 50).clamp(2, 1000) as usize);
 const CHANNELS: usize = 100;
 const PER_PERSONA: usize = 4;
 const WARMUP: Duration = Duration::from_secs(1);
 const GOAL_P99: Duration = Duration::from_millis(2);
+/// What the ceiling allows: end-to-end p99 at most this, and no wake lost.
+const CEILING_P99: Duration = Duration::from_millis(10);
+
+/// The relay the run goes through.
+#[derive(Clone, Copy, PartialEq)]
+enum RelayKind {
+    /// apiary's embedded relay (`nostr-relay-builder`, in process), as `apiary up` starts it.
+    Embedded,
+    /// nostr-rs-relay 0.8.12 in its own process (SQLite), as an operator's own relay.
+    NostrRs,
+}
+
+/// One paced run's result, for the summary of a sweep.
+struct Outcome {
+    rate: u64,
+    achieved: f64,
+    e2e: Stats,
+    overhead: Stats,
+    expected: usize,
+    measured: usize,
+}
+
+impl Outcome {
+    fn lost(&self) -> usize {
+        self.expected.saturating_sub(self.measured)
+    }
+
+    fn within_ceiling(&self) -> bool {
+        self.lost() == 0 && self.e2e.n > 0 && self.e2e.p99 <= CEILING_P99
+    }
+}
 
 fn main() {
     let secs: u64 = env_num("APIARY_BENCH_SECS", 10);
-    let rate: u64 = env_num("APIARY_BENCH_RATE", 1000).max(1);
+    // APIARY_BENCH_RATES=1000,2000,5000: one run per rate (each with a fresh harness and relay),
+    // then the ceiling; APIARY_BENCH_RATE: one rate.
+    let rates: Vec<u64> = match std::env::var("APIARY_BENCH_RATES") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|r| r.trim().parse().ok())
+            .filter(|r| *r > 0)
+            .collect(),
+        Err(_) => vec![env_num("APIARY_BENCH_RATE", 1000).max(1)],
+    };
+    let relay_kind = match std::env::var("APIARY_BENCH_RELAY").as_deref() {
+        Ok("nostr-rs-relay") => RelayKind::NostrRs,
+        Ok("embedded") | Err(_) => RelayKind::Embedded,
+        Ok(other) => {
+            eprintln!("APIARY_BENCH_RELAY={other}: expected `embedded` or `nostr-rs-relay`");
+            std::process::exit(2);
+        }
+    };
     let probes = Arc::new(Probes::default());
     tracing_subscriber::registry()
         .with(
@@ -80,7 +130,7 @@ fn main() {
         .init();
 
     let tmp = tempfile::tempdir().expect("temp dir");
-    let (packs, personas) = write_pack(tmp.path());
+    let personas = write_pack(tmp.path());
     let author = Keys::generate();
 
     let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -107,25 +157,180 @@ fn main() {
             }
         }
     };
-    // On the embedded relay's runtime, as `apiary up` runs it.
-    let io = apiary::relay::relay_runtime().expect("embedded relay runtime");
-    let relay = io.block_on(async {
-        let builder = RelayBuilder::default()
-            .addr("127.0.0.1".parse().expect("ip"))
-            .rate_limit(RateLimit {
-                max_reqs: 500,
-                notes_per_minute: 100_000_000,
-            });
-        // Served as the embedded relay serves its connections (Nagle off).
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("relay listener");
-        let url = format!("ws://{}", listener.local_addr().expect("relay address"));
-        let relay = LocalRelay::new(builder);
-        apiary::relay::embedded::serve(relay.clone(), listener);
-        (relay, url)
-    });
-    let (relay, url) = relay;
+    let mut outcomes = Vec::new();
+    for (run, &rate) in rates.iter().enumerate() {
+        let ctx = RunContext {
+            tmp: tmp.path(),
+            personas: &personas,
+            author: &author,
+            rt: &rt,
+            matcher: &matcher,
+            probes: &probes,
+            relay_kind,
+            measure_memory: run == 0,
+        };
+        outcomes.push(run_at(&ctx, rate, secs));
+    }
+    if outcomes.len() > 1 {
+        println!(
+            "\nceiling sweep, {} personas, relay {}: highest paced rate with end-to-end p99 <= {CEILING_P99:?} and no wake lost",
+            *PERSONAS,
+            relay_name(relay_kind)
+        );
+        for o in &outcomes {
+            println!(
+                "  {:>6}/s (achieved {:>6.0}/s): end to end p50 {:>7.0} us p99 {:>8.0} us, harness p99 {:>7.0} us, wakes {}/{}{}  {}",
+                o.rate,
+                o.achieved,
+                o.e2e.p50.as_secs_f64() * 1e6,
+                o.e2e.p99.as_secs_f64() * 1e6,
+                o.overhead.p99.as_secs_f64() * 1e6,
+                o.measured,
+                o.expected,
+                if o.lost() > 0 {
+                    format!(" ({} lost)", o.lost())
+                } else {
+                    String::new()
+                },
+                if o.within_ceiling() { "ok" } else { "over" }
+            );
+        }
+        match outcomes
+            .iter()
+            .filter(|o| o.within_ceiling())
+            .map(|o| o.rate)
+            .max()
+        {
+            Some(r) => println!("  CEILING: {r} msg/s (goal >= 5000 msg/s)"),
+            None => println!("  CEILING: below every rate tried"),
+        }
+    }
+    rt.shutdown_timeout(Duration::from_secs(2));
+}
+
+/// Issue 21's start-up goals: 50 personas ready in 0.5 s, 200 in 2 s (in between, in proportion).
+fn startup_goal(personas: usize) -> Duration {
+    Duration::from_millis(if personas <= 50 {
+        500
+    } else {
+        10 * personas as u64
+    })
+}
+
+fn relay_name(kind: RelayKind) -> &'static str {
+    match kind {
+        RelayKind::Embedded => "embedded (in process)",
+        RelayKind::NostrRs => "nostr-rs-relay (own process)",
+    }
+}
+
+/// What every run shares.
+struct RunContext<'a> {
+    tmp: &'a std::path::Path,
+    personas: &'a [TriggerPersona],
+    author: &'a Keys,
+    rt: &'a tokio::runtime::Runtime,
+    matcher: &'a Arc<dyn TriggerMatcher>,
+    probes: &'a Arc<Probes>,
+    relay_kind: RelayKind,
+    measure_memory: bool,
+}
+
+/// A relay for one run: the embedded one in this process, or nostr-rs-relay in its own.
+enum BenchRelay {
+    Embedded(LocalRelay),
+    External(std::process::Child, tempfile::TempDir),
+}
+
+impl BenchRelay {
+    fn start(kind: RelayKind) -> (BenchRelay, String) {
+        match kind {
+            RelayKind::Embedded => {
+                // On the embedded relay's runtime, as `apiary up` runs it.
+                let io = apiary::relay::relay_runtime().expect("embedded relay runtime");
+                let (relay, url) = io.block_on(async {
+                    let builder = RelayBuilder::default()
+                        .addr("127.0.0.1".parse().expect("ip"))
+                        .rate_limit(RateLimit {
+                            max_reqs: 500,
+                            notes_per_minute: 100_000_000,
+                        });
+                    // Served as the embedded relay serves its connections (Nagle off).
+                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                        .await
+                        .expect("relay listener");
+                    let url = format!("ws://{}", listener.local_addr().expect("relay address"));
+                    let relay = LocalRelay::new(builder);
+                    apiary::relay::embedded::serve(relay.clone(), listener);
+                    (relay, url)
+                });
+                (BenchRelay::Embedded(relay), url)
+            }
+            RelayKind::NostrRs => {
+                let bin = std::env::var_os("NOSTR_RS_RELAY")
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_else(|| "nostr-rs-relay".into());
+                let dir = tempfile::tempdir().expect("relay dir");
+                let port = std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|l| l.local_addr())
+                    .expect("free port")
+                    .port();
+                let config = dir.path().join("config.toml");
+                // Loopback, no rate limits, every kind; a broadcast buffer for the sweep's bursts.
+                std::fs::write(
+                    &config,
+                    format!(
+                        "[info]\nrelay_url = \"ws://127.0.0.1:{port}/\"\n\n[network]\naddress = \"127.0.0.1\"\nport = {port}\n\n[options]\nreject_future_seconds = 1800\n\n[limits]\nbroadcast_buffer = 65536\nevent_persist_buffer = 65536\n"
+                    ),
+                )
+                .expect("relay config");
+                let child = std::process::Command::new(&bin)
+                    .arg("--db")
+                    .arg(dir.path().join("db"))
+                    .arg("--config")
+                    .arg(&config)
+                    .current_dir(dir.path())
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap_or_else(|e| {
+                        eprintln!(
+                            "cannot start {} ({e}): install it with `.ci/setup` or name it with NOSTR_RS_RELAY",
+                            bin.to_string_lossy()
+                        );
+                        std::process::exit(2);
+                    });
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                    assert!(Instant::now() < deadline, "nostr-rs-relay did not listen");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                (
+                    BenchRelay::External(child, dir),
+                    format!("ws://127.0.0.1:{port}"),
+                )
+            }
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            BenchRelay::Embedded(relay) => relay.shutdown(),
+            BenchRelay::External(mut child, _dir) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// One run at `rate` messages/s for `secs` (plus the warm-up): a fresh relay and harness.
+fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
+    let personas = ctx.personas;
+    let probes = ctx.probes;
+    let packs = load_pack(ctx.tmp);
+    let (relay, url) = BenchRelay::start(ctx.relay_kind);
     std::thread::sleep(Duration::from_millis(300));
     let rss_before = rss_kib();
 
@@ -168,12 +373,14 @@ fn main() {
         idle_timeout: Duration::from_secs(60),
         turn_timeout: Duration::from_secs(60),
         drain_timeout: Duration::from_secs(10),
-        workspace_root: tmp.path().join("ws"),
-        keys: apiary::relay::keys::KeyStore::new(tmp.path().join("keys")),
+        workspace_root: ctx.tmp.join("ws"),
+        keys: apiary::relay::keys::KeyStore::new(ctx.tmp.join("keys")),
         base_prompt: dispatch::prompt::base_from_env(&|_| None).unwrap_or(None),
         // In-process like the embedded relay, which checks each event before fanning it out.
-        // APIARY_BENCH_VERIFY_TWICE=1: verified again by the relay pool, as for an external relay.
-        relay_in_process: std::env::var_os("APIARY_BENCH_VERIFY_TWICE").is_none(),
+        // APIARY_BENCH_VERIFY_TWICE=1: verified again by the relay pool, as for an external relay
+        // (always so for nostr-rs-relay, which is one).
+        relay_in_process: ctx.relay_kind == RelayKind::Embedded
+            && std::env::var_os("APIARY_BENCH_VERIFY_TWICE").is_none(),
         channel_authority: Default::default(),
         // Measures the harness, not the flood limits.
         limits: dispatch::TurnLimits::UNLIMITED,
@@ -187,10 +394,10 @@ fn main() {
         .collect();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let started = Instant::now();
-    let harness = rt.spawn(dispatch::run(
+    let harness = ctx.rt.spawn(dispatch::run(
         config,
         packs,
-        Arc::clone(&matcher),
+        Arc::clone(ctx.matcher),
         Arc::new(SandboxHooks::new(roots)),
         out,
         async move {
@@ -202,7 +409,7 @@ fn main() {
             eprintln!("the harness did not become ready");
             std::process::exit(1);
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(5));
     }
     let startup = started.elapsed();
     std::thread::sleep(Duration::from_millis(500));
@@ -211,7 +418,7 @@ fn main() {
     // The load: signed before the clock starts (signing is the users' work, not the harness's).
     let total = (rate * secs + rate * WARMUP.as_secs()) as usize;
     let events: Vec<Event> = (0..total)
-        .map(|i| make_event(&author, i, &personas))
+        .map(|i| make_event(ctx.author, i, personas))
         .collect();
     let channel_of: HashMap<EventId, usize> = events
         .iter()
@@ -221,7 +428,7 @@ fn main() {
     let index_of: HashMap<EventId, usize> =
         events.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
 
-    let base_before = baseline(&events[..events.len().min(5000)], &personas);
+    let base_before = baseline(&events[..events.len().min(5000)], personas);
 
     // Sender: its own runtime and connection, so pacing does not depend on the harness's threads.
     let sender_rt = tokio::runtime::Builder::new_multi_thread()
@@ -261,10 +468,10 @@ fn main() {
         last = now;
     }
     let _ = stop_tx.send(());
-    let summary = rt.block_on(harness).ok().and_then(Result::ok);
+    let summary = ctx.rt.block_on(harness).ok().and_then(Result::ok);
     sender_rt.block_on(sender.0.shutdown());
-    relay.shutdown();
-    let base_after = baseline(&events[..events.len().min(5000)], &personas);
+    relay.stop();
+    let base_after = baseline(&events[..events.len().min(5000)], personas);
 
     // Analysis.
     let p = probes.take();
@@ -355,11 +562,13 @@ fn main() {
         .enumerate()
         .map(|(i, s)| s.saturating_duration_since(t0 + interval * i as u32))
         .collect();
-    let expected = expected_wakes(&events, &personas, warm_end, t0, interval);
+    let expected = expected_wakes(&events, personas, warm_end, t0, interval);
 
+    let n = *PERSONAS;
     println!(
-        "live harness with real agents: {PERSONAS} personas ({PERSONAS} apiary-agent processes, nice +{agent_nice}), {CHANNELS} channels, matcher {}",
-        matcher.name()
+        "\nlive harness with real agents: {n} personas ({n} apiary-agent processes, nice +{agent_nice}), {CHANNELS} channels, matcher {}, relay {}",
+        ctx.matcher.name(),
+        relay_name(ctx.relay_kind)
     );
     println!(
         "  load: {} events in {:.2} s = {:.0} events/s achieved (target {rate}/s, open loop, {} s warm-up excluded)",
@@ -369,13 +578,15 @@ fn main() {
         WARMUP.as_secs()
     );
     println!(
-        "  harness: {} events received, {} prompts written ({:.0}/s), {} replies published, {} errors; start-up {:.1} s",
+        "  harness: {} events received, {} prompts written ({:.0}/s), {} replies published, {} errors; start-up {:.2} s (goal <= {:.1} s for {} personas)",
         received.len(),
         written.len(),
         written.len() as f64 / send_span.as_secs_f64().max(1e-9),
         replies.load(Ordering::Relaxed),
         errors.load(Ordering::Relaxed),
-        startup.as_secs_f64()
+        startup.as_secs_f64(),
+        startup_goal(n).as_secs_f64(),
+        n
     );
     println!(
         "  measured wakes: {} (expected {expected} after warm-up); {} of them waited behind a prompt in flight, {} rode in a batch",
@@ -395,11 +606,15 @@ fn main() {
         ("  in the worker (taken -> written)", &mut in_worker),
     ];
     let mut overhead_stats = None;
+    let mut e2e_stats = Stats::default();
     for (label, v) in rows {
         let s = Stats::of(v);
         print_stats(label, &s);
         if overhead_stats.is_none() {
             overhead_stats = Some(s);
+        }
+        if label.starts_with("end to end") {
+            e2e_stats = s;
         }
     }
     let mut lag = lag;
@@ -427,8 +642,9 @@ fn main() {
         o.p99.as_secs_f64() * 1e6
     );
     match (rss_before, rss_after) {
+        _ if !ctx.measure_memory => {}
         (Some(b), Some(a)) => {
-            let kib = a.saturating_sub(b) as f64 / PERSONAS as f64;
+            let kib = a.saturating_sub(b) as f64 / n as f64;
             println!(
                 "  harness memory per idle persona (agents excluded): {kib:.0} KiB (goal <= 2048 KiB: {})",
                 if kib <= 2048.0 { "met" } else { "NOT met" }
@@ -442,8 +658,15 @@ fn main() {
             s.started, s.refused, s.events, s.replies
         );
     }
-    rt.shutdown_timeout(Duration::from_secs(2));
     sender_rt.shutdown_timeout(Duration::from_secs(2));
+    Outcome {
+        rate,
+        achieved: events.len() as f64 / send_span.as_secs_f64().max(1e-9),
+        e2e: e2e_stats,
+        overhead: o,
+        expected,
+        measured: o.n,
+    }
 }
 
 fn env_num(name: &str, default: u64) -> u64 {
@@ -487,12 +710,12 @@ fn triggers(i: usize) -> Triggers {
     }
 }
 
-/// The pack directory and the personas as the matcher baseline sees them.
-fn write_pack(root: &std::path::Path) -> (Vec<PackRun>, Vec<TriggerPersona>) {
+/// Writes the pack directory; the personas as the matcher baseline sees them.
+fn write_pack(root: &std::path::Path) -> Vec<TriggerPersona> {
     let pack = root.join("pack");
     let mut names = Vec::new();
     let mut trigger_personas = Vec::new();
-    for i in 0..PERSONAS {
+    for i in 0..*PERSONAS {
         let rel = format!("agents/p{i}.persona.md");
         let path = pack.join(&rel);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -529,7 +752,12 @@ fn write_pack(root: &std::path::Path) -> (Vec<PackRun>, Vec<TriggerPersona>) {
         ),
     )
     .expect("plugin.json");
-    let loaded = apiary::pack::load(&pack);
+    trigger_personas
+}
+
+/// The pack `write_pack` wrote, loaded and resolved for one run.
+fn load_pack(root: &std::path::Path) -> Vec<PackRun> {
+    let loaded = apiary::pack::load(&root.join("pack"));
     let pack = loaded.pack.expect("bench pack loads");
     let resolved = apiary::resolve::resolve(
         &pack,
@@ -537,21 +765,18 @@ fn write_pack(root: &std::path::Path) -> (Vec<PackRun>, Vec<TriggerPersona>) {
         &apiary::resolve::process_env,
     );
     let namespace = pack.manifest.id.clone();
-    (
-        vec![PackRun {
-            pack,
-            resolved,
-            namespace,
-        }],
-        trigger_personas,
-    )
+    vec![PackRun {
+        pack,
+        resolved,
+        namespace,
+    }]
 }
 
 /// Event `i` goes to channel `i % 100`: a mention of one of its personas, a keyword both wake on,
 /// or chatter only the `all_messages` personas take.
 fn make_event(author: &Keys, i: usize, personas: &[TriggerPersona]) -> Event {
     let c = i % CHANNELS;
-    let followers: Vec<&TriggerPersona> = (0..PERSONAS)
+    let followers: Vec<&TriggerPersona> = (0..*PERSONAS)
         .filter(|p| channels_of(*p).contains(&c))
         .map(|p| &personas[p])
         .collect();
@@ -562,7 +787,7 @@ fn make_event(author: &Keys, i: usize, personas: &[TriggerPersona]) -> Event {
         ),
         1 => format!("just chatting #{i}"),
         2 => format!("can we deploy today #{i}"),
-        _ => format!("news about topic{} and more #{i}", i % PERSONAS),
+        _ => format!("news about topic{} and more #{i}", i % *PERSONAS),
     };
     relay::message(author, &format!("ch{c}"), &text, vec![]).expect("event")
 }
@@ -581,7 +806,7 @@ fn expected_wakes(
         .filter(|(i, _)| t0 + interval * *i as u32 >= warm_end)
         .filter_map(|(_, e)| Message::parse(e))
         .map(|m| {
-            (0..PERSONAS)
+            (0..*PERSONAS)
                 .filter(|p| {
                     channels_of(*p)
                         .iter()
@@ -596,7 +821,7 @@ fn expected_wakes(
 /// The in-process path per event: verify, parse, native matcher per follower, prompt, request.
 fn baseline(events: &[Event], personas: &[TriggerPersona]) -> Stats {
     let mut routes: HashMap<String, Vec<usize>> = HashMap::new();
-    for p in 0..PERSONAS {
+    for p in 0..*PERSONAS {
         for c in channels_of(p) {
             routes.entry(format!("ch{c}")).or_default().push(p);
         }

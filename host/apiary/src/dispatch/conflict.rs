@@ -7,16 +7,15 @@
 //!   each answer: every pack was asked to run, and each reply is signed by its own persona.
 //! - Truly ambiguous is one name for two personas of different packs that both wake on mentions
 //!   in a shared channel: `@bee` there could mean either, and a mention by key wakes personas by
-//!   name too. The persona started second is refused, naming both packs; the first runs.
+//!   name too. The persona listed second (packs in the order given) is refused, naming both
+//!   packs; the first runs.
 
-use std::sync::Arc;
-
-use super::live::Live;
 use crate::resolve::ResolvedPersona;
 
-/// Why `persona` of `pack_id` cannot run beside the personas already started, if it cannot.
+/// Why `persona` of `pack_id` cannot run beside the personas `accepted` before it (each with its
+/// pack id), if it cannot.
 pub(super) fn ambiguous(
-    started: &[Arc<Live>],
+    accepted: &[(&str, &ResolvedPersona)],
     pack_id: &str,
     persona: &ResolvedPersona,
 ) -> Option<String> {
@@ -24,9 +23,8 @@ pub(super) fn ambiguous(
         return None;
     }
     let name = &persona.identity.name;
-    started.iter().find_map(|other| {
-        let theirs = &other.resolved;
-        if other.pack_id == pack_id
+    accepted.iter().find_map(|&(their_pack, theirs)| {
+        if their_pack == pack_id
             || !theirs.triggers.mentions
             || !theirs.identity.name.eq_ignore_ascii_case(name)
         {
@@ -38,7 +36,7 @@ pub(super) fn ambiguous(
             .find(|c| theirs.subscribe.contains(c))?;
         Some(format!(
             "pack {} already runs a persona named `{}` in #{shared}, so a mention of `@{name}` there could mean either; rename one of them in its pack, or subscribe them to different channels (packs {} and {pack_id})",
-            other.pack_id, theirs.identity.name, other.pack_id
+            their_pack, theirs.identity.name, their_pack
         ))
     })
 }

@@ -50,7 +50,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt};
 use nostr_sdk::prelude::*;
 use tokio::sync::{broadcast, mpsc};
 
@@ -84,6 +84,8 @@ const THREAD_CONTEXT: usize = 12;
 const THREAD_FETCH: Duration = Duration::from_secs(3);
 /// How long a failure report waits for a stopped agent's last stderr lines.
 const STDERR_GRACE: Duration = Duration::from_secs(2);
+/// Personas starting at once (agent spawn, `initialize`, `session/new`).
+const STARTS_AT_ONCE: usize = 16;
 
 /// Operator settings for one `apiary up`.
 #[derive(Debug, Clone)]
@@ -270,7 +272,10 @@ impl Harness {
         summary: &mut Summary,
         peers: &mut HashSet<PublicKey>,
     ) -> Vec<Arc<Live>> {
-        let mut lives: Vec<Arc<Live>> = Vec::new();
+        // Which personas start: this replica's, minus the ones a mention could confuse with a
+        // persona listed before them (decided on configuration, so it needs no started agent).
+        let mut accepted: Vec<(&str, &ResolvedPersona)> = Vec::new();
+        let mut plan = Vec::new();
         for run in packs {
             for (index, persona) in run.resolved.personas.iter().enumerate() {
                 if !self
@@ -281,14 +286,34 @@ impl Harness {
                     self.elsewhere(run, persona, peers);
                     continue;
                 }
-                note_challenges(notifications, &self.auth);
-                match self.start_one(run, index, persona, &lives).await {
-                    Some(live) => {
-                        lives.push(Arc::new(live));
-                        summary.started += 1;
-                    }
-                    None => summary.refused += 1,
+                let conflict = conflict::ambiguous(&accepted, &run.resolved.pack.id, persona);
+                if conflict.is_none() {
+                    accepted.push((&run.resolved.pack.id, persona));
                 }
+                plan.push((run, index, persona, conflict));
+            }
+        }
+        note_challenges(notifications, &self.auth);
+        // Agents spawn, initialise and open their sessions concurrently (start-up is one agent's
+        // start, not the sum of all), a bounded number at a time so a large pack does not fork
+        // hundreds of runtimes in the same instant; results come back in configuration order.
+        let starts: Vec<_> = plan
+            .into_iter()
+            .map(|(run, index, persona, conflict)| self.start_one(run, index, persona, conflict))
+            .collect();
+        let results: Vec<Option<Live>> = futures_util::stream::iter(starts)
+            .buffered(STARTS_AT_ONCE)
+            .collect()
+            .await;
+        note_challenges(notifications, &self.auth);
+        let mut lives: Vec<Arc<Live>> = Vec::new();
+        for live in results {
+            match live {
+                Some(live) => {
+                    lives.push(Arc::new(live));
+                    summary.started += 1;
+                }
+                None => summary.refused += 1,
             }
         }
         lives
@@ -324,11 +349,11 @@ impl Harness {
         run: &PackRun,
         index: usize,
         persona: &ResolvedPersona,
-        started: &[Arc<Live>],
+        conflict: Option<String>,
     ) -> Option<Live> {
         let name = &persona.identity.name;
         let stderr = crate::acp::StderrTail::default();
-        let started = match conflict::ambiguous(started, &run.resolved.pack.id, persona) {
+        let started = match conflict {
             Some(why) => Err(DispatchError::Ambiguous(why)),
             None => {
                 let start = live::start_persona(
