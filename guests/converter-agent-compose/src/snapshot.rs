@@ -147,6 +147,7 @@ fn check(
             name: name.clone(),
             path: format!("{FILE}#personalities.{name}"),
             color: s(p, "color").map(str::to_string),
+            binding: None,
         })
         .collect();
     let violations = contract::check(rules, &views, &pviews, &[]);
@@ -184,6 +185,22 @@ fn role_view(slug: &str, role: &Value) -> RoleView {
         identity: id,
         seats,
         favorite: s(role, "favorite_color").map(str::to_string),
+        // Tiers are an optional v3 field: absent means all three, whatever the roster.
+        tiers: Some(match role.get("supported_model_tiers") {
+            Some(_) => strings(role, "supported_model_tiers"),
+            None => contract::TIERS.iter().map(|t| t.to_string()).collect(),
+        }),
+        seat_tiers: role
+            .get("seats")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|seat| {
+                let key = s(seat, "key").or(s(seat, "harness")).unwrap_or_default();
+                Some((key.to_string(), s(seat, "tier")?.to_string()))
+            })
+            .collect(),
+        skill: None,
     }
 }
 

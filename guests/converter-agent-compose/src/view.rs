@@ -48,6 +48,19 @@ pub fn role_view(role: &Node, path: &str, favorite: Option<String>) -> RoleView 
         identity: identity(role),
         seats: seats(role),
         favorite,
+        tiers: role
+            .first_child("model-tier")
+            .map(|n| n.str_args().into_iter().map(str::to_string).collect()),
+        seat_tiers: role
+            .children
+            .iter()
+            .filter(|c| c.name == "agent" || c.name == "seat")
+            .filter_map(|c| {
+                let tier = c.str_prop("tier")?;
+                Some((c.arg0().unwrap_or_default().to_string(), tier.to_string()))
+            })
+            .collect(),
+        skill: None,
     }
 }
 
@@ -56,6 +69,7 @@ pub fn personality_view(node: &Node, path: &str) -> PersonalityView {
         name: node.arg0().unwrap_or_default().to_string(),
         path: path.to_string(),
         color: node.str_prop("color").map(str::to_string),
+        binding: None,
     }
 }
 

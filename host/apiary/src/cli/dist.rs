@@ -283,9 +283,21 @@ pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
         replace: args.replace,
         sha256: args.sha256.clone(),
         unverified,
+        announce: (!args.json).then_some(announce as fn(&[String])),
         ..Default::default()
     };
     Ok(Installed(install::install(&root, &args.source, &opts)?))
+}
+
+/// Shows what an expert pack declares (requires, recommended prompts) before it is installed.
+fn announce(lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    eprintln!("The expert pack declares:");
+    for line in lines {
+        eprintln!("  {line}");
+    }
 }
 
 impl Serialize for Installed {
@@ -788,6 +800,9 @@ struct ListedPack {
     hooks: usize,
     trusted_hooks: usize,
     converted_from: Option<serde_json::Value>,
+    /// An expert pack's `[expert.requires]` and recommended prompts (converted packs only).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    declared: Option<dist::expert::Declared>,
 }
 
 pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
@@ -807,6 +822,10 @@ pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
                 Ok((_, hs)) => (hs.len(), hs.iter().filter(|h| h.trusted).count()),
                 Err(_) => (0, 0),
             };
+            let converted_from = entry.extra.get("converted_from").cloned();
+            let declared = converted_from
+                .as_ref()
+                .map(|_| installed_declared(&root, &id));
             ListedPack {
                 dir: root.join(&id),
                 pack_id: id,
@@ -817,11 +836,21 @@ pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
                 installed_at: entry.installed_at,
                 hooks,
                 trusted_hooks,
-                converted_from: entry.extra.get("converted_from").cloned(),
+                converted_from,
+                declared,
             }
         })
         .collect();
     Ok(Listed { root, packs })
+}
+
+/// What the installed copy of a converted pack declares (empty when its manifest is unreadable).
+fn installed_declared(root: &Path, id: &str) -> dist::expert::Declared {
+    let manifest = std::fs::read(root.join(id).join(".plugin/plugin.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    dist::expert::Declared::of(&manifest)
 }
 
 impl Outcome for Listed {
@@ -844,6 +873,9 @@ impl Outcome for Listed {
             let format = p.converted_from.as_ref().and_then(|c| c.get("format"));
             if let Some(f) = format.and_then(serde_json::Value::as_str) {
                 writeln!(to.out, "{:<40} (converted from {f})", "")?;
+            }
+            for line in p.declared.iter().flat_map(|d| d.lines()) {
+                writeln!(to.out, "{:<40} {line}", "")?;
             }
         }
         writeln!(to.err, "(HOOKS: trusted/total)")
