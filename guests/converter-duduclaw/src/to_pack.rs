@@ -17,6 +17,9 @@ use convert_kit::{Map, McpServer, Pack, ParseMode, Persona, Report, Value, json}
 use crate::expert::{Agent, Expert, MANIFEST, str_of};
 use crate::{EXT_BUZZ, EXT_EXPERT, EXT_FILES, topo};
 
+/// Files as `(pack-relative path, bytes)`.
+type Files = Vec<(String, Vec<u8>)>;
+
 /// Expert keys with a direct persona pack manifest slot.
 const MAPPED_KEYS: &[&str] = &[
     "name",
@@ -189,7 +192,7 @@ fn pack_files(
     buzz: &Map<String, Value>,
     pack: &mut Pack,
     carried: &mut Vec<(String, Vec<u8>)>,
-) -> (Vec<(String, Vec<u8>)>, Vec<(String, Vec<u8>)>) {
+) -> (Files, Files) {
     let instructions = buzz.get("instructions").and_then(Value::as_str);
     // Stored path -> the persona pack path it came from.
     let buzz_files: Map<String, Value> = buzz

@@ -371,15 +371,14 @@ fn team_pack_maps_as_formats_md_says_and_round_trips() {
         .collect();
     assert_eq!(quarantined.len(), 1);
     assert_eq!(quarantined[0].path, "hooks/on_install.sh");
-    for carried in ["evals/basic.jsonl"] {
-        assert!(pack.path().join("x-expert").join(carried).is_file());
-        assert!(
-            report
-                .reinterpreted
-                .iter()
-                .any(|f| f.code == "carried-as-file" && f.path == carried)
-        );
-    }
+    let carried = "evals/basic.jsonl";
+    assert!(pack.path().join("x-expert").join(carried).is_file());
+    assert!(
+        report
+            .reinterpreted
+            .iter()
+            .any(|f| f.code == "carried-as-file" && f.path == carried)
+    );
 
     // Back: every file and every TOML value as it was (file order of agents included).
     let (_, back) = convert(BUZZ, EXPERT, pack.path()).unwrap();
