@@ -365,12 +365,7 @@ fn role_persona(
     }
     let card = identity_card(package, node, s_of(&extra, "favorite_color"));
     if !card.is_empty() {
-        let appended = if body.is_empty() || body.ends_with('\n') {
-            card
-        } else {
-            format!("\n{card}")
-        };
-        body.push_str(&appended);
+        let appended = view::append_card(&mut body, card);
         report.reinterpreted(
             "personalities-in-body",
             &role.file,
@@ -407,32 +402,25 @@ fn s_of<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     map.get(key).and_then(Value::as_str)
 }
 
-/// What a bundle tells the agent (seed 001, "Favorite colors"): every active personality's name,
-/// skill and colour, and the melded favourite colour. Empty for a role without a meld.
+/// Each meld member's (name, skill, colour) from the package; a library personality's colour is
+/// not in it.
 fn identity_card(package: &Package, role: &Node, favorite: Option<&str>) -> String {
-    let meld = view::meld(role);
-    if meld.is_empty() {
-        return String::new();
-    }
-    let mut card = String::from("\n## Your personalities\n\n");
-    for name in &meld {
-        match package.personality(name) {
-            Some(p) => card.push_str(&format!(
-                "- {name}: skill `{}`, colour {}\n",
-                view::bound_skill(&p.node),
-                p.node.str_prop("color").unwrap_or("unknown")
-            )),
-            None => card.push_str(&format!(
-                "- {name}: skill `personality-{name}` (defined in a personality library)\n"
-            )),
-        }
-    }
-    if let Some(fav) = favorite {
-        card.push_str(&format!(
-            "\nYour favourite colour is {fav}: the blend of your personalities' colours.\n"
-        ));
-    }
-    card
+    let members: Vec<view::Member> = view::meld(role)
+        .into_iter()
+        .map(|name| match package.personality(&name) {
+            Some(p) => view::Member {
+                skill: view::bound_skill(&p.node),
+                color: p.node.str_prop("color").map(str::to_string),
+                name,
+            },
+            None => view::Member {
+                skill: format!("personality-{name}"),
+                color: None,
+                name,
+            },
+        })
+        .collect();
+    view::identity_card(&members, favorite)
 }
 
 /// The role's display name: its `display-name`, else its identity's name, else its slug.

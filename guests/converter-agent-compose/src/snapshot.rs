@@ -259,7 +259,30 @@ fn persona(
     if !skills.is_empty() {
         fields.insert("skills".into(), Value::Array(skills));
     }
-    let body = s(role, "briefing").unwrap_or_default().to_string();
+    let mut body = s(role, "briefing").unwrap_or_default().to_string();
+    let members: Vec<view::Member> = strings(role, "personalities")
+        .into_iter()
+        .map(|m| {
+            let p = personalities.get(&m);
+            view::Member {
+                skill: p
+                    .and_then(|p| s(p, "skill"))
+                    .map_or_else(|| format!("personality-{m}"), str::to_string),
+                color: p.and_then(|p| s(p, "color")).map(str::to_string),
+                name: m,
+            }
+        })
+        .collect();
+    let card = view::identity_card(&members, s(role, "favorite_color"));
+    let appended = (!card.is_empty()).then(|| view::append_card(&mut body, card));
+    if appended.is_some() {
+        report.reinterpreted(
+            "personalities-in-body",
+            FILE,
+            &format!("roles.{slug}"),
+            format!("role {slug}: its personalities (name, skill, colour) and favourite colour are appended to the persona body, so the agent is told them; the way back removes them"),
+        );
+    }
     pack.personas.push(Persona {
         file,
         fields,
@@ -269,6 +292,9 @@ fn persona(
     let mut rest = role.as_object().cloned().unwrap_or_default();
     for key in ["display_name", "purpose", "briefing"] {
         rest.remove(key);
+    }
+    if let Some(appended) = appended {
+        rest.insert("body_suffix".into(), appended.into());
     }
     report.normalised(
         "carried-in-extension",

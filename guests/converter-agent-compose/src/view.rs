@@ -97,6 +97,50 @@ pub fn methods(role: &Node) -> Vec<String> {
         .collect()
 }
 
+/// One active personality as the agent is told it.
+pub struct Member {
+    pub name: String,
+    pub skill: String,
+    /// `None`: defined in a personality library outside the package.
+    pub color: Option<String>,
+}
+
+/// What a bundle tells the agent (seed 001, "Favorite colors"): every active personality's name,
+/// skill and colour, and the melded favourite colour; appended to the persona body by both
+/// readers, removed again by the writer. Empty for a role without a meld.
+pub fn identity_card(members: &[Member], favorite: Option<&str>) -> String {
+    if members.is_empty() {
+        return String::new();
+    }
+    let mut card = String::from("\n## Your personalities\n\n");
+    for m in members {
+        match &m.color {
+            Some(c) => card.push_str(&format!("- {}: skill `{}`, colour {c}\n", m.name, m.skill)),
+            None => card.push_str(&format!(
+                "- {}: skill `{}` (defined in a personality library)\n",
+                m.name, m.skill
+            )),
+        }
+    }
+    if let Some(fav) = favorite {
+        card.push_str(&format!(
+            "\nYour favourite colour is {fav}: the blend of your personalities' colours.\n"
+        ));
+    }
+    card
+}
+
+/// Appends `card` to `body` (after a newline when the body lacks one); returns what was added.
+pub fn append_card(body: &mut String, card: String) -> String {
+    let appended = if body.is_empty() || body.ends_with('\n') {
+        card
+    } else {
+        format!("\n{card}")
+    };
+    body.push_str(&appended);
+    appended
+}
+
 /// Formats violations as one refusal message.
 pub fn refusal(what: &str, violations: &[crate::contract::Violation]) -> String {
     let items: Vec<String> = violations

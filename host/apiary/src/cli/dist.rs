@@ -63,7 +63,10 @@ git+https://github.com/o/r.git), or the recorded source with its version replace
 An expert pack (seed 004 §4) is converted by the built-in sandboxed converter first (a reports_to \
 cycle refuses it, nothing written); its agents install parents first; each agent.partial.toml is \
 merged into <root>/.apiary/agents/<pack-id>/<persona>/agent.toml without replacing keys already set; \
-its hooks/ are carried quarantined and never run; uninstall takes back exactly what it added.\n\n\
+its hooks/ are carried quarantined and never run; uninstall takes back exactly what it added. \
+One without `name` or `description`, or with a format marker of another major version \
+(`[expert-v2]`), is refused; what it declares in [expert.requires] (variables, binaries) and \
+[expert.prompts] recommended is printed before the install and shown by `apiary list`.\n\n\
 Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install github:example/meadow-team@v1.2.0 --json\n  \
 apiary install --sha256 <64 hex digits> http://mirror.internal/meadow-team-1.2.0.buzzpack\n  apiary install --locked github:example/meadow-team   (the commit pack.lock pins)\n  \
 apiary install --replace github:mirror/meadow-team   (the same id from another source)\n  \

@@ -635,7 +635,14 @@ fn a_v3_snapshot_becomes_a_pack_carrying_the_favourite_colour() {
     );
     let (fields, body) = persona(out.path(), "builder");
     assert_eq!(fields["description"], "Build the thing.");
-    assert_eq!(body.trim(), "You build.\n\nCarefully.");
+    // The briefing, then what the agent is told: each personality's skill and colour, the favourite.
+    let (briefing, card) = body.split_once("\n## Your personalities\n").unwrap();
+    assert_eq!(briefing.trim(), "You build.\n\nCarefully.");
+    assert!(
+        card.contains("- bright: skill `personality-bright`, colour #d98e48"),
+        "{card}"
+    );
+    assert!(card.contains("Your favourite colour is "), "{card}");
     assert!(common::codes(&report).contains(&"synthesised:skill-body-missing".to_string()));
 
     // The pack it made cannot become a package: the snapshot has no personality bodies.
