@@ -212,6 +212,26 @@ fn requires_and_recommended_prompts_are_shown_before_install_and_in_list() {
     assert_eq!(v["expert"]["requires"]["env"][0]["name"], "APIARY_SEED_SET");
 }
 
+#[test]
+fn declared_text_cannot_drive_the_terminal() {
+    let env = Operator::new();
+    let expert = "[expert]\nname = \"loud\"\ndescription = \"d\"\nversion = \"1.0.0\"\n\n[expert.prompts]\nrecommended = [\"hi\\u001b]0;owned\\u0007\\nthere\"]\n\n[expert.requires]\nbins = [\"\\u001b[2Jwipe\"]";
+    let src = expert_pack(&env, "loud", expert, &[]);
+    for args in [vec!["install", src.as_str()], vec!["list"]] {
+        let r = in_root(&env, &args);
+        assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(!all.contains('\u{1b}') && !all.contains('\u{7}'), "{all:?}");
+        assert!(all.contains("\\u{1b}"), "{all}");
+    }
+    let r = in_root(&env, &["install", &src]);
+    assert!(
+        r.stderr.contains("try: hi\\u{1b}]0;owned\\u{7}\\nthere"),
+        "{}",
+        r.stderr
+    );
+}
+
 /// Converts the expert pack at `src` to a persona pack; returns its directory.
 fn to_pack(env: &Operator, src: &str) -> (String, Value) {
     let r = env.run(&["convert", src, "--to", "buzz-pack", "--json"]);

@@ -262,7 +262,8 @@ impl Declared {
         self.requires.env.is_empty() && self.requires.bins.is_empty() && self.prompts.is_empty()
     }
 
-    /// What the operator reads before the install (and in `list`): one line each.
+    /// What the operator reads before the install (and in `list`): one line each, with the
+    /// pack's text made safe for a terminal.
     pub fn lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         let needs = |label: &str, needs: &[Need], missing: &str| {
@@ -270,9 +271,9 @@ impl Declared {
                 .iter()
                 .map(|n| {
                     if n.present {
-                        n.name.clone()
+                        shown(&n.name)
                     } else {
-                        format!("{} ({missing})", n.name)
+                        format!("{} ({missing})", shown(&n.name))
                     }
                 })
                 .collect();
@@ -288,10 +289,34 @@ impl Declared {
             out.push("(declared by the pack; nothing is installed or fetched for it)".into());
         }
         for p in &self.prompts {
-            out.push(format!("try: {p}"));
+            out.push(format!("try: {}", shown(p)));
         }
         out
     }
+}
+
+/// Most characters of one declared item shown on a line.
+const MAX_SHOWN: usize = 200;
+
+/// Text from the pack as one terminal-safe line: control characters (escape sequences, newlines)
+/// escaped, long text cut.
+fn shown(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(MAX_SHOWN)
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect();
+    if text.chars().count() > MAX_SHOWN {
+        out.push('…');
+    }
+    out
 }
 
 /// Whether an executable file `name` is in a `PATH` directory (a name with a `/` is looked up
