@@ -41,14 +41,57 @@ fn check(package: &Package) -> Result<Vec<String>, String> {
     let roles: Vec<_> = package
         .roles
         .iter()
-        .map(|r| view::role_view(&r.node, &r.file, None))
+        .map(|r| {
+            let mut v = view::role_view(&r.node, &r.file, None);
+            v.skill = r.node.child_arg("skill").map(|id| {
+                let found = package.skill(id);
+                contract::RoleSkill {
+                    id: id.to_string(),
+                    path: found.map_or_else(String::new, |s| format!("{}/SKILL.md", s.dir)),
+                    text: found.map(|s| s.text().to_string()),
+                }
+            });
+            v
+        })
         .collect();
     let personalities: Vec<_> = package
         .personalities
         .iter()
-        .map(|p| view::personality_view(&p.node, &p.file))
+        .map(|p| {
+            let mut v = view::personality_view(&p.node, &p.file);
+            let skill = view::bound_skill(&p.node);
+            let definition = match package.skill(&skill) {
+                None => contract::Definition::Missing,
+                Some(s) if frontmatter::parse(s.text()).body.trim().is_empty() => {
+                    contract::Definition::Empty
+                }
+                Some(_) => contract::Definition::Present,
+            };
+            v.binding = Some(contract::Binding { skill, definition });
+            v
+        })
         .collect();
-    let violations = contract::check(rules, &roles, &personalities, &external);
+    let mut violations = contract::check(rules, &roles, &personalities, &external);
+    // An extra definition: a personality SKILL.md no personality binds.
+    for skill in &package.skills {
+        let bound = package
+            .personalities
+            .iter()
+            .any(|p| view::bound_skill(&p.node) == skill.id);
+        let library = external
+            .iter()
+            .any(|e| skill.id == format!("personality-{e}"));
+        if skill.id.starts_with("personality-") && !bound && !library {
+            violations.push(contract::Violation {
+                path: format!("{}/SKILL.md", skill.dir),
+                field: "name".into(),
+                message: format!(
+                    "definition `{}` is bound by no personality of the package (an extra definition)",
+                    skill.id
+                ),
+            });
+        }
+    }
     if !violations.is_empty() {
         return Err(view::refusal(
             &format!("{} {}", package.kind.as_str(), package.name),
@@ -295,7 +338,7 @@ fn role_persona(
         }
     };
     fields.insert("description".into(), purpose.into());
-    let body = briefing(package, role, &file, &mut extra, report, role_skill_ids);
+    let mut body = briefing(package, role, &file, &mut extra, report, role_skill_ids);
     let skills = persona_skills(package, node);
     if !skills.is_empty() {
         fields.insert("skills".into(), Value::Array(skills));
@@ -320,6 +363,20 @@ fn role_persona(
         );
         extra.insert("favorite_color".into(), fav.into());
     }
+    let card = identity_card(package, node, s_of(&extra, "favorite_color"));
+    if !card.is_empty() {
+        let appended = view::append_card(&mut body, card);
+        report.reinterpreted(
+            "personalities-in-body",
+            &role.file,
+            "personality",
+            format!(
+                "role {}: its personalities (name, skill, colour) and favourite colour are appended to the persona body, so the agent is told them; the way back removes them",
+                role.slug()
+            ),
+        );
+        extra.insert("body_suffix".into(), appended.into());
+    }
     extra.insert("file".into(), role.file.clone().into());
     extra.insert("node".into(), node.to_json());
     report.normalised(
@@ -339,6 +396,31 @@ fn role_persona(
         mode: convert_kit::ParseMode::Strict,
     };
     Ok((persona, Value::Object(extra)))
+}
+
+fn s_of<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    map.get(key).and_then(Value::as_str)
+}
+
+/// Each meld member's (name, skill, colour) from the package; a library personality's colour is
+/// not in it.
+fn identity_card(package: &Package, role: &Node, favorite: Option<&str>) -> String {
+    let members: Vec<view::Member> = view::meld(role)
+        .into_iter()
+        .map(|name| match package.personality(&name) {
+            Some(p) => view::Member {
+                skill: view::bound_skill(&p.node),
+                color: p.node.str_prop("color").map(str::to_string),
+                name,
+            },
+            None => view::Member {
+                skill: format!("personality-{name}"),
+                color: None,
+                name,
+            },
+        })
+        .collect();
+    view::identity_card(&members, favorite)
 }
 
 /// The role's display name: its `display-name`, else its identity's name, else its slug.

@@ -147,6 +147,7 @@ fn check(
             name: name.clone(),
             path: format!("{FILE}#personalities.{name}"),
             color: s(p, "color").map(str::to_string),
+            binding: None,
         })
         .collect();
     let violations = contract::check(rules, &views, &pviews, &[]);
@@ -184,6 +185,22 @@ fn role_view(slug: &str, role: &Value) -> RoleView {
         identity: id,
         seats,
         favorite: s(role, "favorite_color").map(str::to_string),
+        // Tiers are an optional v3 field: absent means all three, whatever the roster.
+        tiers: Some(match role.get("supported_model_tiers") {
+            Some(_) => strings(role, "supported_model_tiers"),
+            None => contract::TIERS.iter().map(|t| t.to_string()).collect(),
+        }),
+        seat_tiers: role
+            .get("seats")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|seat| {
+                let key = s(seat, "key").or(s(seat, "harness")).unwrap_or_default();
+                Some((key.to_string(), s(seat, "tier")?.to_string()))
+            })
+            .collect(),
+        skill: None,
     }
 }
 
@@ -242,7 +259,30 @@ fn persona(
     if !skills.is_empty() {
         fields.insert("skills".into(), Value::Array(skills));
     }
-    let body = s(role, "briefing").unwrap_or_default().to_string();
+    let mut body = s(role, "briefing").unwrap_or_default().to_string();
+    let members: Vec<view::Member> = strings(role, "personalities")
+        .into_iter()
+        .map(|m| {
+            let p = personalities.get(&m);
+            view::Member {
+                skill: p
+                    .and_then(|p| s(p, "skill"))
+                    .map_or_else(|| format!("personality-{m}"), str::to_string),
+                color: p.and_then(|p| s(p, "color")).map(str::to_string),
+                name: m,
+            }
+        })
+        .collect();
+    let card = view::identity_card(&members, s(role, "favorite_color"));
+    let appended = (!card.is_empty()).then(|| view::append_card(&mut body, card));
+    if appended.is_some() {
+        report.reinterpreted(
+            "personalities-in-body",
+            FILE,
+            &format!("roles.{slug}"),
+            format!("role {slug}: its personalities (name, skill, colour) and favourite colour are appended to the persona body, so the agent is told them; the way back removes them"),
+        );
+    }
     pack.personas.push(Persona {
         file,
         fields,
@@ -252,6 +292,9 @@ fn persona(
     let mut rest = role.as_object().cloned().unwrap_or_default();
     for key in ["display_name", "purpose", "briefing"] {
         rest.remove(key);
+    }
+    if let Some(appended) = appended {
+        rest.insert("body_suffix".into(), appended.into());
     }
     report.normalised(
         "carried-in-extension",

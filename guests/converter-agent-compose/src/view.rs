@@ -48,6 +48,19 @@ pub fn role_view(role: &Node, path: &str, favorite: Option<String>) -> RoleView 
         identity: identity(role),
         seats: seats(role),
         favorite,
+        tiers: role
+            .first_child("model-tier")
+            .map(|n| n.str_args().into_iter().map(str::to_string).collect()),
+        seat_tiers: role
+            .children
+            .iter()
+            .filter(|c| c.name == "agent" || c.name == "seat")
+            .filter_map(|c| {
+                let tier = c.str_prop("tier")?;
+                Some((c.arg0().unwrap_or_default().to_string(), tier.to_string()))
+            })
+            .collect(),
+        skill: None,
     }
 }
 
@@ -56,6 +69,7 @@ pub fn personality_view(node: &Node, path: &str) -> PersonalityView {
         name: node.arg0().unwrap_or_default().to_string(),
         path: path.to_string(),
         color: node.str_prop("color").map(str::to_string),
+        binding: None,
     }
 }
 
@@ -81,6 +95,50 @@ pub fn methods(role: &Node) -> Vec<String> {
         .flat_map(|n| n.str_args())
         .map(str::to_string)
         .collect()
+}
+
+/// One active personality as the agent is told it.
+pub struct Member {
+    pub name: String,
+    pub skill: String,
+    /// `None`: defined in a personality library outside the package.
+    pub color: Option<String>,
+}
+
+/// What a bundle tells the agent (seed 001, "Favorite colors"): every active personality's name,
+/// skill and colour, and the melded favourite colour; appended to the persona body by both
+/// readers, removed again by the writer. Empty for a role without a meld.
+pub fn identity_card(members: &[Member], favorite: Option<&str>) -> String {
+    if members.is_empty() {
+        return String::new();
+    }
+    let mut card = String::from("\n## Your personalities\n\n");
+    for m in members {
+        match &m.color {
+            Some(c) => card.push_str(&format!("- {}: skill `{}`, colour {c}\n", m.name, m.skill)),
+            None => card.push_str(&format!(
+                "- {}: skill `{}` (defined in a personality library)\n",
+                m.name, m.skill
+            )),
+        }
+    }
+    if let Some(fav) = favorite {
+        card.push_str(&format!(
+            "\nYour favourite colour is {fav}: the blend of your personalities' colours.\n"
+        ));
+    }
+    card
+}
+
+/// Appends `card` to `body` (after a newline when the body lacks one); returns what was added.
+pub fn append_card(body: &mut String, card: String) -> String {
+    let appended = if body.is_empty() || body.ends_with('\n') {
+        card
+    } else {
+        format!("\n{card}")
+    };
+    body.push_str(&appended);
+    appended
 }
 
 /// Formats violations as one refusal message.

@@ -49,11 +49,27 @@ pub fn convert(input: &Path, output: &Path, overlay: Option<&str>) -> Result<Rep
         };
         merge(&mut ext, over);
     }
-    let files = build(&pack, &ext, &mut report)?;
+    let files = build(&pack, &ext, &mut report).map_err(|e| {
+        if ext.is_empty() {
+            format!("{}; {e}", remedy(&pack))
+        } else {
+            e
+        }
+    })?;
     for file in files {
         tree::write(output, &file.path, file.bytes)?;
     }
     Ok(report)
+}
+
+/// Why an ordinary persona pack (not converted from agent-compose, no overlay) cannot become a
+/// person package as it is, and what to supply.
+fn remedy(pack: &Pack) -> String {
+    let persona = pack.personas.first().map_or("<persona>", |p| p.name());
+    format!(
+        "this pack was not converted from agent-compose, so its personas have no personality meld, personality colours and skills, or identity (name and pronouns), and the converter does not invent them: supply them with `--option overlay=@FILE`, FILE holding JSON shaped like the `{EXT}` block, e.g. {{\"personas\": {{\"{persona}\": {{\"personalities\": [\"steady\"], \"identity\": {{\"name\": \"…\", \"pronouns\": \"they\"}}}}}}, \"personalities\": {{\"steady\": {{\"color\": \"#5fa87a\", \"skill_md\": \"<SKILL.md text>\"}}}}}}; each persona body becomes its role skill (at least three paragraphs, at most {} words)",
+        contract::ROLE_SKILL_MAX_WORDS
+    )
 }
 
 /// Deep-merges `over` into `base` (objects merge, anything else replaces).
@@ -585,7 +601,7 @@ impl Build<'_> {
         report: &mut Report,
     ) -> Result<RoleView, String> {
         let (rslug, mut role) = role_node(persona, entry, report)?;
-        self.lay_persona(&mut role, &rslug, persona, entry, report);
+        let skill = self.lay_persona(&mut role, &rslug, persona, entry, report);
         // Skills the persona names beyond its meld and boundaries become methods.
         self.methods(&mut role, &rslug, persona, report);
         report_runtime(&role, persona, entry, report);
@@ -612,7 +628,8 @@ impl Build<'_> {
                     format!("roles/{:02}-{rslug}.kdl", i + 1)
                 }
             });
-        let role_view = view::role_view(&role, &file, fav);
+        let mut role_view = view::role_view(&role, &file, fav);
+        role_view.skill = skill;
         self.out.push(Out {
             path: file,
             bytes: node::render(std::slice::from_ref(&role)).into_bytes(),
@@ -621,7 +638,7 @@ impl Build<'_> {
     }
 
     /// The persona's fields laid over the role node: display name, purpose, and the briefing or
-    /// the role skill written from the persona body.
+    /// the role skill written from the persona body (returned, for the contract's shape check).
     fn lay_persona(
         &mut self,
         role: &mut Node,
@@ -629,7 +646,7 @@ impl Build<'_> {
         persona: &Persona,
         entry: &Map<String, Value>,
         report: &mut Report,
-    ) {
+    ) -> Option<contract::RoleSkill> {
         let display = persona.str_field("display_name");
         let default_display = view::identity_name(role).unwrap_or_else(|| rslug.to_string());
         if role.first_child("display-name").is_some()
@@ -644,9 +661,14 @@ impl Build<'_> {
                 &["order", "display-name"],
             );
         }
-        let body = persona.body.as_str();
+        // The identity card the reader appended (personalities, favourite colour) goes.
+        let body = s(entry, "body_suffix")
+            .filter(|sfx| !sfx.is_empty())
+            .and_then(|sfx| persona.body.strip_suffix(sfx))
+            .unwrap_or(&persona.body);
         if role.first_child("briefing").is_some() {
             role.set_child(Node::new("briefing").arg(body.trim()), &["purpose"]);
+            None
         } else {
             if role.first_child("skill").is_none() {
                 role.set_child(
@@ -661,11 +683,17 @@ impl Build<'_> {
                 );
             }
             let id = role.child_arg("skill").unwrap_or_default().to_string();
-            self.role_skill(&id, rslug, description, body, entry);
+            let (path, text) = self.role_skill(&id, rslug, description, body, entry);
+            Some(contract::RoleSkill {
+                id,
+                path,
+                text: Some(text),
+            })
         }
     }
 
     /// The role skill's `SKILL.md` (the persona body) and the files the extension kept with it.
+    /// Returns the `SKILL.md` path and text.
     fn role_skill(
         &mut self,
         id: &str,
@@ -673,7 +701,7 @@ impl Build<'_> {
         description: &str,
         body: &str,
         entry: &Map<String, Value>,
-    ) {
+    ) -> (String, String) {
         let mut fm = obj(entry.get("skill_frontmatter"))
             .cloned()
             .unwrap_or_default();
@@ -691,9 +719,11 @@ impl Build<'_> {
                     format!("roles/{rslug}")
                 }
             });
+        let text = frontmatter::render(&fm, body);
+        let path = format!("{dir}/SKILL.md");
         self.out.push(Out {
-            path: format!("{dir}/SKILL.md"),
-            bytes: frontmatter::render(&fm, body).into_bytes(),
+            path: path.clone(),
+            bytes: text.clone().into_bytes(),
         });
         if let Some(extra) = obj(entry.get("skill_files")) {
             for (rel, text) in extra {
@@ -705,6 +735,7 @@ impl Build<'_> {
                 }
             }
         }
+        (path, text)
     }
 
     /// The persona's other skills as role methods, each skill's files written once.
@@ -772,9 +803,17 @@ impl Build<'_> {
         } else {
             Contract::External
         };
+        // Definitions were checked as they were written (`personality`); the binding's id here.
         let pviews: Vec<_> = pnodes
             .iter()
-            .map(|(n, f)| view::personality_view(n, f))
+            .map(|(n, f)| {
+                let mut v = view::personality_view(n, f);
+                v.binding = Some(contract::Binding {
+                    skill: view::bound_skill(n),
+                    definition: contract::Definition::Present,
+                });
+                v
+            })
             .collect();
         let external = strings(self.ext, "external_personalities");
         self.violations

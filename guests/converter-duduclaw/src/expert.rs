@@ -239,6 +239,7 @@ impl Expert {
     /// no agents, an agent name that is not a safe directory name, a missing soul) is an error.
     pub fn read(root: &Path, report: &mut Report) -> Result<Expert, String> {
         let mut doc = read_toml(root, MANIFEST, report)?;
+        check_format_marker(&doc)?;
         let mut table = match doc.remove("expert") {
             Some(Value::Object(t)) => t,
             Some(_) => return Err(format!("{MANIFEST}: `expert` is not a table")),
@@ -352,6 +353,72 @@ impl Expert {
     }
 }
 
+/// The expert pack format major this converter reads (seed 004 is "Expert Pack Format v1.0").
+pub const FORMAT_MAJOR: u64 = 1;
+/// Keys that may carry a format version, at the top of `expert.toml` or in `[expert]`.
+const MARKER_KEYS: &[&str] = &[
+    "format",
+    "format_version",
+    "spec_version",
+    "schema_version",
+    "expert_format",
+    "expert_version",
+];
+
+/// Seed 004 §6: a breaking change comes as v2 "with a new top-level marker", and installers
+/// refuse majors they do not know (fail closed). A marker is a versioned `[expert…]` table
+/// (`[expert-v2]`, `[expert2]`, `[expert_v2]`) or a format key (`format = "expert-pack/2"`,
+/// `format_version = 2`, also inside `[expert]`) whose major version is not 1.
+pub fn check_format_marker(doc: &Map<String, Value>) -> Result<(), String> {
+    let inner = doc.get("expert").and_then(Value::as_object);
+    let keyed = MARKER_KEYS.iter().filter_map(|k| {
+        let top = doc.get(*k).map(|v| (k.to_string(), v));
+        top.or_else(|| inner?.get(*k).map(|v| (format!("expert.{k}"), v)))
+    });
+    for (field, value) in keyed {
+        let text = match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if let Some(major) = major_of(&text)
+            && major != FORMAT_MAJOR
+        {
+            return Err(unknown_major(&format!("`{field} = {value}`"), major));
+        }
+    }
+    for key in doc.keys() {
+        let Some(rest) = key.strip_prefix("expert") else {
+            continue;
+        };
+        let version = rest.trim_start_matches(['-', '_', '.']);
+        let version = version.strip_prefix(['v', 'V']).unwrap_or(version);
+        if !version.is_empty()
+            && version.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+            && let Some(major) = major_of(version)
+            && major != FORMAT_MAJOR
+        {
+            return Err(unknown_major(&format!("the table `[{key}]`"), major));
+        }
+    }
+    Ok(())
+}
+
+/// The first run of digits in a version text (`expert-pack/2.1` -> 2, `v3` -> 3).
+fn major_of(text: &str) -> Option<u64> {
+    let start = text.find(|c: char| c.is_ascii_digit())?;
+    let digits: String = text[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+fn unknown_major(marker: &str, major: u64) -> String {
+    format!(
+        "{MANIFEST}: format marker {marker} names expert pack format v{major}, which this converter does not know (it reads v{FORMAT_MAJOR}); refused rather than guessed (seed 004 §6: installers refuse majors they do not know)"
+    )
+}
+
 fn read_agent(
     root: &Path,
     table: Map<String, Value>,
@@ -451,6 +518,41 @@ mod tests {
             nesting(&format!("a = {}{}", "[".repeat(100), "]".repeat(100))),
             100
         );
+    }
+
+    #[test]
+    fn format_markers() {
+        let doc = |text: &str| parse_toml(text, MANIFEST, &mut Report::default()).unwrap();
+        let ok = [
+            "[expert]\nname = \"a\"\n",
+            "format = \"expert-pack/1.0\"\n[expert]\n",
+            "[expert]\nformat_version = 1\n",
+            "[expert]\n[expert-extras]\n",
+        ];
+        for text in ok {
+            assert!(check_format_marker(&doc(text)).is_ok(), "{text}");
+        }
+        let refused = [
+            ("[expert-v2]\nname = \"a\"\n", "`[expert-v2]`", "v2"),
+            ("[expert2]\n", "`[expert2]`", "v2"),
+            (
+                "format = \"expert-pack/3\"\n[expert]\n",
+                "format = \"expert-pack/3\"",
+                "v3",
+            ),
+            (
+                "[expert]\nspec_version = \"2.0\"\n",
+                "expert.spec_version",
+                "v2",
+            ),
+        ];
+        for (text, marker, major) in refused {
+            let e = check_format_marker(&doc(text)).unwrap_err();
+            assert!(
+                e.contains(marker) && e.contains(major) && e.contains(MANIFEST),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -71,12 +71,14 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
         .and_then(|d| d.get("model"))
         .and_then(Value::as_str)
         .map(str::to_string);
-    let skill_dirs = skills(&pack, &mut expert, &mut report);
+    let wiki = crate::wiki::recorded(&ext).map(str::to_string);
+    let skill_dirs = skills(&pack, wiki.as_deref(), &mut expert, &mut report);
     let pack_mcp = pack_mcp(&pack, &mut buzz, &mut report);
     let shared = Shared {
         defaults_model: defaults_model.as_deref(),
         pack_mcp: &pack_mcp,
         skill_dirs: &skill_dirs,
+        wiki: wiki.as_deref(),
     };
     let personas_ext = agents(&pack, &ext, &shared, &mut expert, &mut report);
     if !personas_ext.is_empty() {
@@ -112,6 +114,8 @@ struct Shared<'a> {
     pack_mcp: &'a Map<String, Value>,
     /// New skill directory -> the pack's.
     skill_dirs: &'a Map<String, Value>,
+    /// The skill holding the expert pack's wiki pages (no agent lists it: the pages are wiki/).
+    wiki: Option<&'a str>,
 }
 
 impl Shared<'_> {
@@ -132,10 +136,20 @@ impl Shared<'_> {
     }
 }
 
-/// Skills: DuDuClaw requires the directory name to be a slug. Returns the renames.
-fn skills(pack: &Pack, expert: &mut Expert, report: &mut Report) -> Map<String, Value> {
+/// Skills: DuDuClaw requires the directory name to be a slug. Returns the renames. The skill an
+/// expert pack's wiki became goes back to `wiki/`.
+fn skills(
+    pack: &Pack,
+    wiki: Option<&str>,
+    expert: &mut Expert,
+    report: &mut Report,
+) -> Map<String, Value> {
     let mut skill_dirs = Map::new();
     for skill in &pack.skills {
+        if Some(skill.name.as_str()) == wiki {
+            expert.files.extend(crate::wiki::pages_of(skill));
+            continue;
+        }
         let mut skill = skill.clone();
         if !slug::is_valid(&skill.name, Rules::DuDuClaw) {
             let to = slug::normalise(&skill.name, Rules::DuDuClaw)
@@ -612,7 +626,9 @@ fn new_agent(
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .map(|s| Value::from(shared.skill_name(s)))
+        .map(|s| shared.skill_name(s))
+        .filter(|s| Some(s.as_str()) != shared.wiki)
+        .map(Value::from)
         .collect();
     if !skills.is_empty() {
         table.insert("skills".into(), Value::Array(skills));

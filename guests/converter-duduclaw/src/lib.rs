@@ -4,7 +4,8 @@
 //! - [`expert`]: the expert pack model (TOML in file order, agents, carried files);
 //! - [`topo`]: parents-first `reports_to` order, cycles refused;
 //! - [`to_pack`]: expert pack -> persona pack; [`template`]: a bare agent directory as input;
-//! - [`from_pack`]: persona pack -> expert pack.
+//! - [`from_pack`]: persona pack -> expert pack;
+//! - [`wiki`]: the wiki pages as one skill every persona gets, and back.
 //!
 //! Extension blocks make both round trips lossless: `x-expert` in the persona pack manifest (and
 //! files under `x-expert/`), `[expert.x-buzz]` in `expert.toml`.
@@ -14,6 +15,7 @@ pub mod from_pack;
 pub mod template;
 pub mod to_pack;
 pub mod topo;
+pub mod wiki;
 
 use std::path::Path;
 

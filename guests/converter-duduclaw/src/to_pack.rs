@@ -17,6 +17,9 @@ use convert_kit::{Map, McpServer, Pack, ParseMode, Persona, Report, Value, json}
 use crate::expert::{Agent, Expert, MANIFEST, str_of};
 use crate::{EXT_BUZZ, EXT_EXPERT, EXT_FILES, topo};
 
+/// Files as `(pack-relative path, bytes)`.
+type Files = Vec<(String, Vec<u8>)>;
+
 /// Expert keys with a direct persona pack manifest slot.
 const MAPPED_KEYS: &[&str] = &[
     "name",
@@ -97,9 +100,13 @@ pub fn write(expert: &Expert, mut report: Report, output: &Path) -> Result<Repor
             })
             .collect();
     }
-    let restored = pack_files(expert, &buzz, &mut pack, &mut carried);
+    let (restored, pages) = pack_files(expert, &buzz, &mut pack, &mut carried);
+    let wiki_skill = share_wiki(&pages, &title, &mut pack, &mut report);
     let files = report_carried(&carried, &mut report);
-    let ext = extension(expert, agents_ext, files, &mut report);
+    let mut ext = extension(expert, agents_ext, files, &mut report);
+    if let Some(name) = wiki_skill {
+        ext.insert("wiki_skill".into(), name.into());
+    }
     pack.manifest.insert(EXT_EXPERT.into(), Value::Object(ext));
 
     pack.write(output)?;
@@ -150,14 +157,42 @@ fn skills(
     }
 }
 
-/// The expert pack's other files: the pack instructions, files a persona pack carried (returned,
-/// to go back to their place), and the rest into `carried`.
+/// The wiki pages as one skill every persona gets (seed 004: wiki pages are the team's shared
+/// knowledge, so they must reach the agents). Returns the skill's name.
+fn share_wiki(
+    pages: &[(String, Vec<u8>)],
+    title: &str,
+    pack: &mut Pack,
+    report: &mut Report,
+) -> Option<String> {
+    if pages.is_empty() {
+        return None;
+    }
+    let taken: Vec<&str> = pack.skills.iter().map(|s| s.name.as_str()).collect();
+    let skill = crate::wiki::skill(pages, title, &taken, report);
+    let entry = Value::from(format!("./skills/{}/", skill.name));
+    for persona in &mut pack.personas {
+        let skills = persona
+            .fields
+            .entry("skills")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = skills {
+            list.push(entry.clone());
+        }
+    }
+    let name = skill.name.clone();
+    pack.skills.push(skill);
+    Some(name)
+}
+
+/// The expert pack's other files: the pack instructions, files a persona pack carried (returned
+/// first, to go back to their place), wiki pages (returned second) and the rest into `carried`.
 fn pack_files(
     expert: &Expert,
     buzz: &Map<String, Value>,
     pack: &mut Pack,
     carried: &mut Vec<(String, Vec<u8>)>,
-) -> Vec<(String, Vec<u8>)> {
+) -> (Files, Files) {
     let instructions = buzz.get("instructions").and_then(Value::as_str);
     // Stored path -> the persona pack path it came from.
     let buzz_files: Map<String, Value> = buzz
@@ -166,6 +201,7 @@ fn pack_files(
         .cloned()
         .unwrap_or_default();
     let mut restored: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut pages: Vec<(String, Vec<u8>)> = Vec::new();
     for (path, bytes) in &expert.files {
         if Some(path.as_str()) == instructions
             && let Ok(text) = std::str::from_utf8(bytes)
@@ -181,9 +217,13 @@ fn pack_files(
             restored.push((original.to_string(), bytes.clone()));
             continue;
         }
+        if crate::wiki::is_page(path) {
+            pages.push((path.clone(), bytes.clone()));
+            continue;
+        }
         carried.push((path.clone(), bytes.clone()));
     }
-    restored
+    (restored, pages)
 }
 
 /// Reports each carried file (hooks as quarantined) and lists them for `x-expert.files`.
@@ -510,16 +550,7 @@ fn persona(
     }
     let trigger = str_of(&agent.table, "trigger").trim();
     if !trigger.is_empty() {
-        report.reinterpreted(
-            "trigger-as-keyword",
-            MANIFEST,
-            &agent_field(index, "trigger"),
-            format!("mention hint `{trigger}` became `triggers.keywords` (with mentions on)"),
-        );
-        fields.insert(
-            "triggers".into(),
-            json!({ "mentions": true, "keywords": [trigger] }),
-        );
+        fields.insert("triggers".into(), triggers(trigger, name, index, report));
         synthesised.push("triggers");
     }
     report_unmapped_agent(agent, index, name, preferred, report);
@@ -528,6 +559,35 @@ fn persona(
         Value::Array(synthesised.into_iter().map(Value::from).collect()),
     );
     (persona_of(file_default, fields, &agent.soul), ext)
+}
+
+/// The `trigger` mention hint (seed 004: `trigger = "@front"`) as persona triggers. `@<persona
+/// name>` is the persona's own @-mention, which wakes it in any channel (`mentions`). Any other
+/// hint (another handle, a CJK display name the @-mention syntax cannot spell) becomes a keyword,
+/// which wakes the persona only in the channels it subscribes to: reported, with the remedy.
+fn triggers(trigger: &str, name: &str, index: usize, report: &mut Report) -> Value {
+    let field = agent_field(index, "trigger");
+    if trigger
+        .strip_prefix('@')
+        .is_some_and(|handle| handle.eq_ignore_ascii_case(name))
+    {
+        report.normalised(
+            "trigger-as-mention",
+            MANIFEST,
+            &field,
+            format!("mention hint `{trigger}` is the persona's own @-mention: `triggers.mentions` on, which wakes it in any channel"),
+        );
+        return json!({ "mentions": true });
+    }
+    report.reinterpreted(
+        "trigger-as-keyword",
+        MANIFEST,
+        &field,
+        format!(
+            "mention hint `{trigger}` is not persona `{name}`'s @-mention: it became the keyword `{trigger}`, which wakes the persona in the channels it subscribes to (set `subscribe` in the pack defaults or the operator's overrides); `@{name}` wakes it in any channel"
+        ),
+    );
+    json!({ "mentions": true, "keywords": [trigger] })
 }
 
 /// The agent as an expert pack has it, for `x-expert.agents.<name>`.

@@ -71,7 +71,8 @@ pub struct ConvertArgs {
     /// Replace a non-empty --out.
     #[arg(long)]
     pub force: bool,
-    /// A converter-specific option, passed to every converter of the run (repeatable).
+    /// A converter-specific option, passed to every converter of the run (repeatable); a value
+    /// `@FILE` is read from FILE (e.g. `--option overlay=@overlay.json` for agent-compose).
     #[arg(long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
     /// Deadline per converter call, in seconds (default 30).
@@ -115,7 +116,7 @@ fn convert(args: &ConvertArgs) -> Result<Converted, Failed> {
     let mut options = Vec::new();
     for o in &args.options {
         match o.split_once('=') {
-            Some((k, v)) if !k.is_empty() => options.push((k.to_string(), v.to_string())),
+            Some((k, v)) if !k.is_empty() => options.push((k.to_string(), option_value(v)?)),
             _ => {
                 return Err(Failed::usage(format_args!(
                     "--option {o:?} is not KEY=VALUE"
@@ -385,4 +386,22 @@ impl Outcome for Converters {
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
     }
+}
+
+/// Most bytes of an option value read from a file (`KEY=@FILE`).
+const MAX_OPTION_FILE: u64 = 1 << 20;
+
+/// An option's value: as given, or the text of FILE for `@FILE`.
+fn option_value(value: &str) -> Result<String, Failed> {
+    let Some(path) = value.strip_prefix('@') else {
+        return Ok(value.to_string());
+    };
+    let bytes = crate::safe_fs::read_regular(
+        std::path::Path::new(path),
+        crate::safe_fs::FinalLink::Follow,
+        MAX_OPTION_FILE,
+    )
+    .map_err(|e| Failed::usage(format_args!("--option @{path}: cannot read it: {e}")))?;
+    String::from_utf8(bytes)
+        .map_err(|_| Failed::usage(format_args!("--option @{path}: not UTF-8 text")))
 }

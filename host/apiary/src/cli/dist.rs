@@ -63,7 +63,10 @@ git+https://github.com/o/r.git), or the recorded source with its version replace
 An expert pack (seed 004 §4) is converted by the built-in sandboxed converter first (a reports_to \
 cycle refuses it, nothing written); its agents install parents first; each agent.partial.toml is \
 merged into <root>/.apiary/agents/<pack-id>/<persona>/agent.toml without replacing keys already set; \
-its hooks/ are carried quarantined and never run; uninstall takes back exactly what it added.\n\n\
+its hooks/ are carried quarantined and never run; uninstall takes back exactly what it added. \
+One without `name` or `description`, or with a format marker of another major version \
+(`[expert-v2]`), is refused; what it declares in [expert.requires] (variables, binaries) and \
+[expert.prompts] recommended is printed before the install and shown by `apiary list`.\n\n\
 Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install github:example/meadow-team@v1.2.0 --json\n  \
 apiary install --sha256 <64 hex digits> http://mirror.internal/meadow-team-1.2.0.buzzpack\n  apiary install --locked github:example/meadow-team   (the commit pack.lock pins)\n  \
 apiary install --replace github:mirror/meadow-team   (the same id from another source)\n  \
@@ -283,9 +286,21 @@ pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
         replace: args.replace,
         sha256: args.sha256.clone(),
         unverified,
+        announce: (!args.json).then_some(announce as fn(&[String])),
         ..Default::default()
     };
     Ok(Installed(install::install(&root, &args.source, &opts)?))
+}
+
+/// Shows what an expert pack declares (requires, recommended prompts) before it is installed.
+fn announce(lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    eprintln!("The expert pack declares:");
+    for line in lines {
+        eprintln!("  {line}");
+    }
 }
 
 impl Serialize for Installed {
@@ -788,6 +803,9 @@ struct ListedPack {
     hooks: usize,
     trusted_hooks: usize,
     converted_from: Option<serde_json::Value>,
+    /// An expert pack's `[expert.requires]` and recommended prompts (converted packs only).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    declared: Option<dist::expert::Declared>,
 }
 
 pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
@@ -807,6 +825,10 @@ pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
                 Ok((_, hs)) => (hs.len(), hs.iter().filter(|h| h.trusted).count()),
                 Err(_) => (0, 0),
             };
+            let converted_from = entry.extra.get("converted_from").cloned();
+            let declared = converted_from
+                .as_ref()
+                .map(|_| installed_declared(&root, &id));
             ListedPack {
                 dir: root.join(&id),
                 pack_id: id,
@@ -817,11 +839,21 @@ pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
                 installed_at: entry.installed_at,
                 hooks,
                 trusted_hooks,
-                converted_from: entry.extra.get("converted_from").cloned(),
+                converted_from,
+                declared,
             }
         })
         .collect();
     Ok(Listed { root, packs })
+}
+
+/// What the installed copy of a converted pack declares (empty when its manifest is unreadable).
+fn installed_declared(root: &Path, id: &str) -> dist::expert::Declared {
+    let manifest = std::fs::read(root.join(id).join(".plugin/plugin.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    dist::expert::Declared::of(&manifest)
 }
 
 impl Outcome for Listed {
@@ -844,6 +876,9 @@ impl Outcome for Listed {
             let format = p.converted_from.as_ref().and_then(|c| c.get("format"));
             if let Some(f) = format.and_then(serde_json::Value::as_str) {
                 writeln!(to.out, "{:<40} (converted from {f})", "")?;
+            }
+            for line in p.declared.iter().flat_map(|d| d.lines()) {
+                writeln!(to.out, "{:<40} {line}", "")?;
             }
         }
         writeln!(to.err, "(HOOKS: trusted/total)")

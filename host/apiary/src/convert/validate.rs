@@ -685,7 +685,9 @@ fn agent_compose_package(dir: &Path) -> Validation {
     if kdl == 0 {
         v.error("", "no top-level .kdl document (person.kdl or a roster)");
     }
-    // Every SKILL.md in the package: frontmatter with name (equal to its directory) and description.
+    // Every SKILL.md in the package: frontmatter with name and description, the name equal to its
+    // directory, except a role skill in the external layout (seed 001): `roles/<slug>/SKILL.md`
+    // is named `role-<slug>`, the id its role's `skill` node binds.
     for rel in markdown_files(dir, ".")
         .into_iter()
         .filter(|r| r.ends_with("/SKILL.md"))
@@ -696,8 +698,10 @@ fn agent_compose_package(dir: &Path) -> Validation {
             .and_then(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let role_skill = rel == format!("roles/{parent}/SKILL.md");
         if let Some(name) = markdown(&mut v, dir, &rel, &["name", "description"])
             && name != parent
+            && !(role_skill && name == format!("role-{parent}"))
         {
             v.error(
                 &rel,
@@ -781,6 +785,25 @@ mod tests {
         let v = validate("claude-plugin", t.path());
         assert_eq!(v.errors.len(), 1, "{:?}", v.errors);
         assert!(v.errors[0].message.contains("gone.md"));
+    }
+
+    #[test]
+    fn a_person_package_role_skill_is_named_role_slug() {
+        let role = |name: &str| format!("---\nname: {name}\ndescription: d\n---\nBody\n");
+        let (good, bad) = (role("role-desk"), role("desk-role"));
+        let base = [
+            ("person.kdl", "person \"p\"\n"),
+            ("roles/01-desk.kdl", "role \"desk\"\n"),
+        ];
+        let t = tree(&[base[0], base[1], ("roles/desk/SKILL.md", &good)]);
+        let v = validate("agent-compose-package", t.path());
+        assert!(v.ok(), "{:?}", v.errors);
+        let t = tree(&[base[0], base[1], ("roles/desk/SKILL.md", &bad)]);
+        let v = validate("agent-compose-package", t.path());
+        assert_eq!(v.errors.len(), 1, "{:?}", v.errors);
+        // Elsewhere the name still equals the directory.
+        let t = tree(&[base[0], ("definitions/skills/desk/SKILL.md", &good)]);
+        assert!(!validate("agent-compose-package", t.path()).ok());
     }
 
     #[test]

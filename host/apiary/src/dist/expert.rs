@@ -155,9 +155,190 @@ pub struct Agent {
     pub department: String,
 }
 
+/// What an expert pack declares for its operator (seed 004 §3): the variables and binaries it
+/// needs (`[expert.requires] env, bins`: declared, never fetched or installed) and the prompts to
+/// try first (`[expert.prompts] recommended`). Read from the converted manifest's `x-expert.expert`
+/// block (the `[expert]` table as written), so `install` and `list` show the same thing.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Declared {
+    /// `[expert] name`, when it is a non-empty string.
+    #[serde(skip)]
+    pub name: Option<String>,
+    #[serde(skip)]
+    pub description: Option<String>,
+    pub requires: Requires,
+    pub prompts: Vec<String>,
+}
+
+/// `[expert.requires]`, each entry with whether this machine has it now.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Requires {
+    pub env: Vec<Need>,
+    pub bins: Vec<Need>,
+}
+
+/// One required variable or binary, and whether it is set (found on `PATH`) here.
+#[derive(Debug, Clone, Serialize)]
+pub struct Need {
+    pub name: String,
+    pub present: bool,
+}
+
+impl Declared {
+    /// From a persona pack manifest converted from an expert pack (empty for any other).
+    pub fn of(manifest: &Value) -> Declared {
+        let table = manifest.get("x-expert").and_then(|x| x.get("expert"));
+        let text = |key: &str| {
+            table
+                .and_then(|t| t.get(key))
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .map(str::to_string)
+        };
+        let list = |value: Option<&Value>| -> Vec<String> {
+            value
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let requires = table.and_then(|t| t.get("requires"));
+        Declared {
+            name: text("name"),
+            description: text("description"),
+            requires: Requires {
+                env: list(requires.and_then(|r| r.get("env")))
+                    .into_iter()
+                    .map(|name| Need {
+                        present: std::env::var_os(&name).is_some_and(|v| !v.is_empty()),
+                        name,
+                    })
+                    .collect(),
+                bins: list(requires.and_then(|r| r.get("bins")))
+                    .into_iter()
+                    .map(|name| Need {
+                        present: on_path(&name),
+                        name,
+                    })
+                    .collect(),
+            },
+            prompts: list(
+                table
+                    .and_then(|t| t.get("prompts"))
+                    .and_then(|p| p.get("recommended")),
+            ),
+        }
+    }
+
+    /// Refuses an expert pack without `name` or `description`.
+    fn check_required(&self, label: &str) -> Result<()> {
+        let missing: Vec<&str> = [("name", &self.name), ("description", &self.description)]
+            .into_iter()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let fields = missing
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        Err(DistError::new(
+            "expert.required",
+            format!(
+                "cannot install {label}: expert.toml [expert] has no {fields}; nothing was installed"
+            ),
+        )
+        .help("an expert pack needs `name` (a slug such as `clinic-team`: its install id) and `description` (a one-line summary) in its [expert] table (seed 004 §3); add them, or convert it with `apiary convert`, which synthesises them and reports it"))
+    }
+
+    /// Whether there is anything to show.
+    pub fn is_empty(&self) -> bool {
+        self.requires.env.is_empty() && self.requires.bins.is_empty() && self.prompts.is_empty()
+    }
+
+    /// What the operator reads before the install (and in `list`): one line each, with the
+    /// pack's text made safe for a terminal.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let needs = |label: &str, needs: &[Need], missing: &str| {
+            let items: Vec<String> = needs
+                .iter()
+                .map(|n| {
+                    if n.present {
+                        shown(&n.name)
+                    } else {
+                        format!("{} ({missing})", shown(&n.name))
+                    }
+                })
+                .collect();
+            format!("requires {label}: {}", items.join(", "))
+        };
+        if !self.requires.env.is_empty() {
+            out.push(needs("variables", &self.requires.env, "not set"));
+        }
+        if !self.requires.bins.is_empty() {
+            out.push(needs("binaries", &self.requires.bins, "not on PATH"));
+        }
+        if !self.requires.env.is_empty() || !self.requires.bins.is_empty() {
+            out.push("(declared by the pack; nothing is installed or fetched for it)".into());
+        }
+        for p in &self.prompts {
+            out.push(format!("try: {}", shown(p)));
+        }
+        out
+    }
+}
+
+/// Most characters of one declared item shown on a line.
+const MAX_SHOWN: usize = 200;
+
+/// Text from the pack as one terminal-safe line: control characters (escape sequences, newlines)
+/// escaped, long text cut.
+fn shown(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(MAX_SHOWN)
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect();
+    if text.chars().count() > MAX_SHOWN {
+        out.push('…');
+    }
+    out
+}
+
+/// Whether an executable file `name` is in a `PATH` directory (a name with a `/` is looked up
+/// as given).
+fn on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        return runnable(Path::new(name));
+    }
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|dir| runnable(&dir.join(name))))
+        .unwrap_or(false)
+}
+
 /// What the conversion produced, carried into the install.
 #[derive(Debug, Clone)]
 pub struct Converted {
+    /// What the pack declares for its operator (requires, recommended prompts).
+    pub declared: Declared,
     pub expert_name: String,
     pub converter: String,
     pub converter_version: String,
@@ -185,6 +366,9 @@ pub struct Summary {
     pub checksum: &'static str,
     pub agents: Vec<Agent>,
     pub agent_config: Vec<Merge>,
+    /// `[expert.requires]` (each with `present`) and `[expert.prompts] recommended`.
+    pub requires: Requires,
+    pub prompts: Vec<String>,
     pub report: Value,
 }
 
@@ -213,6 +397,8 @@ impl Converted {
             checksum: self.checksum,
             agents: self.agents,
             agent_config: merges,
+            requires: self.declared.requires,
+            prompts: self.declared.prompts,
             report: json!({
                 "lost": lost,
                 "synthesised": synthesised,
@@ -241,9 +427,14 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
     let expert_root = detect_expert(&tree, &label)?;
     let expert_name = expert_name(&expert_root);
     let out = tmp.path().join("converted");
-    let (pack, used, report) = convert_expert(expert_root, &out, &label)?;
-    let (agents, partials) = agents_and_partials(&out, &pack)?;
+    let (pack, used, report, manifest) = convert_expert(expert_root, &out, &label)?;
+    let declared = Declared::of(&manifest);
+    if let Some(announce) = opts.announce {
+        announce(&declared.lines());
+    }
+    let (agents, partials) = agents_and_partials(&manifest, &pack);
     let converted = Converted {
+        declared,
         expert_name,
         converter: used.name,
         converter_version: used.version,
@@ -367,13 +558,15 @@ fn detect_expert(tree: &Path, label: &str) -> Result<PathBuf> {
 }
 
 /// Converts the expert pack at `expert_root` into a persona pack in `out` with the built-in
-/// converter, and validates it. Returns the pack, the converter that ran and the conversion's
-/// counts (lost, synthesised, normalised, reinterpreted).
+/// converter, and validates it. Returns the pack, the converter that ran, the conversion's counts
+/// (lost, synthesised, normalised, reinterpreted) and the converted manifest. Seed 004 §3: an
+/// expert pack without `name` (the install id) or `description` is refused, as is a name the id
+/// would have to be made up for.
 fn convert_expert(
     expert_root: PathBuf,
     out: &Path,
     label: &str,
-) -> Result<(Pack, convert::Used, [usize; 4])> {
+) -> Result<(Pack, convert::Used, [usize; 4], Value)> {
     let sandbox = crate::shared_sandbox()
         .map_err(|e| DistError::new("expert.sandbox", format!("cannot start the sandbox: {e}")))?;
     let registry = Registry::load(sandbox, None, None);
@@ -393,6 +586,23 @@ fn convert_expert(
         return Err(DistError::new("expert.convert", "no converter ran"));
     };
     let report = &outcome.report;
+    let manifest = converted_manifest(out)?;
+    Declared::of(&manifest).check_required(label)?;
+    // A name with nothing usable in an id (all CJK, say) would install under a made-up one.
+    if let Some(f) = report
+        .synthesised
+        .iter()
+        .find(|f| f.code == "name-synthesised" && f.field == "expert.name")
+    {
+        return Err(DistError::new(
+            "expert.required",
+            format!(
+                "cannot install {label}: {} `{}`: {}; nothing was installed",
+                f.path, f.field, f.message
+            ),
+        )
+        .help("`name` in [expert] is the pack's install id: give it as a slug of a-z, 0-9 and `-` (seed 004 §3)"));
+    }
     let counts = [
         report.lost.len(),
         report.synthesised.len(),
@@ -407,7 +617,7 @@ fn convert_expert(
         )
         .with_report(loaded.report));
     };
-    Ok((pack, used.clone(), counts))
+    Ok((pack, used.clone(), counts, manifest))
 }
 
 /// The root is touched only now: the converted pack in `out` is staged and committed as any pack.
@@ -467,11 +677,9 @@ fn expert_name(root: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The personas in install order with their expert fields, and their partials, from the
-/// converted manifest's `x-expert.agents` block.
-fn agents_and_partials(out: &Path, pack: &Pack) -> Result<(Vec<Agent>, Vec<Partial>)> {
-    let manifest_path = out.join(".plugin/plugin.json");
-    let manifest: Value = fs::read(&manifest_path)
+/// The converted pack's manifest as JSON.
+fn converted_manifest(out: &Path) -> Result<Value> {
+    fs::read(out.join(".plugin/plugin.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .ok_or_else(|| {
@@ -479,7 +687,12 @@ fn agents_and_partials(out: &Path, pack: &Pack) -> Result<(Vec<Agent>, Vec<Parti
                 "expert.convert",
                 "the converted pack has no readable manifest",
             )
-        })?;
+        })
+}
+
+/// The personas in install order with their expert fields, and their partials, from the
+/// converted manifest's `x-expert.agents` block.
+fn agents_and_partials(manifest: &Value, pack: &Pack) -> (Vec<Agent>, Vec<Partial>) {
     let ext = manifest
         .get("x-expert")
         .and_then(|x| x.get("agents"))
@@ -509,7 +722,7 @@ fn agents_and_partials(out: &Path, pack: &Pack) -> Result<(Vec<Agent>, Vec<Parti
             partials.push((p.name.clone(), partial.clone()));
         }
     }
-    Ok((agents, partials))
+    (agents, partials)
 }
 
 /// Seed 004 §4.3: an existing pack of the same id that did not come from an expert pack is a

@@ -354,6 +354,28 @@ fn meadow_round_trips_through_a_package_with_an_overlay() {
         "{err}"
     );
     assert!(err.contains("role pip"), "{err}");
+    assert!(err.contains("--option overlay=@FILE"), "{err}");
+
+    // A role skill has at least three paragraphs (seed 001): the bodies are given two more.
+    let copy = tempfile::tempdir().unwrap();
+    copy_dir(&meadow, copy.path());
+    let meadow = copy.path().to_path_buf();
+    for name in ["pip", "lep", "thistle", "berry"] {
+        let file = meadow.join(format!("agents/{name}.persona.md"));
+        let text = std::fs::read_to_string(&file).unwrap();
+        let text = format!(
+            "{}
+
+It works in the meadow.
+
+It asks when unsure.
+",
+            text.trim_end()
+        );
+        std::fs::write(&file, text).unwrap();
+    }
+    let err = convert(BUZZ, PACKAGE, &meadow).unwrap_err();
+    assert!(err.contains("personality meld is empty"), "{err}");
 
     let (report1, package) = convert_with(
         BUZZ,
@@ -407,7 +429,12 @@ fn meadow_round_trips_through_a_package_with_an_overlay() {
     for name in ["pip", "lep", "thistle", "berry"] {
         let (before, body_before) = persona(&meadow, name);
         let (after, body_after) = persona(back.path(), name);
-        assert_eq!(body_before.trim(), body_after.trim(), "{name}: body");
+        // What the reader adds for the agent (personalities, favourite colour) follows the body.
+        assert!(
+            body_after.trim().starts_with(body_before.trim()),
+            "{name}: body"
+        );
+        assert!(body_after.contains("Your favourite colour is #"), "{name}");
         for (key, value) in &before {
             let file = format!("agents/{name}.persona.md#{key}");
             if lost1.contains(&file) {
@@ -608,7 +635,14 @@ fn a_v3_snapshot_becomes_a_pack_carrying_the_favourite_colour() {
     );
     let (fields, body) = persona(out.path(), "builder");
     assert_eq!(fields["description"], "Build the thing.");
-    assert_eq!(body.trim(), "You build.\n\nCarefully.");
+    // The briefing, then what the agent is told: each personality's skill and colour, the favourite.
+    let (briefing, card) = body.split_once("\n## Your personalities\n").unwrap();
+    assert_eq!(briefing.trim(), "You build.\n\nCarefully.");
+    assert!(
+        card.contains("- bright: skill `personality-bright`, colour #d98e48"),
+        "{card}"
+    );
+    assert!(card.contains("Your favourite colour is "), "{card}");
     assert!(common::codes(&report).contains(&"synthesised:skill-body-missing".to_string()));
 
     // The pack it made cannot become a package: the snapshot has no personality bodies.

@@ -339,7 +339,13 @@ fn team_pack_maps_as_formats_md_says_and_round_trips() {
     assert_eq!(front["model"], "claude-sonnet-4-6");
     assert_eq!(body, "\n# 前台\n\n你是前台。\n");
     let (nurse, _) = persona(&pack.path().join("agents/nurse.persona.md"));
-    assert_eq!(nurse["skills"], serde_json::json!(["./skills/triage/"]));
+    // Its own skill, then the wiki every persona gets (seed 004: the pages reach the agents).
+    assert_eq!(
+        nurse["skills"],
+        serde_json::json!(["./skills/triage/", "./skills/wiki/"])
+    );
+    assert!(pack.path().join("skills/wiki/clinic/faq.md").is_file());
+    assert!(has(&report, "wiki-as-skill"));
     assert_eq!(nurse["mcp_servers"][0]["name"], "records");
     assert_eq!(nurse["mcp_servers"].as_array().unwrap().len(), 1);
     assert!(has(&report, "mcp-server-unsupported"));
@@ -365,15 +371,14 @@ fn team_pack_maps_as_formats_md_says_and_round_trips() {
         .collect();
     assert_eq!(quarantined.len(), 1);
     assert_eq!(quarantined[0].path, "hooks/on_install.sh");
-    for carried in ["wiki/clinic/faq.md", "evals/basic.jsonl"] {
-        assert!(pack.path().join("x-expert").join(carried).is_file());
-        assert!(
-            report
-                .reinterpreted
-                .iter()
-                .any(|f| f.code == "carried-as-file" && f.path == carried)
-        );
-    }
+    let carried = "evals/basic.jsonl";
+    assert!(pack.path().join("x-expert").join(carried).is_file());
+    assert!(
+        report
+            .reinterpreted
+            .iter()
+            .any(|f| f.code == "carried-as-file" && f.path == carried)
+    );
 
     // Back: every file and every TOML value as it was (file order of agents included).
     let (_, back) = convert(BUZZ, EXPERT, pack.path()).unwrap();
