@@ -395,6 +395,13 @@ impl Sandbox {
         &self.cache
     }
 
+    /// Whether `bytes` load without a compilation: already loaded in this process, or in the
+    /// compile cache.
+    pub fn is_compiled(&self, bytes: &[u8]) -> bool {
+        let digest = cache::sha256_hex(bytes);
+        self.lock_loaded().contains_key(&digest) || self.cache.contains(&digest)
+    }
+
     /// Checks that `bytes` are a WebAssembly component (not a core module, not precompiled code).
     pub fn check_bytes(name: &str, bytes: &[u8]) -> Result<(), SandboxError> {
         if Engine::detect_precompiled(bytes).is_some() {

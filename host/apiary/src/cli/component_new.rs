@@ -192,13 +192,15 @@ pub(super) fn new(args: &NewArgs) -> Result<Created, Failed> {
         name,
         dir: args.dir.clone(),
         files: written,
-        build: build_command(&args.lang),
+        build: build_command(&args.lang, files),
     })
 }
 
 /// The one command that builds a project of this language (shown after `new`).
-fn build_command(lang: &str) -> &'static str {
+fn build_command(lang: &str, files: Files) -> &'static str {
+    let npm = files.iter().any(|(path, _)| *path == "package.json");
     match lang {
+        "js" if npm => "npm install && npm run build",
         "rust" => "cargo build --release --target wasm32-wasip2",
         _ => "see the project's README.md",
     }

@@ -266,7 +266,7 @@ impl Outcome for Built {
 }
 
 /// `install`: what was installed.
-pub(super) struct Installed(install::Installed);
+pub(super) struct Installed(install::Installed, Vec<super::precompile::Precompiled>);
 
 pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
     let root = crate::paths::install_root(args.root.as_deref())?;
@@ -285,7 +285,15 @@ pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
         unverified,
         ..Default::default()
     };
-    Ok(Installed(install::install(&root, &args.source, &opts)?))
+    let done = install::install(&root, &args.source, &opts)?;
+    // Sandboxed hooks run without trust: compiled now, so `up` loads them from the cache.
+    let components = done
+        .hooks
+        .iter()
+        .filter(|h| h.kind == dist::lock::HookKind::Component && !h.commands.is_empty())
+        .map(|h| h.path.as_str());
+    let compiled = super::precompile::hooks(&done.dir, components, !args.json);
+    Ok(Installed(done, compiled))
 }
 
 impl Serialize for Installed {
@@ -304,6 +312,8 @@ impl Serialize for Installed {
             hooks: &'a [dist::lock::HookRecord],
             expert: &'a Option<dist::expert::Summary>,
             warnings: usize,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            compiled: &'a [super::precompile::Precompiled],
         }
         let done = &self.0;
         Json {
@@ -319,6 +329,7 @@ impl Serialize for Installed {
             hooks: &done.hooks,
             expert: &done.expert,
             warnings: done.report.warnings(),
+            compiled: &self.1,
         }
         .serialize(serializer)
     }
@@ -354,6 +365,14 @@ impl Outcome for Installed {
         }
         if let Some(x) = &done.expert {
             write_expert(err, x)?;
+        }
+        for c in self.1.iter().filter(|c| c.outcome == "failed") {
+            writeln!(
+                err,
+                "  warning: hook component {} cannot be loaded: {}; `apiary up` will refuse the personas that use it",
+                c.path,
+                c.error.as_deref().unwrap_or("unknown error")
+            )?;
         }
         let quarantined = done.hooks.len();
         if quarantined > 0 {
@@ -507,6 +526,9 @@ pub(super) struct Reviewed {
     /// The pack was given as a directory.
     #[serde(skip)]
     is_dir: bool,
+    /// The component hooks compiled into the cache (so `up` loads them in milliseconds).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    compiled: Vec<super::precompile::Precompiled>,
 }
 
 fn hooks_json<S: serde::Serializer>(hooks: &[trust::HookStatus], s: S) -> Result<S::Ok, S::Error> {
@@ -652,6 +674,7 @@ pub(super) fn trust(args: &TrustArgs) -> Result<Trust, Failed> {
         },
         wanted,
         is_dir,
+        compiled: Vec::new(),
     };
     if reviewed.hooks.is_empty() && reviewed.servers.is_empty() {
         return Ok(Trust::Reviewed(reviewed));
@@ -660,9 +683,36 @@ pub(super) fn trust(args: &TrustArgs) -> Result<Trust, Failed> {
         let _ = write_review(&mut std::io::stderr().lock(), &reviewed);
     }
     confirm(args, &reviewed)?;
+    reviewed.compiled = compile_components(&review.dir, &reviewed.hooks, !args.json);
+    if let Some(bad) = reviewed.compiled.iter().find(|c| c.outcome == "failed") {
+        let e = DistError::new(
+            "trust.component",
+            format!(
+                "hook component {} cannot be loaded: {}; nothing was trusted",
+                bad.path,
+                bad.error.as_deref().unwrap_or("unknown error")
+            ),
+        )
+        .help("`apiary component inspect FILE` shows what apiary refuses in it");
+        return Err(e.into());
+    }
     trust::record(&guard, &target, &review, wanted.0, wanted.1)?;
     reviewed.trusted = true;
     Ok(Trust::Reviewed(reviewed))
+}
+
+/// Compiles the wired component hooks among `hooks` into the compile cache, showing progress
+/// when `show`.
+fn compile_components(
+    dir: &Path,
+    hooks: &[trust::HookStatus],
+    show: bool,
+) -> Vec<super::precompile::Precompiled> {
+    let components = hooks
+        .iter()
+        .filter(|h| h.kind == dist::lock::HookKind::Component && !h.commands.is_empty())
+        .map(|h| h.path.as_str());
+    super::precompile::hooks(dir, components, show)
 }
 
 /// The operator's yes: `--yes`, else an answer on the terminal.
