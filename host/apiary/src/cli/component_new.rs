@@ -257,5 +257,16 @@ mod tests {
         for kind in [Kind::Hook, Kind::Trigger, Kind::Converter] {
             assert!(languages(kind).contains(&"rust"), "{kind:?}");
         }
+        assert!(languages(Kind::Converter).contains(&"js"));
+        let (_, js) = TEMPLATES
+            .iter()
+            .find(|(d, _)| *d == "converter-js")
+            .unwrap();
+        // The frozen WIT reaches the project through the template's link to it.
+        assert!(
+            js.iter()
+                .any(|(p, _)| *p == "wit/deps/apiary-plugin@0.1.0/converter.wit")
+        );
+        assert_eq!(build_command("js", js), "npm install && npm run build");
     }
 }

@@ -1091,6 +1091,7 @@ mod tests {
             servers: vec![],
             wanted,
             is_dir: false,
+            compiled: vec![],
         };
         let (_, err, json, _) = capture(&Trust::Reviewed(reviewed((true, false))));
         assert_eq!(err, "p 1.0.0 has no hooks: nothing to trust.\n");

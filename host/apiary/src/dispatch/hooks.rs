@@ -199,3 +199,19 @@ impl HookRunner for NoHooks {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_first_compilation_gets_time_by_size_and_a_cached_load_the_base_deadline() {
+        assert_eq!(load_deadline(0), LOAD_DEADLINE);
+        assert_eq!(load_deadline(1), LOAD_DEADLINE + COMPILE_PER_MIB);
+        // The 12 MB componentize-js hook took up to 146 s to compile on a loaded machine.
+        assert!(load_deadline(12_036_870) >= Duration::from_secs(180));
+        // Monotonic, and bounded even for absurd sizes.
+        assert!(load_deadline(18 << 20) > load_deadline(12 << 20));
+        assert_eq!(load_deadline(u64::MAX), load_deadline(8 << 30));
+    }
+}
