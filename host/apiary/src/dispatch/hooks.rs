@@ -200,6 +200,16 @@ impl HookRunner for NoHooks {
     }
 }
 
+/// What a load within `deadline` is called in an error when it runs out: a first compilation
+/// says so, and how to do it ahead.
+pub fn load_what(deadline: Duration) -> &'static str {
+    if deadline > LOAD_DEADLINE {
+        "compiling the hooks (not in the compile cache yet; `apiary trust <pack> --hooks` compiles them ahead)"
+    } else {
+        "loading the hooks"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

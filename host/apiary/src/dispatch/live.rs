@@ -310,9 +310,11 @@ async fn start_hooks(
         .await
         .map_err(DispatchError::HookLoad)?;
         let (h, id, p) = (Arc::clone(runner), pack_id.to_string(), persona.clone());
-        hooks::off_async("loading the hooks", deadline, move || h.prepare(&id, &p))
-            .await
-            .map_err(DispatchError::HookLoad)?;
+        hooks::off_async(hooks::load_what(deadline), deadline, move || {
+            h.prepare(&id, &p)
+        })
+        .await
+        .map_err(DispatchError::HookLoad)?;
     }
     if persona.hooks.on_start.is_some() {
         let (h, id, p, dir) = (

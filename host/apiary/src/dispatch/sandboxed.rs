@@ -552,7 +552,7 @@ impl SandboxHooks {
             })
             .await?;
             let (h2, id2, p2) = (Arc::clone(&h), id.clone(), p.clone());
-            off_async("loading the hook", load, move || {
+            off_async(super::hooks::load_what(load), load, move || {
                 h2.prepare_point(&id2, &p2, point)
             })
             .await?;
