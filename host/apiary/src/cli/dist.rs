@@ -53,7 +53,9 @@ config, hooks or credential helpers, and are stopped after $APIARY_GIT_TIMEOUT_S
 300) or past $APIARY_GIT_MAX_MIB MiB (default 512); their .git/ is never installed. Credentials in a \
 source URL are kept out of messages and pack.lock. \
 The install is atomic: an interrupted install leaves the previous version and pack.lock intact. \
-Script hooks arrive quarantined: review and enable them with `apiary trust <pack-id>`.\n\n\
+Script hooks arrive quarantined: review and enable them with `apiary trust <pack-id>`. Hook \
+components (.wasm) are compiled into the compile cache after the install (progress on stderr; \
+`--json` lists them under `compiled`), so `apiary up` loads them in milliseconds.\n\n\
 A pack id is bound to the source it was installed from (pack.lock's `source`). Installing an id \
 that is installed from another source is refused unless --replace is given. The same source is: \
 the same file path (symlinks and `..` resolved; a .buzzpack re-built at the same path), the same \
@@ -112,6 +114,10 @@ operator's store <root>/.apiary/trust.json for this pack's location, the id and 
 declares, and these exact hook files, command lines and server definitions: an upgrade, a change to \
 any of them, or the same pack in another directory is untrusted again. Nothing shipped beside a \
 pack (a pack.lock, a .apiary/trust.json) is ever read as trust.\n\n\
+Hook components (.wasm) run sandboxed without trust, except for the capabilities their .caps.toml \
+declares, which trust grants. Once confirmed, `trust --hooks` also compiles them into the compile \
+cache (progress on stderr; `--json` lists them under `compiled`), so `apiary up` loads them in \
+milliseconds; one that cannot be loaded is refused, naming it, and nothing is trusted.\n\n\
 PACK is an installed pack's id (its copy in <root>/<pack-id>/), or a pack directory given as a path \
 (anything with a `/` or starting with `.`: ./my-pack, /src/my-pack), for packs run with \
 `apiary up <dir>`. The store is written only when it, <root>/.apiary/ and <root> belong to you and \
