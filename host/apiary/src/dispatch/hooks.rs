@@ -22,7 +22,7 @@ pub const LIFECYCLE_DEADLINE: Duration = Duration::from_secs(330);
 pub const LOAD_DEADLINE: Duration = Duration::from_secs(30);
 /// What a first compilation adds to [`LOAD_DEADLINE`] per started MiB of component: Cranelift
 /// takes about 0.7 s a MiB on an idle core and ten times that on a loaded machine (a 12 MB
-/// componentize-js hook: 8 s idle, 51-120 s under load), so slow work is not taken for a hang.
+/// componentize-js component: 8 s idle, 51-146 s under load), so slow work is not taken for a hang.
 pub const COMPILE_PER_MIB: Duration = Duration::from_secs(15);
 
 /// The deadline for loading components of `uncompiled` bytes in all that are not in the compile
