@@ -325,12 +325,24 @@ fn a_component_importing_what_apiary_does_not_offer_is_refused_naming_it() {
 
 #[test]
 fn a_js_hook_built_with_default_features_runs_under_up() {
-    let dir = template("hook-js");
-    let Some(wasm) = build(Toolchain::Js, &dir, "hook.js", "js-spam", "hook") else {
+    // The project `component new hook --lang js` writes, built as its package.json says.
+    let env = Operator::new();
+    let dir = env.path("js-spam");
+    let r = env.run(&[
+        "component",
+        "new",
+        "hook",
+        "--lang",
+        "js",
+        &dir.display().to_string(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["build"], "npm install && npm run build");
+    let Some(wasm) = build_project(Toolchain::Js, &dir, "hook.js", "js-spam", "hook") else {
         return;
     };
     // Offered as a converter, it is refused for the world it really has.
-    let env = Operator::new();
     let r = env.run(&["component", "add", &wasm.display().to_string()]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("is a hook component"), "{}", r.stderr);
