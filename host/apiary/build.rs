@@ -105,13 +105,16 @@ fn embed_templates(dir: &Path) {
     }
 }
 
-/// Every regular file under `dir`, recursively (symbolic links are not followed).
+/// Every regular file under `dir`, recursively. A symbolic link to a directory is followed (a
+/// template shares the frozen WIT that way: `converter-js/wit/deps/apiary-plugin@0.1.0`); other
+/// links are skipped.
 fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let Ok(kind) = entry.file_type() else {
             continue;
         };
-        if kind.is_dir() {
+        let linked_dir = kind.is_symlink() && entry.path().is_dir();
+        if kind.is_dir() || linked_dir {
             collect_files(&entry.path(), files);
         } else if kind.is_file() {
             files.push(entry.path());

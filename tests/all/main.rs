@@ -9,6 +9,7 @@
 mod support;
 
 mod agent_failures;
+mod compile_ahead;
 mod component_author;
 mod components_lang;
 mod convert_cli;

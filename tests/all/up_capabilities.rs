@@ -1,7 +1,9 @@
 //! A component hook that notifies a webhook under `apiary up` (guests/test/http-hook, with a
 //! `.caps.toml` declaring the webhook's host, and a webhook server of the test's own on
 //! 127.0.0.1): refused at load until the operator grants it with `apiary trust --hooks`, then
-//! posting to that host only; a changed component loses its grant.
+//! posting to that host only; a changed component loses its grant. `apiary hook run` gives a hook
+//! the same recorded grants (or `--grant`), and a granted host that trickles its answer forever
+//! holds the hook only until its deadline.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -154,4 +156,118 @@ fn a_webhook_hook_runs_under_up_once_its_capability_is_granted() {
     let line = up.wait_for(|l| l.starts_with("persona bee refused"));
     assert!(line.contains(&format!("declares {cap}")), "{line}");
     up.stop();
+}
+
+/// A server on 127.0.0.1 that answers with a large body one byte every 200 ms, each byte well
+/// within the HTTP between-bytes timeout; the channel says when the client went away.
+fn trickle() -> (u16, std::sync::mpsc::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (gone, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let gone = gone.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    line.clear();
+                }
+                let head = b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n";
+                let mut ok = conn.write_all(head).is_ok();
+                while ok {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    ok = conn.write_all(b".").and_then(|()| conn.flush()).is_ok();
+                }
+                let _ = gone.send(());
+            });
+        }
+    });
+    (port, rx)
+}
+
+fn hook_run(home: &Path, message: &str, extra: &[&str]) -> Run {
+    let mut cmd = apiary(home);
+    cmd.current_dir(home.join("dev"))
+        .args(["hook", "run", "./pack", "bee", "on_message", "--json"])
+        .args(["--message", message, "--root"])
+        .arg(home.join("root"))
+        .args(extra);
+    Run::of(cmd)
+}
+
+#[test]
+fn hook_run_gives_a_hook_its_recorded_grants_and_ends_http_waits_at_its_deadline() {
+    let home = tempfile::tempdir().unwrap();
+    let (port, bodies) = webhook();
+    let (slow, gone) = trickle();
+    let pack = home.path().join("dev/pack");
+    write_pack(
+        &pack,
+        "com.example.hookrun-grants",
+        &[(
+            "bee",
+            &persona(
+                "bee",
+                "hooks:\n  on_message: ./hooks/notify.wasm",
+                "You are Bee.",
+            ),
+        )],
+        &[],
+    );
+    std::fs::create_dir_all(pack.join("hooks")).unwrap();
+    std::fs::copy(guest("http_hook"), pack.join("hooks/notify.wasm")).unwrap();
+    std::fs::write(
+        pack.join("hooks/notify.caps.toml"),
+        format!("http = [\"127.0.0.1:{port}\", \"127.0.0.1:{slow}\"]\n"),
+    )
+    .unwrap();
+    let post = format!("post http://127.0.0.1:{port}/notify hello");
+
+    // Nothing granted: refused at load, naming what is missing.
+    let r = hook_run(home.path(), &post, &[]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let v = r.json();
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("http:127.0.0.1:{port}")) && message.contains("not granted"),
+        "{v:#}"
+    );
+    assert!(bodies.lock().unwrap().is_empty());
+
+    // Granted for this run on the command line.
+    let grants = [
+        "--grant",
+        &format!("http:127.0.0.1:{port}"),
+        "--grant",
+        &format!("http:127.0.0.1:{slow}"),
+    ];
+    let r = hook_run(home.path(), &post, &grants);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(*bodies.lock().unwrap(), ["hello"]);
+
+    // Recorded by `apiary trust --hooks`, as `up` uses them.
+    let r = trust(home.path(), &home.path().join("root"));
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let again = format!("post http://127.0.0.1:{port}/notify again");
+    let r = hook_run(home.path(), &again, &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(*bodies.lock().unwrap(), ["hello", "again"]);
+
+    // Hostile: a granted host trickles its answer forever. The wait ends at the hook's 5 s
+    // deadline (not abandoned by the command's backstop), and the connection is closed.
+    let r = hook_run(home.path(), &format!("get http://127.0.0.1:{slow}/"), &[]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let v = r.json();
+    assert_eq!(v["error"]["kind"], "deadline", "{v:#}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceeded its deadline of 5000 ms and was stopped"),
+        "{v:#}"
+    );
+    gone.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the trickling connection was closed");
 }

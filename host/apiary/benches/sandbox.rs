@@ -6,8 +6,8 @@
 //!    the host runs hooks) and with a fresh store per message, vs the same hook as a shell script
 //!    run the way the spec runs script hooks (the three take turns, in 20 rounds);
 //! 3. loading a component from the compile cache vs compiling it;
-//! 4. components per language: size, compile, cached load and per-call cost of the Python
-//!    converter and the JS hook the tests build (`target/lang-components/`, see
+//! 4. components per language: size, compile, cached load and per-call cost of the Python and
+//!    JS converters and the JS hook the tests build (`target/lang-components/`, see
 //!    tests/all/support/toolchains.rs) next to the Rust ones (`converter-sample`, `hook-audit`).
 //!
 //! Arguments (after `--`): any of `trigger`, `hook`, `cache`, `lang` runs only those sections; `once`
@@ -598,6 +598,14 @@ fn lang_bench(sb: &Sandbox, args: &Args) {
     std::fs::create_dir_all(&ws).expect("ws");
     std::fs::create_dir_all(&input).expect("in");
     std::fs::write(input.join("a.txt"), "Hello Bees\n").expect("input");
+    // The JS converter's input: a persona of a pack.
+    let pack = dir.path().join("pack");
+    std::fs::create_dir_all(pack.join("agents")).expect("pack");
+    std::fs::write(
+        pack.join("agents/bee.persona.md"),
+        "---\nname: bee\ndescription: Answers\nsubscribe: [\"general\"]\n---\n\nYou are Bee.\n",
+    )
+    .expect("persona");
     let hook_calls = |sb: &Sandbox, loaded: std::sync::Arc<apiary::sandbox::Loaded>| {
         let runner = HookRunner::new(loaded).expect("hook");
         let msg = HookMessage {
@@ -614,13 +622,13 @@ fn lang_bench(sb: &Sandbox, args: &Args) {
             })
             .collect()
     };
-    let converter_calls = |target: &'static str| {
-        let input = input.clone();
+    let converter_calls = |source: &'static str, target: &'static str, input: &Path| {
+        let input = input.to_path_buf();
         let out_root = dir.path().to_path_buf();
         move |sb: &Sandbox, loaded: std::sync::Arc<apiary::sandbox::Loaded>| {
             let runner = ConverterRunner::new(loaded).expect("converter");
             let request = Request {
-                source: "text".into(),
+                source: source.into(),
                 target: target.into(),
                 options: vec![],
             };
@@ -651,7 +659,7 @@ fn lang_bench(sb: &Sandbox, args: &Args) {
         args,
         "converter, Rust (sample)",
         &guest("converter_sample"),
-        &converter_calls("text-upper"),
+        &converter_calls("text", "text-upper", &input),
     );
     let missing =
         "not built yet: run `cargo test -p apiary-e2e --test all -- components_lang` first";
@@ -665,7 +673,16 @@ fn lang_bench(sb: &Sandbox, args: &Args) {
             args,
             "converter, Python (c-py)",
             &f,
-            &converter_calls("text-lower"),
+            &converter_calls("text", "text-lower", &input),
+        )
+    });
+    let js_conv = lang_component("js-cards").and_then(|f| {
+        lang_row(
+            sb,
+            args,
+            "converter, JS (c-js)",
+            &f,
+            &converter_calls("buzz-pack", "persona-cards", &pack),
         )
     });
     let ratio = |label: &str,
@@ -683,6 +700,7 @@ fn lang_bench(sb: &Sandbox, args: &Args) {
     };
     ratio("JS hook", js_hook, rust_hook);
     ratio("Python converter", py_conv, rust_conv);
+    ratio("JS converter", js_conv, rust_conv);
 
     // The same calls in a sandbox whose pool keeps 4 MiB of each memory resident (round 13's
     // setting), so the pages of a big component's memory image fault in again on every instance.
@@ -699,16 +717,21 @@ fn lang_bench(sb: &Sandbox, args: &Args) {
         &str,
         Option<PathBuf>,
         &dyn Fn(&Sandbox, std::sync::Arc<apiary::sandbox::Loaded>) -> Vec<Duration>,
-    ); 2] = [
+    ); 3] = [
         (
             "converter, Python",
             lang_component("py-lower"),
-            &converter_calls("text-lower"),
+            &converter_calls("text", "text-lower", &input),
         ),
         (
             "converter, Rust",
             Some(guest("converter_sample")),
-            &converter_calls("text-upper"),
+            &converter_calls("text", "text-upper", &input),
+        ),
+        (
+            "converter, JS",
+            lang_component("js-cards"),
+            &converter_calls("buzz-pack", "persona-cards", &pack),
         ),
     ];
     for (label, file, call) in rows {

@@ -73,6 +73,13 @@ impl CompileCache {
             .map(|d| d.join(format!("{digest}-{}.cwasm", self.engine_key)))
     }
 
+    /// Whether a usable entry for the component with sha256 `digest` is in the cache, so loading
+    /// it takes milliseconds rather than a compilation (a big component's takes seconds to
+    /// minutes: `apiary up` gives a first compilation more time, and says so).
+    pub fn contains(&self, digest: &str) -> bool {
+        self.path_for(digest).is_some_and(|p| trusted_entry(&p))
+    }
+
     /// The compiled component for `bytes` (whose sha256 is `digest`): from the cache when a valid
     /// entry exists, else compiled and stored. Cache problems are logged and never fatal.
     pub fn load(

@@ -3,11 +3,19 @@
 //! request's host: the allow-list is checked per request (a redirect is a new request the guest
 //! makes, checked again), a response body is capped, and the request waits at most a deadline.
 //! A refusal is recorded ([`Violations`]) so the call fails with an error naming the capability.
+//!
+//! A wait for HTTP blocks inside a host call, where the epoch deadline cannot interrupt the
+//! guest; so every request, and every read of its response body, also ends at the call's own
+//! deadline ([`HttpPolicy::start_call`]), and the call then fails as past its deadline.
 
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use http::uri::Scheme;
+use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Limited};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
@@ -35,11 +43,16 @@ impl Violations {
     }
 }
 
-/// The per-store HTTP policy: the hosts granted, the response cap, the violations seen.
+/// The per-store HTTP policy: the hosts granted, the response cap, the violations seen, the
+/// current call's deadline.
 pub struct HttpPolicy {
     allowed: Vec<String>,
     max_response: usize,
     pub(crate) violations: Violations,
+    /// When the current call must end (set by [`HttpPolicy::start_call`]).
+    deadline: Option<Instant>,
+    /// An HTTP wait ran into `deadline`.
+    past_deadline: Arc<AtomicBool>,
 }
 
 impl HttpPolicy {
@@ -48,7 +61,20 @@ impl HttpPolicy {
             allowed,
             max_response: MAX_RESPONSE_BYTES,
             violations: Violations::default(),
+            deadline: None,
+            past_deadline: Arc::default(),
         }
+    }
+
+    /// A call starts that must end by `deadline`: its HTTP waits end then too.
+    pub(crate) fn start_call(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+        self.past_deadline.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether an HTTP wait of the current call ran into its deadline.
+    pub(crate) fn past_deadline(&self) -> bool {
+        self.past_deadline.load(Ordering::Relaxed)
     }
 
     /// Whether `host:port` is granted: an entry with a port must match exactly; one without
@@ -88,23 +114,37 @@ impl WasiHttpHooks for HttpPolicy {
                 .push(format!("capability http:{host}:{port} is not granted"));
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
-        let options = bounded(options);
+        let deadline = self
+            .deadline
+            .unwrap_or_else(|| Instant::now() + REQUEST_TIMEOUT);
+        let options = bounded(options, deadline);
         let max = self.max_response;
         let violations = self.violations.clone();
+        let past = self.past_deadline.clone();
         Box::new(async move {
-            let (response, io) =
-                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            let send = wasmtime_wasi_http::default_send_request(request, Some(options));
+            let Ok(sent) = tokio::time::timeout_at(deadline.into(), send).await else {
+                past.store(true, Ordering::Relaxed);
+                return Err(HttpError::ConnectionReadTimeout);
+            };
+            let (response, io) = sent?;
             let response = response.map(move |body| {
-                Limited::new(body, max)
-                    .map_err(move |e| match e.downcast::<HttpError>() {
+                let limited =
+                    Limited::new(body, max).map_err(move |e| match e.downcast::<HttpError>() {
                         Ok(e) => *e,
                         Err(_) => {
                             violations
                                 .push(format!("a response body went over the {max}-byte cap"));
                             HttpError::HttpResponseBodySize(Some(max as u64))
                         }
-                    })
-                    .boxed_unsync()
+                    });
+                Deadlined {
+                    body: limited,
+                    deadline,
+                    timer: None,
+                    past,
+                }
+                .boxed_unsync()
             });
             Ok((
                 response,
@@ -114,10 +154,49 @@ impl WasiHttpHooks for HttpPolicy {
     }
 }
 
-/// The guest's timeouts, each at most [`REQUEST_TIMEOUT`].
-fn bounded(options: Option<RequestOptions>) -> RequestOptions {
+/// A response body that fails when the call's deadline passes, however slowly the server
+/// trickles bytes (each within the between-bytes timeout).
+struct Deadlined<B> {
+    body: B,
+    deadline: Instant,
+    /// Made on the first poll, inside the runtime that drives the body.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    past: Arc<AtomicBool>,
+}
+
+impl<B: Body<Error = HttpError> + Unpin> Body for Deadlined<B> {
+    type Data = B::Data;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, HttpError>>> {
+        let deadline = self.deadline;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+        if timer.as_mut().poll(cx).is_ready() {
+            self.past.store(true, Ordering::Relaxed);
+            return Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)));
+        }
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The guest's timeouts, each at most [`REQUEST_TIMEOUT`] and at most what is left of the call.
+fn bounded(options: Option<RequestOptions>, deadline: Instant) -> RequestOptions {
     let o = options.unwrap_or_default();
-    let cap = |t: Option<Duration>| Some(t.unwrap_or(REQUEST_TIMEOUT).min(REQUEST_TIMEOUT));
+    let most = REQUEST_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()));
+    let cap = |t: Option<Duration>| Some(t.unwrap_or(most).min(most));
     RequestOptions {
         connect_timeout: cap(o.connect_timeout),
         first_byte_timeout: cap(o.first_byte_timeout),

@@ -411,6 +411,13 @@ impl Sandbox {
         &self.cache
     }
 
+    /// Whether `bytes` load without a compilation: already loaded in this process, or in the
+    /// compile cache.
+    pub fn is_compiled(&self, bytes: &[u8]) -> bool {
+        let digest = cache::sha256_hex(bytes);
+        self.lock_loaded().contains_key(&digest) || self.cache.contains(&digest)
+    }
+
     /// Checks that `bytes` are a WebAssembly component (not a core module, not precompiled code).
     pub fn check_bytes(name: &str, bytes: &[u8]) -> Result<(), SandboxError> {
         if Engine::detect_precompiled(bytes).is_some() {
@@ -539,6 +546,11 @@ impl Sandbox {
         let ticks = limits.deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1;
         live.store.set_epoch_deadline(ticks);
         let start = Instant::now();
+        // HTTP waits block in the host, out of the epoch's reach: they end at the deadline too.
+        live.store
+            .data_mut()
+            .http
+            .start_call(start + limits.deadline);
         // Off the async threads (see [`blocking`]); a host panic ends this call only.
         let run = || match live.instance {
             Some(instance) => f(&mut live.store, &instance),
@@ -559,6 +571,7 @@ impl Sandbox {
         let stdout = state.stdout.take();
         let stderr = state.stderr.take();
         let refused = state.http.violations.take_first();
+        let http_past_deadline = state.http.past_deadline();
         forward_output(name, "stdout", &stdout);
         forward_output(name, "stderr", &stderr);
         let result = match result {
@@ -570,11 +583,16 @@ impl Sandbox {
                 detail: truncate(&panic, 300).to_string(),
             }),
         };
-        // Whatever the component made of a refusal, the call fails naming it.
+        // Whatever the component made of a refusal, or of an HTTP wait cut at the deadline, the
+        // call fails naming it.
         let result = match refused {
             Some(detail) => Err(SandboxError::Refused {
                 name: name.to_string(),
                 detail,
+            }),
+            None if http_past_deadline => Err(SandboxError::Deadline {
+                name: name.to_string(),
+                limit: limits.deadline,
             }),
             None => result,
         };

@@ -70,7 +70,7 @@ fn program_or_skip(tool: Toolchain) -> Option<PathBuf> {
 static BUILDING: Mutex<()> = Mutex::new(());
 
 /// The component built from `source_dir/file` (a template directory), `{{name}}` replaced by
-/// `name`, for `world`. Cached by digest; `None` when skipped.
+/// `name`, for `world`, against apiary's frozen WIT. Cached by digest; `None` when skipped.
 pub fn build(
     tool: Toolchain,
     source_dir: &Path,
@@ -78,23 +78,72 @@ pub fn build(
     name: &str,
     world: &str,
 ) -> Option<PathBuf> {
-    let program = program_or_skip(tool)?;
     let source = std::fs::read_to_string(source_dir.join(file))
-        .unwrap_or_else(|e| panic!("{}: {e}", source_dir.join(file).display()))
-        .replace("{{name}}", name);
+        .unwrap_or_else(|e| panic!("{}: {e}", source_dir.join(file).display()));
+    build_files(tool, &[(file.to_string(), source)], file, name, world)
+}
+
+/// The component built from the whole project `dir` (every file under it, `{{name}}` replaced
+/// by `name`), entry `file`, for `world`; a project with a `wit/` folder is built against that
+/// (componentize-js: `--wit wit`). Cached by digest; `None` when skipped.
+pub fn build_project(
+    tool: Toolchain,
+    dir: &Path,
+    file: &str,
+    name: &str,
+    world: &str,
+) -> Option<PathBuf> {
+    let mut files = Vec::new();
+    project_files(dir, "", &mut files);
+    files.sort();
+    build_files(tool, &files, file, name, world)
+}
+
+/// Every file under `dir` (links followed) as `(relative path, text)`.
+fn project_files(dir: &Path, prefix: &str, out: &mut Vec<(String, String)>) {
+    for entry in std::fs::read_dir(dir).unwrap().map(|e| e.unwrap()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let rel = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        if entry.path().is_dir() {
+            project_files(&entry.path(), &rel, out);
+        } else {
+            let text = std::fs::read_to_string(entry.path())
+                .unwrap_or_else(|e| panic!("{}: {e}", entry.path().display()));
+            out.push((rel, text));
+        }
+    }
+}
+
+fn build_files(
+    tool: Toolchain,
+    files: &[(String, String)],
+    file: &str,
+    name: &str,
+    world: &str,
+) -> Option<PathBuf> {
+    let program = program_or_skip(tool)?;
+    let own_wit = files.iter().any(|(rel, _)| rel.starts_with("wit/"));
     let wit = repo_root().join("wit/apiary-plugin@0.1.0");
     let mut h = Sha256::new();
     h.update(tool.version(&program));
     h.update(world);
-    h.update(file);
-    h.update(&source);
-    let mut wit_files: Vec<_> = std::fs::read_dir(&wit)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    wit_files.sort();
-    for f in wit_files {
-        h.update(std::fs::read(&f).unwrap());
+    for (rel, text) in files {
+        h.update(rel);
+        h.update(text.replace("{{name}}", name));
+    }
+    if !own_wit {
+        let mut wit_files: Vec<_> = std::fs::read_dir(&wit)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        wit_files.sort();
+        for f in wit_files {
+            h.update(std::fs::read(&f).unwrap());
+        }
     }
     let digest: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let cache = repo_root().join("target/lang-components");
@@ -105,7 +154,16 @@ pub fn build(
     }
     std::fs::create_dir_all(&cache).unwrap();
     let work = tempfile::tempdir().unwrap();
-    std::fs::write(work.path().join(file), &source).unwrap();
+    for (rel, text) in files {
+        let path = work.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text.replace("{{name}}", name)).unwrap();
+    }
+    let wit = if own_wit {
+        work.path().join("wit")
+    } else {
+        wit
+    };
     let built = work.path().join("out.wasm");
     let mut cmd = Command::new(&program);
     cmd.current_dir(work.path());

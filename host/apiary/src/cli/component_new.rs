@@ -192,13 +192,15 @@ pub(super) fn new(args: &NewArgs) -> Result<Created, Failed> {
         name,
         dir: args.dir.clone(),
         files: written,
-        build: build_command(&args.lang),
+        build: build_command(&args.lang, files),
     })
 }
 
 /// The one command that builds a project of this language (shown after `new`).
-fn build_command(lang: &str) -> &'static str {
+fn build_command(lang: &str, files: Files) -> &'static str {
+    let npm = files.iter().any(|(path, _)| *path == "package.json");
     match lang {
+        "js" if npm => "npm install && npm run build",
         "rust" => "cargo build --release --target wasm32-wasip2",
         _ => "see the project's README.md",
     }
@@ -255,5 +257,16 @@ mod tests {
         for kind in [Kind::Hook, Kind::Trigger, Kind::Converter] {
             assert!(languages(kind).contains(&"rust"), "{kind:?}");
         }
+        assert!(languages(Kind::Converter).contains(&"js"));
+        let (_, js) = TEMPLATES
+            .iter()
+            .find(|(d, _)| *d == "converter-js")
+            .unwrap();
+        // The frozen WIT reaches the project through the template's link to it.
+        assert!(
+            js.iter()
+                .any(|(p, _)| *p == "wit/deps/apiary-plugin@0.1.0/converter.wit")
+        );
+        assert_eq!(build_command("js", js), "npm install && npm run build");
     }
 }

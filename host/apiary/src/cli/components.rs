@@ -179,10 +179,15 @@ pub(super) struct Added(Entry);
 fn add(store: &Store, args: &AddArgs) -> Result<Added, Failed> {
     let granted = crate::sandbox::Capabilities::parse_all(&args.grants).map_err(failed)?;
     let sb = crate::shared_sandbox().map_err(failed)?;
-    let entry = store
-        .add(sb, &args.file, (args.name.as_deref(), args.force), &granted)
-        .map_err(failed)?;
-    Ok(Added(entry))
+    // Progress for the compilation `add` does (seconds to minutes for a 12-18 MB component).
+    let show = !args.json;
+    let label = args.file.display().to_string();
+    let started = crate::pack::source::read_limited(&args.file, super::precompile::MAX_COMPONENT)
+        .ok()
+        .and_then(|bytes| super::precompile::announce(sb, &label, &bytes, show));
+    let entry = store.add(sb, &args.file, (args.name.as_deref(), args.force), &granted);
+    super::precompile::finish(started, entry.is_ok(), show);
+    Ok(Added(entry.map_err(failed)?))
 }
 
 impl Serialize for Added {

@@ -53,7 +53,9 @@ config, hooks or credential helpers, and are stopped after $APIARY_GIT_TIMEOUT_S
 300) or past $APIARY_GIT_MAX_MIB MiB (default 512); their .git/ is never installed. Credentials in a \
 source URL are kept out of messages and pack.lock. \
 The install is atomic: an interrupted install leaves the previous version and pack.lock intact. \
-Script hooks arrive quarantined: review and enable them with `apiary trust <pack-id>`.\n\n\
+Script hooks arrive quarantined: review and enable them with `apiary trust <pack-id>`. Hook \
+components (.wasm) are compiled into the compile cache after the install (progress on stderr; \
+`--json` lists them under `compiled`), so `apiary up` loads them in milliseconds.\n\n\
 A pack id is bound to the source it was installed from (pack.lock's `source`). Installing an id \
 that is installed from another source is refused unless --replace is given. The same source is: \
 the same file path (symlinks and `..` resolved; a .buzzpack re-built at the same path), the same \
@@ -115,6 +117,10 @@ operator's store <root>/.apiary/trust.json for this pack's location, the id and 
 declares, and these exact hook files, command lines and server definitions: an upgrade, a change to \
 any of them, or the same pack in another directory is untrusted again. Nothing shipped beside a \
 pack (a pack.lock, a .apiary/trust.json) is ever read as trust.\n\n\
+Hook components (.wasm) run sandboxed without trust, except for the capabilities their .caps.toml \
+declares, which trust grants. Once confirmed, `trust --hooks` also compiles them into the compile \
+cache (progress on stderr; `--json` lists them under `compiled`), so `apiary up` loads them in \
+milliseconds; one that cannot be loaded is refused, naming it, and nothing is trusted.\n\n\
 PACK is an installed pack's id (its copy in <root>/<pack-id>/), or a pack directory given as a path \
 (anything with a `/` or starting with `.`: ./my-pack, /src/my-pack), for packs run with \
 `apiary up <dir>`. The store is written only when it, <root>/.apiary/ and <root> belong to you and \
@@ -269,7 +275,7 @@ impl Outcome for Built {
 }
 
 /// `install`: what was installed.
-pub(super) struct Installed(install::Installed);
+pub(super) struct Installed(install::Installed, Vec<super::precompile::Precompiled>);
 
 pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
     let root = crate::paths::install_root(args.root.as_deref())?;
@@ -289,7 +295,15 @@ pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
         announce: (!args.json).then_some(announce as fn(&[String])),
         ..Default::default()
     };
-    Ok(Installed(install::install(&root, &args.source, &opts)?))
+    let done = install::install(&root, &args.source, &opts)?;
+    // Sandboxed hooks run without trust: compiled now, so `up` loads them from the cache.
+    let components = done
+        .hooks
+        .iter()
+        .filter(|h| h.kind == dist::lock::HookKind::Component && !h.commands.is_empty())
+        .map(|h| h.path.as_str());
+    let compiled = super::precompile::hooks(&done.dir, components, !args.json);
+    Ok(Installed(done, compiled))
 }
 
 /// Shows what an expert pack declares (requires, recommended prompts) before it is installed.
@@ -319,6 +333,8 @@ impl Serialize for Installed {
             hooks: &'a [dist::lock::HookRecord],
             expert: &'a Option<dist::expert::Summary>,
             warnings: usize,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            compiled: &'a [super::precompile::Precompiled],
         }
         let done = &self.0;
         Json {
@@ -334,6 +350,7 @@ impl Serialize for Installed {
             hooks: &done.hooks,
             expert: &done.expert,
             warnings: done.report.warnings(),
+            compiled: &self.1,
         }
         .serialize(serializer)
     }
@@ -369,6 +386,14 @@ impl Outcome for Installed {
         }
         if let Some(x) = &done.expert {
             write_expert(err, x)?;
+        }
+        for c in self.1.iter().filter(|c| c.outcome == "failed") {
+            writeln!(
+                err,
+                "  warning: hook component {} cannot be loaded: {}; `apiary up` will refuse the personas that use it",
+                c.path,
+                c.error.as_deref().unwrap_or("unknown error")
+            )?;
         }
         let quarantined = done.hooks.len();
         if quarantined > 0 {
@@ -522,6 +547,9 @@ pub(super) struct Reviewed {
     /// The pack was given as a directory.
     #[serde(skip)]
     is_dir: bool,
+    /// The component hooks compiled into the cache (so `up` loads them in milliseconds).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    compiled: Vec<super::precompile::Precompiled>,
 }
 
 fn hooks_json<S: serde::Serializer>(hooks: &[trust::HookStatus], s: S) -> Result<S::Ok, S::Error> {
@@ -667,6 +695,7 @@ pub(super) fn trust(args: &TrustArgs) -> Result<Trust, Failed> {
         },
         wanted,
         is_dir,
+        compiled: Vec::new(),
     };
     if reviewed.hooks.is_empty() && reviewed.servers.is_empty() {
         return Ok(Trust::Reviewed(reviewed));
@@ -675,9 +704,36 @@ pub(super) fn trust(args: &TrustArgs) -> Result<Trust, Failed> {
         let _ = write_review(&mut std::io::stderr().lock(), &reviewed);
     }
     confirm(args, &reviewed)?;
+    reviewed.compiled = compile_components(&review.dir, &reviewed.hooks, !args.json);
+    if let Some(bad) = reviewed.compiled.iter().find(|c| c.outcome == "failed") {
+        let e = DistError::new(
+            "trust.component",
+            format!(
+                "hook component {} cannot be loaded: {}; nothing was trusted",
+                bad.path,
+                bad.error.as_deref().unwrap_or("unknown error")
+            ),
+        )
+        .help("`apiary component inspect FILE` shows what apiary refuses in it");
+        return Err(e.into());
+    }
     trust::record(&guard, &target, &review, wanted.0, wanted.1)?;
     reviewed.trusted = true;
     Ok(Trust::Reviewed(reviewed))
+}
+
+/// Compiles the wired component hooks among `hooks` into the compile cache, showing progress
+/// when `show`.
+fn compile_components(
+    dir: &Path,
+    hooks: &[trust::HookStatus],
+    show: bool,
+) -> Vec<super::precompile::Precompiled> {
+    let components = hooks
+        .iter()
+        .filter(|h| h.kind == dist::lock::HookKind::Component && !h.commands.is_empty())
+        .map(|h| h.path.as_str());
+    super::precompile::hooks(dir, components, show)
 }
 
 /// The operator's yes: `--yes`, else an answer on the terminal.
@@ -1076,6 +1132,7 @@ mod tests {
             servers: vec![],
             wanted,
             is_dir: false,
+            compiled: vec![],
         };
         let (_, err, json, _) = capture(&Trust::Reviewed(reviewed((true, false))));
         assert_eq!(err, "p 1.0.0 has no hooks: nothing to trust.\n");

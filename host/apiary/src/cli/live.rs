@@ -59,6 +59,9 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   untrusted       persona pack kind (\"hook\" | \"mcp_server\") name command reason help
                   a script hook not run, or a stdio MCP server not handed to the agent: the
                   operator's trust store does not trust it (see `apiary trust`)
+  compiling       pack hook bytes deadline_secs   a hook component not in the compile cache yet is
+                  compiled before its persona starts, with more time than a cached load (its
+                  deadline_secs); `apiary trust <pack> --hooks` or `apiary install` compile ahead
   ready           personas channels
   message         id channel channel_id author thread (root id or null)   a message received
   woken           persona channel id reason (mention, keyword, all_messages...)

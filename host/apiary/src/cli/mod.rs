@@ -18,6 +18,7 @@ mod live;
 pub(crate) use live::status;
 mod output;
 mod pack;
+mod precompile;
 mod pretty_json;
 mod sandbox;
 

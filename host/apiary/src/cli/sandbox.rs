@@ -14,7 +14,8 @@ use super::exit;
 use super::output::{Document, Failed, Human, Outcome, render};
 use crate::diag::Report;
 use crate::dispatch::HookError;
-use crate::dispatch::sandboxed::{self, HookOutput, SandboxHooks};
+use crate::dispatch::sandboxed::{self, HookOutput, SandboxHooks, ScriptTrust, Untrusted};
+use crate::dist::trust::{PackRef, TrustView};
 use crate::pack;
 use crate::paths::Data;
 use crate::resolve::{self, Overrides, ResolvedPack, ResolvedPersona};
@@ -55,7 +56,11 @@ const HOOK_AFTER_HELP: &str = "\
 The hook runs through the live harness's own hook runner, with its deadlines, environment and
 containment. A hook path ending in .wasm runs as a sandboxed `hook` component (apiary:plugin@0.1.x)
 with the persona's workspace preopened read-write at /workspace and nothing else: no environment, no
-network, 5 s deadline, 64 MiB memory. Any other hook is a script: it runs on the host, unsandboxed,
+network, 5 s deadline, 64 MiB memory. A component that declares capabilities (a `.caps.toml` beside
+it: http hosts, env variables, read-only directories) gets what `apiary trust <pack> --hooks`
+recorded for the file's current digest, as under `apiary up`, plus any --grant; a declared
+capability granted by neither refuses it, naming it. HTTP waits end at the hook's deadline.
+Any other hook is a script: it runs on the host, unsandboxed,
 so it only runs when you pass --trust-hooks (then as the spec says: cwd = workspace, the agent's
 environment, message on stdin; killed after 5 s for on_message, 300 s for on_start and on_stop).
 
@@ -70,7 +75,8 @@ Exit codes: 0 the hook succeeded (or the persona has no such hook), 1 the hook f
 Examples:
   apiary hook run ./my-pack pip on_start
   apiary hook run ./my-pack pip on_message --message 'deploy to staging' --channel general
-  apiary hook run ./my-pack pip on_message --message hi --workspace-root /tmp/ws --json";
+  apiary hook run ./my-pack pip on_message --message hi --workspace-root /tmp/ws --json
+  apiary hook run ./my-pack pip on_message --message hi --grant http:hooks.example.com";
 
 #[derive(Debug, Subcommand)]
 pub enum HookCommand {
@@ -106,6 +112,14 @@ pub struct HookRunArgs {
     /// Run a script (non-.wasm) hook on the host, unsandboxed. Without it script hooks are refused.
     #[arg(long)]
     pub trust_hooks: bool,
+    /// Grant a component hook a capability it declares, for this run, beyond what `apiary trust
+    /// --hooks` recorded: http:HOST[:PORT], env:NAME or read:DIR. Repeatable.
+    #[arg(long = "grant", value_name = "CAPABILITY")]
+    pub grants: Vec<String>,
+    /// The install root whose trust store holds the recorded grants (default: $BUZZ_PACKS_DIR,
+    /// else ~/.buzz/packs, as for `apiary up`).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
     /// Print the outcome as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -585,8 +599,23 @@ fn execute(
     workspace: &Path,
 ) -> Result<Result<HookOutput, (String, String)>, Failed> {
     let pack_id = &resolved.pack.id;
+    Capabilities::parse_all(&args.grants).map_err(Failed::error)?;
+    let root = crate::paths::install_root(args.root.as_deref())?;
+    let grants = RecordedGrants {
+        view: TrustView::load(&root),
+        pack: PackRef {
+            id: pack_id.clone(),
+            version: resolved.pack.version.clone(),
+            root: resolved.pack.root.clone(),
+        },
+        extra: args.grants.clone(),
+    };
     let roots = HashMap::from([(pack_id.clone(), resolved.pack.root.clone())]);
-    let hooks = Arc::new(SandboxHooks::new(roots).trust_all_scripts(args.trust_hooks));
+    let hooks = Arc::new(
+        SandboxHooks::new(roots)
+            .trust_all_scripts(args.trust_hooks)
+            .with_trust(grants),
+    );
     hooks
         .hook_file(pack_id, hook)
         .map_err(|e| Failed::error(detail(&e)))?;
@@ -609,6 +638,33 @@ fn execute(
             Err(e) => Err((e.kind().to_string(), detail(&e))),
         },
     )
+}
+
+/// What `hook run` grants a component hook: the capabilities `apiary trust --hooks` recorded for
+/// its file's current digest (as `up` does) plus `--grant`. Script hooks are left to
+/// `--trust-hooks` alone.
+struct RecordedGrants {
+    view: TrustView,
+    pack: PackRef,
+    extra: Vec<String>,
+}
+
+impl ScriptTrust for RecordedGrants {
+    fn script_hook(&self, _pack_id: &str, _command: &str) -> Result<(), Untrusted> {
+        Err(Untrusted {
+            why: "scripts run on the host outside the sandbox".into(),
+            remedy: "apiary hook run --trust-hooks".into(),
+        })
+    }
+
+    fn component_grants(&self, pack_id: &str, hook: &str) -> Vec<String> {
+        let mut grants = match pack_id == self.pack.id {
+            true => self.view.component_grants(&self.pack, hook),
+            false => Vec::new(),
+        };
+        grants.extend(self.extra.iter().cloned());
+        grants
+    }
 }
 
 /// A hook error's message; a script's without the `script hook` prefix (the output names the hook).

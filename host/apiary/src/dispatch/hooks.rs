@@ -16,9 +16,22 @@ pub const ON_MESSAGE_DEADLINE: Duration = Duration::from_secs(5);
 /// The default wall-clock bound on `on_start` and `on_stop` (a runner says its own through
 /// [`HookRunner::deadline`]).
 pub const LIFECYCLE_DEADLINE: Duration = Duration::from_secs(330);
-/// Loading a persona's hooks (reading and compiling their components) at start-up, wall clock.
-/// A compilation cannot be interrupted: one still running then finishes on its own thread.
+/// Loading a persona's hooks at start-up, wall clock, when their components are compiled already
+/// (in the compile cache: milliseconds). A compilation cannot be interrupted: one still running
+/// past its deadline finishes on its own thread.
 pub const LOAD_DEADLINE: Duration = Duration::from_secs(30);
+/// What a first compilation adds to [`LOAD_DEADLINE`] per started MiB of component: Cranelift
+/// takes about 0.7 s a MiB on an idle core and ten times that on a loaded machine (a 12 MB
+/// componentize-js component: 8 s idle, 51-146 s under load), so slow work is not taken for a hang.
+pub const COMPILE_PER_MIB: Duration = Duration::from_secs(15);
+
+/// The deadline for loading components of `uncompiled` bytes in all that are not in the compile
+/// cache yet: [`LOAD_DEADLINE`] plus [`COMPILE_PER_MIB`] for each started MiB.
+pub fn load_deadline(uncompiled: u64) -> Duration {
+    // Hook files are capped at 64 MiB each; the cap here only keeps the product in range.
+    let mib = uncompiled.div_ceil(1 << 20).min(4096) as u32;
+    LOAD_DEADLINE + COMPILE_PER_MIB * mib
+}
 
 /// The three hook points of spec §9: the sandbox's own, so the harness, the sandbox and
 /// `apiary hook run` name them alike.
@@ -107,10 +120,16 @@ pub trait HookRunner: Send + Sync {
     ) -> Result<(), HookError>;
 
     /// Loads (compiles) the persona's hooks before its first hook runs, so that no call's deadline
-    /// has to cover a compilation. Called on a blocking thread within [`LOAD_DEADLINE`]; `Err`
-    /// refuses the persona.
+    /// has to cover a compilation. Called on a blocking thread within
+    /// [`HookRunner::load_deadline`]; `Err` refuses the persona.
     fn prepare(&self, _pack_id: &str, _persona: &ResolvedPersona) -> Result<(), HookError> {
         Ok(())
+    }
+
+    /// The wall-clock bound on [`HookRunner::prepare`]: [`LOAD_DEADLINE`], scaled by
+    /// [`load_deadline`] for components that must be compiled first. Called on a blocking thread.
+    fn load_deadline(&self, _pack_id: &str, _persona: &ResolvedPersona) -> Duration {
+        LOAD_DEADLINE
     }
 
     /// The wall-clock bound the dispatcher puts around one call of `point`: a backstop beyond
@@ -178,5 +197,31 @@ impl HookRunner for NoHooks {
             );
         }
         Ok(())
+    }
+}
+
+/// What a load within `deadline` is called in an error when it runs out: a first compilation
+/// says so, and how to do it ahead.
+pub fn load_what(deadline: Duration) -> &'static str {
+    if deadline > LOAD_DEADLINE {
+        "compiling the hooks (not in the compile cache yet; `apiary trust <pack> --hooks` compiles them ahead)"
+    } else {
+        "loading the hooks"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_first_compilation_gets_time_by_size_and_a_cached_load_the_base_deadline() {
+        assert_eq!(load_deadline(0), LOAD_DEADLINE);
+        assert_eq!(load_deadline(1), LOAD_DEADLINE + COMPILE_PER_MIB);
+        // The 12 MB componentize-js hook took up to 146 s to compile on a loaded machine.
+        assert!(load_deadline(12_036_870) >= Duration::from_secs(180));
+        // Monotonic, and bounded even for absurd sizes.
+        assert!(load_deadline(18 << 20) > load_deadline(12 << 20));
+        assert_eq!(load_deadline(u64::MAX), load_deadline(8 << 30));
     }
 }

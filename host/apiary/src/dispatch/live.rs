@@ -302,8 +302,15 @@ async fn start_hooks(
     cwd: &Path,
 ) -> Result<(), DispatchError> {
     if !persona.hooks.is_empty() {
+        // A first compilation of a big component gets more time than a load from the cache.
         let (h, id, p) = (Arc::clone(runner), pack_id.to_string(), persona.clone());
-        hooks::off_async("loading the hooks", hooks::LOAD_DEADLINE, move || {
+        let deadline = hooks::off_async("checking the hooks", hooks::LOAD_DEADLINE, move || {
+            Ok(h.load_deadline(&id, &p))
+        })
+        .await
+        .map_err(DispatchError::HookLoad)?;
+        let (h, id, p) = (Arc::clone(runner), pack_id.to_string(), persona.clone());
+        hooks::off_async(hooks::load_what(deadline), deadline, move || {
             h.prepare(&id, &p)
         })
         .await

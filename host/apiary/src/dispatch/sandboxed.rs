@@ -374,12 +374,62 @@ impl SandboxHooks {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let caps = self.capabilities(pack_id, hook, file)?;
+        if !sb.is_compiled(&bytes) {
+            self.report_compiling(pack_id, hook, bytes.len() as u64);
+        }
         let loaded = sb.load(&name, &bytes)?;
+        if let sandbox::Provenance::Compiled { time } = loaded.provenance {
+            tracing::info!(
+                pack = pack_id,
+                hook,
+                "compiled in {:.1} s",
+                time.as_secs_f64()
+            );
+        }
         let runner = Arc::new(sandbox::hook::HookRunner::new(loaded)?.with_capabilities(caps));
         let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Arc::clone(
             runners.entry(file.to_path_buf()).or_insert(runner),
         ))
+    }
+
+    /// Says that a hook component is being compiled (not in the compile cache yet), which can take
+    /// a minute for a big one, and how to compile it ahead.
+    fn report_compiling(&self, pack_id: &str, hook: &str, bytes: u64) {
+        let deadline = super::hooks::load_deadline(bytes).as_secs();
+        let mb = bytes as f64 / 1e6;
+        let text = format!(
+            "compiling {pack_id} hook {hook} ({mb:.1} MB; not in the compile cache yet, allowed {deadline} s); `apiary trust <pack> --hooks` compiles it ahead"
+        );
+        tracing::info!("{text}");
+        if let Some(out) = &self.out {
+            out(super::Note::new("compiling", text)
+                .with("pack", pack_id)
+                .with("hook", hook)
+                .with("bytes", bytes)
+                .with("deadline_secs", deadline));
+        }
+    }
+
+    /// The bytes of the persona's component hooks that must be compiled before they run (not
+    /// loaded in this process, not in the compile cache). An unreadable file counts as nothing:
+    /// loading it reports the error.
+    fn uncompiled_bytes(&self, pack_id: &str, persona: &ResolvedPersona) -> u64 {
+        let (Ok(root), Ok(sb)) = (self.root(pack_id), crate::shared_sandbox()) else {
+            return 0;
+        };
+        let mut files: Vec<PathBuf> = [HookPoint::OnStart, HookPoint::OnMessage, HookPoint::OnStop]
+            .into_iter()
+            .filter_map(|point| Self::wasm_file(root, hook_for(persona, point)?)?.ok())
+            .collect();
+        files.sort();
+        files.dedup();
+        files
+            .iter()
+            .filter_map(|file| crate::pack::source::read_limited(file, MAX_HOOK_FILE).ok())
+            .filter(|bytes| !sb.is_compiled(bytes))
+            .map(|bytes| bytes.len() as u64)
+            .sum()
     }
 
     /// The component file of a `.wasm` hook (`None`: a script hook).
@@ -473,7 +523,7 @@ impl SandboxHooks {
     }
 
     /// Runs the persona's hook for `point` once, outside the live harness but as it would
-    /// (`apiary hook run`): off this thread, loading within [`super::hooks::LOAD_DEADLINE`], the
+    /// (`apiary hook run`): off this thread, loading within [`HookRunner::load_deadline`], the
     /// call within [`HookRunner::deadline`] plus [`RUN_ONCE_GRACE`].
     pub fn run_once(
         self: &Arc<Self>,
@@ -497,7 +547,12 @@ impl SandboxHooks {
         );
         let result = rt.block_on(async move {
             let (h2, id2, p2) = (Arc::clone(&h), id.clone(), p.clone());
-            off_async("loading the hook", LOAD_DEADLINE, move || {
+            let load = off_async("checking the hook", LOAD_DEADLINE, move || {
+                Ok(h2.load_deadline(&id2, &p2))
+            })
+            .await?;
+            let (h2, id2, p2) = (Arc::clone(&h), id.clone(), p.clone());
+            off_async(super::hooks::load_what(load), load, move || {
                 h2.prepare_point(&id2, &p2, point)
             })
             .await?;
@@ -617,6 +672,10 @@ impl HookRunner for SandboxHooks {
                 })?;
         }
         Ok(())
+    }
+
+    fn load_deadline(&self, pack_id: &str, persona: &ResolvedPersona) -> Duration {
+        super::hooks::load_deadline(self.uncompiled_bytes(pack_id, persona))
     }
 
     fn deadline(&self, point: HookPoint, persona: &ResolvedPersona) -> Duration {

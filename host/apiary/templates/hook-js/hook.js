@@ -3,7 +3,7 @@
 // `on-message` drops a message whose text contains "spam" (the persona never sees it) and keeps
 // every other one; each decision is logged through apiary's `host.log`.
 //
-// Build: componentize-js hook.js --wit <apiary>/wit/apiary-plugin@0.1.0 --world-name hook -o {{name}}.wasm
+// Build: npm install && npm run build      (componentize-js; see README.md)
 // Check: apiary component inspect {{name}}.wasm
 // Use:   name it in a persona's `hooks.on_message` (for example `hooks/{{name}}.wasm`).
 
