@@ -24,6 +24,7 @@ use crate::resolve::{self, Overrides};
 
 mod names;
 mod packs;
+mod watch;
 pub(crate) mod status;
 mod view;
 
@@ -624,37 +625,64 @@ fn persona_limits(
 /// The script hooks the operator's trust store trusts, for the packs being run: the policy the
 /// dispatcher is handed (it reads no trust store itself).
 struct StoreTrust {
-    view: TrustView,
+    view: std::sync::RwLock<TrustView>,
     /// Each pack as trust sees it (manifest id and version, root), by pack id.
-    packs: std::collections::HashMap<String, PackRef>,
+    packs: std::sync::RwLock<HashMap<String, PackRef>>,
+    /// The install root whose store is read again when a pack is reloaded.
+    root: Option<PathBuf>,
 }
 
 impl StoreTrust {
-    fn new(view: TrustView, packs: &[PackRef]) -> StoreTrust {
+    fn new(view: TrustView, packs: &[PackRef], root: Option<PathBuf>) -> StoreTrust {
         let packs = packs.iter().map(|p| (p.id.clone(), p.clone())).collect();
-        StoreTrust { view, packs }
+        StoreTrust {
+            view: std::sync::RwLock::new(view),
+            packs: std::sync::RwLock::new(packs),
+            root,
+        }
     }
 }
 
 impl ScriptTrust for StoreTrust {
     fn script_hook(&self, pack_id: &str, command: &str) -> Result<(), Untrusted> {
-        let Some(pack) = self.packs.get(pack_id) else {
+        let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
+        let view = self.view.read().unwrap_or_else(|e| e.into_inner());
+        let Some(pack) = packs.get(pack_id) else {
             return Err(Untrusted {
                 why: format!("pack {pack_id} is not known to the trust check"),
                 remedy: Untrusted::TRUST_ALL.into(),
             });
         };
         // The store's refusal carries the command that records trust as its help.
-        self.view.hook(pack, command).map_err(|e| Untrusted {
+        view.hook(pack, command).map_err(|e| Untrusted {
             why: e.message,
-            remedy: e.help.unwrap_or_else(|| self.view.remedy(pack)),
+            remedy: e.help.unwrap_or_else(|| view.remedy(pack)),
         })
     }
 
     fn component_grants(&self, pack_id: &str, hook: &str) -> Vec<String> {
-        match self.packs.get(pack_id) {
-            Some(pack) => self.view.component_grants(pack, hook),
+        let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
+        match packs.get(pack_id) {
+            Some(pack) => self
+                .view
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .component_grants(pack, hook),
             None => Vec::new(),
+        }
+    }
+
+    /// The reloaded pack is trusted as the store (read again) says of its new version.
+    fn pack_changed(&self, pack_id: &str, pack: Option<&crate::pack::Pack>) {
+        {
+            let mut packs = self.packs.write().unwrap_or_else(|e| e.into_inner());
+            match pack {
+                Some(p) => packs.insert(pack_id.to_string(), PackRef::of(p)),
+                None => packs.remove(pack_id),
+            };
+        }
+        if let Some(root) = &self.root {
+            *self.view.write().unwrap_or_else(|e| e.into_inner()) = TrustView::load(root);
         }
     }
 }
@@ -732,6 +760,8 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 /// the relay.
 struct Plan {
     data: Data,
+    /// Running the installed packs: their root and lock entries, watched for changes.
+    watched: Option<Watched>,
     persona_limits: HashMap<(String, String), dispatch::limits::PersonaLimits>,
     keys: KeyStore,
     packs: Vec<PackRun>,
@@ -769,7 +799,7 @@ pub fn up(args: UpArgs) -> u8 {
 /// back, and the command line checked.
 fn plan(args: &UpArgs) -> Result<Plan, Failed> {
     let data = Data::locate();
-    let pack_dirs = pack_dirs(args, &data)?;
+    let (pack_dirs, watched) = pack_dirs(args, &data)?;
     let shard = match &args.shard {
         Some(text) => Some(
             Shard::parse(text, hostname().as_deref())
@@ -833,6 +863,7 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
     };
     Ok(Plan {
         data,
+        watched,
         persona_limits,
         keys,
         packs,
@@ -856,17 +887,21 @@ fn hostname() -> Option<String> {
         .map(|h| h.trim().to_string())
 }
 
-/// The packs given (directories or installed pack ids), else every installed pack, else the
-/// bundled example (written under the data dir on first use).
-fn pack_dirs(args: &UpArgs, data: &Data) -> Result<Vec<PathBuf>, Failed> {
+/// What runs installed packs watches for changes: the install root and what `pack.lock` said.
+type Watched = (PathBuf, std::collections::BTreeMap<String, crate::dist::lock::LockEntry>);
+
+/// The packs given (directories or installed pack ids), else every installed pack (then watched
+/// for changes), else the bundled example (written under the data dir on first use).
+fn pack_dirs(args: &UpArgs, data: &Data) -> Result<(Vec<PathBuf>, Option<Watched>), Failed> {
     let root = paths::install_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty())).ok();
     if !args.packs.is_empty() {
-        return packs::chosen(&args.packs, root.as_deref());
+        return Ok((packs::chosen(&args.packs, root.as_deref())?, None));
     }
     if let Some(root) = &root {
-        let installed = packs::installed(root)?;
+        let installed = packs::present(root, packs::lock(root)?);
         if !installed.is_empty() {
-            return Ok(installed.into_iter().map(|(_, dir)| dir).collect());
+            let dirs = installed.keys().map(|id| root.join(id)).collect();
+            return Ok((dirs, Some((root.clone(), installed))));
         }
     }
     let dir = data.example_pack();
@@ -876,7 +911,7 @@ fn pack_dirs(args: &UpArgs, data: &Data) -> Result<Vec<PathBuf>, Failed> {
             dir.display()
         ))
     })?;
-    Ok(vec![dir])
+    Ok((vec![dir], None))
 }
 
 /// Plain or JSON lines, or the status view on a terminal.
@@ -941,6 +976,16 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         remember_embedded(&plan.data, &relay_url, e.restored, journal.as_deref());
     }
     let cluster = cluster(args, plan.shard, &plan.data, connection);
+    let reloads = plan.watched.map(|(root, known)| {
+        let w = watch::Watch {
+            root,
+            overrides: args.overrides.clone(),
+            keys: plan.keys.clone(),
+            allow_conflict: args.allow_id_conflict,
+            trust_hooks: args.trust_hooks,
+        };
+        watch::start(w, known, Arc::clone(&out))
+    });
     let config = dispatch::Config {
         relay_url,
         agent: plan.agent,
@@ -970,11 +1015,21 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         .iter()
         .map(|p| (p.resolved.pack.id.clone(), p.pack.root.clone()))
         .collect();
+    let trust_root = paths::install_root(args.root.as_deref()).ok();
     let hooks = SandboxHooks::new(roots)
         .trust_all_scripts(args.trust_hooks)
-        .with_trust(StoreTrust::new(plan.trust, &plan.pack_refs))
+        .with_trust(StoreTrust::new(plan.trust, &plan.pack_refs, trust_root))
         .report_to(Arc::clone(&out));
-    let result = dispatch::run(config, plan.packs, matcher, Arc::new(hooks), out, shutdown).await;
+    let result = dispatch::run_reloading(
+        config,
+        plan.packs,
+        matcher,
+        Arc::new(hooks),
+        out,
+        reloads,
+        shutdown,
+    )
+    .await;
     if let Some(e) = &embedded {
         e.shutdown();
     }

@@ -80,6 +80,17 @@ impl Live {
         self.agent.current().await
     }
 
+    /// Ends the persona (shutdown, or its pack reloaded): `on_stop` for its session, then its
+    /// agent and its own relay connection stop.
+    pub async fn stop(&self) {
+        let agent = self.current().await;
+        self.session_ended(agent.generation()).await;
+        agent.client.shutdown().await;
+        if let Some(own) = self.own_relay.get() {
+            relay::shutdown(own).await;
+        }
+    }
+
     /// The restart rules this persona's agent runs under.
     pub fn policy(&self) -> &Policy {
         self.agent.policy()

@@ -260,6 +260,8 @@ impl Row {
         match note.event {
             "persona_ready" => self.agent = Agent::Ready,
             "persona_refused" => self.agent = Agent::Failed,
+            // Its pack was uninstalled or upgraded (a new version says `persona_ready` again).
+            "persona_stopped" => self.agent = Agent::Stopped,
             "woken" => {
                 self.wakes += 1;
                 self.woken(id);
