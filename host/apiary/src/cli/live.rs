@@ -24,9 +24,9 @@ use crate::resolve::{self, Overrides};
 
 mod names;
 mod packs;
-mod watch;
 pub(crate) mod status;
 mod view;
+mod watch;
 
 /// The default address of the embedded relay, so `post` and `tail` find it without flags.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4869";
@@ -888,7 +888,10 @@ fn hostname() -> Option<String> {
 }
 
 /// What runs installed packs watches for changes: the install root and what `pack.lock` said.
-type Watched = (PathBuf, std::collections::BTreeMap<String, crate::dist::lock::LockEntry>);
+type Watched = (
+    PathBuf,
+    std::collections::BTreeMap<String, crate::dist::lock::LockEntry>,
+);
 
 /// The packs given (directories or installed pack ids), else every installed pack (then watched
 /// for changes), else the bundled example (written under the data dir on first use).

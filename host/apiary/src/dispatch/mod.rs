@@ -207,8 +207,14 @@ pub async fn run_reloading(
         resubscribe,
         stopped_reloads,
     ));
-    h.event_loop(&router, &mut notifications, &mut sub, &mut channels, shutdown)
-        .await;
+    h.event_loop(
+        &router,
+        &mut notifications,
+        &mut sub,
+        &mut channels,
+        shutdown,
+    )
+    .await;
     // A reload under way finishes first (its personas are then drained with the others).
     let _ = stop_reloads.send(());
     let fleet = match reloader.await {
@@ -554,6 +560,11 @@ impl Harness {
     /// from a little before its cursor (routing skips what a new channel had before; see
     /// [`route::Router::fresh`]).
     async fn resubscribe(&self, sub: &mut Subscription, channels: Vec<String>) {
+        if channels.is_empty() {
+            // No persona left to route to; a filter without channels would ask for nothing (or,
+            // on some relays, everything). The next pack that starts subscribes again.
+            return;
+        }
         let newest = sub.newest.load(Ordering::Relaxed);
         let from = Timestamp::from(newest.saturating_sub(CURSOR_SLACK_SECS));
         match self
@@ -561,7 +572,10 @@ impl Harness {
             .subscribe_with_id(sub.id.clone(), relay::channel_filter(&channels, from), None)
             .await
         {
-            Ok(_) => tracing::info!(channels = channels.len(), "subscription sent again for the reloaded packs"),
+            Ok(_) => tracing::info!(
+                channels = channels.len(),
+                "subscription sent again for the reloaded packs"
+            ),
             Err(e) => tracing::warn!("subscribing to the reloaded packs' channels: {e}"),
         }
         sub.channels = channels;

@@ -176,7 +176,14 @@ async fn upsert(h: &Harness, router: &route::Shared, fleet: &mut Fleet, run: Pac
         }
     }
     let mut running = Running::new(run);
-    running.lives = swap_in(h, router, started, &mut slots, &mut held, &mut running.workers);
+    running.lives = swap_in(
+        h,
+        router,
+        started,
+        &mut slots,
+        &mut held,
+        &mut running.workers,
+    );
     report_lost(h, &held);
     let names: Vec<String> = running
         .lives
@@ -184,11 +191,24 @@ async fn upsert(h: &Harness, router: &route::Shared, fleet: &mut Fleet, run: Pac
         .map(|(_, l)| l.trigger.name.clone())
         .collect();
     stopped.retain(|n| !names.contains(n));
-    let action = if from.is_some() { "upgraded" } else { "installed" };
+    let action = if from.is_some() {
+        "upgraded"
+    } else {
+        "installed"
+    };
+    let shown: Vec<String> = names
+        .iter()
+        .map(|n| match (&from, kept.contains(n)) {
+            (Some(f), true) => format!("{n} (still {f})"),
+            _ => n.clone(),
+        })
+        .collect();
     let text = format!(
         "reloaded {id} {action} {}{version}: running {}{}",
-        from.as_ref().map(|f| format!("{f} -> ")).unwrap_or_default(),
-        list(&names),
+        from.as_ref()
+            .map(|f| format!("{f} -> "))
+            .unwrap_or_default(),
+        list(&shown),
         if stopped.is_empty() {
             String::new()
         } else {
@@ -254,7 +274,10 @@ async fn remove(h: &Harness, router: &route::Shared, fleet: &mut Fleet, id: &str
     (h.out)(
         Note::new(
             "reloaded",
-            format!("reloaded {id} uninstalled {version}: stopped {}", list(&names)),
+            format!(
+                "reloaded {id} uninstalled {version}: stopped {}",
+                list(&names)
+            ),
         )
         .with("pack", id)
         .with("action", "uninstalled")

@@ -17,6 +17,13 @@ use crate::dist::lock::LockEntry;
 use crate::dist::trust::{PackRef, TrustView};
 use crate::relay::keys::KeyStore;
 
+/// A pack ready to run: the run, its personas' spending limits, the notes of what was held back.
+type Loaded = (
+    PackRun,
+    HashMap<(String, String), dispatch::limits::PersonaLimits>,
+    Vec<Note>,
+);
+
 /// How often `pack.lock` is read: a small file, under a shared lock.
 const EVERY: Duration = Duration::from_secs(1);
 
@@ -119,25 +126,15 @@ async fn run(
 /// The installed pack `id` loaded as `up` loads it at start-up: validated, resolved with the
 /// overrides, under its identity, untrusted stdio MCP servers held back (their notes), with its
 /// personas' spending limits. `Err`: why it cannot run.
-fn load(
-    w: &Watch,
-    id: &str,
-) -> Result<
-    (
-        PackRun,
-        HashMap<(String, String), dispatch::limits::PersonaLimits>,
-        Vec<Note>,
-    ),
-    String,
-> {
+fn load(w: &Watch, id: &str) -> Result<Loaded, String> {
     let why = |f: super::Failed| f.message().trim().trim_start_matches("error: ").to_string();
     let identities = Identities {
         root: Some(w.root.clone()),
         keys: &w.keys,
         allow_conflict: w.allow_conflict,
     };
-    let mut runs = super::load_packs(&[w.root.join(id)], w.overrides.as_deref(), &identities)
-        .map_err(why)?;
+    let mut runs =
+        super::load_packs(&[w.root.join(id)], w.overrides.as_deref(), &identities).map_err(why)?;
     let limits = super::persona_limits(&runs, w.overrides.as_deref(), &w.root).map_err(why)?;
     let notes = if w.trust_hooks {
         Vec::new()
