@@ -33,7 +33,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:4869";
 
 const UP_EXAMPLES: &str = "\
 Examples:
-  apiary up                                   # every installed pack (none: the bundled Hello Hive pack)
+  apiary up                                   # every installed pack (none: the bundled Hello Hive pack),
+                                              # reloading each one installed, upgraded or uninstalled
   apiary up com.example.pack                  # one installed pack, by id
   apiary up ./my-pack --relay wss://relay.example.com
   apiary up ./my-pack --agent 'goose acp'     # any ACP v1 agent
@@ -74,6 +75,8 @@ With --json, one JSON object per line instead; `event` names the kind, the other
                   action \"coalesced\" waits and is answered with the author's next turn,
                   \"dropped\" is not answered; over a persona's spending limit (limit:
                   turns_per_hour | turns_per_day | tokens_per_day) it is dropped
+  budget          persona channel limit used allowed   after a turn is taken (and after its
+                  tokens are counted): the persona's spending limit closest to tripping
   restarted       persona restart window_secs
   turn            persona channel id published reason [bytes]       a turn without a reply
   reply           persona channel id to thread           reply `id` published, answering `to`
@@ -82,6 +85,11 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   persona_elsewhere persona pack shard                   (--shard) a persona another replica owns
   error           persona channel id reason [data stderr[]]
                   a failed turn, trigger or hook, or an internal error (data, stderr: as above)
+  reloaded        pack action from to personas[] stopped[]   (running the installed packs) a
+                  pack installed, upgraded or uninstalled while `up` runs (action), applied
+  reload_failed   pack version reason [running] [refused[] kept[]]   a new version that does not
+                  load (the running one stays), or personas of it refused (kept: back on the old)
+  persona_stopped persona pack                           its pack was upgraded or uninstalled
   stopping
   stopped         replies
 
@@ -108,13 +116,16 @@ full minute's turns at once, then one at a time as they refill). Messages over a
 are answered together in the author's next turn, while other authors are served; only an author's
 messages beyond 20 waiting (the oldest) are dropped, and on stopping whatever still waits for a
 turn. Each is reported as `limited`. Waiting messages of one author, or of one thread, are
-answered in one turn.
+answered in one turn. One persona's own rates, in place of the flags, go in the overrides file:
+  limits = { author_turns_per_minute = 2, channel_turns_per_minute = 10 }   (0: no limit)
 Spending limits per persona, over all its channels, from the overrides file
   [\"com.example.pack\".bee]
   limits = { turns_per_hour = 20, turns_per_day = 200, tokens_per_day = 500000 }
 or from the [limits] table of <root>/.apiary/agents/<pack-id>/<persona>/agent.toml (the overrides
 file wins key by key): a turn over one is not taken, its messages are dropped and reported as
-`limited`. Tokens are those the agent reports (usage.totalTokens of its prompt answers).
+`limited`. Tokens are those the agent reports (usage.totalTokens of its prompt answers). The
+status view's LIMIT column shows used/allowed of the persona's tightest spending limit (h: turns
+an hour, d: turns a day, tok: tokens a day).
 
 Trust: script hooks and stdio MCP servers run on this host, outside the sandbox, so only what the
 operator trusted runs: `apiary trust <pack-id>` for an installed pack (<root>/<pack-id>/),
