@@ -58,6 +58,8 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   persona_ready   persona pack identity pubkey channels[] system_prompt (\"session\" | \"prefix\")
   persona_refused persona reason [data stderr[]]   data: the agent's JSON-RPC error data;
                   stderr: the last lines the agent wrote to its stderr (made printable)
+  name_shared     persona pack reason                    another pack runs a persona of this name
+                  in a shared channel: `@name` wakes both, `@pack-id/name` (or a `p` tag) one
   untrusted       persona pack kind (\"hook\" | \"mcp_server\") name command reason help
                   a script hook not run, or a stdio MCP server not handed to the agent: the
                   operator's trust store does not trust it (see `apiary trust`)

@@ -252,10 +252,11 @@ pub(super) async fn start_persona(
     let turns = turn_limits(config.limits, &limits);
     Ok(Live {
         own_relay: tokio::sync::OnceCell::new(),
-        pack_id,
+        pack_id: pack_id.clone(),
         trigger: TriggerPersona {
             name: name.clone(),
             display_name: persona.identity.display_name.clone(),
+            pack: pack_id.clone(),
             pubkey: keys.public_key(),
             triggers: persona.triggers.clone(),
         },

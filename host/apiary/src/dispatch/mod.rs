@@ -364,24 +364,28 @@ impl Harness {
     ) -> Option<Live> {
         let name = &persona.identity.name;
         let stderr = crate::acp::StderrTail::default();
-        let started = match conflict::ambiguous(started, &run.resolved.pack.id, persona) {
-            Some(why) => Err(DispatchError::Ambiguous(why)),
-            None => {
-                let start = live::start_persona(
-                    &self.config,
-                    &self.shared,
-                    run,
-                    index,
-                    persona,
-                    &self.hooks,
-                    stderr.clone(),
-                );
-                AssertUnwindSafe(start)
-                    .catch_unwind()
-                    .await
-                    .unwrap_or_else(|panic| Err(DispatchError::panicked("while starting", panic)))
-            }
-        };
+        if let Some(both) = conflict::shared_name(started, &run.resolved.pack.id, persona) {
+            tracing::warn!(persona = %name, "{both}");
+            (self.out)(
+                Note::new("name_shared", format!("name_shared {name}: {both}"))
+                    .with("persona", name.as_str())
+                    .with("pack", run.resolved.pack.id.as_str())
+                    .with("reason", both),
+            );
+        }
+        let start = live::start_persona(
+            &self.config,
+            &self.shared,
+            run,
+            index,
+            persona,
+            &self.hooks,
+            stderr.clone(),
+        );
+        let started = AssertUnwindSafe(start)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| Err(DispatchError::panicked("while starting", panic)));
         match started {
             Ok(live) => {
                 let client = persona_relay(&live, self).await;

@@ -69,7 +69,7 @@ impl SandboxTriggers {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         // Routing already matched the channel; the component sees it as subscribed.
         let persona = WPersona {
-            name: p.name.clone(),
+            name: p.qualified(),
             mentions: p.triggers.mentions,
             keywords: p.triggers.keywords.clone(),
             all_messages: p.triggers.all_messages,
@@ -81,7 +81,7 @@ impl SandboxTriggers {
             author: m.author.to_hex(),
             text: m.content.clone(),
             mentions: if m.mentions.contains(&p.pubkey) {
-                vec![p.name.clone()]
+                vec![persona.name.clone()]
             } else {
                 vec![]
             },
@@ -121,7 +121,7 @@ impl TriggerMatcher for SandboxTriggers {
         let wpersonas: Vec<WPersona> = personas
             .iter()
             .map(|p| WPersona {
-                name: p.name.clone(),
+                name: p.qualified(),
                 mentions: p.triggers.mentions,
                 keywords: p.triggers.keywords.clone(),
                 all_messages: p.triggers.all_messages,
@@ -135,8 +135,9 @@ impl TriggerMatcher for SandboxTriggers {
             text: m.content.clone(),
             mentions: personas
                 .iter()
-                .filter(|p| m.mentions.contains(&p.pubkey))
-                .map(|p| p.name.clone())
+                .zip(&wpersonas)
+                .filter(|(p, _)| m.mentions.contains(&p.pubkey))
+                .map(|(_, w)| w.name.clone())
                 .collect(),
         };
         let mut out = vec![None; personas.len()];
@@ -675,6 +676,7 @@ mod tests {
             .map(|i| TriggerPersona {
                 name: format!("p{i}"),
                 display_name: format!("P{i}"),
+                pack: String::new(),
                 pubkey: Keys::generate().public_key(),
                 triggers: Triggers {
                     mentions: true,

@@ -18,8 +18,23 @@ use crate::resolve::Triggers;
 pub struct TriggerPersona {
     pub name: String,
     pub display_name: String,
+    /// Its pack's id (empty: none), which qualifies its name in mentions: `@pack-id/name`.
+    pub pack: String,
     pub pubkey: PublicKey,
     pub triggers: Triggers,
+}
+
+impl TriggerPersona {
+    /// The name a matcher is given: `pack-id/name`, which answers to `@name` and, telling two
+    /// personas of one name apart, `@pack-id/name` (see `apiary_triggers`); a `p` tag of its key
+    /// mentions it by this name, so exactly it.
+    pub fn qualified(&self) -> String {
+        if self.pack.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.pack, self.name)
+        }
+    }
 }
 
 /// Why a persona woke.
@@ -115,18 +130,21 @@ impl TriggerMatcher for NativeTriggers {
 /// persona's one subscription (routing matched it already), and as explicit mentions the names of
 /// the personas whose key the message tags.
 fn decide_native(m: &Message, personas: &[&TriggerPersona]) -> Vec<Option<Reason>> {
+    let names: Vec<String> = personas.iter().map(|p| p.qualified()).collect();
     let tagged = personas
         .iter()
-        .filter(|p| m.mentions.contains(&p.pubkey))
-        .map(|p| p.name.as_str());
+        .zip(&names)
+        .filter(|(p, _)| m.mentions.contains(&p.pubkey))
+        .map(|(_, n)| n.as_str());
     PREPARED.with_borrow_mut(|message| {
         message.set(&m.content, tagged);
         personas
             .iter()
-            .map(|p| {
+            .zip(&names)
+            .map(|(p, name)| {
                 let t = &p.triggers;
                 let matcher = apiary_triggers::Matcher::new(
-                    &p.name,
+                    name,
                     t.mentions,
                     t.keywords.iter().map(String::as_str),
                     t.all_messages,
@@ -159,6 +177,7 @@ mod tests {
         TriggerPersona {
             name: "pip".into(),
             display_name: "Pip".into(),
+            pack: String::new(),
             pubkey: Keys::generate().public_key(),
             triggers,
         }
@@ -188,6 +207,29 @@ mod tests {
             all_messages: false,
         });
         assert_eq!(m.decide(&msg("hey @pip", vec![]), &quiet), None);
+    }
+
+    #[test]
+    fn a_pack_id_in_a_mention_or_a_key_in_a_p_tag_wakes_only_that_pack_s_persona() {
+        let of = |pack: &str| TriggerPersona {
+            pack: pack.into(),
+            ..persona(Triggers::BUILT_IN)
+        };
+        let (a, b) = (of("com.example.a"), of("com.example.b"));
+        let woke = |m: &Message| {
+            NativeTriggers
+                .decide_all(m, &[&a, &b])
+                .unwrap()
+                .iter()
+                .map(Option::is_some)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(woke(&msg("@pip hi", vec![])), [true, true]);
+        assert_eq!(woke(&msg("@com.example.b/pip hi", vec![])), [false, true]);
+        assert_eq!(
+            woke(&msg("hi", vec![Tag::public_key(a.pubkey)])),
+            [true, false]
+        );
     }
 
     #[test]
