@@ -516,7 +516,7 @@ fn write_pack(root: &std::path::Path) -> (Vec<PackRun>, Vec<TriggerPersona>) {
         trigger_personas.push(TriggerPersona {
             name: format!("p{i}"),
             display_name: format!("P{i}"),
-            pack: String::new(),
+            qualified: String::new(),
             pubkey: Keys::generate().public_key(),
             triggers: t,
         });

@@ -256,7 +256,7 @@ pub(super) async fn start_persona(
         trigger: TriggerPersona {
             name: name.clone(),
             display_name: persona.identity.display_name.clone(),
-            pack: pack_id.clone(),
+            qualified: format!("{pack_id}/{name}"),
             pubkey: keys.public_key(),
             triggers: persona.triggers.clone(),
         },

@@ -69,7 +69,7 @@ impl SandboxTriggers {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         // Routing already matched the channel; the component sees it as subscribed.
         let persona = WPersona {
-            name: p.qualified(),
+            name: p.qualified().to_string(),
             mentions: p.triggers.mentions,
             keywords: p.triggers.keywords.clone(),
             all_messages: p.triggers.all_messages,
@@ -121,7 +121,7 @@ impl TriggerMatcher for SandboxTriggers {
         let wpersonas: Vec<WPersona> = personas
             .iter()
             .map(|p| WPersona {
-                name: p.qualified(),
+                name: p.qualified().to_string(),
                 mentions: p.triggers.mentions,
                 keywords: p.triggers.keywords.clone(),
                 all_messages: p.triggers.all_messages,
@@ -676,7 +676,7 @@ mod tests {
             .map(|i| TriggerPersona {
                 name: format!("p{i}"),
                 display_name: format!("P{i}"),
-                pack: String::new(),
+                qualified: String::new(),
                 pubkey: Keys::generate().public_key(),
                 triggers: Triggers {
                     mentions: true,

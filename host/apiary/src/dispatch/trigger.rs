@@ -18,8 +18,9 @@ use crate::resolve::Triggers;
 pub struct TriggerPersona {
     pub name: String,
     pub display_name: String,
-    /// Its pack's id (empty: none), which qualifies its name in mentions: `@pack-id/name`.
-    pub pack: String,
+    /// `pack-id/name`, its name qualified by its pack's id for mentions (`@pack-id/name`); empty:
+    /// the name alone.
+    pub qualified: String,
     pub pubkey: PublicKey,
     pub triggers: Triggers,
 }
@@ -28,11 +29,11 @@ impl TriggerPersona {
     /// The name a matcher is given: `pack-id/name`, which answers to `@name` and, telling two
     /// personas of one name apart, `@pack-id/name` (see `apiary_triggers`); a `p` tag of its key
     /// mentions it by this name, so exactly it.
-    pub fn qualified(&self) -> String {
-        if self.pack.is_empty() {
-            self.name.clone()
+    pub fn qualified(&self) -> &str {
+        if self.qualified.is_empty() {
+            &self.name
         } else {
-            format!("{}/{}", self.pack, self.name)
+            &self.qualified
         }
     }
 }
@@ -130,21 +131,18 @@ impl TriggerMatcher for NativeTriggers {
 /// persona's one subscription (routing matched it already), and as explicit mentions the names of
 /// the personas whose key the message tags.
 fn decide_native(m: &Message, personas: &[&TriggerPersona]) -> Vec<Option<Reason>> {
-    let names: Vec<String> = personas.iter().map(|p| p.qualified()).collect();
     let tagged = personas
         .iter()
-        .zip(&names)
-        .filter(|(p, _)| m.mentions.contains(&p.pubkey))
-        .map(|(_, n)| n.as_str());
+        .filter(|p| m.mentions.contains(&p.pubkey))
+        .map(|p| p.qualified());
     PREPARED.with_borrow_mut(|message| {
         message.set(&m.content, tagged);
         personas
             .iter()
-            .zip(&names)
-            .map(|(p, name)| {
+            .map(|p| {
                 let t = &p.triggers;
                 let matcher = apiary_triggers::Matcher::new(
-                    name,
+                    p.qualified(),
                     t.mentions,
                     t.keywords.iter().map(String::as_str),
                     t.all_messages,
@@ -177,7 +175,7 @@ mod tests {
         TriggerPersona {
             name: "pip".into(),
             display_name: "Pip".into(),
-            pack: String::new(),
+            qualified: String::new(),
             pubkey: Keys::generate().public_key(),
             triggers,
         }
@@ -212,7 +210,7 @@ mod tests {
     #[test]
     fn a_pack_id_in_a_mention_or_a_key_in_a_p_tag_wakes_only_that_pack_s_persona() {
         let of = |pack: &str| TriggerPersona {
-            pack: pack.into(),
+            qualified: format!("{pack}/pip"),
             ..persona(Triggers::BUILT_IN)
         };
         let (a, b) = (of("com.example.a"), of("com.example.b"));
