@@ -165,8 +165,33 @@ fn an_upgrade_drains_the_turn_in_flight_then_the_new_version_answers_and_uninsta
         content(&up, &reply)
     );
 
-    // Uninstalled: kit stops; a mention of both wakes only the other pack's owl.
+    // Hostile: the installed pack is changed by hand into one that does not load, and its lock
+    // entry touched. The reload is refused, saying why, and kit runs on.
     let root = home.join(".buzz/packs");
+    std::fs::write(
+        root.join(ID).join("agents/kit.persona.md"),
+        "---\nname: [not, a, name\n---\n",
+    )
+    .unwrap();
+    let lock_file = root.join("pack.lock");
+    let mut lock: Value =
+        serde_json::from_str(&std::fs::read_to_string(&lock_file).unwrap()).unwrap();
+    lock[ID]["installed_at"] = Value::from("2000-01-01T00:00:00Z");
+    std::fs::write(&lock_file, serde_json::to_string(&lock).unwrap()).unwrap();
+    let broken = up.wait_for(|l| l.starts_with(&format!("reload_failed {ID} 3.0.0: ")));
+    assert!(
+        broken.contains("kit.persona.md") && broken.contains("what runs of it keeps running"),
+        "{broken}"
+    );
+    let still = up.post("general", "@kit and now?", &[]);
+    let reply = up.reply_to("kit", &still);
+    assert!(
+        content(&up, &reply).contains("model=echo-v2"),
+        "{}",
+        content(&up, &reply)
+    );
+
+    // Uninstalled: kit stops; a mention of both wakes only the other pack's owl.
     let gone = run_root(home, &root, &["uninstall", ID]);
     assert_eq!(gone.code, 0, "{}\n{}", gone.stdout, gone.stderr);
     let line = up.wait_for(|l| l.starts_with(&format!("reloaded {ID} uninstalled")));

@@ -90,7 +90,8 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   reloaded        pack action from to personas[] stopped[]   (running the installed packs) a
                   pack installed, upgraded or uninstalled while `up` runs (action), applied
   reload_failed   pack version reason [running] [refused[] kept[]]   a new version that does not
-                  load (the running one stays), or personas of it refused (kept: back on the old)
+                  load (running: true when what ran stays), or personas of it refused (kept: back
+                  on the old version)
   persona_stopped persona pack                           its pack was upgraded or uninstalled
   stopping
   stopped         replies

@@ -90,7 +90,7 @@ async fn run(
             if known.get(id) == Some(entry) {
                 continue;
             }
-            let running = known.get(id).map(|e| e.version.clone());
+            let running = known.contains_key(id);
             let (w, pack) = (Arc::clone(&watch), id.clone());
             let loaded = tokio::task::spawn_blocking(move || load(&w, &pack))
                 .await
@@ -108,7 +108,7 @@ async fn run(
                         return;
                     }
                 }
-                Err(why) => out(failed(id, &entry.version, running.as_deref(), &why)),
+                Err(why) => out(failed(id, &entry.version, running, &why)),
             }
         }
         for id in known.keys().filter(|id| !now.contains_key(*id)) {
@@ -127,7 +127,19 @@ async fn run(
 /// overrides, under its identity, untrusted stdio MCP servers held back (their notes), with its
 /// personas' spending limits. `Err`: why it cannot run.
 fn load(w: &Watch, id: &str) -> Result<Loaded, String> {
-    let why = |f: super::Failed| f.message().trim().trim_start_matches("error: ").to_string();
+    // One line: the report's findings (file and line) and its conclusion.
+    let why = |f: super::Failed| {
+        f.message()
+            .lines()
+            .map(|l| {
+                l.trim()
+                    .trim_start_matches("error: ")
+                    .trim_end_matches("; not starting")
+            })
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     let identities = Identities {
         root: Some(w.root.clone()),
         keys: &w.keys,
@@ -152,11 +164,12 @@ fn load(w: &Watch, id: &str) -> Result<Loaded, String> {
     Ok((run, limits, notes))
 }
 
-/// `reload_failed`: the version installed does not load; what runs keeps running.
-fn failed(id: &str, version: &str, running: Option<&str>, why: &str) -> Note {
-    let keeps = match running {
-        Some(v) => format!("version {v} keeps running"),
-        None => "it does not run".to_string(),
+/// `reload_failed`: the version installed does not load; what runs of the pack keeps running.
+fn failed(id: &str, version: &str, running: bool, why: &str) -> Note {
+    let keeps = if running {
+        "what runs of it keeps running"
+    } else {
+        "it does not run"
     };
     tracing::warn!(pack = %id, "reload of version {version} failed: {why}");
     Note::new(
