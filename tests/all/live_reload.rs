@@ -205,3 +205,36 @@ fn an_upgrade_drains_the_turn_in_flight_then_the_new_version_answers_and_uninsta
     up.reply_to("owl", &bye);
     up.stop_ok();
 }
+
+#[test]
+fn up_given_an_installed_pack_id_reloads_that_pack_only() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    const WATCHED: &str = "com.example.b-watched";
+    const ASIDE: &str = "com.example.a-aside";
+    install(home, WATCHED, "1.0.0", &[("kit", "echo-v1", "")], &[]);
+    install(home, ASIDE, "1.0.0", &[("jay", "echo-jay", "")], &[]);
+    let mut up = Up::start(home, &[Path::new(WATCHED)], &[], &[]);
+    up.wait_for(|l| l.starts_with("persona kit ready "));
+    // The other pack changes first, then the one given: the watch sends changes in id order,
+    // so a reload of the other would come first.
+    install(home, ASIDE, "2.0.0", &[("jay", "echo-jay2", "")], &[]);
+    install(home, WATCHED, "2.0.0", &[("kit", "echo-v2", "")], &[]);
+    let line = up.wait_for(|l| l.starts_with(&format!("reloaded {WATCHED} ")));
+    assert!(line.contains("upgraded 1.0.0 -> 2.0.0"), "{line}");
+    assert!(
+        !up.seen
+            .iter()
+            .any(|l| l.contains(ASIDE) || l.starts_with("persona jay")),
+        "{:#?}",
+        up.seen
+    );
+    let id = up.post("general", "@kit hello", &[]);
+    let reply = up.reply_to("kit", &id);
+    assert!(
+        content(&up, &reply).contains("model=echo-v2"),
+        "{}",
+        content(&up, &reply)
+    );
+    up.stop_ok();
+}

@@ -35,7 +35,7 @@ const UP_EXAMPLES: &str = "\
 Examples:
   apiary up                                   # every installed pack (none: the bundled Hello Hive pack),
                                               # reloading each one installed, upgraded or uninstalled
-  apiary up com.example.pack                  # one installed pack, by id
+  apiary up com.example.pack                  # one installed pack, by id (reloaded when it changes)
   apiary up ./my-pack --relay wss://relay.example.com
   apiary up ./my-pack --agent 'goose acp'     # any ACP v1 agent
   apiary up ./my-pack --listen 127.0.0.1:0    # a free port; the first stdout line names it
@@ -902,9 +902,12 @@ fn hostname() -> Option<String> {
 }
 
 /// What runs installed packs watches for changes: the install root and what `pack.lock` said.
+/// What runs installed packs watches for changes: the install root, what `pack.lock` said, and
+/// the ids given (`None`: every installed pack).
 type Watched = (
     PathBuf,
     std::collections::BTreeMap<String, crate::dist::lock::LockEntry>,
+    Option<std::collections::BTreeSet<String>>,
 );
 
 /// The packs given (directories or installed pack ids), else every installed pack (then watched
@@ -912,13 +915,29 @@ type Watched = (
 fn pack_dirs(args: &UpArgs, data: &Data) -> Result<(Vec<PathBuf>, Option<Watched>), Failed> {
     let root = paths::install_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty())).ok();
     if !args.packs.is_empty() {
-        return Ok((packs::chosen(&args.packs, root.as_deref())?, None));
+        let dirs = packs::chosen(&args.packs, root.as_deref())?;
+        // Only installed packs given by id are watched (a directory is not an install).
+        let ids: std::collections::BTreeSet<String> = args
+            .packs
+            .iter()
+            .filter(|a| !a.exists() && a.components().count() == 1)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let watched = match &root {
+            Some(root) if ids.len() == args.packs.len() => {
+                let mut known = packs::present(root, packs::lock(root)?);
+                known.retain(|id, _| ids.contains(id));
+                Some((root.clone(), known, Some(ids)))
+            }
+            _ => None,
+        };
+        return Ok((dirs, watched));
     }
     if let Some(root) = &root {
         let installed = packs::present(root, packs::lock(root)?);
         if !installed.is_empty() {
             let dirs = installed.keys().map(|id| root.join(id)).collect();
-            return Ok((dirs, Some((root.clone(), installed))));
+            return Ok((dirs, Some((root.clone(), installed, None))));
         }
     }
     let dir = data.example_pack();
@@ -993,9 +1012,10 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         remember_embedded(&plan.data, &relay_url, e.restored, journal.as_deref());
     }
     let cluster = cluster(args, plan.shard, &plan.data, connection);
-    let reloads = plan.watched.map(|(root, known)| {
+    let reloads = plan.watched.map(|(root, known, only)| {
         let w = watch::Watch {
             root,
+            only,
             overrides: args.overrides.clone(),
             keys: plan.keys.clone(),
             allow_conflict: args.allow_id_conflict,

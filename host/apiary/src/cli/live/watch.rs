@@ -4,7 +4,7 @@
 //! loaded, validated and resolved here first, exactly as at start-up; one that does not load is
 //! reported (`reload_failed`) and the version running keeps running.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +30,8 @@ const EVERY: Duration = Duration::from_secs(1);
 /// What loading a pack needs, as at start-up.
 pub(super) struct Watch {
     pub root: PathBuf,
+    /// Only these pack ids (`up <pack-id>...`); `None`: every installed pack.
+    pub only: Option<BTreeSet<String>>,
     pub overrides: Option<PathBuf>,
     pub keys: KeyStore,
     pub allow_conflict: bool,
@@ -70,8 +72,11 @@ async fn run(
         })
         .await;
         let now = match read {
-            Ok(Ok(now)) => {
+            Ok(Ok(mut now)) => {
                 unreadable = false;
+                if let Some(only) = &watch.only {
+                    now.retain(|id, _| only.contains(id));
+                }
                 now
             }
             Ok(Err(why)) => {
