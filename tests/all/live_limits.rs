@@ -121,3 +121,66 @@ fn agent_toml_limits_are_enforced() {
     assert!(run.stderr.contains("turns_per_week"), "{}", run.stderr);
     assert!(run.stderr.contains("agent.toml"), "{}", run.stderr);
 }
+
+/// Flood limits per persona in the overrides file: pip gives one author one turn a minute (the
+/// flag says five), so the author's second message waits for pip, and is answered by bee at once;
+/// each turn reports what is used of the tightest spending limit (the status view's LIMIT). A
+/// limit that is not a whole number of turns stops the start, naming the key.
+#[test]
+fn author_and_channel_rates_in_the_overrides_file_replace_the_flags_for_one_persona() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("pack");
+    pack(&root);
+    let overrides = home.path().join("overrides.toml");
+    std::fs::write(
+        &overrides,
+        "[\"com.example.limits\".pip]\nlimits = { author_turns_per_minute = 1, channel_turns_per_minute = 10 }\n\n\
+         [\"com.example.limits\".bee]\nlimits = { turns_per_hour = 5 }\n",
+    )
+    .unwrap();
+    let args = ["--json", "--overrides", overrides.to_str().unwrap()];
+    let mut up = Up::start(home.path(), &[&root], &args, &[]);
+    let first = up.post("general", "@pip @bee one", &[]);
+    note(&mut up, "reply", "pip", "to", &first);
+    note(&mut up, "reply", "bee", "to", &first);
+    let second = up.post("general", "@pip @bee two", &[]);
+    let held = note(&mut up, "limited", "pip", "id", &second);
+    assert_eq!(
+        (&held["limit"], &held["action"], held["turns"].as_u64()),
+        (&Value::from("author"), &Value::from("coalesced"), Some(1)),
+        "{held}"
+    );
+    note(&mut up, "reply", "bee", "to", &second);
+    let budget = up.wait_for(|l| {
+        let v: Value = serde_json::from_str(l).unwrap_or_default();
+        v["event"] == "budget" && v["persona"] == "bee" && v["used"] == 2
+    });
+    let budget: Value = serde_json::from_str(&budget).unwrap();
+    assert_eq!(
+        (&budget["limit"], budget["allowed"].as_u64()),
+        (&Value::from("turns_per_hour"), Some(5))
+    );
+    up.stop_ok();
+    let bee_held = up.seen.iter().any(|l| {
+        let v: Value = serde_json::from_str(l).unwrap_or_default();
+        v["event"] == "limited" && v["persona"] == "bee"
+    });
+    assert!(!bee_held, "bee kept the flag's five turns a minute");
+
+    std::fs::write(
+        &overrides,
+        "[\"com.example.limits\".pip]\nlimits = { author_turns_per_minute = 99999999999 }\n",
+    )
+    .unwrap();
+    let mut cmd = apiary(home.path());
+    cmd.args(["up", "--listen", "127.0.0.1:0"])
+        .arg(&root)
+        .args(args);
+    let run = Run::of(cmd);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("author_turns_per_minute"),
+        "{}",
+        run.stderr
+    );
+}

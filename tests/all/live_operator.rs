@@ -164,10 +164,10 @@ fn a_workspace_that_cannot_be_created_refuses_its_persona_naming_the_path() {
 }
 
 #[test]
-fn two_packs_with_one_persona_name_on_one_channel_refuse_only_the_second() {
-    // The README's multi-pack policy: one name for two mention-woken personas of different packs
-    // in a shared channel is ambiguous (`@bee` could mean either): the second is refused, naming
-    // both packs. The same name elsewhere, and overlapping keywords, are not ambiguous.
+fn two_packs_with_one_persona_name_on_one_channel_both_run_and_pack_id_mentions_tell_them_apart() {
+    // The README's multi-pack policy: two packs' personas of one name in a shared channel both
+    // run (the operator is told, naming both packs); `@bee` wakes both, `@pack-id/bee` and a `p`
+    // tag of one's key exactly that one. Overlapping keywords wake each.
     let home = tempfile::tempdir().unwrap();
     let bee = |channel: &str| {
         persona(
@@ -204,21 +204,100 @@ fn two_packs_with_one_persona_name_on_one_channel_refuse_only_the_second() {
         &[],
     );
     write_pack(&third, "com.example.third", &[("bee", &bee("garden"))], &[]);
-    let mut up = Up::start(home.path(), &[&first, &second, &third], &[], &[]);
-    let refused = up.wait_for(|l| l.starts_with("persona bee refused"));
+    let mut up = Up::start(home.path(), &[&first, &second, &third], &["--json"], &[]);
+    let shared = up.wait_for(|l| event_of(l) == "name_shared");
     assert!(
-        refused.contains("com.example.first") && refused.contains("com.example.second"),
-        "{refused}"
+        shared.contains("com.example.first") && shared.contains("com.example.second"),
+        "{shared}"
     );
-    assert!(refused.contains("#general"), "{refused}");
+    assert!(shared.contains("@com.example.first/bee"), "{shared}");
     let ready = up.wait_for(|l| event_of(l) == "ready");
     assert!(
-        ready.contains("personas=3"),
-        "first's bee, wasp, third's bee: {ready}"
+        ready.contains("\"personas\":4"),
+        "every bee and wasp: {ready}"
     );
-    // Overlapping keywords: both packs' personas answer.
-    let id = up.post("general", "who has honey?", &[]);
-    up.reply_to("bee", &id);
-    up.reply_to("wasp", &id);
+    let key_of = |up: &mut Up, pack: &str| -> String {
+        let line = up.wait_for(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_default();
+            v["event"] == "persona_ready" && v["persona"] == "bee" && v["pack"] == pack
+        });
+        let v: Value = serde_json::from_str(&line).unwrap();
+        v["pubkey"].as_str().unwrap().to_string()
+    };
+    let (first_bee, second_bee) = (
+        key_of(&mut up, "com.example.first"),
+        key_of(&mut up, "com.example.second"),
+    );
+    // Who answered `id` (sorted keys), once `woken` replies to it were published.
+    let answered_by = |up: &mut Up, id: &str, woken: usize| -> Vec<String> {
+        let mut replies: Vec<String> = Vec::new();
+        while replies.len() < woken {
+            let line = up.wait_for(|l| {
+                let r = reply_to(l, id);
+                !r.is_empty() && !replies.contains(&r)
+            });
+            replies.push(reply_to(&line, id));
+        }
+        let mut keys: Vec<String> = up
+            .history("general")
+            .iter()
+            .filter(|e| replies.iter().any(|r| e["id"] == r.as_str()))
+            .map(|e| e["pubkey"].as_str().unwrap().to_string())
+            .collect();
+        keys.sort();
+        keys
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let qualified = up.post("general", "@com.example.first/bee hello", &[]);
+    assert_eq!(
+        answered_by(&mut up, &qualified, 1),
+        std::slice::from_ref(&first_bee)
+    );
+    let tagged = up.post("general", "hello you", &["--mention", &second_bee]);
+    assert_eq!(
+        answered_by(&mut up, &tagged, 1),
+        std::slice::from_ref(&second_bee)
+    );
+    let plain = up.post("general", "@bee hello", &[]);
+    assert_eq!(
+        answered_by(&mut up, &plain, 2),
+        sorted(vec![first_bee, second_bee])
+    );
+    // Overlapping keywords: every pack's persona subscribed there answers (third's bee is in
+    // #garden).
+    let honey = up.post("general", "who has honey?", &[]);
+    assert_eq!(answered_by(&mut up, &honey, 3).len(), 3);
     up.stop_ok();
+    // Each woke exactly the personas it names: nobody answered twice or in their place.
+    let woken = |id: &str| {
+        up.seen
+            .iter()
+            .filter(|l| {
+                let v: Value = serde_json::from_str(l).unwrap_or_default();
+                v["event"] == "woken" && v["id"] == id
+            })
+            .count()
+    };
+    assert_eq!(
+        (
+            woken(&qualified),
+            woken(&tagged),
+            woken(&plain),
+            woken(&honey)
+        ),
+        (1, 1, 2, 3)
+    );
+}
+
+/// The reply id of a `reply` JSON line answering `id` (empty when it is not one).
+fn reply_to(line: &str, id: &str) -> String {
+    let v: Value = serde_json::from_str(line).unwrap_or_default();
+    if v["event"] == "reply" && v["to"] == id {
+        v["id"].as_str().unwrap_or_default().to_string()
+    } else {
+        String::new()
+    }
 }

@@ -32,6 +32,7 @@ mod live_identity;
 mod live_limits;
 mod live_operator;
 mod live_reconnect;
+mod live_reload;
 mod live_session;
 mod live_shards;
 mod live_status;

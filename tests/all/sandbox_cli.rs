@@ -448,6 +448,13 @@ fn trigger_test_says_who_wakes_and_why() {
         r#"{"text": "ping", "channel": "ops", "mentions": ["lep"]}"#,
     );
     assert_eq!(v["woken"], serde_json::json!(["lep"]));
+    // A mention qualified by the pack id (as `up` tells two packs' personas of one name apart).
+    let v = trigger(
+        &env,
+        &dir,
+        r#"{"text": "@com.example.hive/lep ping, @com.example.other/pip", "channel": "ops"}"#,
+    );
+    assert_eq!(v["woken"], serde_json::json!(["lep"]));
     // Human output.
     let r = env.run(&[
         "trigger",

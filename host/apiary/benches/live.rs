@@ -33,6 +33,7 @@ fn main() {
         .map(|i| TriggerPersona {
             name: format!("p{i}"),
             display_name: format!("P{i}"),
+            qualified: String::new(),
             pubkey: Keys::generate().public_key(),
             triggers: Triggers {
                 mentions: true,

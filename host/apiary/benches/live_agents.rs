@@ -739,6 +739,7 @@ fn write_pack(root: &std::path::Path) -> Vec<TriggerPersona> {
         trigger_personas.push(TriggerPersona {
             name: format!("p{i}"),
             display_name: format!("P{i}"),
+            qualified: String::new(),
             pubkey: Keys::generate().public_key(),
             triggers: t,
         });

@@ -110,7 +110,9 @@ impl<'m> Index<'m> {
                 }
             }
             if m.mentions {
-                by_name.entry(Key(&m.name)).or_default().push(i);
+                for name in m.names() {
+                    by_name.entry(Key(name)).or_default().push(i);
+                }
             }
         }
         Index {

@@ -10,7 +10,9 @@
 //! Order of the decision, for one persona and one message:
 //! 1. `mentions` is on and the persona is mentioned (its name in the message's mention list, or
 //!    `@name` in the text, both case-insensitive; a name is the ASCII letters, digits, `_` and `-`
-//!    after the `@`) → wake, in any channel;
+//!    after the `@`) → wake, in any channel. A persona named `pack-id/name` (as apiary names
+//!    them) answers to `@name` and to `@pack-id/name`: the pack id (letters, digits, `.`, `-`,
+//!    `_`) tells two personas of one name apart, and a mention so qualified is only that one;
 //! 2. the channel is not in `subscribe` (a leading `#` is not significant on either side) → asleep;
 //! 3. `all_messages` is on → wake;
 //! 4. the text contains one of `keywords`, compared case-insensitively (empty keywords never match)
@@ -57,7 +59,10 @@ impl Reason {
 
 /// A persona's trigger configuration, prepared once (lower-cased) for many messages.
 pub struct Matcher {
+    /// Lower-cased; `pack-id/name` or `name`.
     name: String,
+    /// Where the bare name starts in `name` (after the `/`; 0 when unqualified).
+    bare: usize,
     mentions: bool,
     /// Empty keywords are left out.
     keywords: Vec<Keyword>,
@@ -81,12 +86,14 @@ impl Matcher {
         all_messages: bool,
         subscribe: impl IntoIterator<Item = &'s str>,
     ) -> Matcher {
+        let name = {
+            let mut lowered = String::new();
+            push_lowercase(&mut lowered, name);
+            lowered
+        };
         Matcher {
-            name: {
-                let mut lowered = String::new();
-                push_lowercase(&mut lowered, name);
-                lowered
-            },
+            bare: name.rfind('/').map_or(0, |slash| slash + 1),
+            name,
             mentions,
             keywords: keywords
                 .into_iter()
@@ -112,7 +119,7 @@ impl Matcher {
 
     /// The decision for a message posted in `channel`.
     pub fn decide(&self, channel: &str, message: &Prepared) -> Reason {
-        if self.mentions && message.mentions(&self.name) {
+        if self.mentions && self.names().any(|n| message.mentions(n)) {
             return Reason::Mentioned;
         }
         let channel = channel_key(channel);
@@ -120,6 +127,12 @@ impl Matcher {
             return Reason::NotSubscribed;
         }
         self.decide_subscribed(message)
+    }
+
+    /// The names a mention of this persona may use: `pack-id/name` and `name`, or `name`.
+    fn names(&self) -> impl Iterator<Item = &str> {
+        let bare = (self.bare > 0).then(|| &self.name[self.bare..]);
+        std::iter::once(self.name.as_str()).chain(bare)
     }
 
     /// Steps 3 to 5, for a message in a subscribed channel that does not mention the persona.
@@ -175,12 +188,26 @@ impl Prepared {
         if !has_at {
             return;
         }
-        // `@name` tokens: ASCII letters, digits, `_` and `-` after an `@`.
+        // `@name` tokens: ASCII letters, digits, `_` and `-` after an `@`; `@pack-id/name` when a
+        // pack id (those and `.`) and a `/` come first, the qualified name as one token.
         let is_name = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-';
         let mut rest = self.text.as_slice();
         while let Some(at) = rest.iter().position(|&b| b == b'@') {
             rest = &rest[at + 1..];
-            let end = rest.iter().position(|b| !is_name(b)).unwrap_or(rest.len());
+            let id = rest
+                .iter()
+                .position(|b| !(is_name(b) || *b == b'.'))
+                .unwrap_or(rest.len());
+            let qualified = match rest.get(id) {
+                Some(b'/') if id > 0 => {
+                    let name = &rest[id + 1..];
+                    let len = name.iter().position(|b| !is_name(b)).unwrap_or(name.len());
+                    (len > 0).then_some(id + 1 + len)
+                }
+                _ => None,
+            };
+            let end = qualified
+                .unwrap_or_else(|| rest.iter().position(|b| !is_name(b)).unwrap_or(rest.len()));
             // ASCII, so always UTF-8.
             if let Ok(name) = std::str::from_utf8(&rest[..end])
                 && !name.is_empty()

@@ -231,3 +231,47 @@ fn only_mentions_and_matches_wake() {
     assert!(!Reason::NotSubscribed.wakes());
     assert!(!Reason::NoMatch.wakes());
 }
+
+#[test]
+fn a_qualified_mention_wakes_only_the_persona_of_that_pack() {
+    let first = Matcher::new("com.example.first/bee", true, [], false, ["general"]);
+    let second = Matcher::new("com.example.Second/bee", true, [], false, ["general"]);
+    let plain = Matcher::new("bee", true, [], false, ["general"]);
+    let woke = |text: &str, mentions: &[&str]| {
+        let m = prepared(text, mentions);
+        [&first, &second, &plain].map(|p| p.decide("general", &m) == Reason::Mentioned)
+    };
+    // The bare name is everyone's of that name.
+    assert_eq!(woke("hi @bee.", &[]), [true, true, true]);
+    // Qualified, case-insensitively, at the end of a sentence or before punctuation.
+    assert_eq!(
+        woke("@com.example.first/bee, hi", &[]),
+        [true, false, false]
+    );
+    assert_eq!(
+        woke("ask @COM.EXAMPLE.SECOND/Bee.", &[]),
+        [false, true, false]
+    );
+    // An explicit mention (a `p` tag, which apiary gives as the qualified name) is exact too.
+    assert_eq!(
+        woke("hello", &["com.example.first/bee"]),
+        [true, false, false]
+    );
+    // Another pack's id, a missing name, a path: no wrong wake.
+    assert_eq!(woke("@com.example.third/bee", &[]), [false, false, false]);
+    assert_eq!(woke("@bee/ and @/bee", &[]), [true, true, true]);
+    assert_eq!(woke("see a@b.c/d", &[]), [false, false, false]);
+    // The batch decides the same, indexing both names.
+    let matchers = [first, second, plain];
+    let texts = [
+        "@com.example.first/bee",
+        "@bee",
+        "@com.example.second/bee x",
+    ];
+    let batch = decide_batch(
+        &matchers,
+        texts.iter().map(|t| ("general", *t, std::iter::empty())),
+    );
+    let pairs: Vec<(u32, u32)> = batch.iter().map(|&(m, p, _)| (m, p)).collect();
+    assert_eq!(pairs, [(0, 0), (1, 0), (1, 1), (1, 2), (2, 1)]);
+}

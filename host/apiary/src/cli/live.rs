@@ -26,14 +26,16 @@ mod names;
 mod packs;
 pub(crate) mod status;
 mod view;
+mod watch;
 
 /// The default address of the embedded relay, so `post` and `tail` find it without flags.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4869";
 
 const UP_EXAMPLES: &str = "\
 Examples:
-  apiary up                                   # every installed pack (none: the bundled Hello Hive pack)
-  apiary up com.example.pack                  # one installed pack, by id
+  apiary up                                   # every installed pack (none: the bundled Hello Hive pack),
+                                              # reloading each one installed, upgraded or uninstalled
+  apiary up com.example.pack                  # one installed pack, by id (reloaded when it changes)
   apiary up ./my-pack --relay wss://relay.example.com
   apiary up ./my-pack --agent 'goose acp'     # any ACP v1 agent
   apiary up ./my-pack --listen 127.0.0.1:0    # a free port; the first stdout line names it
@@ -56,6 +58,8 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   persona_ready   persona pack identity pubkey channels[] system_prompt (\"session\" | \"prefix\")
   persona_refused persona reason [data stderr[]]   data: the agent's JSON-RPC error data;
                   stderr: the last lines the agent wrote to its stderr (made printable)
+  name_shared     persona pack reason                    another pack runs a persona of this name
+                  in a shared channel: `@name` wakes both, `@pack-id/name` (or a `p` tag) one
   untrusted       persona pack kind (\"hook\" | \"mcp_server\") name command reason help
                   a script hook not run, or a stdio MCP server not handed to the agent: the
                   operator's trust store does not trust it (see `apiary trust`)
@@ -76,6 +80,8 @@ With --json, one JSON object per line instead; `event` names the kind, the other
                   action \"coalesced\" waits and is answered with the author's next turn,
                   \"dropped\" is not answered; over a persona's spending limit (limit:
                   turns_per_hour | turns_per_day | tokens_per_day) it is dropped
+  budget          persona channel limit used allowed   after a turn is taken (and after its
+                  tokens are counted): the persona's spending limit closest to tripping
   restarted       persona restart window_secs
   turn            persona channel id published reason [bytes]       a turn without a reply
   reply           persona channel id to thread           reply `id` published, answering `to`
@@ -84,6 +90,12 @@ With --json, one JSON object per line instead; `event` names the kind, the other
   persona_elsewhere persona pack shard                   (--shard) a persona another replica owns
   error           persona channel id reason [data stderr[]]
                   a failed turn, trigger or hook, or an internal error (data, stderr: as above)
+  reloaded        pack action from to personas[] stopped[]   (running the installed packs) a
+                  pack installed, upgraded or uninstalled while `up` runs (action), applied
+  reload_failed   pack version reason [running] [refused[] kept[]]   a new version that does not
+                  load (running: true when what ran stays), or personas of it refused (kept: back
+                  on the old version)
+  persona_stopped persona pack                           its pack was upgraded or uninstalled
   stopping
   stopped         replies
 
@@ -110,13 +122,16 @@ full minute's turns at once, then one at a time as they refill). Messages over a
 are answered together in the author's next turn, while other authors are served; only an author's
 messages beyond 20 waiting (the oldest) are dropped, and on stopping whatever still waits for a
 turn. Each is reported as `limited`. Waiting messages of one author, or of one thread, are
-answered in one turn.
+answered in one turn. One persona's own rates, in place of the flags, go in the overrides file:
+  limits = { author_turns_per_minute = 2, channel_turns_per_minute = 10 }   (0: no limit)
 Spending limits per persona, over all its channels, from the overrides file
   [\"com.example.pack\".bee]
   limits = { turns_per_hour = 20, turns_per_day = 200, tokens_per_day = 500000 }
 or from the [limits] table of <root>/.apiary/agents/<pack-id>/<persona>/agent.toml (the overrides
 file wins key by key): a turn over one is not taken, its messages are dropped and reported as
-`limited`. Tokens are those the agent reports (usage.totalTokens of its prompt answers).
+`limited`. Tokens are those the agent reports (usage.totalTokens of its prompt answers). The
+status view's LIMIT column shows used/allowed of the persona's tightest spending limit (h: turns
+an hour, d: turns a day, tok: tokens a day).
 
 Trust: script hooks and stdio MCP servers run on this host, outside the sandbox, so only what the
 operator trusted runs: `apiary trust <pack-id>` for an installed pack (<root>/<pack-id>/),
@@ -627,37 +642,64 @@ fn persona_limits(
 /// The script hooks the operator's trust store trusts, for the packs being run: the policy the
 /// dispatcher is handed (it reads no trust store itself).
 struct StoreTrust {
-    view: TrustView,
+    view: std::sync::RwLock<TrustView>,
     /// Each pack as trust sees it (manifest id and version, root), by pack id.
-    packs: std::collections::HashMap<String, PackRef>,
+    packs: std::sync::RwLock<HashMap<String, PackRef>>,
+    /// The install root whose store is read again when a pack is reloaded.
+    root: Option<PathBuf>,
 }
 
 impl StoreTrust {
-    fn new(view: TrustView, packs: &[PackRef]) -> StoreTrust {
+    fn new(view: TrustView, packs: &[PackRef], root: Option<PathBuf>) -> StoreTrust {
         let packs = packs.iter().map(|p| (p.id.clone(), p.clone())).collect();
-        StoreTrust { view, packs }
+        StoreTrust {
+            view: std::sync::RwLock::new(view),
+            packs: std::sync::RwLock::new(packs),
+            root,
+        }
     }
 }
 
 impl ScriptTrust for StoreTrust {
     fn script_hook(&self, pack_id: &str, command: &str) -> Result<(), Untrusted> {
-        let Some(pack) = self.packs.get(pack_id) else {
+        let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
+        let view = self.view.read().unwrap_or_else(|e| e.into_inner());
+        let Some(pack) = packs.get(pack_id) else {
             return Err(Untrusted {
                 why: format!("pack {pack_id} is not known to the trust check"),
                 remedy: Untrusted::TRUST_ALL.into(),
             });
         };
         // The store's refusal carries the command that records trust as its help.
-        self.view.hook(pack, command).map_err(|e| Untrusted {
+        view.hook(pack, command).map_err(|e| Untrusted {
             why: e.message,
-            remedy: e.help.unwrap_or_else(|| self.view.remedy(pack)),
+            remedy: e.help.unwrap_or_else(|| view.remedy(pack)),
         })
     }
 
     fn component_grants(&self, pack_id: &str, hook: &str) -> Vec<String> {
-        match self.packs.get(pack_id) {
-            Some(pack) => self.view.component_grants(pack, hook),
+        let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
+        match packs.get(pack_id) {
+            Some(pack) => self
+                .view
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .component_grants(pack, hook),
             None => Vec::new(),
+        }
+    }
+
+    /// The reloaded pack is trusted as the store (read again) says of its new version.
+    fn pack_changed(&self, pack_id: &str, pack: Option<&crate::pack::Pack>) {
+        {
+            let mut packs = self.packs.write().unwrap_or_else(|e| e.into_inner());
+            match pack {
+                Some(p) => packs.insert(pack_id.to_string(), PackRef::of(p)),
+                None => packs.remove(pack_id),
+            };
+        }
+        if let Some(root) = &self.root {
+            *self.view.write().unwrap_or_else(|e| e.into_inner()) = TrustView::load(root);
         }
     }
 }
@@ -735,6 +777,8 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 /// the relay.
 struct Plan {
     data: Data,
+    /// Running the installed packs: their root and lock entries, watched for changes.
+    watched: Option<Watched>,
     persona_limits: HashMap<(String, String), dispatch::limits::PersonaLimits>,
     keys: KeyStore,
     packs: Vec<PackRun>,
@@ -772,7 +816,7 @@ pub fn up(args: UpArgs) -> u8 {
 /// back, and the command line checked.
 fn plan(args: &UpArgs) -> Result<Plan, Failed> {
     let data = Data::locate();
-    let pack_dirs = pack_dirs(args, &data)?;
+    let (pack_dirs, watched) = pack_dirs(args, &data)?;
     let shard = match &args.shard {
         Some(text) => Some(
             Shard::parse(text, hostname().as_deref())
@@ -836,6 +880,7 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
     };
     Ok(Plan {
         data,
+        watched,
         persona_limits,
         keys,
         packs,
@@ -859,17 +904,43 @@ fn hostname() -> Option<String> {
         .map(|h| h.trim().to_string())
 }
 
-/// The packs given (directories or installed pack ids), else every installed pack, else the
-/// bundled example (written under the data dir on first use).
-fn pack_dirs(args: &UpArgs, data: &Data) -> Result<Vec<PathBuf>, Failed> {
+/// What runs installed packs watches for changes: the install root and what `pack.lock` said.
+/// What runs installed packs watches for changes: the install root, what `pack.lock` said, and
+/// the ids given (`None`: every installed pack).
+type Watched = (
+    PathBuf,
+    std::collections::BTreeMap<String, crate::dist::lock::LockEntry>,
+    Option<std::collections::BTreeSet<String>>,
+);
+
+/// The packs given (directories or installed pack ids), else every installed pack (then watched
+/// for changes), else the bundled example (written under the data dir on first use).
+fn pack_dirs(args: &UpArgs, data: &Data) -> Result<(Vec<PathBuf>, Option<Watched>), Failed> {
     let root = paths::install_root(args.root.as_deref().filter(|r| !r.as_os_str().is_empty())).ok();
     if !args.packs.is_empty() {
-        return packs::chosen(&args.packs, root.as_deref());
+        let dirs = packs::chosen(&args.packs, root.as_deref())?;
+        // Only installed packs given by id are watched (a directory is not an install).
+        let ids: std::collections::BTreeSet<String> = args
+            .packs
+            .iter()
+            .filter(|a| !a.exists() && a.components().count() == 1)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let watched = match &root {
+            Some(root) if ids.len() == args.packs.len() => {
+                let mut known = packs::present(root, packs::lock(root)?);
+                known.retain(|id, _| ids.contains(id));
+                Some((root.clone(), known, Some(ids)))
+            }
+            _ => None,
+        };
+        return Ok((dirs, watched));
     }
     if let Some(root) = &root {
-        let installed = packs::installed(root)?;
+        let installed = packs::present(root, packs::lock(root)?);
         if !installed.is_empty() {
-            return Ok(installed.into_iter().map(|(_, dir)| dir).collect());
+            let dirs = installed.keys().map(|id| root.join(id)).collect();
+            return Ok((dirs, Some((root.clone(), installed, None))));
         }
     }
     let dir = data.example_pack();
@@ -879,7 +950,7 @@ fn pack_dirs(args: &UpArgs, data: &Data) -> Result<Vec<PathBuf>, Failed> {
             dir.display()
         ))
     })?;
-    Ok(vec![dir])
+    Ok((vec![dir], None))
 }
 
 /// Plain or JSON lines, or the status view on a terminal.
@@ -944,6 +1015,17 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         remember_embedded(&plan.data, &relay_url, e.restored, journal.as_deref());
     }
     let cluster = cluster(args, plan.shard, &plan.data, connection);
+    let reloads = plan.watched.map(|(root, known, only)| {
+        let w = watch::Watch {
+            root,
+            only,
+            overrides: args.overrides.clone(),
+            keys: plan.keys.clone(),
+            allow_conflict: args.allow_id_conflict,
+            trust_hooks: args.trust_hooks,
+        };
+        watch::start(w, known, Arc::clone(&out))
+    });
     let config = dispatch::Config {
         relay_url,
         agent: plan.agent,
@@ -973,11 +1055,21 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         .iter()
         .map(|p| (p.resolved.pack.id.clone(), p.pack.root.clone()))
         .collect();
+    let trust_root = paths::install_root(args.root.as_deref()).ok();
     let hooks = SandboxHooks::new(roots)
         .trust_all_scripts(args.trust_hooks)
-        .with_trust(StoreTrust::new(plan.trust, &plan.pack_refs))
+        .with_trust(StoreTrust::new(plan.trust, &plan.pack_refs, trust_root))
         .report_to(Arc::clone(&out));
-    let result = dispatch::run(config, plan.packs, matcher, Arc::new(hooks), out, shutdown).await;
+    let result = dispatch::run_reloading(
+        config,
+        plan.packs,
+        matcher,
+        Arc::new(hooks),
+        out,
+        reloads,
+        shutdown,
+    )
+    .await;
     if let Some(e) = &embedded {
         e.shutdown();
     }

@@ -150,6 +150,11 @@ impl Failed {
         )
     }
 
+    /// The text as stderr shows it.
+    pub fn message(&self) -> &str {
+        &self.text
+    }
+
     /// This failure's text, then `next`'s (two mistakes on one command line).
     pub fn and(mut self, next: Failed) -> Failed {
         self.text.push_str(&next.text);

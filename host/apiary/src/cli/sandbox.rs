@@ -791,8 +791,14 @@ fn trigger_test(args: &TriggerTestArgs) -> Result<Decided, Failed> {
         .personas
         .iter()
         .map(|p| {
+            // As `up` gives the built-in matcher: `pack-id/name`, which answers to `@name` and
+            // `@pack-id/name`; a component under test gets the bare name.
+            let name = match &args.matcher {
+                None => format!("{}/{}", resolved.pack.id, p.identity.name),
+                Some(_) => p.identity.name.clone(),
+            };
             let persona = Persona {
-                name: p.identity.name.clone(),
+                name,
                 mentions: p.triggers.mentions,
                 keywords: p.triggers.keywords.clone(),
                 all_messages: p.triggers.all_messages,

@@ -5,17 +5,17 @@
 //!   packs never meet, and need no rule.
 //! - Personas of different packs whose triggers overlap on a channel (keywords, `all_messages`)
 //!   each answer: every pack was asked to run, and each reply is signed by its own persona.
-//! - Truly ambiguous is one name for two personas of different packs that both wake on mentions
-//!   in a shared channel: `@bee` there could mean either, and a mention by key wakes personas by
-//!   name too. The persona listed second (packs in the order given) is refused, naming both
-//!   packs; the first runs.
+//! - One name for two personas of different packs that both wake on mentions in a shared channel:
+//!   `@bee` there means both (like overlapping keywords, each answers), and `@pack-id/bee` (or a
+//!   `p` tag of its key) exactly one. Both run; the operator is told once, naming both packs and
+//!   how to address each. Nothing else is ambiguous: two packs with one id never run together.
 
 use crate::resolve::ResolvedPersona;
 
-/// Why `persona` of `pack_id` cannot run beside the personas `accepted` before it (each with its
-/// pack id), if it cannot.
-pub(super) fn ambiguous(
-    accepted: &[(&str, &ResolvedPersona)],
+/// When `persona` of `pack_id` shares its name and a channel with a mention-woken persona of
+/// another pack among `beside` (each with its pack id): what to tell the operator.
+pub(super) fn shared_name(
+    beside: &[(&str, &ResolvedPersona)],
     pack_id: &str,
     persona: &ResolvedPersona,
 ) -> Option<String> {
@@ -23,7 +23,7 @@ pub(super) fn ambiguous(
         return None;
     }
     let name = &persona.identity.name;
-    accepted.iter().find_map(|&(their_pack, theirs)| {
+    beside.iter().find_map(|&(their_pack, theirs)| {
         if their_pack == pack_id
             || !theirs.triggers.mentions
             || !theirs.identity.name.eq_ignore_ascii_case(name)
@@ -35,8 +35,8 @@ pub(super) fn ambiguous(
             .iter()
             .find(|c| theirs.subscribe.contains(c))?;
         Some(format!(
-            "pack {} already runs a persona named `{}` in #{shared}, so a mention of `@{name}` there could mean either; rename one of them in its pack, or subscribe them to different channels (packs {} and {pack_id})",
-            their_pack, theirs.identity.name, their_pack
+            "packs {} and {pack_id} both run a persona named `{name}` in #{shared}: `@{name}` there wakes both; `@{}/{}` or `@{pack_id}/{name}` wakes one",
+            their_pack, their_pack, theirs.identity.name
         ))
     })
 }

@@ -19,9 +19,6 @@ pub enum DispatchError {
     Subscribe(String),
     #[error("no persona could start")]
     NoPersona,
-    /// Another pack's persona has the same name on a shared channel (see `conflict`).
-    #[error("{0}")]
-    Ambiguous(String),
     /// A persona's MCP servers cannot be delivered (refuses it).
     #[error(transparent)]
     Mcp(#[from] McpError),
@@ -65,7 +62,6 @@ impl DispatchError {
             DispatchError::Relay(_) => "relay",
             DispatchError::Subscribe(_) => "subscribe",
             DispatchError::NoPersona => "no-persona",
-            DispatchError::Ambiguous(_) => "ambiguous",
             DispatchError::Mcp(_) => "mcp",
             DispatchError::Workspace(_) => "workspace",
             DispatchError::Skills(_) => "skills",

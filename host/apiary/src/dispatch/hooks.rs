@@ -141,6 +141,11 @@ pub trait HookRunner: Send + Sync {
             HookPoint::OnStart | HookPoint::OnStop => LIFECYCLE_DEADLINE,
         }
     }
+
+    /// A pack was installed or upgraded (`Some`: the version now on disk) or uninstalled
+    /// (`None`) while the harness runs (hot reload): hooks are found, compiled and trusted
+    /// afresh for it.
+    fn pack_changed(&self, _pack_id: &str, _pack: Option<&crate::pack::Pack>) {}
 }
 
 /// Runs `f` on tokio's blocking pool within `deadline` of wall-clock time, for work that blocks

@@ -45,9 +45,10 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// The spending part of `limits` (the flood rates are the workers').
     pub fn new(limits: PersonaLimits) -> Budget {
         Budget {
-            limits,
+            limits: limits.spending(),
             turns: VecDeque::new(),
             tokens: VecDeque::new(),
         }
@@ -59,34 +60,54 @@ impl Budget {
             return Ok(());
         }
         self.forget(now);
+        if let Some(over) = self.usage(now).find(|u| u.used >= u.allowed) {
+            return Err(over);
+        }
+        self.turns.push_back(now);
+        Ok(())
+    }
+
+    /// Each limit set, with what is used of it at `now`.
+    fn usage(&self, now: Instant) -> impl Iterator<Item = Tripped> {
         let since = |window: Duration| {
             self.turns
                 .iter()
                 .filter(|t| now.duration_since(**t) < window)
                 .count() as u64
         };
-        let checks = [
+        let tokens = self
+            .tokens
+            .iter()
+            .filter(|(t, _)| now.duration_since(*t) < DAY)
+            .map(|(_, n)| n)
+            .sum();
+        [
             ("turns_per_hour", self.limits.turns_per_hour, since(HOUR)),
             ("turns_per_day", self.limits.turns_per_day, since(DAY)),
-            (
-                "tokens_per_day",
-                self.limits.tokens_per_day,
-                self.tokens.iter().map(|(_, n)| n).sum(),
-            ),
-        ];
-        for (limit, allowed, used) in checks {
-            if let Some(allowed) = allowed
-                && used >= allowed
-            {
-                return Err(Tripped {
-                    limit,
-                    allowed,
-                    used,
-                });
-            }
+            ("tokens_per_day", self.limits.tokens_per_day, tokens),
+        ]
+        .into_iter()
+        .filter_map(|(limit, allowed, used)| {
+            allowed.map(|allowed| Tripped {
+                limit,
+                allowed,
+                used,
+            })
+        })
+    }
+
+    /// The limit closest to tripping at `now` (the most used of what it allows), for the status
+    /// view; `None` without spending limits.
+    pub fn tightest(&self, now: Instant) -> Option<Tripped> {
+        if self.limits.is_empty() {
+            return None;
         }
-        self.turns.push_back(now);
-        Ok(())
+        // used/allowed compared without division: a/b > c/d ⇔ a·d > c·b (0 allowed is full).
+        self.usage(now).max_by(|a, b| {
+            (u128::from(a.used) * u128::from(b.allowed))
+                .cmp(&(u128::from(b.used) * u128::from(a.allowed)))
+                .then((a.allowed == 0).cmp(&(b.allowed == 0)))
+        })
     }
 
     /// Tokens the agent reported for a turn.
@@ -124,7 +145,7 @@ mod tests {
         let mut b = Budget::new(PersonaLimits {
             turns_per_hour: Some(2),
             turns_per_day: Some(3),
-            tokens_per_day: None,
+            ..PersonaLimits::default()
         });
         assert!(b.take(t0).is_ok());
         assert!(b.take(t0).is_ok());
@@ -155,5 +176,43 @@ mod tests {
         let over = b.take(t0).unwrap_err();
         assert_eq!((over.limit, over.used), ("tokens_per_day", 200));
         assert!(Budget::new(PersonaLimits::default()).take(t0).is_ok());
+    }
+
+    #[test]
+    fn the_tightest_limit_is_the_most_used_share() {
+        let t0 = Instant::now();
+        let mut b = Budget::new(PersonaLimits {
+            turns_per_hour: Some(10),
+            turns_per_day: Some(12),
+            tokens_per_day: Some(1000),
+            ..PersonaLimits::default()
+        });
+        assert_eq!(b.tightest(t0).map(|t| t.used), Some(0));
+        for _ in 0..3 {
+            b.take(t0).unwrap();
+        }
+        // 3/10 an hour, 3/12 a day, 0/1000 tokens.
+        let t = b.tightest(t0).unwrap();
+        assert_eq!((t.limit, t.used, t.allowed), ("turns_per_hour", 3, 10));
+        b.spent(t0, 900);
+        assert_eq!(b.tightest(t0).unwrap().limit, "tokens_per_day");
+        // An hour later the hourly count is back to 0: the daily one is the tightest turn limit.
+        let later = t0 + HOUR;
+        let mut only_turns = Budget::new(PersonaLimits {
+            turns_per_hour: Some(10),
+            turns_per_day: Some(12),
+            ..PersonaLimits::default()
+        });
+        for _ in 0..3 {
+            only_turns.take(t0).unwrap();
+        }
+        let t = only_turns.tightest(later).unwrap();
+        assert_eq!((t.limit, t.used, t.allowed), ("turns_per_day", 3, 12));
+        // Flood rates alone are not spending limits.
+        let flood = Budget::new(PersonaLimits {
+            author_turns_per_minute: Some(1),
+            ..PersonaLimits::default()
+        });
+        assert!(flood.tightest(t0).is_none());
     }
 }

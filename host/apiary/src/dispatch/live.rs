@@ -48,6 +48,9 @@ pub(super) struct Live {
     sessions: Option<SessionStore>,
     /// Its spending against the operator's limits, over all its channels.
     pub budget: std::sync::Mutex<limits::Budget>,
+    /// The turns it gives one author and takes in one channel: `up`'s flags, or its own from
+    /// the overrides file (see [`flood`]).
+    pub turns: flood::TurnLimits,
 }
 
 /// One run of a persona's agent process.
@@ -78,6 +81,17 @@ impl Live {
 
     pub async fn current(&self) -> Arc<Agent> {
         self.agent.current().await
+    }
+
+    /// Ends the persona (shutdown, or its pack reloaded): `on_stop` for its session, then its
+    /// agent and its own relay connection stop.
+    pub async fn stop(&self) {
+        let agent = self.current().await;
+        self.session_ended(agent.generation()).await;
+        agent.client.shutdown().await;
+        if let Some(own) = self.own_relay.get() {
+            relay::shutdown(own).await;
+        }
     }
 
     /// The restart rules this persona's agent runs under.
@@ -230,12 +244,19 @@ pub(super) async fn start_persona(
         sessions.as_ref(),
     )
     .await?;
+    let limits = config
+        .persona_limits
+        .get(&(pack_id.clone(), name.clone()))
+        .copied()
+        .unwrap_or_default();
+    let turns = turn_limits(config.limits, &limits);
     Ok(Live {
         own_relay: tokio::sync::OnceCell::new(),
-        pack_id,
+        pack_id: pack_id.clone(),
         trigger: TriggerPersona {
             name: name.clone(),
             display_name: persona.identity.display_name.clone(),
+            qualified: format!("{pack_id}/{name}"),
             pubkey: keys.public_key(),
             triggers: persona.triggers.clone(),
         },
@@ -247,18 +268,23 @@ pub(super) async fn start_persona(
         base_prompt: config.base_prompt.clone(),
         agent: Supervisor::new(agent, Policy::DEFAULT),
         answered: Default::default(),
-        authors: std::sync::Mutex::new(flood::Authors::new(config.limits.per_author)),
+        authors: std::sync::Mutex::new(flood::Authors::new(turns.per_author)),
         hooks: Arc::clone(runner),
         stopped: std::sync::Mutex::new(None),
         sessions,
-        budget: std::sync::Mutex::new(limits::Budget::new(
-            config
-                .persona_limits
-                .get(&(run.resolved.pack.id.clone(), name.clone()))
-                .copied()
-                .unwrap_or_default(),
-        )),
+        budget: std::sync::Mutex::new(limits::Budget::new(limits)),
+        turns,
     })
+}
+
+/// The persona's flood limits: its own from the overrides file where set, else `up`'s.
+fn turn_limits(up: flood::TurnLimits, own: &limits::PersonaLimits) -> flood::TurnLimits {
+    let rate =
+        |own: Option<u32>, default: flood::Rate| own.map_or(default, flood::Rate::per_minute);
+    flood::TurnLimits {
+        per_author: rate(own.author_turns_per_minute, up.per_author),
+        per_channel: rate(own.channel_turns_per_minute, up.per_channel),
+    }
 }
 
 /// The persona's MCP servers in the form its agent gets them, or why they cannot be delivered.

@@ -31,6 +31,7 @@ mod live;
 pub mod note;
 pub mod profile;
 pub mod prompt;
+pub mod reload;
 mod route;
 pub mod sandboxed;
 pub mod script;
@@ -64,7 +65,7 @@ pub use flood::{Rate, TurnLimits};
 pub use hooks::{HookError, HookPoint, HookRunner, NoHooks};
 use live::Live;
 pub use note::Note;
-use supervise::Supervised as _;
+pub use reload::Reload;
 pub use trigger::{NativeTriggers, Reason, TriggerError, TriggerMatcher, TriggerPersona};
 
 /// At most this many queued messages (of one author or one thread) go into one turn.
@@ -153,6 +154,20 @@ pub async fn run(
     out: Out,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary, DispatchError> {
+    run_reloading(config, packs, matcher, hooks, out, None, shutdown).await
+}
+
+/// [`run`], also applying the packs' changes received on `reloads` while it runs (hot reload:
+/// see [`reload`]).
+pub async fn run_reloading(
+    config: Config,
+    packs: Vec<PackRun>,
+    matcher: Arc<dyn TriggerMatcher>,
+    hooks: Arc<dyn HookRunner>,
+    out: Out,
+    reloads: Option<mpsc::Receiver<Reload>>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Summary, DispatchError> {
     let echoes = Arc::new(relay::echo::Echoes::default());
     // Routing (set up once the personas run): the in-process relay's transport routes the
     // subscription's events as it reads them (`relay_in_process`), the event loop routes the relay
@@ -180,16 +195,41 @@ pub async fn run(
         relay::shutdown(&h.shared).await;
         return Err(DispatchError::NoPersona);
     }
-    let (routes, queues, mut workers) = h.spawn_workers(&lives);
+    let (routes, queues, fleet) = h.spawn_workers(packs, &lives);
     let mut sub = h
         .subscribe(&router, &lives, peers, routes, queues, matcher)
         .await?;
-    h.event_loop(&router, &mut notifications, &mut sub, shutdown)
-        .await;
+    let (resubscribe, mut channels) = mpsc::unbounded_channel();
+    let (stop_reloads, stopped_reloads) = tokio::sync::oneshot::channel();
+    let reloader = tokio::spawn(reload::reloader(
+        h.clone(),
+        Arc::clone(&router),
+        fleet,
+        reloads,
+        resubscribe,
+        stopped_reloads,
+    ));
+    h.event_loop(
+        &router,
+        &mut notifications,
+        &mut sub,
+        &mut channels,
+        shutdown,
+    )
+    .await;
+    // A reload under way finishes first (its personas are then drained with the others).
+    let _ = stop_reloads.send(());
+    let fleet = match reloader.await {
+        Ok(fleet) => fleet,
+        Err(e) => {
+            tracing::error!("the reloader ended abnormally: {e}");
+            reload::Fleet::default()
+        }
+    };
     // Routing stops (events arriving from now on stay unanswered) and drops the queues.
     let stopped = router.lock().unwrap_or_else(|e| e.into_inner()).take();
     summary.events = stopped.map_or(0, |r| r.routed);
-    h.drain(&lives, &mut workers, &sub.id).await;
+    h.drain(fleet, &sub.id).await;
     summary.replies = h.replies.load(Ordering::SeqCst);
     (h.out)(
         Note::new("stopped", format!("stopped replies={}", summary.replies))
@@ -255,12 +295,8 @@ struct Subscription {
 }
 
 /// The routes (channel id → indexes of the personas subscribed to it), the workers' queues, and
-/// the workers.
-type Workers = (
-    HashMap<String, Vec<usize>>,
-    route::Queues,
-    tokio::task::JoinSet<()>,
-);
+/// the running packs with their workers.
+type Workers = (HashMap<String, Vec<usize>>, route::Queues, reload::Fleet);
 
 impl Harness {
     /// Starts every persona this replica owns; refusals are reported and skipped. The others'
@@ -272,8 +308,8 @@ impl Harness {
         summary: &mut Summary,
         peers: &mut HashSet<PublicKey>,
     ) -> Vec<Arc<Live>> {
-        // Which personas start: this replica's, minus the ones a mention could confuse with a
-        // persona listed before them (decided on configuration, so it needs no started agent).
+        // Which personas start (this replica's), and which share a name with one listed before
+        // them (decided on configuration, so it needs no started agent).
         let mut accepted: Vec<(&str, &ResolvedPersona)> = Vec::new();
         let mut plan = Vec::new();
         for run in packs {
@@ -286,11 +322,9 @@ impl Harness {
                     self.elsewhere(run, persona, peers);
                     continue;
                 }
-                let conflict = conflict::ambiguous(&accepted, &run.resolved.pack.id, persona);
-                if conflict.is_none() {
-                    accepted.push((&run.resolved.pack.id, persona));
-                }
-                plan.push((run, index, persona, conflict));
+                let shared = conflict::shared_name(&accepted, &run.resolved.pack.id, persona);
+                accepted.push((&run.resolved.pack.id, persona));
+                plan.push((run, index, persona, shared));
             }
         }
         note_challenges(notifications, &self.auth);
@@ -299,7 +333,7 @@ impl Harness {
         // hundreds of runtimes in the same instant; results come back in configuration order.
         let starts: Vec<_> = plan
             .into_iter()
-            .map(|(run, index, persona, conflict)| self.start_one(run, index, persona, conflict))
+            .map(|(run, index, persona, shared)| self.start_one(run, index, persona, shared))
             .collect();
         let results: Vec<Option<Live>> = futures_util::stream::iter(starts)
             .buffered(STARTS_AT_ONCE)
@@ -349,28 +383,32 @@ impl Harness {
         run: &PackRun,
         index: usize,
         persona: &ResolvedPersona,
-        conflict: Option<String>,
+        shared_name: Option<String>,
     ) -> Option<Live> {
         let name = &persona.identity.name;
         let stderr = crate::acp::StderrTail::default();
-        let started = match conflict {
-            Some(why) => Err(DispatchError::Ambiguous(why)),
-            None => {
-                let start = live::start_persona(
-                    &self.config,
-                    &self.shared,
-                    run,
-                    index,
-                    persona,
-                    &self.hooks,
-                    stderr.clone(),
-                );
-                AssertUnwindSafe(start)
-                    .catch_unwind()
-                    .await
-                    .unwrap_or_else(|panic| Err(DispatchError::panicked("while starting", panic)))
-            }
-        };
+        if let Some(both) = shared_name {
+            tracing::warn!(persona = %name, "{both}");
+            (self.out)(
+                Note::new("name_shared", format!("name_shared {name}: {both}"))
+                    .with("persona", name.as_str())
+                    .with("pack", run.resolved.pack.id.as_str())
+                    .with("reason", both),
+            );
+        }
+        let start = live::start_persona(
+            &self.config,
+            &self.shared,
+            run,
+            index,
+            persona,
+            &self.hooks,
+            stderr.clone(),
+        );
+        let started = AssertUnwindSafe(start)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| Err(DispatchError::panicked("while starting", panic)));
         match started {
             Ok(live) => {
                 let client = persona_relay(&live, self).await;
@@ -401,17 +439,24 @@ impl Harness {
     }
 
     /// Routes (channel id → personas subscribed to it) and one worker per (persona, channel),
-    /// each with its FIFO.
-    fn spawn_workers(&self, lives: &[Arc<Live>]) -> Workers {
+    /// each with its FIFO; the workers and personas kept by pack, for reloads and the drain.
+    fn spawn_workers(&self, packs: Vec<PackRun>, lives: &[Arc<Live>]) -> Workers {
         let mut routes: HashMap<String, Vec<usize>> = HashMap::new();
         let mut queues: route::Queues = HashMap::new();
-        let mut workers = tokio::task::JoinSet::new();
+        let mut fleet: reload::Fleet = packs
+            .into_iter()
+            .map(|run| (run.resolved.pack.id.clone(), reload::Running::new(run)))
+            .collect();
         for (i, live) in lives.iter().enumerate() {
+            let Some(running) = fleet.get_mut(&live.pack_id) else {
+                continue;
+            };
+            running.lives.push((i, Arc::clone(live)));
             for channel in live.channels.keys() {
                 routes.entry(channel.clone()).or_default().push(i);
                 let (tx, rx) = mpsc::channel(QUEUE_CAP);
                 queues.insert((i, channel.clone()), tx);
-                workers.spawn(worker::worker(
+                running.workers.spawn(worker::worker(
                     self.clone(),
                     Arc::clone(live),
                     channel.clone(),
@@ -419,7 +464,7 @@ impl Harness {
                 ));
             }
         }
-        (routes, queues, workers)
+        (routes, queues, fleet)
     }
 
     /// Hands routing its tables, subscribes to every routed channel, and says `ready`.
@@ -449,6 +494,7 @@ impl Harness {
             cursor: Arc::clone(&newest),
             seen: Seen::default(),
             routed: 0,
+            fresh: HashMap::new(),
         });
         let id = self
             .shared
@@ -479,6 +525,7 @@ impl Harness {
         router: &route::Shared,
         notifications: &mut broadcast::Receiver<RelayPoolNotification>,
         sub: &mut Subscription,
+        channels: &mut mpsc::UnboundedReceiver<Vec<String>>,
         shutdown: impl Future<Output = ()>,
     ) {
         let mut tick = tokio::time::interval(CURSOR_EVERY);
@@ -489,6 +536,10 @@ impl Harness {
                 _ = &mut shutdown => break,
                 _ = tick.tick() => {
                     self.advance_cursor(sub).await;
+                    continue;
+                }
+                Some(changed) = channels.recv() => {
+                    self.resubscribe(sub, changed).await;
                     continue;
                 }
                 n = notifications.recv() => match self.event_of(n, &sub.id) {
@@ -532,6 +583,31 @@ impl Harness {
         }
     }
 
+    /// A reload changed the routed channels: the subscription is sent again for the new set,
+    /// from a little before its cursor (routing skips what a new channel had before; see
+    /// [`route::Router::fresh`]).
+    async fn resubscribe(&self, sub: &mut Subscription, channels: Vec<String>) {
+        if channels.is_empty() {
+            // No persona left to route to; a filter without channels would ask for nothing (or,
+            // on some relays, everything). The next pack that starts subscribes again.
+            return;
+        }
+        let newest = sub.newest.load(Ordering::Relaxed);
+        let from = Timestamp::from(newest.saturating_sub(CURSOR_SLACK_SECS));
+        match self
+            .shared
+            .subscribe_with_id(sub.id.clone(), relay::channel_filter(&channels, from), None)
+            .await
+        {
+            Ok(_) => tracing::info!(
+                channels = channels.len(),
+                "subscription sent again for the reloaded packs"
+            ),
+            Err(e) => tracing::warn!("subscribing to the reloaded packs' channels: {e}"),
+        }
+        sub.channels = channels;
+    }
+
     /// What the event loop does with one notification of the relay pool.
     fn event_of(
         &self,
@@ -566,28 +642,24 @@ impl Harness {
 
     /// Drain (routing stopped and took the queues): no new events; let the queues empty within
     /// the drain timeout, then `on_stop`, stop the agents, disconnect.
-    async fn drain(
-        &self,
-        lives: &[Arc<Live>],
-        workers: &mut tokio::task::JoinSet<()>,
-        sub: &SubscriptionId,
-    ) {
+    async fn drain(&self, mut fleet: reload::Fleet, sub: &SubscriptionId) {
         (self.out)(Note::new("stopping", "stopping: draining queues"));
         self.shared.unsubscribe(sub).await;
         let drained = tokio::time::timeout(self.config.drain_timeout, async {
-            while workers.join_next().await.is_some() {}
+            for running in fleet.values_mut() {
+                while running.workers.join_next().await.is_some() {}
+            }
         })
         .await;
         if drained.is_err() {
             tracing::warn!("drain timeout reached; abandoning turns in flight");
-            workers.abort_all();
+            for running in fleet.values_mut() {
+                running.workers.abort_all();
+            }
         }
-        for live in lives {
-            let agent = live.current().await;
-            live.session_ended(agent.generation()).await;
-            agent.client.shutdown().await;
-            if let Some(own) = live.own_relay.get() {
-                relay::shutdown(own).await;
+        for running in fleet.values() {
+            for (_, live) in &running.lives {
+                live.stop().await;
             }
         }
         relay::shutdown(&self.shared).await;

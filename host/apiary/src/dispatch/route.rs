@@ -64,6 +64,9 @@ pub(super) struct Router {
     pub seen: Seen,
     /// Messages routed (not the harness's own, not duplicates).
     pub routed: u64,
+    /// Channels a hot reload subscribed to, with when: their messages from before are not
+    /// answered (the re-sent subscription reads a little back; see [`super::reload`]).
+    pub fresh: HashMap<String, Timestamp>,
 }
 
 /// One persona's decision about a message, for the JSON stream: `woken` with the reason, or
@@ -85,6 +88,14 @@ impl Router {
         let Some(targets) = self.routes.get(&message.channel) else {
             return false;
         };
+        if !self.fresh.is_empty()
+            && self
+                .fresh
+                .get(&message.channel)
+                .is_some_and(|from| message.created_at < *from)
+        {
+            return false;
+        }
         let channel_name = self.lives[targets[0]]
             .channels
             .get(&message.channel)

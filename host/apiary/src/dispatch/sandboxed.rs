@@ -31,6 +31,10 @@ pub trait ScriptTrust: Send + Sync {
     fn component_grants(&self, _pack_id: &str, _hook: &str) -> Vec<String> {
         Vec::new()
     }
+
+    /// A pack was installed, upgraded (`Some`) or uninstalled (`None`) while `up` runs: trust is
+    /// decided for the version now on disk, never inherited from the one before.
+    fn pack_changed(&self, _pack_id: &str, _pack: Option<&crate::pack::Pack>) {}
 }
 
 /// Why a script hook may not run, and the command that would trust it.
@@ -65,7 +69,7 @@ impl SandboxTriggers {
         use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
         // Routing already matched the channel; the component sees it as subscribed.
         let persona = WPersona {
-            name: p.name.clone(),
+            name: p.qualified().to_string(),
             mentions: p.triggers.mentions,
             keywords: p.triggers.keywords.clone(),
             all_messages: p.triggers.all_messages,
@@ -77,7 +81,7 @@ impl SandboxTriggers {
             author: m.author.to_hex(),
             text: m.content.clone(),
             mentions: if m.mentions.contains(&p.pubkey) {
-                vec![p.name.clone()]
+                vec![persona.name.clone()]
             } else {
                 vec![]
             },
@@ -117,7 +121,7 @@ impl TriggerMatcher for SandboxTriggers {
         let wpersonas: Vec<WPersona> = personas
             .iter()
             .map(|p| WPersona {
-                name: p.name.clone(),
+                name: p.qualified().to_string(),
                 mentions: p.triggers.mentions,
                 keywords: p.triggers.keywords.clone(),
                 all_messages: p.triggers.all_messages,
@@ -131,8 +135,9 @@ impl TriggerMatcher for SandboxTriggers {
             text: m.content.clone(),
             mentions: personas
                 .iter()
-                .filter(|p| m.mentions.contains(&p.pubkey))
-                .map(|p| p.name.clone())
+                .zip(&wpersonas)
+                .filter(|(p, _)| m.mentions.contains(&p.pubkey))
+                .map(|(_, w)| w.name.clone())
                 .collect(),
         };
         let mut out = vec![None; personas.len()];
@@ -175,8 +180,8 @@ pub struct HookOutput {
 
 /// `.wasm` hooks in the sandbox; script hooks on the host when trusted, else skipped and reported.
 pub struct SandboxHooks {
-    /// Pack roots by pack id, to find hook files.
-    roots: HashMap<String, PathBuf>,
+    /// Pack roots by pack id, to find hook files (changed by a hot reload).
+    roots: std::sync::RwLock<HashMap<String, PathBuf>>,
     runners: Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>,
     /// `--trust-hooks`: every script hook runs.
     trust_all_scripts: bool,
@@ -192,7 +197,7 @@ impl SandboxHooks {
     /// Hook runner for packs by id; without [`SandboxHooks::with_trust`] no script hook is trusted.
     pub fn new(roots: HashMap<String, PathBuf>) -> SandboxHooks {
         SandboxHooks {
-            roots,
+            roots: std::sync::RwLock::new(roots),
             runners: Mutex::new(HashMap::new()),
             trust_all_scripts: false,
             trust: None,
@@ -420,7 +425,7 @@ impl SandboxHooks {
         };
         let mut files: Vec<PathBuf> = [HookPoint::OnStart, HookPoint::OnMessage, HookPoint::OnStop]
             .into_iter()
-            .filter_map(|point| Self::wasm_file(root, hook_for(persona, point)?)?.ok())
+            .filter_map(|point| Self::wasm_file(&root, hook_for(persona, point)?)?.ok())
             .collect();
         files.sort();
         files.dedup();
@@ -444,19 +449,21 @@ impl SandboxHooks {
     /// runner resolves it: inside the pack, never through a link out of it.
     pub fn hook_file(&self, pack_id: &str, hook: &str) -> Result<PathBuf, HookError> {
         let root = self.root(pack_id)?;
-        match Self::wasm_file(root, hook) {
+        match Self::wasm_file(&root, hook) {
             Some(file) => file,
-            None => super::script::script_file(root, hook).map_err(|source| HookError::Script {
+            None => super::script::script_file(&root, hook).map_err(|source| HookError::Script {
                 hook: hook.to_string(),
                 source,
             }),
         }
     }
 
-    fn root(&self, pack_id: &str) -> Result<&Path, HookError> {
+    fn root(&self, pack_id: &str) -> Result<PathBuf, HookError> {
         self.roots
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
             .get(pack_id)
-            .map(PathBuf::as_path)
+            .cloned()
             .ok_or_else(|| HookError::UnknownPack(pack_id.to_string()))
     }
 
@@ -471,7 +478,7 @@ impl SandboxHooks {
         let Some(hook) = hook_for(persona, point) else {
             return Ok(());
         };
-        match Self::wasm_file(self.root(pack_id)?, hook) {
+        match Self::wasm_file(&self.root(pack_id)?, hook) {
             Some(file) => self.runner(pack_id, hook, &file?).map(drop),
             None => Ok(()),
         }
@@ -502,8 +509,8 @@ impl SandboxHooks {
             return Ok(None);
         };
         let root = self.root(call.pack_id)?;
-        let Some(file) = Self::wasm_file(root, hook) else {
-            return self.run_script(call, root, hook).map(Some);
+        let Some(file) = Self::wasm_file(&root, hook) else {
+            return self.run_script(call, &root, hook).map(Some);
         };
         let runner = self.runner(call.pack_id, hook, &file?)?;
         let sb = crate::shared_sandbox().map_err(|e| HookError::Setup(e.to_string()))?;
@@ -657,7 +664,7 @@ impl HookRunner for SandboxHooks {
 
     /// Compiles every `.wasm` hook of the persona (script hooks have nothing to load).
     fn prepare(&self, pack_id: &str, persona: &ResolvedPersona) -> Result<(), HookError> {
-        if !self.roots.contains_key(pack_id) {
+        if self.root(pack_id).is_err() {
             return Ok(());
         }
         for point in [HookPoint::OnStart, HookPoint::OnMessage, HookPoint::OnStop] {
@@ -686,6 +693,27 @@ impl HookRunner for SandboxHooks {
             _ => SCRIPT_LIFECYCLE_DEADLINE + SCRIPT_SLACK,
         }
     }
+
+    /// The pack's hooks are found in its new root, compiled afresh (a file of the same path may
+    /// hold another version now), and trusted as the trust store says of the new version.
+    fn pack_changed(&self, pack_id: &str, pack: Option<&crate::pack::Pack>) {
+        let old = {
+            let mut roots = self.roots.write().unwrap_or_else(|e| e.into_inner());
+            match pack {
+                Some(p) => roots.insert(pack_id.to_string(), p.root.clone()),
+                None => roots.remove(pack_id),
+            }
+        };
+        let mut runners = self.runners.lock().unwrap_or_else(|e| e.into_inner());
+        runners.retain(|file, _| {
+            let under = |root: &Path| file.starts_with(root);
+            !(old.as_deref().is_some_and(under) || pack.is_some_and(|p| under(&p.root)))
+        });
+        drop(runners);
+        if let Some(trust) = &self.trust {
+            trust.pack_changed(pack_id, pack);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -707,6 +735,7 @@ mod tests {
             .map(|i| TriggerPersona {
                 name: format!("p{i}"),
                 display_name: format!("P{i}"),
+                qualified: String::new(),
                 pubkey: Keys::generate().public_key(),
                 triggers: Triggers {
                     mentions: true,

@@ -18,8 +18,24 @@ use crate::resolve::Triggers;
 pub struct TriggerPersona {
     pub name: String,
     pub display_name: String,
+    /// `pack-id/name`, its name qualified by its pack's id for mentions (`@pack-id/name`); empty:
+    /// the name alone.
+    pub qualified: String,
     pub pubkey: PublicKey,
     pub triggers: Triggers,
+}
+
+impl TriggerPersona {
+    /// The name a matcher is given: `pack-id/name`, which answers to `@name` and, telling two
+    /// personas of one name apart, `@pack-id/name` (see `apiary_triggers`); a `p` tag of its key
+    /// mentions it by this name, so exactly it.
+    pub fn qualified(&self) -> &str {
+        if self.qualified.is_empty() {
+            &self.name
+        } else {
+            &self.qualified
+        }
+    }
 }
 
 /// Why a persona woke.
@@ -118,7 +134,7 @@ fn decide_native(m: &Message, personas: &[&TriggerPersona]) -> Vec<Option<Reason
     let tagged = personas
         .iter()
         .filter(|p| m.mentions.contains(&p.pubkey))
-        .map(|p| p.name.as_str());
+        .map(|p| p.qualified());
     PREPARED.with_borrow_mut(|message| {
         message.set(&m.content, tagged);
         personas
@@ -126,7 +142,7 @@ fn decide_native(m: &Message, personas: &[&TriggerPersona]) -> Vec<Option<Reason
             .map(|p| {
                 let t = &p.triggers;
                 let matcher = apiary_triggers::Matcher::new(
-                    &p.name,
+                    p.qualified(),
                     t.mentions,
                     t.keywords.iter().map(String::as_str),
                     t.all_messages,
@@ -159,6 +175,7 @@ mod tests {
         TriggerPersona {
             name: "pip".into(),
             display_name: "Pip".into(),
+            qualified: String::new(),
             pubkey: Keys::generate().public_key(),
             triggers,
         }
@@ -188,6 +205,29 @@ mod tests {
             all_messages: false,
         });
         assert_eq!(m.decide(&msg("hey @pip", vec![]), &quiet), None);
+    }
+
+    #[test]
+    fn a_pack_id_in_a_mention_or_a_key_in_a_p_tag_wakes_only_that_pack_s_persona() {
+        let of = |pack: &str| TriggerPersona {
+            qualified: format!("{pack}/pip"),
+            ..persona(Triggers::BUILT_IN)
+        };
+        let (a, b) = (of("com.example.a"), of("com.example.b"));
+        let woke = |m: &Message| {
+            NativeTriggers
+                .decide_all(m, &[&a, &b])
+                .unwrap()
+                .iter()
+                .map(Option::is_some)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(woke(&msg("@pip hi", vec![])), [true, true]);
+        assert_eq!(woke(&msg("@com.example.b/pip hi", vec![])), [false, true]);
+        assert_eq!(
+            woke(&msg("hi", vec![Tag::public_key(a.pubkey)])),
+            [true, false]
+        );
     }
 
     #[test]

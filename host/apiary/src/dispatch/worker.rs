@@ -38,7 +38,7 @@ pub(super) async fn worker(
         }
         .run(publish_rx),
     );
-    let limits = h.config.limits;
+    let limits = live.turns;
     let turns = Turns {
         h,
         live,
@@ -108,7 +108,7 @@ impl Inbox {
 
     /// What the flood limits allow now, reporting the messages they hold back.
     fn next(&mut self, turns: &Turns) -> flood::Next {
-        let limits = turns.h.config.limits;
+        let limits = turns.live.turns;
         let mut held = Vec::new();
         let next = {
             let mut authors = turns.live.authors.lock().unwrap_or_else(|e| e.into_inner());
@@ -148,7 +148,7 @@ impl Inbox {
 
     /// Stopping: the messages still waiting for a turn are dropped, each reported.
     fn drop_waiting(&mut self, turns: &Turns) {
-        let rate = turns.h.config.limits.per_author;
+        let rate = turns.live.turns.per_author;
         for m in self.waiting.drain() {
             turns.limited(
                 flood::Limited {
@@ -194,7 +194,7 @@ impl Turns {
 
     /// Takes a routed message into the waiting queue, reporting any the queue's bounds drop.
     fn admit(&self, waiting: &mut flood::Waiting, message: Message, reason: Reason) {
-        for dropped in waiting.push(message, reason, self.h.config.limits.per_author) {
+        for dropped in waiting.push(message, reason, self.live.turns.per_author) {
             let why = match dropped.limit {
                 "queue" => format!("dropped: {} messages already wait", flood::MAX_WAITING),
                 _ => format!(
@@ -326,6 +326,7 @@ impl Turns {
             Ok(turn) => {
                 if let Some(tokens) = turn.tokens {
                     lock(&self.live.budget).spent(Instant::now(), tokens);
+                    self.report_budget();
                 }
                 self.deliver(&ask, turn).await
             }
@@ -345,6 +346,7 @@ impl Turns {
     /// dropped, each with a `limited` note naming the limit.
     fn over_budget(&self, message: &Message, earlier: &[(Message, Reason)]) -> bool {
         let Err(over) = lock(&self.live.budget).take(Instant::now()) else {
+            self.report_budget();
             return false;
         };
         let name = &self.live.trigger.name;
@@ -366,6 +368,21 @@ impl Turns {
             );
         }
         true
+    }
+
+    /// `budget` (JSON only, for the status view): the persona's spending limit closest to
+    /// tripping, when it has any.
+    fn report_budget(&self) {
+        let Some(t) = lock(&self.live.budget).tightest(Instant::now()) else {
+            return;
+        };
+        self.out(
+            self.note("budget", String::new())
+                .json_only()
+                .with("limit", t.limit)
+                .with("used", t.used)
+                .with("allowed", t.allowed),
+        );
     }
 
     /// The batch's messages this persona has not answered and its `on_message` hook keeps.

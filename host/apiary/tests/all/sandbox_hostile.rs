@@ -347,7 +347,7 @@ fn circuit_breaker_opens_for_the_failing_component_only() {
             cooldown: std::time::Duration::from_secs(3600),
         },
         pool_instances: 8,
-        pooling: true,
+        ..SandboxConfig::default()
     })
     .unwrap();
     let s = scratch();

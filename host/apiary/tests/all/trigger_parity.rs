@@ -24,6 +24,7 @@ fn persona(name: &str, mentions: bool, keywords: &[&str], all_messages: bool) ->
     TriggerPersona {
         name: name.into(),
         display_name: name.to_uppercase(),
+        qualified: String::new(),
         pubkey: Keys::generate().public_key(),
         triggers: Triggers {
             mentions,

@@ -2,29 +2,42 @@
 //! the install root; with no arguments, every installed pack, and the bundled example only when
 //! nothing is installed (so the README's `apiary up` works on a fresh machine).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::super::output::Failed;
-use crate::dist::{install::RootGuard, lock::Lock};
+use crate::dist::install::RootGuard;
+use crate::dist::lock::{Lock, LockEntry};
 
 /// The pack ids installed in `root` (from its `pack.lock`), each with its directory; none when the
 /// root does not exist.
 pub fn installed(root: &Path) -> Result<Vec<(String, PathBuf)>, Failed> {
-    // Shared: an install running now finishes its swap before the lock is read.
-    let Some(guard) = RootGuard::acquire(root, false)? else {
-        return Ok(Vec::new());
-    };
-    let lock = Lock::load(root)?;
-    drop(guard);
-    Ok(lock
-        .packs
+    Ok(present(root, lock(root)?)
         .into_keys()
         .map(|id| {
             let dir = root.join(&id);
             (id, dir)
         })
-        .filter(|(_, dir)| dir.is_dir())
         .collect())
+}
+
+/// `root`'s `pack.lock` (empty when the root does not exist).
+pub fn lock(root: &Path) -> Result<Lock, Failed> {
+    // Shared: an install running now finishes its swap before the lock is read.
+    let Some(guard) = RootGuard::acquire(root, false)? else {
+        return Ok(Lock::default());
+    };
+    let lock = Lock::load(root)?;
+    drop(guard);
+    Ok(lock)
+}
+
+/// The lock's entries whose pack directory exists, by pack id.
+pub fn present(root: &Path, lock: Lock) -> BTreeMap<String, LockEntry> {
+    lock.packs
+        .into_iter()
+        .filter(|(id, _)| root.join(id).is_dir())
+        .collect()
 }
 
 /// The directories to run for the command line's `packs`: a path that exists is a pack directory;

@@ -65,6 +65,8 @@ pub struct Row {
     pub hook_drops: u64,
     pub replies: u64,
     pub errors: u64,
+    /// Its spending limit closest to tripping: (limit, used, allowed), as last reported.
+    limit: Option<(String, u64, u64)>,
     last: Option<(&'static str, Instant)>,
 }
 
@@ -83,8 +85,23 @@ impl Row {
             hook_drops: 0,
             replies: 0,
             errors: 0,
+            limit: None,
             last: None,
         }
+    }
+
+    /// What the LIMIT column says: `used/allowed` of the tightest spending limit with its unit
+    /// (`h` turns an hour, `d` turns a day, `tok` tokens a day), `-` without limits.
+    pub fn limit(&self) -> String {
+        let Some((limit, used, allowed)) = &self.limit else {
+            return "-".into();
+        };
+        let unit = match limit.as_str() {
+            "turns_per_hour" => "h",
+            "turns_per_day" => "d",
+            _ => "tok",
+        };
+        format!("{}/{}{unit}", short(*used), short(*allowed))
     }
 
     /// What the STATE column says: the agent's state, `busy` while a prompt is in flight.
@@ -247,6 +264,25 @@ impl Status {
     }
 }
 
+/// A note's spending limit: (limit, used, allowed), when it names one.
+fn spending(note: &Note) -> Option<(String, u64, u64)> {
+    let number = |key| note.get(key).and_then(Value::as_u64);
+    Some((
+        str_of(note, "limit").to_string(),
+        number("used")?,
+        number("allowed")?,
+    ))
+}
+
+/// A count in at most 5 columns: `999`, `12k`, `3M`.
+fn short(n: u64) -> String {
+    match n {
+        0..=9_999 => n.to_string(),
+        10_000..=9_999_999 => format!("{}k", n / 1000),
+        _ => format!("{}M", n / 1_000_000),
+    }
+}
+
 /// A note's string value for `key` (empty when absent).
 fn str_of<'a>(note: &'a Note, key: &str) -> &'a str {
     note.get(key).and_then(Value::as_str).unwrap_or_default()
@@ -260,6 +296,8 @@ impl Row {
         match note.event {
             "persona_ready" => self.agent = Agent::Ready,
             "persona_refused" => self.agent = Agent::Failed,
+            // Its pack was uninstalled or upgraded (a new version says `persona_ready` again).
+            "persona_stopped" => self.agent = Agent::Stopped,
             "woken" => {
                 self.wakes += 1;
                 self.woken(id);
@@ -295,8 +333,15 @@ impl Row {
             "restarted" => self.agent = Agent::Ready,
             // Over a flood limit: a dropped message leaves the queue; a coalesced one stays
             // until the turn that answers it.
-            "limited" if str_of(note, "action") == "dropped" => self.finish(id),
+            "limited" if str_of(note, "action") == "dropped" => {
+                // Over a spending limit: the column shows it full.
+                if let Some(over) = spending(note) {
+                    self.limit = Some(over);
+                }
+                self.finish(id)
+            }
             "turn" => self.finish(id),
+            "budget" => self.limit = spending(note),
             // Another replica answered it: it leaves the queue unanswered here.
             "answered_elsewhere" => {
                 self.skips += 1;
@@ -380,6 +425,9 @@ fn summary(status: &Status, now: Instant) -> [String; 2] {
 
 /// The persona table under `lines`: a header, then the rows that fit in `height` lines in all (the
 /// rest as a count).
+/// The LIMIT column's width: `9999/9999tok`.
+const LIMIT_W: usize = 12;
+
 fn table(lines: &mut Vec<String>, status: &Status, now: Instant, height: usize) {
     let name_w = status
         .rows
@@ -393,7 +441,7 @@ fn table(lines: &mut Vec<String>, status: &Status, now: Instant, height: usize) 
     for n in numbers {
         header.push_str(&format!("  {n:>5}"));
     }
-    header.push_str("  LAST");
+    header.push_str(&format!("  {:>LIMIT_W$}  LAST", "LIMIT"));
     lines.push(header);
     // Rows that do not fit the height give way to a count of the rest.
     let room = height.saturating_sub(lines.len());
@@ -426,6 +474,7 @@ fn table_row(row: &Row, name_w: usize, now: Instant) -> String {
     for v in values {
         line.push_str(&format!("  {v:>5}"));
     }
+    line.push_str(&format!("  {:>LIMIT_W$}", row.limit()));
     match row.last {
         Some((kind, at)) => line.push_str(&format!(
             "  {kind} {} ago",
@@ -670,6 +719,47 @@ mod tests {
     }
 
     #[test]
+    fn the_limits_column_shows_the_tightest_spending_limit_used_of_allowed() {
+        let now = Instant::now();
+        let mut s = running(now);
+        assert_eq!(s.row("bee").unwrap().limit(), "-");
+        let budget = |limit: &str, used: u64, allowed: u64| {
+            Note::only_json("budget")
+                .with("persona", "bee")
+                .with("limit", limit)
+                .with("used", used)
+                .with("allowed", allowed)
+        };
+        s.apply(&budget("turns_per_hour", 3, 20), now);
+        assert_eq!(s.row("bee").unwrap().limit(), "3/20h");
+        s.apply(&budget("tokens_per_day", 420_000, 500_000), now);
+        assert_eq!(s.row("bee").unwrap().limit(), "420k/500ktok");
+        // Tripped: the `limited` note carries what was used of what is allowed.
+        s.apply(
+            &note("limited", "bee", "c")
+                .with("action", "dropped")
+                .with("limit", "turns_per_day")
+                .with("used", 200)
+                .with("allowed", 200),
+            now,
+        );
+        assert_eq!(s.row("bee").unwrap().limit(), "200/200d");
+        // A flood limit's note names no spending limit: the column keeps what it had.
+        s.apply(
+            &note("limited", "bee", "d")
+                .with("action", "dropped")
+                .with("limit", "author"),
+            now,
+        );
+        assert_eq!(s.row("bee").unwrap().limit(), "200/200d");
+        let table = render(&s, now, 200, 40, 0).join("\n");
+        assert!(
+            table.contains("LIMIT") && table.contains("200/200d"),
+            "{table}"
+        );
+    }
+
+    #[test]
     fn render_shows_the_rows_and_the_log() {
         let start = Instant::now();
         let mut s = running(start);
@@ -693,6 +783,7 @@ mod tests {
         assert_eq!(bee[col("STATE")], "ready");
         assert_eq!(bee[col("REPLY")], "1");
         assert_eq!(bee[col("WAKE")], "1");
+        assert_eq!(bee[col("LIMIT")], "-", "no spending limits");
         assert!(lines[4].ends_with("reply 1m15s ago"), "{text}");
         assert!(text.contains("  reply bee r to a"), "{text}");
     }
