@@ -142,7 +142,10 @@ fn round_trip(
         &back.display().to_string(),
     ]);
     let diffs = if r.code == 1 {
-        let why = r.json()["error"]["kind"].as_str().unwrap_or("?").to_string();
+        let why = r.json()["error"]["kind"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
         vec![Difference {
             class: format!("way back refused ({why})"),
             file: String::new(),

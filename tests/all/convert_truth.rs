@@ -430,7 +430,10 @@ fn title_case_agents_in_a_listed_folder_round_trip_byte_for_byte() {
 
     // The same agents in agents/: the names come back as written there too.
     let files = [
-        (".claude-plugin/plugin.json", "{\n  \"name\": \"harbor-kit\"\n}\n"),
+        (
+            ".claude-plugin/plugin.json",
+            "{\n  \"name\": \"harbor-kit\"\n}\n",
+        ),
         (
             "agents/tide-watcher.md",
             "---\nname: Tide Watcher\ndescription: Reads the tide tables\n---\nYou read tide tables.\n",
@@ -443,7 +446,13 @@ fn title_case_agents_in_a_listed_folder_round_trip_byte_for_byte() {
     let back = env.path("harbor2-back");
     let (r, v) = convert(
         &env,
-        &[&pack, "--to", "claude", "--out", &back.display().to_string()],
+        &[
+            &pack,
+            "--to",
+            "claude",
+            "--out",
+            &back.display().to_string(),
+        ],
     );
     assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
     let warned = v["validation"]["warnings"].as_array().unwrap();

@@ -888,7 +888,12 @@ fn literal_secrets_are_warned_and_var_references_listed() {
     assert_eq!(v.codes(), ["mcp.env-optional"], "{:#}", v.json);
     let note = v.one("mcp.env-optional");
     assert_eq!(note["severity"], "note");
-    assert!(note["message"].as_str().unwrap().contains("${DOCS_PORT:-…}"));
+    assert!(
+        note["message"]
+            .as_str()
+            .unwrap()
+            .contains("${DOCS_PORT:-…}")
+    );
     pack.write(
         ".mcp.json",
         r#"{ "mcpServers": { "docs": { "command": "d", "args": ["${DOCS_PORT:-8080}"], "env": { "PORT": "${DOCS_PORT}" } } } }"#,
@@ -896,7 +901,12 @@ fn literal_secrets_are_warned_and_var_references_listed() {
     let v = pack.validate();
     v.assert_exit(2);
     assert_eq!(v.codes(), ["mcp.env-refs"], "{:#}", v.json);
-    assert!(v.one("mcp.env-refs")["message"].as_str().unwrap().contains("${DOCS_PORT}"));
+    assert!(
+        v.one("mcp.env-refs")["message"]
+            .as_str()
+            .unwrap()
+            .contains("${DOCS_PORT}")
+    );
 }
 
 #[test]

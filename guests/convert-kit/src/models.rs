@@ -150,7 +150,12 @@ pub fn to_persona(value: &str, report: &mut Report, path: &str, kept: &str) -> O
                     format!("`{value}` -> `{id}`: the alias moves with releases, the persona pins today's model"),
                 );
             } else if respelled || id != value {
-                report.normalised("model-id-prefixed", path, "model", format!("{value} -> {id}"));
+                report.normalised(
+                    "model-id-prefixed",
+                    path,
+                    "model",
+                    format!("{value} -> {id}"),
+                );
             }
             Some(id)
         }

@@ -25,7 +25,9 @@ pub fn loadable_agent_name(name: &str) -> bool {
     let n = name.chars().count();
     (1..=64).contains(&n)
         && name.trim() == name
-        && !name.chars().any(|c| c.is_control() || matches!(c, '/' | '\\' | ':'))
+        && !name
+            .chars()
+            .any(|c| c.is_control() || matches!(c, '/' | '\\' | ':'))
 }
 
 // Lenient field readers: a field of the wrong type reads as missing.

@@ -155,6 +155,21 @@ impl Writer<'_> {
         name
     }
 
+    /// A JSON file's text: as the Claude plugin had it (kept by the reader in `texts`) while it
+    /// still holds `value`, else pretty-printed.
+    fn json_text(&self, file: &str, value: &Value) -> Result<String, String> {
+        let kept = self
+            .ext
+            .get("texts")
+            .and_then(|t| t.get(file))
+            .and_then(Value::as_str)
+            .filter(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| v == *value));
+        match kept {
+            Some(text) => Ok(text.to_string()),
+            None => Ok(serde_json::to_string_pretty(value).map_err(|e| e.to_string())? + "\n"),
+        }
+    }
+
     /// Whether a manifest path list (`"./x/"` or `["./x/a.md", …]`) names only files or
     /// directories this conversion wrote.
     fn all_written(&self, paths: &Value) -> bool {
@@ -171,7 +186,9 @@ impl Writer<'_> {
             }
             Err(_) => false,
         };
-        !list.is_empty() && list.len() == paths.as_array().map_or(1, Vec::len) && list.into_iter().all(found)
+        !list.is_empty()
+            && list.len() == paths.as_array().map_or(1, Vec::len)
+            && list.into_iter().all(found)
     }
 
     fn write(&mut self, rel: &str, bytes: impl AsRef<[u8]>) -> Result<(), String> {
@@ -383,7 +400,7 @@ impl Writer<'_> {
             body.push_str(&instructions_block(text));
         }
         let file = self.agent_file(ext, &name);
-        self.write(&file, frontmatter::render(&fm, &body))?;
+        self.write(&file, agent_text(&fm, &body, ext))?;
 
         let mut entry = Map::new();
         if from_defaults && fm.contains_key("model") {
@@ -784,7 +801,7 @@ impl Writer<'_> {
         } else {
             servers
         };
-        let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n";
+        let text = self.json_text(".mcp.json", &value)?;
         self.write(".mcp.json", text)
     }
 
@@ -862,8 +879,7 @@ impl Writer<'_> {
                 Value::Object(std::mem::take(&mut self.xp)),
             );
         }
-        let text =
-            serde_json::to_string_pretty(&Value::Object(plugin)).map_err(|e| e.to_string())? + "\n";
+        let text = self.json_text(".claude-plugin/plugin.json", &Value::Object(plugin))?;
         self.write(".claude-plugin/plugin.json", text)
     }
 
@@ -919,6 +935,23 @@ impl Writer<'_> {
             );
         }
     }
+}
+
+/// An agent file: the frontmatter as the Claude plugin had it (kept by the reader) while it still
+/// holds exactly these fields, else rendered; no final newline when the original had none.
+fn agent_text(fm: &Map<String, Value>, body: &str, ext: &Map<String, Value>) -> String {
+    let mut text = frontmatter::render(fm, body);
+    if let Some(source) = ext.get("frontmatter").and_then(Value::as_str) {
+        let original = format!("---\n{source}---\n");
+        if frontmatter::parse(&original).fields == *fm {
+            let head = frontmatter::render(fm, "").len();
+            text = format!("{original}{}", &text[head..]);
+        }
+    }
+    if ext.get("final_newline") == Some(&Value::Bool(false)) && text.ends_with('\n') {
+        text.pop();
+    }
+    text
 }
 
 /// Claude keys an earlier conversion carried, then the original key order.

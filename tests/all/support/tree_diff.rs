@@ -85,7 +85,9 @@ fn changed(a: &[u8], b: &[u8]) -> String {
         let keys_a: Vec<&str> = ka.keys().copied().collect();
         let keys_b: Vec<&str> = kb.keys().copied().collect();
         let values = |m: &BTreeMap<&str, String>| -> Vec<String> {
-            m.values().map(|v| v.trim_matches(['"', '\'']).to_string()).collect()
+            m.values()
+                .map(|v| v.trim_matches(['"', '\'']).to_string())
+                .collect()
         };
         if keys_a == keys_b && values(&ka) == values(&kb) {
             return "frontmatter key order or quoting".to_string();
@@ -200,7 +202,10 @@ mod tests {
         let got = classes(
             &[
                 ("crew/tide.md", "---\nname: a\n---\nx\n"),
-                (".claude-plugin/plugin.json", "{\"name\": \"k\", \"a\": [1]}"),
+                (
+                    ".claude-plugin/plugin.json",
+                    "{\"name\": \"k\", \"a\": [1]}",
+                ),
                 ("m.json", "{\"a\": 1, \"b\": 2}"),
                 ("crlf.md", "one\r\ntwo\r\n"),
                 ("ws.md", "one  two\n"),
@@ -211,13 +216,25 @@ mod tests {
             ],
             &[
                 ("agents/tide.md", "---\nname: a\n---\nx\n"),
-                (".claude-plugin/plugin.json", "{\"name\": \"k\", \"x-persona\": {}}"),
+                (
+                    ".claude-plugin/plugin.json",
+                    "{\"name\": \"k\", \"x-persona\": {}}",
+                ),
                 ("m.json", "{\n  \"b\": 2,\n  \"a\": 1\n}\n"),
                 ("crlf.md", "one\ntwo\n"),
                 ("ws.md", "one two\n"),
-                ("agents/a.md", "---\ndescription: Watches\nname: Tide Watcher\n---\nBody.\n"),
-                ("agents/b.md", "---\nname: tide-watcher\ndescription: \"Watches\"\n---\nBody.\n"),
-                ("agents/c.md", "---\nname: Tide Watcher\ndescription: \"Watches\"\n---\nOther.\n"),
+                (
+                    "agents/a.md",
+                    "---\ndescription: Watches\nname: Tide Watcher\n---\nBody.\n",
+                ),
+                (
+                    "agents/b.md",
+                    "---\nname: tide-watcher\ndescription: \"Watches\"\n---\nBody.\n",
+                ),
+                (
+                    "agents/c.md",
+                    "---\nname: Tide Watcher\ndescription: \"Watches\"\n---\nOther.\n",
+                ),
                 ("new.txt", "hi"),
             ],
         );

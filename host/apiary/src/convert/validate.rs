@@ -806,8 +806,14 @@ mod tests {
     #[test]
     fn claude_agent_names_title_case_warns_path_like_refused() {
         let t = tree(&[
-            ("agents/a.md", "---\nname: Tide Watcher\ndescription: d\n---\nhi\n"),
-            ("agents/b.md", "---\nname: ok-name\ndescription: d\n---\nhi\n"),
+            (
+                "agents/a.md",
+                "---\nname: Tide Watcher\ndescription: d\n---\nhi\n",
+            ),
+            (
+                "agents/b.md",
+                "---\nname: ok-name\ndescription: d\n---\nhi\n",
+            ),
         ]);
         let v = validate("claude-plugin", t.path());
         assert!(v.errors.is_empty(), "{:?}", v.errors);

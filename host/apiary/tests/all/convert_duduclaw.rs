@@ -339,7 +339,7 @@ fn expert_models_map_through_the_model_table() {
          [[expert.agents]]\nname = \"quick\"\nrole = \"main\"\n\n\
          [[expert.agents]]\nname = \"typo\"\nrole = \"worker\"\nreports_to = \"quick\"\n",
     );
-    for (agent, model) in [("quick", "haiku"), ("typo", "claude-sonet-4")] {
+    for (agent, model) in [("quick", "haiku"), ("typo", "sonet-4")] {
         write(input.path(), &format!("agents/{agent}/soul.md"), "# Soul\n");
         write(
             input.path(),

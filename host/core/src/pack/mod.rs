@@ -662,10 +662,7 @@ fn note_env_refs(pack_id: &str, pack: &[McpServer], personas: &[Persona], report
         .iter()
         .chain(personas.iter().flat_map(|p| &p.mcp_servers))
         .collect();
-    let mut vars: Vec<String> = servers
-        .iter()
-        .flat_map(|s| s.required_env_refs())
-        .collect();
+    let mut vars: Vec<String> = servers.iter().flat_map(|s| s.required_env_refs()).collect();
     vars.sort_unstable();
     vars.dedup();
     let mut optional: Vec<&str> = servers
