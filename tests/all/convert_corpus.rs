@@ -221,7 +221,9 @@ fn check(op: &Operator, n: usize, src: &Path, to: &'static str) -> Result<Outcom
         }
         let format = v["source_format"].as_str().unwrap_or("?").to_string();
         let trip = if to == "buzz-pack" {
-            round_trip(op, n, src, &out, &format)
+            // Compared from the directory detection converted (a wrapper folder is not part of it).
+            let root = v["detected_by"]["root"].as_str().unwrap_or_default();
+            round_trip(op, n, &src.join(root), &out, &format)
         } else {
             None
         };
