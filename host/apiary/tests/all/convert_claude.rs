@@ -7,7 +7,6 @@
 
 use crate::common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
