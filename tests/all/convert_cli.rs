@@ -810,3 +810,85 @@ fn a_marketplace_gives_one_validated_pack_per_plugin_and_a_chain_needs_one() {
     assert!(listing.contains("bob"), "{listing}");
     assert!(!listing.contains("ada"), "{listing}");
 }
+
+/// `apiary convert` asks each converter for its `info` once per component digest: the answer is
+/// kept beside the compile cache (`converter-info-<digest>.json`) and read back by the next
+/// process instead of instantiating every converter again. A file that does not read back as a
+/// valid answer is ignored, the converter asked again and the file rewritten.
+#[test]
+fn converter_info_is_cached_by_digest() {
+    let env = Operator::new();
+    // A cache of our own, seeded with the compiled built-ins (keyed by digest, so reusable).
+    let cache = tempfile::tempdir().unwrap();
+    let components = cache.path().join("apiary/components");
+    std::fs::create_dir_all(&components).unwrap();
+    let shared = apiary_e2e::repo_root().join("target/tmp/component-cache/apiary/components");
+    for e in std::fs::read_dir(&shared).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "cwasm") {
+            std::fs::copy(e.path(), components.join(e.file_name())).unwrap();
+        }
+    }
+    let list = || {
+        let mut cmd = env.command();
+        cmd.env("XDG_CACHE_HOME", cache.path())
+            .args(["convert", "--list", "--json"]);
+        let r = Run::of(cmd);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.json()
+    };
+    let infos = || -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(&components)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("converter-info-")
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let first = list();
+    let converters = first["converters"].as_array().unwrap().len();
+    assert_eq!(infos().len(), converters, "one answer per converter digest");
+
+    // The next process takes the answers from the files: an edited one shows.
+    let claude = first["converters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "converter-claude")
+        .unwrap();
+    let digest = claude["digest"].as_str().unwrap();
+    let file = components.join(format!("converter-info-{digest}.json"));
+    let mut known: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    known[1]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!(["buzz-pack", "zz-from-the-cache"]));
+    std::fs::write(&file, known.to_string()).unwrap();
+    let edited = list();
+    assert!(
+        edited.to_string().contains("zz-from-the-cache"),
+        "{edited:#}"
+    );
+
+    // Unreadable or invalid answers are ignored: the converters are asked again.
+    for (n, f) in infos().iter().enumerate() {
+        let bad = if n % 2 == 0 {
+            "{".to_string()
+        } else {
+            r#"["1", [["Not A Format", "buzz-pack"]]]"#.to_string()
+        };
+        std::fs::write(f, bad).unwrap();
+    }
+    let again = list();
+    assert_eq!(again["converters"], first["converters"]);
+    for f in infos() {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(serde_json::from_str::<Value>(&text).is_ok(), "{text}");
+    }
+}

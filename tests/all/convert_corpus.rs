@@ -13,6 +13,8 @@ use std::time::Instant;
 use apiary_e2e::{Operator, Run, corpus, snapshot};
 use serde_json::Value;
 
+use crate::support::tree_diff::{self, Difference, Tally};
+
 /// `error.kind` values `apiary convert --json` documents.
 const KINDS: &[&str] = &[
     "input",
@@ -105,6 +107,8 @@ struct Outcome {
     /// For a conversion into a pack: whether converting the pack back to the input's format gives
     /// the input's files byte for byte (`None` when there is no way back to try).
     round_trip: Option<bool>,
+    /// When it does not: what differs.
+    trip_diffs: Vec<Difference>,
 }
 
 /// Formats a pack converts back to, for the round-trip check.
@@ -115,8 +119,15 @@ const ROUND_TRIP: &[&str] = &[
     "agent-compose-package",
 ];
 
-/// Whether `pack` converted back to `format` holds exactly the files of `src`.
-fn round_trip(op: &Operator, n: usize, src: &Path, pack: &Path, format: &str) -> Option<bool> {
+/// Whether `pack` converted back to `format` holds exactly the files of `src`, and what differs
+/// when it does not.
+fn round_trip(
+    op: &Operator,
+    n: usize,
+    src: &Path,
+    pack: &Path,
+    format: &str,
+) -> Option<(bool, Vec<Difference>)> {
     if !ROUND_TRIP.contains(&format) {
         return None;
     }
@@ -130,9 +141,21 @@ fn round_trip(op: &Operator, n: usize, src: &Path, pack: &Path, format: &str) ->
         "--out",
         &back.display().to_string(),
     ]);
-    let same = r.code != 1 && snapshot(src, &[]) == snapshot(&back, &[]);
+    let diffs = if r.code == 1 {
+        let why = r.json()["error"]["kind"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
+        vec![Difference {
+            class: format!("way back refused ({why})"),
+            file: String::new(),
+        }]
+    } else {
+        tree_diff::differences(&snapshot(src, &[".git"]), &snapshot(&back, &[]))
+    };
+    let same = r.code != 1 && diffs.is_empty();
     std::fs::remove_dir_all(&back).ok();
-    Some(same)
+    Some((same, diffs))
 }
 
 /// Runs one item and checks the contract; returns a description of any breach.
@@ -197,10 +220,16 @@ fn check(op: &Operator, n: usize, src: &Path, to: &'static str) -> Result<Outcom
             ));
         }
         let format = v["source_format"].as_str().unwrap_or("?").to_string();
-        let round_trip = if to == "buzz-pack" {
-            round_trip(op, n, src, &out, &format)
+        let trip = if to == "buzz-pack" {
+            // Compared from the directory detection converted (a wrapper folder is not part of it).
+            let root = v["detected_by"]["root"].as_str().unwrap_or_default();
+            round_trip(op, n, &src.join(root), &out, &format)
         } else {
             None
+        };
+        let (round_trip, trip_diffs) = match trip {
+            Some((same, diffs)) => (Some(same), diffs),
+            None => (None, Vec::new()),
         };
         std::fs::remove_dir_all(&out).ok();
         return Ok(Outcome {
@@ -211,6 +240,7 @@ fn check(op: &Operator, n: usize, src: &Path, to: &'static str) -> Result<Outcom
             format,
             lost,
             round_trip,
+            trip_diffs,
         });
     }
     let e = &v["error"];
@@ -250,6 +280,7 @@ fn check(op: &Operator, n: usize, src: &Path, to: &'static str) -> Result<Outcom
         format: v["source_format"].as_str().unwrap_or("?").to_string(),
         lost: 0,
         round_trip: None,
+        trip_diffs: Vec::new(),
     })
 }
 
@@ -342,6 +373,39 @@ fn print_by_format(outcomes: &[Outcome]) {
     }
     for o in outcomes.iter().filter(|o| !o.ok) {
         println!("refused {} ({}): {}", o.item, o.format, o.detail);
+    }
+    print_round_trip_breakdown(outcomes);
+}
+
+/// Why round trips are not byte-equal: each class of difference, how many round trips it
+/// affects, and one example; then every unequal round trip's differences.
+fn print_round_trip_breakdown(outcomes: &[Outcome]) {
+    let mut tally = Tally::default();
+    let unequal: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| o.round_trip == Some(false))
+        .collect();
+    for o in &unequal {
+        tally.add(&o.item, &o.trip_diffs);
+    }
+    let mut rows: Vec<_> = tally.by_class.iter().collect();
+    rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
+    println!(
+        "why {} round trips are not byte-equal (round trips affected per class):",
+        unequal.len()
+    );
+    println!("| difference | round trips | example |");
+    println!("|---|---|---|");
+    for (class, (n, example)) in rows {
+        println!("| {class} | {n} | {example} |");
+    }
+    for o in unequal {
+        let diffs: Vec<String> = o
+            .trip_diffs
+            .iter()
+            .map(|d| format!("{} ({})", d.file, d.class))
+            .collect();
+        println!("round trip {}: {}", o.item, diffs.join("; "));
     }
 }
 

@@ -371,3 +371,99 @@ fn namespaced_and_quoted_skill_names_convert_out_again() {
         assert!(skill.contains("name: review"), "{skill}");
     }
 }
+
+/// The shape of agent collections that name agents in Title Case and keep them in a folder the
+/// manifest lists (not `agents/`): the pack gets lowercase persona names (reported), and the way
+/// back gives the plugin back byte for byte: the names as written, the files where they were, the
+/// manifest's `agents` paths kept. Claude Code loads such names, so the output check only warns.
+#[test]
+fn title_case_agents_in_a_listed_folder_round_trip_byte_for_byte() {
+    let env = Operator::new();
+    let manifest = "{\n  \"name\": \"harbor-kit\",\n  \"version\": \"0.3.0\",\n  \"description\": \"Harbor crew\",\n  \"agents\": [\n    \"./crew/tide-watcher.md\",\n    \"./crew/harbor-master.md\"\n  ]\n}\n";
+    let files = [
+        (".claude-plugin/plugin.json", manifest),
+        (
+            "crew/tide-watcher.md",
+            "---\nname: Tide Watcher\ndescription: Reads the tide tables before a sailing\n---\nYou read tide tables.\n",
+        ),
+        (
+            "crew/harbor-master.md",
+            "---\nname: Harbor Master\ndescription: Assigns berths\nmodel: sonnet\n---\nYou assign berths.\n",
+        ),
+    ];
+    let src = tree(&env, "harbor", &files);
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack"]);
+    assert_ne!(r.code, 1, "{}{} {v:#}", r.stdout, r.stderr);
+    let pack = env.path("harbor.buzz-pack");
+    for persona in ["tide-watcher", "harbor-master"] {
+        assert!(
+            pack.join(format!("agents/{persona}.persona.md")).is_file(),
+            "{persona}: {v:#}"
+        );
+    }
+    assert_eq!(count(&v, "normalised", "name-normalised"), 2, "{v:#}");
+
+    let back = env.path("harbor-back");
+    let (r, v) = convert(
+        &env,
+        &[
+            &pack.display().to_string(),
+            "--to",
+            "claude",
+            "--out",
+            &back.display().to_string(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    // Title Case is a warning of the output check, not an error.
+    let warnings = v["validation"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .all(|w| !w["message"].as_str().unwrap().contains("Tide Watcher")),
+        "agents outside agents/ are not name-checked as agents/ files: {v:#}"
+    );
+    let before = apiary_e2e::snapshot(std::path::Path::new(&src), &[]);
+    let after = apiary_e2e::snapshot(&back, &[]);
+    let diffs = crate::support::tree_diff::differences(&before, &after);
+    assert!(diffs.is_empty(), "{diffs:#?}");
+
+    // The same agents in agents/: the names come back as written there too.
+    let files = [
+        (
+            ".claude-plugin/plugin.json",
+            "{\n  \"name\": \"harbor-kit\"\n}\n",
+        ),
+        (
+            "agents/tide-watcher.md",
+            "---\nname: Tide Watcher\ndescription: Reads the tide tables\n---\nYou read tide tables.\n",
+        ),
+    ];
+    let src = tree(&env, "harbor2", &files);
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack"]);
+    assert_ne!(r.code, 1, "{}{} {v:#}", r.stdout, r.stderr);
+    let pack = env.path("harbor2.buzz-pack").display().to_string();
+    let back = env.path("harbor2-back");
+    let (r, v) = convert(
+        &env,
+        &[
+            &pack,
+            "--to",
+            "claude",
+            "--out",
+            &back.display().to_string(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    let warned = v["validation"]["warnings"].as_array().unwrap();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w["message"].as_str().unwrap().contains("\"Tide Watcher\"")),
+        "{v:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(back.join("agents/tide-watcher.md")).unwrap(),
+        files[1].1
+    );
+}

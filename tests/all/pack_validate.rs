@@ -875,6 +875,38 @@ fn literal_secrets_are_warned_and_var_references_listed() {
     let v = pack.validate();
     v.assert_exit(2);
     assert_eq!(v.codes(), ["mcp.env-refs"], "{:#}", v.json);
+
+    // A `${VAR:-default}` works without the operator's allow-list (its default applies): no
+    // warning, exit 0, and a note says how to pass the operator's value instead. A variable also
+    // written without a default somewhere still needs the allow-list.
+    pack.write(
+        ".mcp.json",
+        r#"{ "mcpServers": { "docs": { "command": "d", "args": ["--port", "${DOCS_PORT:-8080}"], "env": { "MODE": "${DOCS_MODE:-}" } } } }"#,
+    );
+    let v = pack.validate();
+    v.assert_exit(0);
+    assert_eq!(v.codes(), ["mcp.env-optional"], "{:#}", v.json);
+    let note = v.one("mcp.env-optional");
+    assert_eq!(note["severity"], "note");
+    assert!(
+        note["message"]
+            .as_str()
+            .unwrap()
+            .contains("${DOCS_PORT:-…}")
+    );
+    pack.write(
+        ".mcp.json",
+        r#"{ "mcpServers": { "docs": { "command": "d", "args": ["${DOCS_PORT:-8080}"], "env": { "PORT": "${DOCS_PORT}" } } } }"#,
+    );
+    let v = pack.validate();
+    v.assert_exit(2);
+    assert_eq!(v.codes(), ["mcp.env-refs"], "{:#}", v.json);
+    assert!(
+        v.one("mcp.env-refs")["message"]
+            .as_str()
+            .unwrap()
+            .contains("${DOCS_PORT}")
+    );
 }
 
 #[test]

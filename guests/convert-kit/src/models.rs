@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+use crate::report::Report;
+
 const TABLE: &str = include_str!("../data/models.json");
 
 /// What a foreign `model` value becomes.
@@ -129,6 +131,61 @@ pub fn resolve(value: &str) -> Model {
     }
 }
 
+/// Maps a foreign format's `model` value to a persona `model`, and reports at `path` what that
+/// meant: a respelled id is `normalised`, a moving alias pinned and `inherit` are
+/// `reinterpreted`, a value the table does not know is `lost` (never a silent fall-back to the
+/// runtime's model; `kept` says where the original stays). `None`: the persona gets no `model`.
+pub fn to_persona(value: &str, report: &mut Report, path: &str, kept: &str) -> Option<String> {
+    match resolve(value) {
+        Model::Id {
+            id,
+            pinned,
+            respelled,
+        } => {
+            if pinned {
+                report.reinterpreted(
+                    "model-alias-pinned",
+                    path,
+                    "model",
+                    format!("`{value}` -> `{id}`: the alias moves with releases, the persona pins today's model"),
+                );
+            } else if respelled || id != value {
+                report.normalised(
+                    "model-id-prefixed",
+                    path,
+                    "model",
+                    format!("{value} -> {id}"),
+                );
+            }
+            Some(id)
+        }
+        Model::Inherit => {
+            report.reinterpreted(
+                "model-inherit",
+                path,
+                "model",
+                format!("`{value}`: the persona has no `model`, so the pack default or the runtime's model applies"),
+            );
+            None
+        }
+        Model::Unknown => {
+            report.lost(
+                "model-unknown",
+                path,
+                "model",
+                format!("`{value}` is not a model the converter's table knows (a typo?); the persona gets no `model`, so the runtime's applies; the value is kept in {kept}"),
+            );
+            None
+        }
+    }
+}
+
+/// Whether the foreign value `original` maps to the persona model `id`, so a writer may give the
+/// original back as it was written.
+pub fn maps_to(original: &str, id: &str) -> bool {
+    matches!(resolve(original), Model::Id { id: m, .. } if m == id.trim())
+}
+
 /// A value that lists several models (`sonnet, opus` or a YAML list): the first, and the rest.
 pub fn first_of_list(value: &Value) -> Option<(String, Vec<String>)> {
     let items: Vec<String> = match value {
@@ -189,6 +246,31 @@ mod tests {
         assert_eq!(resolve("sonet"), Model::Unknown);
         assert_eq!(resolve("claude-opus 4 <b>"), Model::Unknown);
         assert_eq!(resolve(""), Model::Unknown);
+    }
+
+    #[test]
+    fn to_persona_reports_what_each_value_meant() {
+        let mut r = Report::default();
+        assert_eq!(
+            to_persona("claude-sonnet-4-6", &mut r, "a.md", "x").as_deref(),
+            Some("anthropic:claude-sonnet-4-6")
+        );
+        assert_eq!(r.normalised[0].code, "model-id-prefixed");
+        assert_eq!(
+            to_persona("anthropic:claude-opus-4-6", &mut r, "a.md", "x").as_deref(),
+            Some("anthropic:claude-opus-4-6")
+        );
+        assert_eq!(r.len(), 1, "an id already a persona id is not a finding");
+        assert!(to_persona("haiku", &mut r, "a.md", "x").is_some());
+        assert_eq!(r.reinterpreted[0].code, "model-alias-pinned");
+        assert_eq!(to_persona("inherit", &mut r, "a.md", "x"), None);
+        assert_eq!(to_persona("clade-sonet", &mut r, "a.md", "`x.model`"), None);
+        assert_eq!(r.lost[0].code, "model-unknown");
+        assert!(r.lost[0].message.contains("`x.model`"));
+        assert!(maps_to("haiku", "anthropic:claude-haiku-4-5"));
+        assert!(maps_to("Claude Sonnet 4.5", "anthropic:claude-sonnet-4-5"));
+        assert!(!maps_to("haiku", "anthropic:claude-opus-4-6"));
+        assert!(!maps_to("sonet", "anthropic:claude-sonnet-4-6"));
     }
 
     #[test]

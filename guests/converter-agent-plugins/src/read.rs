@@ -1267,10 +1267,13 @@ fn read_draft_agents(
             continue;
         };
         let fields = draft_agent_fields(&file, &fm, &original, &name, top, build, report);
+        // A `model` the table mapped is the persona's; one it could not is carried.
+        let mapped = fields.contains_key("model");
         let rest: Map<String, Value> = fm
             .fields
             .into_iter()
-            .filter(|(k, _)| !["name", "description", "model"].contains(&k.as_str()))
+            .filter(|(k, _)| !["name", "description"].contains(&k.as_str()))
+            .filter(|(k, _)| k != "model" || !mapped)
             .collect();
         for key in rest.keys() {
             report.normalised(
@@ -1403,9 +1406,10 @@ fn draft_agent_fields(
     };
     fields.insert("description".into(), description.into());
     if let Some(model) = fm.fields.get("model").and_then(Value::as_str) {
-        fields.insert("model".into(), model.into());
-        if !model.contains(':') {
-            report.reinterpreted("model-alias", file, "model", format!("`{model}` is a host alias without a provider; apiary passes it to the runtime as written"));
+        // Through the shared model table; a value it cannot map stays in the extension.
+        let kept = format!("{PACK_KEY}.agents.{name}.model");
+        if let Some(id) = convert_kit::models::to_persona(model, report, file, &kept) {
+            fields.insert("model".into(), id.into());
         }
     }
     if !build.skills.is_empty() {

@@ -240,12 +240,32 @@ impl Reader<'_> {
         }
     }
 
+    /// Keeps a JSON file's text as written (`<ext>.texts.<file>`) when the writer's own
+    /// formatting would not give it back (other indentation, inline arrays, `\u` escapes), so
+    /// the way back writes it byte for byte while its value is unchanged.
+    fn keep_text(&mut self, file: &str, text: &str, value: &Value) {
+        let ours = serde_json::to_string_pretty(value).unwrap_or_default() + "\n";
+        if ours != text {
+            let texts = self
+                .ext
+                .entry("texts")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(texts) = texts {
+                texts.insert(file.to_string(), text.into());
+            }
+        }
+    }
+
     /// The plugin manifest: the host's manifest file, else the marketplace entry, else nothing.
     fn manifest(&mut self) -> Result<Map<String, Value>, String> {
         let file = self.host.manifest();
         let mut plugin = if tree::is_file(self.root, file) {
             self.consumed.insert(file.to_string());
-            match tree::read_json(self.root, file)? {
+            let text = tree::read(self.root, file)?;
+            let value: Value =
+                serde_json::from_str(&text).map_err(|e| format!("{file}: invalid JSON: {e}"))?;
+            self.keep_text(file, &text, &value);
+            match value {
                 Value::Object(map) => {
                     self.ext.insert("manifest".into(), "file".into());
                     map
@@ -680,7 +700,9 @@ impl Reader<'_> {
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();
+            let kept = agent_text_kept(&fm, &text);
             let persona = self.agent(&file, &path, fm, &xp, &mut taken);
+            self.keep_agent_text(&persona, kept);
             self.pack.personas.push(persona);
         }
         // A pack that went through Claude gets its persona order back.
@@ -798,6 +820,19 @@ impl Reader<'_> {
             fields,
             body,
             mode: fm.mode,
+        }
+    }
+
+    /// Adds what [`agent_text_kept`] found to the agent's `<ext>.agents.<persona>` entry.
+    fn keep_agent_text(&mut self, persona: &Persona, keep: Map<String, Value>) {
+        if keep.is_empty() {
+            return;
+        }
+        let Some(Value::Object(agents)) = self.ext.get_mut("agents") else {
+            return;
+        };
+        if let Some(Value::Object(entry)) = agents.get_mut(persona.name()) {
+            entry.extend(keep);
         }
     }
 
@@ -1109,9 +1144,17 @@ impl Reader<'_> {
                 }
                 continue;
             }
-            match tree::read_json(self.root, rel) {
-                Ok(v) => {
+            let read = tree::read(self.root, rel).and_then(|t| {
+                let v = serde_json::from_str::<Value>(&t)
+                    .map_err(|e| format!("{rel}: invalid JSON: {e}"))?;
+                Ok((t, v))
+            });
+            match read {
+                Ok((text, v)) => {
                     self.consumed.insert(rel.clone());
+                    if rel == default_file {
+                        self.keep_text(rel, &text, &v);
+                    }
                     sources.push((rel.clone(), v, false));
                 }
                 Err(e) => self.report.lost("mcp-invalid", &self.at(rel), "", e),
@@ -1380,6 +1423,23 @@ impl Reader<'_> {
         }
         Ok((docs, carried))
     }
+}
+
+/// What the writer's YAML would not give back of an agent file: the frontmatter text as written
+/// (quoted scalars, inline lists, comments, lenient lines) and `final_newline: false` for a file
+/// that does not end in one. The way back uses them while the agent's fields are unchanged.
+fn agent_text_kept(fm: &frontmatter::Frontmatter, text: &str) -> Map<String, Value> {
+    let mut keep = Map::new();
+    let Some((source, _)) = frontmatter::split(text) else {
+        return keep;
+    };
+    if frontmatter::render(&fm.fields, "") != format!("---\n{source}---\n") {
+        keep.insert("frontmatter".into(), source.into());
+    }
+    if !fm.body.is_empty() && !text.ends_with('\n') {
+        keep.insert("final_newline".into(), false.into());
+    }
+    keep
 }
 
 /// Persona-only fields a previous pack -> Claude conversion kept, in their original order.

@@ -18,6 +18,18 @@ pub fn clean_path(path: &str) -> Result<String, String> {
     Ok(parts.join("/"))
 }
 
+/// Whether Claude Code loads `name` as an agent's name as written: one line of text (no control
+/// characters, no surrounding spaces), at most 64 characters, and none of `/ \ :` (a path, or
+/// the `plugin:agent` separator). Its docs recommend lowercase and hyphens; Title Case loads.
+pub fn loadable_agent_name(name: &str) -> bool {
+    let n = name.chars().count();
+    (1..=64).contains(&n)
+        && name.trim() == name
+        && !name
+            .chars()
+            .any(|c| c.is_control() || matches!(c, '/' | '\\' | ':'))
+}
+
 // Lenient field readers: a field of the wrong type reads as missing.
 pub use apiary_guest_sdk::json::{object, strings, text};
 

@@ -19,7 +19,7 @@ use convert_kit::{Map, Report, Value, json, tree};
 use crate::mcp;
 use crate::model::{self, ToClaude, ToPersona};
 use crate::read::{FILES_DIR, PERSONA_KEY, PERSONA_ONLY, is_documentation};
-use crate::util::{clean_path, object, strings, unique};
+use crate::util::{clean_path, loadable_agent_name, object, strings, unique};
 
 /// Top-level names a Claude plugin may have (besides documentation).
 const CLAUDE_LAYOUT: &[&str] = &[
@@ -83,6 +83,8 @@ pub fn convert(input: &Path, out: &Path) -> Result<Report, String> {
         servers: Map::new(),
         report: Report::default(),
         written: BTreeSet::new(),
+        agents_moved: false,
+        agents_in_place: 0,
     };
     let name = w.plugin_name();
     w.carried_files()?;
@@ -110,6 +112,10 @@ struct Writer<'a> {
     report: Report,
     /// Output paths written, so carried files never overwrite mapped ones.
     written: BTreeSet<String>,
+    /// Some agent could not go back to the file it was read from.
+    agents_moved: bool,
+    /// How many agents went back to the file they were read from.
+    agents_in_place: usize,
 }
 
 impl Writer<'_> {
@@ -147,6 +153,42 @@ impl Writer<'_> {
             );
         }
         name
+    }
+
+    /// A JSON file's text: as the Claude plugin had it (kept by the reader in `texts`) while it
+    /// still holds `value`, else pretty-printed.
+    fn json_text(&self, file: &str, value: &Value) -> Result<String, String> {
+        let kept = self
+            .ext
+            .get("texts")
+            .and_then(|t| t.get(file))
+            .and_then(Value::as_str)
+            .filter(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| v == *value));
+        match kept {
+            Some(text) => Ok(text.to_string()),
+            None => Ok(serde_json::to_string_pretty(value).map_err(|e| e.to_string())? + "\n"),
+        }
+    }
+
+    /// Whether a manifest path list (`"./x/"` or `["./x/a.md", …]`) names only files or
+    /// directories this conversion wrote.
+    fn all_written(&self, paths: &Value) -> bool {
+        let list: Vec<&str> = match paths {
+            Value::String(p) => vec![p.as_str()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => return false,
+        };
+        let found = |p: &str| match clean_path(p) {
+            Ok(c) if c.is_empty() => false,
+            Ok(c) => {
+                let dir = format!("{c}/");
+                self.written.iter().any(|w| *w == c || w.starts_with(&dir))
+            }
+            Err(_) => false,
+        };
+        !list.is_empty()
+            && list.len() == paths.as_array().map_or(1, Vec::len)
+            && list.into_iter().all(found)
     }
 
     fn write(&mut self, rel: &str, bytes: impl AsRef<[u8]>) -> Result<(), String> {
@@ -318,7 +360,8 @@ impl Writer<'_> {
             self.xp
                 .insert("personas".into(), Value::Object(xp_personas));
         }
-        if taken.len() > 1 {
+        // Agents back in the files they were read from are read back in their original order.
+        if taken.len() > 1 && self.agents_in_place < taken.len() {
             self.xp.insert(
                 "order".into(),
                 Value::Array(taken.into_iter().map(Value::from).collect()),
@@ -356,16 +399,21 @@ impl Writer<'_> {
         if let Some(text) = instructions {
             body.push_str(&instructions_block(text));
         }
-        self.write(
-            &format!("agents/{name}.md"),
-            frontmatter::render(&fm, &body),
-        )?;
+        let file = self.agent_file(ext, &name);
+        self.write(&file, agent_text(&fm, &body, ext))?;
 
         let mut entry = Map::new();
         if from_defaults && fm.contains_key("model") {
             entry.insert("model".into(), "defaults".into());
         }
-        if name != pname {
+        // The reader names the persona after the agent (lowercased when it is no persona name);
+        // only another name needs recording.
+        let read_back = if slug::is_valid(&name, Rules::Persona) {
+            Some(name.clone())
+        } else {
+            slug::normalise(&name.to_lowercase(), Rules::Persona)
+        };
+        if read_back.as_deref() != Some(pname.as_str()) {
             entry.insert("name".into(), pname.clone().into());
         }
         if persona.file != format!("agents/{pname}.persona.md") {
@@ -394,8 +442,10 @@ impl Writer<'_> {
         ext: &Map<String, Value>,
         taken: &mut Vec<String>,
     ) -> String {
+        // The original comes back as written, Title Case included: Claude Code loads any name
+        // that is one line of text (its docs only recommend lowercase and hyphens).
         let wanted = match ext.get("name").and_then(Value::as_str) {
-            Some(o) if slug::is_valid(o, Rules::Claude) || o.len() > 50 => o.to_string(),
+            Some(o) if slug::is_valid(o, Rules::Claude) || loadable_agent_name(o) => o.to_string(),
             _ => slug::normalise(pname, Rules::Claude).unwrap_or_else(|| "agent".into()),
         };
         let name = unique(&wanted, taken);
@@ -409,6 +459,32 @@ impl Writer<'_> {
             );
         }
         name
+    }
+
+    /// Where the agent goes: back to the file it was read from (a relative `.md` path nothing
+    /// else took), else `agents/<name>.md`, with a slug of the name when it is not one. An agent
+    /// that cannot go back to its file means the manifest's `agents` paths cannot be kept.
+    fn agent_file(&mut self, ext: &Map<String, Value>, name: &str) -> String {
+        let original = ext
+            .get("file")
+            .and_then(Value::as_str)
+            .and_then(|f| clean_path(f).ok());
+        match original {
+            Some(f) if f.ends_with(".md") && !self.written.contains(&f) => {
+                self.agents_in_place += 1;
+                return f;
+            }
+            Some(_) => self.agents_moved = true,
+            None => {}
+        }
+        let stem = slug::normalise(name, Rules::Claude).unwrap_or_else(|| "agent".into());
+        let mut file = format!("agents/{stem}.md");
+        let mut n = 2;
+        while self.written.contains(&file) {
+            file = format!("agents/{stem}-{n}.md");
+            n += 1;
+        }
+        file
     }
 
     /// The agent's model: the Claude original when the persona still has what it mapped to,
@@ -725,7 +801,7 @@ impl Writer<'_> {
         } else {
             servers
         };
-        let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())? + "\n";
+        let text = self.json_text(".mcp.json", &value)?;
         self.write(".mcp.json", text)
     }
 
@@ -756,8 +832,13 @@ impl Writer<'_> {
                 }
             }
         }
-        // Agents are always written to `agents/`, which Claude reads by default.
-        if plugin.remove("agents").is_some() {
+        // The manifest's `agents` paths stay when every agent went back to the file it came
+        // from and every path still names what was written; else agents are in `agents/`,
+        // which Claude reads by default.
+        if let Some(paths) = plugin.get("agents")
+            && (self.agents_moved || !self.all_written(paths))
+        {
+            plugin.remove("agents");
             self.report.normalised(
                 "agents-relocated",
                 ".claude-plugin/plugin.json",
@@ -798,8 +879,7 @@ impl Writer<'_> {
                 Value::Object(std::mem::take(&mut self.xp)),
             );
         }
-        let text =
-            serde_json::to_string_pretty(&Value::Object(plugin)).map_err(|e| e.to_string())? + "\n";
+        let text = self.json_text(".claude-plugin/plugin.json", &Value::Object(plugin))?;
         self.write(".claude-plugin/plugin.json", text)
     }
 
@@ -855,6 +935,23 @@ impl Writer<'_> {
             );
         }
     }
+}
+
+/// An agent file: the frontmatter as the Claude plugin had it (kept by the reader) while it still
+/// holds exactly these fields, else rendered; no final newline when the original had none.
+fn agent_text(fm: &Map<String, Value>, body: &str, ext: &Map<String, Value>) -> String {
+    let mut text = frontmatter::render(fm, body);
+    if let Some(source) = ext.get("frontmatter").and_then(Value::as_str) {
+        let original = format!("---\n{source}---\n");
+        if frontmatter::parse(&original).fields == *fm {
+            let head = frontmatter::render(fm, "").len();
+            text = format!("{original}{}", &text[head..]);
+        }
+    }
+    if ext.get("final_newline") == Some(&Value::Bool(false)) && text.ends_with('\n') {
+        text.pop();
+    }
+    text
 }
 
 /// Claude keys an earlier conversion carried, then the original key order.

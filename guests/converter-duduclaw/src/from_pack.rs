@@ -541,7 +541,10 @@ fn restore(
             .and_then(|p| p.get("model"))
             .and_then(|m| m.get("preferred"))
             .and_then(Value::as_str);
-        if current != Some(preferred) {
+        // The value as the expert wrote it (`haiku`) stays while it still maps to the persona's.
+        let same =
+            current.is_some_and(|c| c == preferred || convert_kit::models::maps_to(c, model));
+        if !same {
             let p = partial.get_or_insert_with(Map::new);
             let section = p.entry("model").or_insert_with(|| json!({}));
             if let Value::Object(section) = section {

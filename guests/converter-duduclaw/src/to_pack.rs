@@ -536,7 +536,13 @@ fn persona(
         report,
     );
     if let Some(model) = preferred {
-        fields.insert("model".into(), model.into());
+        // Through the shared model table (`claude-sonnet-4-6` -> `anthropic:claude-sonnet-4-6`);
+        // the value as written stays in the partial record.
+        let path = format!("agents/{}/agent.partial.toml", agent.name());
+        let kept = format!("`{EXT_EXPERT}.agents.{name}.partial.model`");
+        if let Some(id) = convert_kit::models::to_persona(model, report, &path, &kept) {
+            fields.insert("model".into(), id.into());
+        }
     }
     let skills = agent_skills(expert, agent, index, report);
     if !skills.is_empty() {

@@ -1,12 +1,13 @@
 //! Format conversion between persona packs and neighbouring agent-pack formats, through sandboxed
 //! converter components (`apiary convert`).
 //!
-//! The host owns everything around the component: [`stage`] copies the input into a private
-//! directory, [`detect`] decides the input format (ordered, fail-closed rules; then added
-//! converters' `detect`), [`plan`] picks a converter or a chain through the persona pack,
-//! [`registry`] holds the built-in and added ([`store`]) converters, the component writes into an
-//! empty private output directory, and [`validate`] checks that output before [`stage::place`]
-//! moves it to the destination. Nothing reaches the destination unless every step succeeded.
+//! The host owns everything around the component: [`stage`] checks the input (read in place when
+//! it is a plain tree, else copied into a private directory), [`detect`] decides the input format
+//! (ordered, fail-closed rules; then added converters' `detect`), [`plan`] picks a converter or a
+//! chain through the persona pack, [`registry`] holds the built-in and added ([`store`])
+//! converters, the component writes into an empty private output directory, and [`validate`]
+//! checks that output before [`stage::place`] moves it to the destination. Nothing reaches the
+//! destination unless every step succeeded.
 
 pub mod detect;
 pub mod plan;
@@ -230,8 +231,9 @@ fn run(sandbox: &Sandbox, reg: &Registry, job: &Job, o: &mut Outcome) -> Result<
     Ok(())
 }
 
-/// Checks the request and the destination, and copies the input into a private work directory:
-/// the work directory (removed on drop) and the staged input in it.
+/// Checks the request and the destination, creates a private work directory (removed on drop)
+/// and returns it with the input converters read: the source itself when it is a plain tree
+/// ([`stage::is_plain`]), else a staged copy in the work directory.
 fn stage_input(job: &Job) -> Result<(tempfile::TempDir, PathBuf), Failure> {
     if !registry::valid_format(&job.to) {
         return Err(fail(
@@ -250,6 +252,11 @@ fn stage_input(job: &Job) -> Result<(tempfile::TempDir, PathBuf), Failure> {
                 format!("cannot create a private work directory: {e}"),
             )
         })?;
+    if stage::is_plain(&job.src, Caps::TREE)
+        && let Ok(src) = job.src.canonicalize()
+    {
+        return Ok((work, src));
+    }
     let input = work.path().join("input");
     stage::copy_in(&job.src, &input, Caps::TREE).map_err(|e| fail("input", e.to_string()))?;
     Ok((work, input))

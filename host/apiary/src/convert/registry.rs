@@ -205,21 +205,33 @@ impl Registry {
                 None => r,
             })
             .map(|r| r.with_capabilities(grants));
-        let answer = loaded.and_then(|runner| Ok((runner.info(sandbox)?.value, runner)));
-        let (info, runner) = match answer {
-            Ok(a) => a,
+        let runner = match loaded {
+            Ok(r) => r,
             Err(e) => return self.refuse(name, origin, e),
         };
-        let conversions = match checked_conversions(&info) {
-            Ok(c) => c,
-            Err(e) => return self.refuse(name, origin, e),
+        // Computed once by the sandbox when it loaded the bytes.
+        let digest = runner.loaded().digest.clone();
+        let known = match info_cache::get(sandbox, &digest) {
+            Some(k) => k,
+            None => {
+                let info = match runner.info(sandbox) {
+                    Ok(out) => out.value,
+                    Err(e) => return self.refuse(name, origin, e),
+                };
+                let conversions = match checked_conversions(&info) {
+                    Ok(c) => c,
+                    Err(e) => return self.refuse(name, origin, e),
+                };
+                let version = crate::sandbox::truncate(&info.version, 64).to_string();
+                info_cache::put(sandbox, &digest, (version, conversions))
+            }
         };
+        let (version, conversions) = known;
         self.converters.push(Converter {
             name: name.to_string(),
             origin,
-            // Computed once by the sandbox when it loaded the bytes.
-            digest: runner.loaded().digest.clone(),
-            version: crate::sandbox::truncate(&info.version, 64).to_string(),
+            digest,
+            version,
             conversions,
             runner,
         });
@@ -260,5 +272,70 @@ impl Registry {
         v.sort();
         v.dedup();
         v
+    }
+}
+
+/// What a converter's `info` said (version, checked conversions), by component digest: `info`
+/// depends only on the component's bytes, so every `apiary convert` after the first takes it
+/// from here instead of instantiating each converter to ask. Kept in memory for the process and
+/// as one small JSON file per digest beside the compile cache (which holds the compiled code of
+/// the same digest, so it is trusted as much); a file that does not read back as valid answers
+/// is ignored and the converter asked again.
+mod info_cache {
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+
+    use super::valid_format;
+    use crate::sandbox::Sandbox;
+
+    /// The version and the `(source, target)` conversions.
+    pub type Known = (String, Vec<(String, String)>);
+
+    static MEMORY: Mutex<Option<HashMap<String, Known>>> = Mutex::new(None);
+
+    fn file(sandbox: &Sandbox, digest: &str) -> Option<PathBuf> {
+        let ok = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
+        let dir = sandbox.cache().dir()?;
+        ok.then(|| dir.join(format!("converter-info-{digest}.json")))
+    }
+
+    pub fn get(sandbox: &Sandbox, digest: &str) -> Option<Known> {
+        let memory = MEMORY.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = memory.as_ref().and_then(|m| m.get(digest)) {
+            return Some(k.clone());
+        }
+        drop(memory);
+        let text = std::fs::read_to_string(file(sandbox, digest)?).ok()?;
+        let known: Known = serde_json::from_str(&text).ok()?;
+        let sane = known.0.len() <= 64
+            && known
+                .1
+                .iter()
+                .all(|(s, t)| valid_format(s) && valid_format(t) && s != t);
+        sane.then(|| remember(digest, known.clone()));
+        sane.then_some(known)
+    }
+
+    /// Records `known` for `digest` (on disk best effort: a read-only cache only costs a call).
+    pub fn put(sandbox: &Sandbox, digest: &str, known: Known) -> Known {
+        if let Some(path) = file(sandbox, digest)
+            && let Ok(text) = serde_json::to_string(&known)
+        {
+            // Written beside, then renamed: a concurrent reader sees all of it or nothing.
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, &path).is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        remember(digest, known.clone());
+        known
+    }
+
+    fn remember(digest: &str, known: Known) {
+        let mut memory = MEMORY.lock().unwrap_or_else(|p| p.into_inner());
+        memory
+            .get_or_insert_with(HashMap::new)
+            .insert(digest.to_string(), known);
     }
 }

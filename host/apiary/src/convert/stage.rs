@@ -3,8 +3,9 @@
 //! caps) and the host's detection reads the same files the converter will; the output a converter
 //! wrote is checked before the host validates it and moves it into place.
 //!
-//! Staging hard-links each file when it can (no new inode, no bytes copied) and copies it
-//! otherwise. A link shares the operator's file, which is safe because converters get `/input`
+//! A plain tree (regular files and directories only, within caps, see [`is_plain`]) is read in
+//! place, with nothing staged. Otherwise staging hard-links each file when it can (no new inode,
+//! no bytes copied) and copies it otherwise. A link shares the operator's file, which is safe because converters get `/input`
 //! read-only and WASI refuses to link out of a read-only directory.
 //!
 //! Only regular files and directories cross: a symlink that leaves the input, a directory
@@ -125,6 +126,52 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
         what: path.display().to_string(),
         error,
     }
+}
+
+/// Whether the directory `src` can be given to converters as it is, with nothing staged: every
+/// entry a regular file or a directory with a UTF-8 name, no version-control directory at the top,
+/// within `caps`. Staging costs an entry per file to create and again to remove, about a third of
+/// a conversion. Anything else (a symlink, a special file, a cap reached) is `false`, and
+/// [`copy_in`] stages the tree and says what is wrong. Reading the operator's tree in place is as
+/// safe as the hard links staging makes: converters get `/input` read-only, and the sandbox's
+/// preopen never follows a link out of it (a link planted after this check stays inside).
+pub fn is_plain(src: &Path, caps: Caps) -> bool {
+    fn walk(dir: &Path, depth: usize, caps: Caps, counts: &mut Counts) -> bool {
+        if depth > caps.max_depth {
+            return false;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        for entry in entries {
+            let Ok(entry) = entry else { return false };
+            let name = entry.file_name();
+            if name.to_str().is_none() || (depth == 0 && SKIPPED.iter().any(|s| name == *s)) {
+                return false;
+            }
+            counts.files += 1;
+            if counts.files > caps.max_entries {
+                return false;
+            }
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => {
+                    if !walk(&entry.path(), depth + 1, caps, counts) {
+                        return false;
+                    }
+                }
+                Ok(t) if t.is_file() => {
+                    counts.bytes += entry.metadata().map_or(u64::MAX, |m| m.len());
+                    if counts.bytes > caps.max_bytes {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+        }
+        true
+    }
+    std::fs::symlink_metadata(src).is_ok_and(|m| m.is_dir())
+        && walk(src, 0, caps, &mut Counts::default())
 }
 
 /// Copies `src` (a directory) into `dest` (created), refusing anything but regular files,
@@ -490,6 +537,31 @@ mod tests {
             max_depth: 4,
         };
         assert!(copy_in(src.path(), &dest.path().join("b"), tiny).is_err());
+    }
+
+    /// A tree of plain files and directories is read in place; a symlink (even an in-tree one), a
+    /// `.git` at the top or a cap reached sends it through staging, which checks and flattens.
+    #[test]
+    fn only_plain_trees_are_read_in_place() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(src.path().join("agents/deep")).unwrap();
+        std::fs::write(src.path().join("agents/a.md"), "a").unwrap();
+        std::fs::write(src.path().join("agents/deep/b.md"), "b").unwrap();
+        assert!(is_plain(src.path(), Caps::TREE));
+        assert!(!is_plain(&src.path().join("agents/a.md"), Caps::TREE));
+        let few = Caps {
+            max_entries: 2,
+            ..Caps::TREE
+        };
+        assert!(!is_plain(src.path(), few));
+        std::os::unix::fs::symlink("a.md", src.path().join("agents/c.md")).unwrap();
+        assert!(!is_plain(src.path(), Caps::TREE));
+        std::fs::remove_file(src.path().join("agents/c.md")).unwrap();
+        std::fs::create_dir(src.path().join(".git")).unwrap();
+        assert!(!is_plain(src.path(), Caps::TREE));
+        // Below the top, a `.git` is content like any other directory.
+        std::fs::rename(src.path().join(".git"), src.path().join("agents/.git")).unwrap();
+        assert!(is_plain(src.path(), Caps::TREE));
     }
 
     #[test]

@@ -227,6 +227,17 @@ fn slug_ok(name: &str, extra: &[u8], max: usize) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || extra.contains(&c))
 }
 
+/// Whether Claude Code loads an agent `name` as written: one line (no control characters or
+/// surrounding spaces), 1 to 64 characters, no `/`, `\` (a path) or `:` (its `plugin:agent`
+/// separator).
+fn claude_agent_name_loads(name: &str) -> bool {
+    (1..=64).contains(&name.chars().count())
+        && name.trim() == name
+        && !name
+            .chars()
+            .any(|c| c.is_control() || matches!(c, '/' | '\\' | ':'))
+}
+
 /// DuDuClaw's `is_valid_agent_id`: lowercase alphanumerics and `-`, 1..=64, no `-` at either end.
 fn agent_id_ok(name: &str) -> bool {
     slug_ok(name, b"-", 64) && !name.starts_with('-') && !name.ends_with('-')
@@ -436,12 +447,19 @@ fn claude_plugin(dir: &Path) -> Validation {
         }
     }
     for rel in markdown_files(dir, "agents") {
-        if let Some(name) = markdown(&mut v, dir, &rel, &["name", "description"])
-            && !slug_ok(&name, b"-", 64)
-        {
+        let Some(name) = markdown(&mut v, dir, &rel, &["name", "description"]) else {
+            continue;
+        };
+        if !claude_agent_name_loads(&name) {
             v.error(
                 &rel,
-                format!("agent `name` {name:?} does not match [a-z0-9-]{{1,64}}"),
+                format!("agent `name` {name:?} is not one line of at most 64 characters without `/`, `\\` or `:`"),
+            );
+        } else if !slug_ok(&name, b"-", 64) {
+            // Claude Code's docs recommend [a-z0-9-]; it loads other names (Title Case) as written.
+            v.warn(
+                &rel,
+                format!("agent `name` {name:?} is not [a-z0-9-]{{1,64}} as Claude Code recommends; it loads as written"),
             );
         }
     }
@@ -785,6 +803,32 @@ mod tests {
         let v = validate("claude-plugin", t.path());
         assert_eq!(v.errors.len(), 1, "{:?}", v.errors);
         assert!(v.errors[0].message.contains("gone.md"));
+    }
+
+    /// Title Case agent names load in Claude Code (a warning: not the recommended spelling); a
+    /// name that is a path, has the `plugin:agent` separator or spans lines does not.
+    #[test]
+    fn claude_agent_names_title_case_warns_path_like_refused() {
+        let t = tree(&[
+            (
+                "agents/a.md",
+                "---\nname: Tide Watcher\ndescription: d\n---\nhi\n",
+            ),
+            (
+                "agents/b.md",
+                "---\nname: ok-name\ndescription: d\n---\nhi\n",
+            ),
+        ]);
+        let v = validate("claude-plugin", t.path());
+        assert!(v.errors.is_empty(), "{:?}", v.errors);
+        assert_eq!(v.warnings.len(), 1, "{:?}", v.warnings);
+        assert!(v.warnings[0].message.contains("Tide Watcher"));
+        for bad in ["x/y", "plug:agent", "\" padded\""] {
+            let text = format!("---\nname: {bad}\ndescription: d\n---\nhi\n");
+            let t = tree(&[("agents/a.md", text.as_str())]);
+            let v = validate("claude-plugin", t.path());
+            assert_eq!(v.errors.len(), 1, "{bad}: {:?}", v.errors);
+        }
     }
 
     #[test]

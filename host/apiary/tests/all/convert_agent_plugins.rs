@@ -798,7 +798,7 @@ fn april_draft_is_read_as_input() {
         "lost:component-unsupported",
         "lost:mcp-sse-unsupported",
         "reinterpreted:plugin-placeholder",
-        "reinterpreted:model-alias",
+        "reinterpreted:model-alias-pinned",
         "normalised:name-normalised",
     ] {
         assert!(codes.contains(&code.to_string()), "{code} in {codes:?}");

@@ -327,6 +327,46 @@ fn starter_packs_round_trip_losslessly() {
     }
 }
 
+/// An expert agent's preferred model goes through the shared model table: an alias is pinned, a
+/// typo is lost (no model, never a silent fall-back), and both come back as written.
+#[test]
+fn expert_models_map_through_the_model_table() {
+    let input = tempfile::tempdir().unwrap();
+    write(
+        input.path(),
+        "expert.toml",
+        "[expert]\nname = \"desk\"\ndescription = \"d\"\nversion = \"0.1.0\"\n\n\
+         [[expert.agents]]\nname = \"quick\"\nrole = \"main\"\n\n\
+         [[expert.agents]]\nname = \"typo\"\nrole = \"worker\"\nreports_to = \"quick\"\n",
+    );
+    for (agent, model) in [("quick", "haiku"), ("typo", "sonet-4")] {
+        write(input.path(), &format!("agents/{agent}/soul.md"), "# Soul\n");
+        write(
+            input.path(),
+            &format!("agents/{agent}/agent.partial.toml"),
+            &format!("[model]\npreferred = \"{model}\"\n"),
+        );
+    }
+    let (report, pack) = convert(EXPERT, BUZZ, input.path()).unwrap();
+    assert_valid_pack(pack.path());
+    let (quick, _) = persona(&pack.path().join("agents/quick.persona.md"));
+    assert_eq!(quick["model"], "anthropic:claude-haiku-4-5");
+    assert!(has(&report, "model-alias-pinned"), "{report:?}");
+    let (typo, _) = persona(&pack.path().join("agents/typo.persona.md"));
+    assert!(typo.get("model").is_none(), "{typo:?}");
+    let lost: Vec<_> = report.lost.iter().map(|f| f.code.as_str()).collect();
+    assert_eq!(lost, ["model-unknown"], "{report:?}");
+    let (_, back) = convert(BUZZ, EXPERT, pack.path()).unwrap();
+    for agent in ["quick", "typo"] {
+        let rel = format!("agents/{agent}/agent.partial.toml");
+        assert_eq!(
+            read_toml(&back.path().join(&rel)),
+            read_toml(&input.path().join(&rel)),
+            "{rel}"
+        );
+    }
+}
+
 #[test]
 fn team_pack_maps_as_formats_md_says_and_round_trips() {
     let input = tempfile::tempdir().unwrap();
@@ -336,7 +376,9 @@ fn team_pack_maps_as_formats_md_says_and_round_trips() {
     // Parents first, siblings in file order.
     assert_eq!(persona_names(pack.path()), ["front", "nurse", "night"]);
     let (front, body) = persona(&pack.path().join("agents/front.persona.md"));
-    assert_eq!(front["model"], "claude-sonnet-4-6");
+    // Through the shared model table, reported; the value as written comes back on the way out.
+    assert_eq!(front["model"], "anthropic:claude-sonnet-4-6");
+    assert!(has(&report, "model-id-prefixed"), "{report:?}");
     assert_eq!(body, "\n# 前台\n\n你是前台。\n");
     let (nurse, _) = persona(&pack.path().join("agents/nurse.persona.md"));
     // Its own skill, then the wiki every persona gets (seed 004: the pages reach the agents).

@@ -199,11 +199,7 @@ fn read_transport(f: &Fields<'_>, report: &mut Report, name: &str) -> Option<Tra
 /// in order, once each.
 fn transport_env_refs(transport: &Transport) -> Vec<String> {
     let mut env_refs = Vec::new();
-    let values: Vec<&String> = match transport {
-        Transport::Stdio { args, env, .. } => args.iter().chain(env.values()).collect(),
-        Transport::Http { url, headers } => std::iter::once(url).chain(headers.values()).collect(),
-    };
-    for v in values {
+    for v in transport_values(transport) {
         for r in var_refs(v) {
             if !env_refs.contains(&r) {
                 env_refs.push(r);
@@ -211,6 +207,14 @@ fn transport_env_refs(transport: &Transport) -> Vec<String> {
         }
     }
     env_refs
+}
+
+/// The values `${VAR}`s are interpolated in: args and env, or the URL and headers.
+fn transport_values(transport: &Transport) -> Vec<&String> {
+    match transport {
+        Transport::Stdio { args, env, .. } => args.iter().chain(env.values()).collect(),
+        Transport::Http { url, headers } => std::iter::once(url).chain(headers.values()).collect(),
+    }
 }
 
 /// Shells: whatever their arguments, they run any command.
@@ -395,20 +399,46 @@ fn string_map(f: &Fields<'_>, report: &mut Report, key: &'static str) -> BTreeMa
 
 /// Names of the `${VAR}` (and `${VAR:-default}`) references in a value, in order of appearance.
 pub fn var_refs(value: &str) -> Vec<String> {
+    var_refs_with_defaults(value)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Each `${VAR}` reference in a value and whether it has a `:-default` (which applies when the
+/// variable is unset or not allowed, so the reference never stops the server).
+fn var_refs_with_defaults(value: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     let mut rest = value;
     while let Some(start) = rest.find("${") {
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else { break };
-        let name = after[..end]
-            .split_once(":-")
-            .map_or(&after[..end], |(n, _)| n);
+        let (name, has_default) = match after[..end].split_once(":-") {
+            Some((n, _)) => (n, true),
+            None => (&after[..end], false),
+        };
         if is_var_name(name) {
-            out.push(name.to_string());
+            out.push((name.to_string(), has_default));
         }
         rest = &after[end + 1..];
     }
     out
+}
+
+impl McpServer {
+    /// The `${VAR}`s this server cannot do without: referenced at least once with no default.
+    /// A variable only ever written `${VAR:-default}` is optional.
+    pub fn required_env_refs(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for v in transport_values(&self.transport) {
+            for (name, has_default) in var_refs_with_defaults(v) {
+                if !has_default && !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+        out
+    }
 }
 
 fn is_var_name(s: &str) -> bool {
@@ -507,6 +537,10 @@ mod tests {
             ["A", "B_2"]
         );
         assert!(var_refs("plain").is_empty());
+        assert_eq!(
+            var_refs_with_defaults("${A:-x} ${B} ${C:-}"),
+            [("A".into(), true), ("B".into(), false), ("C".into(), true)]
+        );
     }
 
     /// The class, not the example: shells by any path or case, interpreters given inline code

@@ -654,16 +654,35 @@ fn check_pre_v6_layout(root: &Path, manifest: Option<&Manifest>, report: &mut Re
     }
 }
 
-/// Which `${VAR}`s the pack's MCP servers read from the operator's environment: each needs the
-/// operator's allow-list, so the pack author should say so.
+/// Which `${VAR}`s the pack's MCP servers read from the operator's environment: each one a server
+/// cannot do without needs the operator's allow-list, so the pack author should say so. One only
+/// ever written `${VAR:-default}` is optional (its default applies unless allowed and set): a note.
 fn note_env_refs(pack_id: &str, pack: &[McpServer], personas: &[Persona], report: &mut Report) {
-    let mut vars: Vec<&str> = pack
+    let servers: Vec<&McpServer> = pack
         .iter()
         .chain(personas.iter().flat_map(|p| &p.mcp_servers))
-        .flat_map(|s| s.env_refs.iter().map(String::as_str))
         .collect();
+    let mut vars: Vec<String> = servers.iter().flat_map(|s| s.required_env_refs()).collect();
     vars.sort_unstable();
     vars.dedup();
+    let mut optional: Vec<&str> = servers
+        .iter()
+        .flat_map(|s| s.env_refs.iter().map(String::as_str))
+        .filter(|v| !vars.iter().any(|r| r == v))
+        .collect();
+    optional.sort_unstable();
+    optional.dedup();
+    if !optional.is_empty() {
+        let list = optional
+            .iter()
+            .map(|v| format!("${{{v}:-…}}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        report.push(
+            Diagnostic::note("mcp.env-optional", format!("MCP servers read these variables only when the operator allows them, else use their defaults: {list}"))
+                .help(format!("to pass the operator's value instead of the default, allow it in the overrides file: [\"{pack_id}\"] allow_env = [...]")),
+        );
+    }
     if !vars.is_empty() {
         let list = vars
             .iter()
