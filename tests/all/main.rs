@@ -45,6 +45,7 @@ mod paths;
 mod real_agents;
 mod relay_hostile;
 mod sandbox_cli;
+mod tool_policy;
 mod up_capabilities;
 mod up_mcp_trust;
 mod up_ops;

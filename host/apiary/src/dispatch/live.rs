@@ -203,6 +203,7 @@ pub(super) async fn start_persona(
     persona: &ResolvedPersona,
     runner: &Arc<dyn HookRunner>,
     stderr: StderrTail,
+    out: &Out,
 ) -> Result<Live, DispatchError> {
     let pack_id = run.resolved.pack.id.clone();
     let name = persona.identity.name.clone();
@@ -214,7 +215,8 @@ pub(super) async fn start_persona(
         .persona(&run.namespace, &name)
         .map_err(DispatchError::Keys)?;
     start_hooks(runner, &pack_id, persona, &cwd).await?;
-    let spec = spawn_spec(config, persona, &pack_id, &cwd, stderr);
+    let mut spec = spawn_spec(config, persona, &pack_id, &cwd, stderr);
+    spec.events = Some(agent_events(&name, out));
     let channels = subscribed(config, client, persona).await;
     let sessions = config
         .sessions_dir
@@ -350,9 +352,79 @@ fn spawn_spec(
         env: child_env,
         cwd: cwd.to_path_buf(),
         policy: config.policy,
+        tools: persona.tool_policy.clone().unwrap_or_default(),
+        events: None,
         nice: config.agent_nice,
         stderr,
     }
+}
+
+/// The persona's agent events as notes: a permission answer in both forms (a refused tool is
+/// worth a line), tool calls, plans and usage in the JSON stream only.
+fn agent_events(persona: &str, out: &Out) -> crate::acp::AgentEvents {
+    use crate::acp::AgentEvent as E;
+    let (persona, out) = (persona.to_string(), Arc::clone(out));
+    crate::acp::AgentEvents(Arc::new(move |event| {
+        let note = match event {
+            E::Permission {
+                session,
+                tool,
+                kind,
+                title,
+                allowed,
+                decided_by,
+                reason,
+            } => {
+                let shown = tool.clone().or(title.clone()).unwrap_or_else(|| "a tool".into());
+                let verdict = if allowed { "allowed" } else { "refused" };
+                let why = match (&reason, decided_by) {
+                    (Some(r), _) => format!(" by the tool policy: {r}"),
+                    (None, _) => " by --permission".to_string(),
+                };
+                Note::new("permission", format!("permission {persona} {shown}: {verdict}{why}"))
+                    .with("session", session)
+                    .with("tool", tool)
+                    .with("kind", kind)
+                    .with("title", title)
+                    .with("allowed", allowed)
+                    .with("decided_by", decided_by)
+                    .with("reason", reason)
+            }
+            E::ToolCall {
+                session,
+                id,
+                tool,
+                kind,
+                title,
+                status,
+            } => Note::only_json("tool_call")
+                .with("session", session)
+                .with("call", id)
+                .with("tool", tool)
+                .with("kind", kind)
+                .with("title", title)
+                .with("status", status),
+            E::Plan {
+                session,
+                entries,
+                completed,
+            } => Note::only_json("plan")
+                .with("session", session)
+                .with("entries", entries)
+                .with("completed", completed),
+            E::Usage {
+                session,
+                used,
+                size,
+                cost,
+            } => Note::only_json("usage")
+                .with("session", session)
+                .with("used", used)
+                .with("size", size)
+                .with("cost", cost.map(|(amount, currency)| serde_json::json!({"amount": amount, "currency": currency}))),
+        };
+        out(note.with("persona", persona.as_str()));
+    }))
 }
 
 /// The persona's subscribed channels, id → name (a name the relay does not map is its own id).
@@ -426,6 +498,10 @@ async fn connect_agent(
         }
         let mut req =
             acp::NewSessionRequest::new(spec.cwd.to_path_buf()).mcp_servers(servers.clone());
+        // The tool policy, to runtimes that take a deny list of their own (Claude Code).
+        if let Some(meta) = crate::acp::tools::session_meta(&spec.tools) {
+            req = req.meta(meta);
+        }
         if let Some(sp) = &system_prompt {
             req = req.system_prompt(sp.clone());
         }
@@ -495,6 +571,15 @@ async fn open_session(
 ) -> Result<String, crate::acp::AcpError> {
     let name = &persona.identity.name;
     let (session, answer) = agent.new_session(req).await?;
+    // A read-only persona on an agent with a read-only mode of its own (Codex) gets that mode too.
+    if persona.tool_policy.as_ref().is_some_and(|p| p.read_only)
+        && let Some((config_id, value)) = crate::acp::tools::read_only_mode(&answer)
+    {
+        match agent.set_config_option(&session, &config_id, &value).await {
+            Ok(()) => tracing::info!(persona = %name, mode = %value, "read-only mode selected"),
+            Err(e) => tracing::warn!(persona = %name, "selecting the read-only mode: {e}"),
+        }
+    }
     if let Some(m) = &persona.model
         && let Some((config_id, value)) =
             crate::acp::model_switch(&answer, m.provider.as_deref(), &m.model)

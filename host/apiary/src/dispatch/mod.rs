@@ -339,6 +339,7 @@ impl Harness {
                     persona,
                     &self.hooks,
                     stderr.clone(),
+                    &self.out,
                 );
                 AssertUnwindSafe(start)
                     .catch_unwind()
