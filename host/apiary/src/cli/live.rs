@@ -73,6 +73,12 @@ With --json, one JSON object per line instead; `event` names the kind, the other
                   action \"coalesced\" waits and is answered with the author's next turn,
                   \"dropped\" is not answered; over a persona's spending limit (limit:
                   turns_per_hour | turns_per_day | tokens_per_day) it is dropped
+  permission      persona session tool kind title allowed decided_by reason
+                  the agent asked to use a tool: decided_by \"tool-policy\" (the persona's
+                  x-tool-policy refused it, `reason` says why) or \"permission\" (--permission)
+  tool_call       persona session call tool kind title status   a tool call started or changed
+  plan            persona session entries completed             the agent's plan
+  usage           persona session used size cost                context usage the agent reports
   restarted       persona restart window_secs
   turn            persona channel id published reason [bytes]       a turn without a reply
   reply           persona channel id to thread           reply `id` published, answering `to`
@@ -177,7 +183,8 @@ pub struct UpArgs {
     /// Do not publish agents' replies (for agents that publish themselves).
     #[arg(long)]
     pub no_publish: bool,
-    /// How agents' permission requests are answered.
+    /// How agents' permission requests are answered, for tools the persona's `x-tool-policy`
+    /// admits (a tool it refuses is rejected whatever this says).
     #[arg(long, value_enum, default_value_t = PermissionPolicy::Deny)]
     pub permission: PermissionPolicy,
     /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/; default:
