@@ -1,6 +1,6 @@
-//! Real third-party ACP agents under `apiary up`: Claude Code (`@zed-industries/claude-code-acp`)
-//! and Codex (`@zed-industries/codex-acp`), installed from npm by `.ci/setup` into
-//! `.ci/acp-agents/`. No model service is reachable from here, so each agent is pointed at a
+//! Real third-party ACP agents under `apiary up`: Claude Code (`@zed-industries/claude-code-acp`),
+//! Codex (`@zed-industries/codex-acp`) and Gemini CLI (`@google/gemini-cli --experimental-acp`),
+//! installed from npm by `.ci/setup` into `.ci/acp-agents/`. No model service is reachable from here, so each agent is pointed at a
 //! provider stub on 127.0.0.1 ([`Provider`]) speaking its provider's real streaming API; the agent,
 //! its ACP implementation and apiary are all real.
 //!
@@ -9,10 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::live::{Up, e_tags, event_of, write_pack};
-use crate::support::provider::Provider;
+use crate::support::provider::{Provider, Script};
 
 const AGENT_USER: &str = "apiary-ci";
 
@@ -326,4 +326,272 @@ fn codex_without_credentials_is_refused_naming_its_auth_methods() {
             .all(|s| s.path != "/v1/responses"),
         "no model request without credentials"
     );
+}
+
+/// `apiary up --json` with one pack of Claude Code personas (`(name, extra frontmatter)`), as
+/// `apiary-ci` when the tests run as root; the workspaces are that user's. `None`: skipped.
+fn claude_up(
+    home: &Path,
+    provider: &Provider,
+    personas: &[(&str, &str)],
+    args: &[&str],
+) -> Option<(Up, PathBuf)> {
+    let user = agent_user().ok()?;
+    let bin = installed("claude-code-acp", user.map(|u| u.0))?;
+    let agent = match user {
+        Some((name, _)) => format!("runuser -u {name} -- {}", bin.display()),
+        None => bin.display().to_string(),
+    };
+    let root = home.join("pack");
+    let files: Vec<(String, String)> = personas
+        .iter()
+        .map(|(name, extra)| {
+            let text = format!(
+                "---\nname: {name}\ndisplay_name: {name}\ndescription: uses tools\nruntime: claude-code\n\
+                 model: haiku\nsubscribe: [\"general\"]\n{extra}---\nYou are {name}.\n"
+            );
+            (name.to_string(), text)
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    write_pack(&root, "com.example.claude-tools", &refs, &[]);
+    let ws = home.join("ws");
+    for (name, _) in personas {
+        let cwd = ws.join("com.example.claude-tools").join(name);
+        std::fs::create_dir_all(&cwd).unwrap();
+        #[cfg(unix)]
+        if let Some((_, uid)) = user {
+            std::os::unix::fs::chown(&cwd, Some(uid), None).unwrap();
+        }
+    }
+    let mut all = vec![
+        "--json",
+        "--agent",
+        &agent,
+        "--workspace-root",
+        ws.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let up = Up::start(
+        home,
+        &[&root],
+        &all,
+        &[
+            ("ANTHROPIC_BASE_URL", provider.url.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-stub"),
+        ],
+    );
+    Some((up, ws.join("com.example.claude-tools")))
+}
+
+/// The `--json` note of `event` for `persona` matching `pred`.
+fn note(up: &mut Up, event: &str, persona: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let line = up.wait_for(|l| {
+        let v: Value = serde_json::from_str(l).unwrap_or_default();
+        v["event"] == event && v["persona"] == persona && pred(&v)
+    });
+    serde_json::from_str(&line).unwrap()
+}
+
+/// A directory the agent's user may write in.
+fn agent_dir(path: &Path) {
+    std::fs::create_dir_all(path).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+}
+
+/// The stub answers with a plan (`TodoWrite`), then a `Write` of `file`, then the text: Claude
+/// Code runs its real tool machinery, and asks permission for the `Write`.
+fn write_script(file: &Path, answer: &str) -> Script {
+    Script {
+        tools: vec![
+            (
+                "TodoWrite".into(),
+                json!({"todos": [{"content": "Write the note", "status": "in_progress",
+                                  "activeForm": "Writing the note"}]}),
+            ),
+            (
+                "Write".into(),
+                json!({"file_path": file, "content": "forty grains\n"}),
+            ),
+        ],
+        answer: answer.into(),
+        ..Script::default()
+    }
+}
+
+/// The tool policy decides Claude Code's real tools, whatever `--permission` says: `deny:
+/// [kind:edit]` rejects its permission request for `Write` (the tool policy's reason in the
+/// `permission` event), `deny: [Write]` reaches Claude Code as `disallowedTools`, so the model is
+/// never offered the tool. Either way the file is not written; plan and tool-call updates are
+/// surfaced as events.
+#[test]
+fn claude_code_tools_refused_by_the_tool_policy_do_not_run() {
+    let home = open_home();
+    let out = home.path().join("out");
+    agent_dir(&out);
+    let file = out.join("note.txt");
+    let provider = Provider::scripted(write_script(&file, "Could not write it, says the stub."));
+    let Some((mut up, _)) = claude_up(
+        home.path(),
+        &provider,
+        &[
+            ("wasp", "x-tool-policy:\n  deny: [\"kind:edit\"]\n"),
+            ("hornet", "x-tool-policy:\n  deny: [Write]\n"),
+        ],
+        &["--permission", "allow-once"],
+    ) else {
+        return;
+    };
+    let id = up.post("general", "@wasp please write the note", &[]);
+    // Claude Code ends the turn on a refusal (its `interrupt`): a turn without text.
+    let ended = note(&mut up, "turn", "wasp", |v| v["id"] == id.as_str());
+    assert_eq!(ended["published"], false, "{ended}");
+    let refused = note(&mut up, "permission", "wasp", |v| v["tool"] == "Write");
+    assert_eq!(refused["allowed"], false, "{refused}");
+    assert_eq!(refused["decided_by"], "tool-policy", "{refused}");
+    assert_eq!(refused["kind"], "edit", "{refused}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("denied by `kind:edit`"),
+        "{refused}"
+    );
+    let plan = note(&mut up, "plan", "wasp", |_| true);
+    assert_eq!(plan["entries"], 1, "{plan}");
+    note(&mut up, "tool_call", "wasp", |v| {
+        v["tool"] == "Write" && v["status"] == "failed"
+    });
+    assert!(!file.exists(), "the refused Write ran");
+
+    let id = up.post("general", "@hornet please write the note", &[]);
+    note(&mut up, "reply", "hornet", |v| v["to"] == id.as_str());
+    assert!(!file.exists(), "the denied Write ran");
+    // Claude Code took the deny list: the model was never offered `Write` in hornet's requests,
+    // and was in wasp's.
+    let offered = |who: &str| -> Vec<bool> {
+        provider
+            .requests()
+            .iter()
+            .filter(|s| {
+                s.body["tools"].is_array()
+                    && s.body.to_string().contains(&format!("You are {who}."))
+            })
+            .map(|s| {
+                s.body["tools"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|t| t["name"] == "Write")
+            })
+            .collect()
+    };
+    let (wasp, hornet) = (offered("wasp"), offered("hornet"));
+    assert!(
+        !hornet.is_empty() && hornet.iter().all(|o| !o),
+        "{hornet:?}"
+    );
+    assert!(!wasp.is_empty() && wasp.iter().all(|o| *o), "{wasp:?}");
+    up.stop_ok();
+}
+
+/// With no policy, `--permission allow-once` lets Claude Code's `Write` run in the persona's
+/// workspace. Then a turn the provider never answers is cancelled at the turn deadline
+/// (`session/cancel`), and the persona answers the next message.
+#[test]
+fn claude_code_allowed_tools_run_in_the_workspace_and_a_stalled_turn_is_cancelled() {
+    let home = open_home();
+    let ws = home.path().join("ws/com.example.claude-tools/bee");
+    let file = ws.join("note.txt");
+    let answer = "Wrote it, says the stub.";
+    let provider = Provider::scripted(write_script(&file, answer));
+    let Some((mut up, _)) = claude_up(
+        home.path(),
+        &provider,
+        &[("bee", "")],
+        &["--permission", "allow-once", "--turn-timeout", "20"],
+    ) else {
+        return;
+    };
+    let id = up.post("general", "@bee please write the note", &[]);
+    note(&mut up, "reply", "bee", |v| v["to"] == id.as_str());
+    let allowed = note(&mut up, "permission", "bee", |v| v["tool"] == "Write");
+    assert_eq!(allowed["allowed"], true, "{allowed}");
+    assert_eq!(allowed["decided_by"], "permission", "{allowed}");
+    note(&mut up, "tool_call", "bee", |v| {
+        v["tool"] == "Write" && v["status"] == "completed"
+    });
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("the allowed Write ran in the workspace"),
+        "forty grains\n"
+    );
+
+    let stalled = up.post("general", "@bee !stall", &[]);
+    let failed = note(&mut up, "error", "bee", |v| v["id"] == stalled.as_str());
+    assert!(
+        failed["reason"].as_str().unwrap().contains("cancelled"),
+        "{failed}"
+    );
+    let next = up.post("general", "@bee are you still there?", &[]);
+    note(&mut up, "reply", "bee", |v| v["to"] == next.as_str());
+    let history = up.history("general");
+    let replies: Vec<&Value> = history.iter().filter(|e| e["content"] == answer).collect();
+    assert_eq!(replies.len(), 2, "{history:#?}");
+    up.stop_ok();
+}
+
+/// Gemini CLI in its ACP mode, through the `--agent gemini` preset: the Gemini API key from the
+/// environment (no `authenticate` needed), `GOOGLE_GEMINI_BASE_URL` on the stub, the persona's
+/// model selected with `session/set_model` and in the request path.
+#[test]
+fn gemini_answers_a_mention_on_its_real_agent() {
+    let Some(bin) = installed("gemini", None) else {
+        return;
+    };
+    let answer = "Twenty grains of pollen, says the stub.";
+    let provider = Provider::start(answer);
+    let home = open_home();
+    let root = home.path().join("pack");
+    pack(&root, "gemini", "gemini-2.5-pro", &provider);
+    let ws = home.path().join("ws");
+    let path = path_with(bin.parent().unwrap());
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--agent",
+            "gemini",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("GEMINI_API_KEY", "stub-key"),
+            ("GOOGLE_GEMINI_BASE_URL", provider.url.as_str()),
+        ],
+    );
+    up.wait_for(|l| l.starts_with("persona bee ready"));
+    mention_is_answered(&mut up, answer);
+    let turn = provider.wait_for("a streamGenerateContent request", |s| {
+        s.path.contains(":streamGenerateContent")
+    });
+    assert!(
+        turn.path.starts_with("/v1beta/models/gemini-2.5-pro:"),
+        "{}",
+        turn.path
+    );
+    let text = asked(&turn.body);
+    assert!(text.contains("You are Bee, who answers in one sentence."));
+    assert!(
+        text.contains("pollen-count"),
+        "the skill list is not in the prompt"
+    );
+    up.stop_ok();
 }
