@@ -595,3 +595,75 @@ fn gemini_answers_a_mention_on_its_real_agent() {
     );
     up.stop_ok();
 }
+
+/// Codex with a persona whose tool policy is read-only: Codex's own approval preset, set to
+/// `auto` in its config, is switched to `read-only` for that persona's session. Codex reports its
+/// usage (`usage_update`): a `usage` event, and it feeds the persona's token budget, so a second
+/// turn over `tokens_per_day` is `limited`.
+#[test]
+fn codex_read_only_persona_gets_its_read_only_mode_and_usage_feeds_the_budget() {
+    let Some(bin) = installed("codex-acp", None) else {
+        return;
+    };
+    let answer = "Only looking, says the stub.";
+    let provider = Provider::start(answer);
+    let home = open_home();
+    let root = home.path().join("pack");
+    let bee = format!(
+        "---\nname: bee\ndisplay_name: Bee\ndescription: looks\nruntime: codex\nmodel: gpt-5.4-mini\n\
+         subscribe: [\"general\"]\nx-tool-policy:\n  read_only: true\n---\nYou are Bee.\n"
+    );
+    write_pack(&root, "com.example.codex-ro", &[("bee", &bee)], &[]);
+    let codex = codex_home(home.path(), &provider);
+    let config = std::fs::read_to_string(codex.join("config.toml")).unwrap();
+    std::fs::write(
+        codex.join("config.toml"),
+        format!("approval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n{config}"),
+    )
+    .unwrap();
+    let path = path_with(bin.parent().unwrap());
+    let ws = home.path().join("ws");
+    let overrides = home.path().join("overrides.toml");
+    std::fs::write(
+        &overrides,
+        "[\"com.example.codex-ro\".bee]\nlimits = { tokens_per_day = 10 }\n",
+    )
+    .unwrap();
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--json",
+            "--agent",
+            "codex",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+            "--overrides",
+            overrides.to_str().unwrap(),
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("CODEX_HOME", codex.to_str().unwrap()),
+            ("OPENAI_API_KEY", "sk-stub"),
+        ],
+    );
+    let id = up.post("general", "@bee what do you see?", &[]);
+    note(&mut up, "reply", "bee", |v| v["to"] == id.as_str());
+    let stderr = up.stderr();
+    assert!(
+        stderr.contains("read-only mode selected"),
+        "{stderr}\n{}",
+        up.seen.join("\n")
+    );
+    // The stub's response counts 15 tokens.
+    let usage = note(&mut up, "usage", "bee", |_| true);
+    assert_eq!(usage["used"], 15, "{usage}");
+    let second = up.post("general", "@bee and now?", &[]);
+    let limited = note(&mut up, "limited", "bee", |v| v["id"] == second.as_str());
+    assert_eq!(limited["limit"], "tokens_per_day", "{limited}");
+    assert_eq!(
+        (limited["allowed"].as_u64(), limited["used"].as_u64()),
+        (Some(10), Some(15))
+    );
+    up.stop_ok();
+}

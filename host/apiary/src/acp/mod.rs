@@ -233,6 +233,8 @@ type Pending = HashMap<u64, oneshot::Sender<Answer>>;
 #[derive(Debug)]
 enum Activity {
     Text(String),
+    /// A `usage_update`: the tokens of context in use.
+    Used(u64),
     Other,
 }
 
@@ -370,7 +372,8 @@ pub struct AgentInfo {
 pub struct Turn {
     pub text: String,
     pub stop_reason: acp::StopReason,
-    /// The tokens the agent says the turn used (`usage.totalTokens` of its answer), if it says.
+    /// The tokens the agent says the turn used (`usage.totalTokens` of its answer, else the
+    /// context in use of its last `usage_update` during the turn), if it says.
     pub tokens: Option<u64>,
 }
 
@@ -617,6 +620,7 @@ impl AcpClient {
                 }
             };
             let mut out = String::new();
+            let mut used = None;
             let hard_deadline = tokio::time::Instant::now() + hard;
             loop {
                 let idle_deadline = tokio::time::Instant::now() + idle;
@@ -624,19 +628,26 @@ impl AcpClient {
                     r = &mut answer => {
                         // Chunks sent before the answer are already queued: take them.
                         while let Ok(a) = activity.try_recv() {
-                            if let Activity::Text(t) = a { push_capped(&mut out, &t); }
+                            match a {
+                                Activity::Text(t) => push_capped(&mut out, &t),
+                                Activity::Used(n) => used = Some(n),
+                                Activity::Other => {}
+                            }
                         }
                         let value = match r {
                             Ok(Ok(v)) => v,
                             Ok(Err(why)) => return Err(why.into_error("session/prompt")),
                             Err(_) => return Err(AcpError::Exited),
                         };
-                        let tokens = value.pointer("/usage/totalTokens").and_then(Value::as_u64);
+                        // The answer's own count or the context in use the agent last reported
+                        // (Codex: the tokens of the turn's last model call), the larger.
+                        let tokens = value.pointer("/usage/totalTokens").and_then(Value::as_u64).max(used);
                         let resp: acp::PromptResponse = serde_json::from_value(value).map_err(|e| AcpError::Invalid { method: "session/prompt", detail: e.to_string() })?;
                         return Ok(Turn { text: out, stop_reason: resp.stop_reason, tokens });
                     }
                     a = activity.recv() => match a {
                         Some(Activity::Text(t)) => push_capped(&mut out, &t),
+                        Some(Activity::Used(n)) => used = Some(n),
                         Some(Activity::Other) => {}
                         None => return Err(AcpError::Exited),
                     },
@@ -925,6 +936,7 @@ fn session_update(shared: &Shared, msg: &Value) {
             acp::ContentBlock::Text(t) => Activity::Text(t.text),
             _ => Activity::Other,
         },
+        acp::SessionUpdate::UsageUpdate(u) => Activity::Used(u.used),
         _ => Activity::Other,
     };
     if let Some(tx) = lock(&shared.sinks).get(n.session_id.0.as_ref()) {

@@ -119,7 +119,8 @@ Spending limits per persona, over all its channels, from the overrides file
   limits = { turns_per_hour = 20, turns_per_day = 200, tokens_per_day = 500000 }
 or from the [limits] table of <root>/.apiary/agents/<pack-id>/<persona>/agent.toml (the overrides
 file wins key by key): a turn over one is not taken, its messages are dropped and reported as
-`limited`. Tokens are those the agent reports (usage.totalTokens of its prompt answers).
+`limited`. Tokens are those the agent reports (usage.totalTokens of its prompt answers, or the
+context in use of its last usage_update in the turn, whichever is larger).
 
 Trust: script hooks and stdio MCP servers run on this host, outside the sandbox, so only what the
 operator trusted runs: `apiary trust <pack-id>` for an installed pack (<root>/<pack-id>/),
