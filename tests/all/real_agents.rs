@@ -609,11 +609,10 @@ fn codex_read_only_persona_gets_its_read_only_mode_and_usage_feeds_the_budget() 
     let provider = Provider::start(answer);
     let home = open_home();
     let root = home.path().join("pack");
-    let bee = format!(
-        "---\nname: bee\ndisplay_name: Bee\ndescription: looks\nruntime: codex\nmodel: gpt-5.4-mini\n\
-         subscribe: [\"general\"]\nx-tool-policy:\n  read_only: true\n---\nYou are Bee.\n"
-    );
-    write_pack(&root, "com.example.codex-ro", &[("bee", &bee)], &[]);
+    let bee = "---\nname: bee\ndisplay_name: Bee\ndescription: looks\nruntime: codex\n\
+        model: gpt-5.4-mini\nsubscribe: [\"general\"]\nx-tool-policy:\n  read_only: true\n---\n\
+        You are Bee.\n";
+    write_pack(&root, "com.example.codex-ro", &[("bee", bee)], &[]);
     let codex = codex_home(home.path(), &provider);
     let config = std::fs::read_to_string(codex.join("config.toml")).unwrap();
     std::fs::write(

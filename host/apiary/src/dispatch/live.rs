@@ -194,6 +194,13 @@ impl Live {
     }
 }
 
+/// Where a starting persona's agent reports: the last lines of its stderr (kept by the caller for
+/// a failure report), and the harness's notes for its events.
+pub(super) struct Reporting {
+    pub stderr: StderrTail,
+    pub out: Out,
+}
+
 /// Starts one persona: MCP check, workspace and skills, key, hooks, agent. `Err` refuses it.
 pub(super) async fn start_persona(
     config: &Config,
@@ -202,8 +209,7 @@ pub(super) async fn start_persona(
     index: usize,
     persona: &ResolvedPersona,
     runner: &Arc<dyn HookRunner>,
-    stderr: StderrTail,
-    out: &Out,
+    reporting: Reporting,
 ) -> Result<Live, DispatchError> {
     let pack_id = run.resolved.pack.id.clone();
     let name = persona.identity.name.clone();
@@ -215,8 +221,8 @@ pub(super) async fn start_persona(
         .persona(&run.namespace, &name)
         .map_err(DispatchError::Keys)?;
     start_hooks(runner, &pack_id, persona, &cwd).await?;
-    let mut spec = spawn_spec(config, persona, &pack_id, &cwd, stderr);
-    spec.events = Some(agent_events(&name, out));
+    let mut spec = spawn_spec(config, persona, &pack_id, &cwd, reporting.stderr);
+    spec.events = Some(agent_events(&name, &reporting.out));
     let channels = subscribed(config, client, persona).await;
     let sessions = config
         .sessions_dir

@@ -338,8 +338,10 @@ impl Harness {
                     index,
                     persona,
                     &self.hooks,
-                    stderr.clone(),
-                    &self.out,
+                    live::Reporting {
+                        stderr: stderr.clone(),
+                        out: Arc::clone(&self.out),
+                    },
                 );
                 AssertUnwindSafe(start)
                     .catch_unwind()
