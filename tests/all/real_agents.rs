@@ -666,3 +666,88 @@ fn codex_read_only_persona_gets_its_read_only_mode_and_usage_feeds_the_budget() 
     );
     up.stop_ok();
 }
+
+/// Codex's real tools under the tool policy: the stub answers with a plan (`update_plan`), then an
+/// `exec_command` that asks to leave Codex's sandbox (`require_escalated`), so Codex asks
+/// permission. `wasp` (`deny: [kind:execute]`) is refused by the tool policy although
+/// `--permission allow-once`, and the command does not run (Codex names no tool, so the policy
+/// goes by the ACP kind); `bee` (no policy) is allowed and the command runs in its workspace.
+#[test]
+fn codex_permission_requests_follow_the_tool_policy() {
+    let Some(bin) = installed("codex-acp", None) else {
+        return;
+    };
+    let provider = Provider::scripted(Script {
+        tools: vec![
+            (
+                "update_plan".into(),
+                json!({"plan": [{"step": "Leave a mark", "status": "in_progress"}]}),
+            ),
+            (
+                "exec_command".into(),
+                json!({"cmd": "echo ran > codex-ran.txt", "sandbox_permissions": "require_escalated",
+                       "justification": "Leave a mark in the workspace?"}),
+            ),
+        ],
+        answer: "Done, says the stub.".into(),
+        ..Script::default()
+    });
+    let home = open_home();
+    let root = home.path().join("pack");
+    let persona = |name: &str, extra: &str| {
+        format!(
+            "---\nname: {name}\ndisplay_name: {name}\ndescription: runs things\nruntime: codex\n\
+             model: gpt-5.4-mini\nsubscribe: [\"general\"]\n{extra}---\nYou are {name}.\n"
+        )
+    };
+    let wasp = persona("wasp", "x-tool-policy:\n  deny: [\"kind:execute\"]\n");
+    let bee = persona("bee", "");
+    write_pack(
+        &root,
+        "com.example.codex-tools",
+        &[("wasp", &wasp), ("bee", &bee)],
+        &[],
+    );
+    let codex = codex_home(home.path(), &provider);
+    let path = path_with(bin.parent().unwrap());
+    let ws = home.path().join("ws");
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--json",
+            "--agent",
+            "codex",
+            "--permission",
+            "allow-once",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("CODEX_HOME", codex.to_str().unwrap()),
+            ("OPENAI_API_KEY", "sk-stub"),
+        ],
+    );
+    for (name, allowed) in [("wasp", false), ("bee", true)] {
+        let id = up.post("general", &format!("@{name} leave a mark"), &[]);
+        let asked = note(&mut up, "permission", name, |_| true);
+        assert_eq!(asked["allowed"], allowed, "{asked}");
+        let by = if allowed { "permission" } else { "tool-policy" };
+        assert_eq!(asked["decided_by"], by, "{asked}");
+        assert_eq!(asked["kind"], "execute", "{asked}");
+        // Refused, Codex ends the turn (cancelled, no text); allowed, it goes on to the answer.
+        let ended = if allowed { "reply" } else { "turn" };
+        note(&mut up, ended, name, |v| {
+            v["to"] == id.as_str() || v["id"] == id.as_str()
+        });
+        let ran = ws
+            .join("com.example.codex-tools")
+            .join(name)
+            .join("codex-ran.txt");
+        assert_eq!(ran.exists(), allowed, "{name}: did the command run?");
+    }
+    note(&mut up, "plan", "bee", |v| v["entries"] == 1);
+    note(&mut up, "tool_call", "bee", |v| v["kind"] == "execute");
+    up.stop_ok();
+}

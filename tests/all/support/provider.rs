@@ -4,7 +4,7 @@
 //! answers with one scripted text, and records every request. It also answers as a minimal
 //! streamable-HTTP MCP server at `/mcp`, so a test sees an agent connect to a persona's MCP server.
 //!
-//! A [`Script`] makes the Anthropic side use tools: while a turn's conversation holds fewer tool
+//! A [`Script`] makes the model use tools (Anthropic `tool_use`, OpenAI `function_call`): while a turn's conversation holds fewer tool
 //! results than the script has tool uses, the next answer is the next tool use (so the agent runs
 //! its real tool machinery, permission requests included), then the text. The first request
 //! whose conversation contains `!stall` is never answered (the connection is held until the agent
@@ -194,7 +194,10 @@ fn respond(
             .to_string()
             .into(),
         ),
-        ("POST", "/v1/responses") => ("200 OK", SSE, responses_stream(answer)),
+        ("POST", "/v1/responses") => match next_function(body, script) {
+            Some((n, (name, input))) => ("200 OK", SSE, responses_function_call(n, name, input)),
+            None => ("200 OK", SSE, responses_stream(answer)),
+        },
         // Gemini's API: `/v1beta/models/<model>:<method>`.
         ("POST", p) if p.starts_with("/v1beta/models/") => match p.rsplit(':').next() {
             Some("streamGenerateContent") => ("200 OK", SSE, gemini_stream(answer)),
@@ -304,6 +307,49 @@ fn anthropic_stream(req: &Value, answer: &str) -> Vec<u8> {
             "usage": {"output_tokens": 5}}),
         ),
         ("message_stop", json!({"type": "message_stop"})),
+    ])
+}
+
+/// The script's next tool use for a Responses request: as for [`next_tool`], counting the
+/// `function_call_output` items of its input.
+fn next_function<'a>(body: &Value, script: &'a Script) -> Option<(usize, &'a (String, Value))> {
+    let offered = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+    if !offered {
+        return None;
+    }
+    let results = body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "function_call_output")
+        .count();
+    script.tools.get(results).map(|t| (results, t))
+}
+
+/// The Responses API's stream: one function call (its arguments as a JSON string).
+fn responses_function_call(n: usize, name: &str, input: &Value) -> Vec<u8> {
+    let item = json!({"type": "function_call", "id": format!("fc_stub_{n}"),
+        "call_id": format!("call_stub_{n}"), "name": name, "arguments": input.to_string(),
+        "status": "completed"});
+    sse(&[
+        (
+            "response.created",
+            json!({"type": "response.created", "response": {"id": format!("resp_stub_{n}")}}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+        ),
+        (
+            "response.output_item.done",
+            json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        ),
+        (
+            "response.completed",
+            json!({"type": "response.completed", "response": {
+            "id": format!("resp_stub_{n}"), "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}}}),
+        ),
     ])
 }
 
