@@ -95,9 +95,11 @@ pub fn to_tool_policy(fields: &Map<String, Value>) -> Mapped {
         }
         let carried = match key.as_str() {
             "tools" => names(value).map(|n| allow.extend(n)).is_some(),
-            "disallowedTools" | "disallowed_tools" | "denied_tools" => {
-                names(value).map(|n| deny.extend(n)).is_some()
-            }
+            // Denying `*` (every tool) is no policy `pack validate` accepts: lost.
+            "disallowedTools" | "disallowed_tools" | "denied_tools" => names(value)
+                .filter(|n| !n.iter().any(|x| x.chars().all(|c| c == '*')))
+                .map(|n| deny.extend(n))
+                .is_some(),
             "readonly" | "read_only" => value.as_bool().map(|b| read_only |= b).is_some(),
             "permissionMode" => {
                 let plan = value.as_str().is_some_and(|m| m.trim() == "plan");
@@ -111,7 +113,7 @@ pub fn to_tool_policy(fields: &Map<String, Value>) -> Mapped {
         }
     }
     // A `*` among other names still admits every tool: no allow list.
-    if allow.iter().any(|a| a == "*") {
+    if allow.iter().any(|a| a.chars().all(|c| c == '*')) {
         allow.clear();
         out.carried.retain(|k| k != "tools");
     }
@@ -174,8 +176,15 @@ fn names(value: &Value) -> Option<Vec<String>> {
         .filter(|n| !n.is_empty())
         .map(str::to_string)
         .collect();
-    let usable = |n: &String| n.chars().count() <= 200 && !n.chars().any(char::is_control);
-    (!names.is_empty() && names.iter().all(usable)).then_some(names)
+    // What `pack validate` accepts in `x-tool-policy` (a `kind:` entry is apiary's own syntax).
+    let bidi = |c: char| matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let usable = |n: &String| {
+        n.chars().count() <= 200
+            && !n.chars().any(|c| c.is_control() || bidi(c))
+            && !n.starts_with("kind:")
+    };
+    let fits = !names.is_empty() && names.len() <= 256 && names.iter().all(usable);
+    fits.then_some(names)
 }
 
 fn dedup(v: &mut Vec<String>) {
@@ -226,7 +235,7 @@ mod tests {
 
     #[test]
     fn unusable_values_are_not_carried() {
-        let fm = json!({"tools": [1, "Read"], "disallowedTools": "Ba\u{1b}sh",
+        let fm = json!({"tools": [1, "Read"], "disallowedTools": "Ba\u{1b}sh, kind:edit",
             "permissionMode": "acceptEdits", "tools_x": "y"});
         let m = to_tool_policy(fm.as_object().unwrap());
         assert!(m.policy.is_empty(), "{m:?}");
