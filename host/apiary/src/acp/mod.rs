@@ -3,9 +3,10 @@
 //! small loop of our own so every limit (line size, timeouts, refused methods) is explicit.
 //!
 //! What the agent may ask of us: `session/request_permission` is answered by the persona's tool
-//! policy, then the operator's [`PermissionPolicy`] ([`tools`]); everything else (`fs/*`, `terminal/*`, ...) is refused with "method not
-//! found", and we advertise no client capabilities. Agent output is untrusted: lines are capped,
-//! malformed ones are dropped, the collected reply text is capped.
+//! policy, then the operator's [`PermissionPolicy`] ([`tools`]); everything else (`fs/*`,
+//! `terminal/*`, ...) is refused with "method not found", and we advertise no client
+//! capabilities. Agent output is untrusted: lines are capped, malformed ones are dropped, the
+//! collected reply text is capped.
 
 pub mod auth;
 pub mod mcp;
@@ -911,6 +912,9 @@ fn session_update(shared: &Shared, msg: &Value) {
     if let Some(update) = msg.pointer("/params/update")
         && let Some(sid) = msg.pointer("/params/sessionId").and_then(Value::as_str)
     {
+        // Agent text: made printable and cut before it reaches a note.
+        let sid = stderr::visible(sid, 200);
+        let sid = sid.as_str();
         let event = match update.get("sessionUpdate").and_then(Value::as_str) {
             Some("tool_call" | "tool_call_update") => lock(&shared.calls).update(sid, update),
             Some("plan") => tools::plan_event(sid, update),

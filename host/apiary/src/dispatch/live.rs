@@ -365,72 +365,83 @@ fn spawn_spec(
     }
 }
 
-/// The persona's agent events as notes: a permission answer in both forms (a refused tool is
-/// worth a line), tool calls, plans and usage in the JSON stream only.
+/// The persona's agent events, as notes (see [`event_note`]).
 fn agent_events(persona: &str, out: &Out) -> crate::acp::AgentEvents {
-    use crate::acp::AgentEvent as E;
     let (persona, out) = (persona.to_string(), Arc::clone(out));
     crate::acp::AgentEvents(Arc::new(move |event| {
-        let note = match event {
-            E::Permission {
-                session,
-                tool,
-                kind,
-                title,
-                allowed,
-                decided_by,
-                reason,
-            } => {
-                let shown = tool.clone().or(title.clone()).unwrap_or_else(|| "a tool".into());
-                let verdict = if allowed { "allowed" } else { "refused" };
-                let why = match (&reason, decided_by) {
-                    (Some(r), _) => format!(" by the tool policy: {r}"),
-                    (None, _) => " by --permission".to_string(),
-                };
-                Note::new("permission", format!("permission {persona} {shown}: {verdict}{why}"))
-                    .with("session", session)
-                    .with("tool", tool)
-                    .with("kind", kind)
-                    .with("title", title)
-                    .with("allowed", allowed)
-                    .with("decided_by", decided_by)
-                    .with("reason", reason)
-            }
-            E::ToolCall {
-                session,
-                id,
-                tool,
-                kind,
-                title,
-                status,
-            } => Note::only_json("tool_call")
+        out(event_note(&persona, event).with("persona", persona.as_str()))
+    }))
+}
+
+/// An agent event as a note: a permission answer in both forms (a refused tool is worth a line),
+/// tool calls, plans and usage in the JSON stream only.
+fn event_note(persona: &str, event: crate::acp::AgentEvent) -> Note {
+    use crate::acp::AgentEvent as E;
+    match event {
+        E::Permission {
+            session,
+            tool,
+            kind,
+            title,
+            allowed,
+            decided_by,
+            reason,
+        } => {
+            let shown = tool.clone().or(title.clone());
+            let shown = shown.as_deref().unwrap_or("a tool");
+            let verdict = if allowed { "allowed" } else { "refused" };
+            let why = match &reason {
+                Some(r) => format!("by the tool policy: {r}"),
+                None => "by --permission".to_string(),
+            };
+            let line = format!("permission {persona} {shown}: {verdict} {why}");
+            Note::new("permission", line)
                 .with("session", session)
-                .with("call", id)
                 .with("tool", tool)
                 .with("kind", kind)
                 .with("title", title)
-                .with("status", status),
-            E::Plan {
-                session,
-                entries,
-                completed,
-            } => Note::only_json("plan")
-                .with("session", session)
-                .with("entries", entries)
-                .with("completed", completed),
-            E::Usage {
-                session,
-                used,
-                size,
-                cost,
-            } => Note::only_json("usage")
+                .with("allowed", allowed)
+                .with("decided_by", decided_by)
+                .with("reason", reason)
+        }
+        E::ToolCall {
+            session,
+            id,
+            tool,
+            kind,
+            title,
+            status,
+        } => Note::only_json("tool_call")
+            .with("session", session)
+            .with("call", id)
+            .with("tool", tool)
+            .with("kind", kind)
+            .with("title", title)
+            .with("status", status),
+        E::Plan {
+            session,
+            entries,
+            completed,
+        } => Note::only_json("plan")
+            .with("session", session)
+            .with("entries", entries)
+            .with("completed", completed),
+        E::Usage {
+            session,
+            used,
+            size,
+            cost,
+        } => {
+            let cost = cost.map(
+                |(amount, currency)| serde_json::json!({"amount": amount, "currency": currency}),
+            );
+            Note::only_json("usage")
                 .with("session", session)
                 .with("used", used)
                 .with("size", size)
-                .with("cost", cost.map(|(amount, currency)| serde_json::json!({"amount": amount, "currency": currency}))),
-        };
-        out(note.with("persona", persona.as_str()));
-    }))
+                .with("cost", cost)
+        }
+    }
 }
 
 /// The persona's subscribed channels, id → name (a name the relay does not map is its own id).
