@@ -1,7 +1,8 @@
 //! A persona's `x-tool-policy`: `pack validate` checks it (hostile values are errors at their
 //! line), `pack inspect` shows it, and `apiary up` enforces it by answering the agent's
 //! permission requests: a tool the policy refuses is rejected even under `--permission
-//! allow-once`, it does not run, and the refusal is a `permission` event.
+//! allow-once`, it does not run, and the refusal is a `permission` event. The agent's other
+//! reports are events too: plans, and the context usage that feeds the token budget.
 
 use serde_json::Value;
 
@@ -196,6 +197,60 @@ fn up_refuses_a_denied_tool_whatever_permission_says() {
     assert!(
         all.contains("\"event\":\"tool_call\"") && all.contains("\"status\":\"completed\""),
         "{all}"
+    );
+    up.stop_ok();
+}
+
+#[test]
+fn plans_and_context_usage_are_events_and_usage_feeds_the_token_budget() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("pack");
+    write_pack(
+        &root,
+        "com.example.reports",
+        &[(
+            "pip",
+            &persona("pip", "subscribe: [\"general\"]", "You are Pip."),
+        )],
+        &[],
+    );
+    let overrides = home.path().join("overrides.toml");
+    std::fs::write(
+        &overrides,
+        "[\"com.example.reports\".pip]\nlimits = { tokens_per_day = 100 }\n",
+    )
+    .unwrap();
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &["--json", "--overrides", overrides.to_str().unwrap()],
+        &[("APIARY_AGENT_CONTEXT_USED", "120")],
+    );
+    let id = up.post("general", "@pip !plan", &[]);
+    note_about(&mut up, "reply", "pip", &id);
+    let plan = note(&mut up, "plan", "pip");
+    assert_eq!(
+        (plan["entries"].as_u64(), plan["completed"].as_u64()),
+        (Some(2), Some(1)),
+        "{plan}"
+    );
+    let usage = note(&mut up, "usage", "pip");
+    assert_eq!(
+        (usage["used"].as_u64(), usage["size"].as_u64()),
+        (Some(120), Some(100_000)),
+        "{usage}"
+    );
+    // The agent's answers carry no usage: the context in use it reported is what the turn cost.
+    let second = up.post("general", "@pip again", &[]);
+    let line = up.wait_for(|l| {
+        let v: Value = serde_json::from_str(l).unwrap_or_default();
+        v["event"] == "limited" && v["id"] == second.as_str()
+    });
+    let limited: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(limited["limit"], "tokens_per_day", "{limited}");
+    assert_eq!(
+        (limited["allowed"].as_u64(), limited["used"].as_u64()),
+        (Some(100), Some(120))
     );
     up.stop_ok();
 }

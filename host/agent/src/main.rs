@@ -22,7 +22,9 @@
 //! its runs and listed in `.apiary-agent-sessions` in the session's working directory, and
 //! `session/load` reopens a listed one (a restarted agent resumes it) and refuses any other.
 //!
-//! `APIARY_AGENT_USAGE=<n>` reports `n` tokens used (`usage.totalTokens`) in each prompt answer.
+//! `APIARY_AGENT_USAGE=<n>` reports `n` tokens used (`usage.totalTokens`) in each prompt answer;
+//! `APIARY_AGENT_CONTEXT_USED=<n>` instead sends a `usage_update` of `n` tokens of context in use
+//! during each turn (as Codex does). `!plan` sends a `plan` update of two entries, one completed.
 //!
 //! Its sessions offer a `model` config option (`default` plus `APIARY_AGENT_MODELS`, comma-separated,
 //! default `echo-large,echo-small`); the reply names the session's model.
@@ -391,6 +393,23 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
         std::process::exit(101);
     }
     let mut notes = Vec::new();
+    if content.contains("!plan") {
+        agent.update(
+            &session,
+            json!({"sessionUpdate": "plan", "entries": [
+                {"content": "Read the message", "priority": "high", "status": "completed"},
+                {"content": "Answer it", "priority": "medium", "status": "in_progress"}]}),
+        );
+    }
+    if let Some(used) = std::env::var("APIARY_AGENT_CONTEXT_USED")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        agent.update(
+            &session,
+            json!({"sessionUpdate": "usage_update", "used": used, "size": 100_000}),
+        );
+    }
     if content.contains("!tool") {
         agent.update(
             &session,
