@@ -751,3 +751,72 @@ fn codex_permission_requests_follow_the_tool_policy() {
     note(&mut up, "tool_call", "bee", |v| v["kind"] == "execute");
     up.stop_ok();
 }
+
+/// Gemini CLI's real `write_file` under the tool policy: the stub asks for it, Gemini asks
+/// permission; `wasp` (`deny: [kind:edit]`) is refused although `--permission allow-once` and
+/// nothing is written, `bee` (no policy) is allowed and the file is written in its workspace.
+#[test]
+fn gemini_permission_requests_follow_the_tool_policy() {
+    let Some(bin) = installed("gemini", None) else {
+        return;
+    };
+    let home = open_home();
+    let ws = home.path().join("ws");
+    let answer = "Noted, says the stub.";
+    let provider = Provider::scripted(Script {
+        tools: vec![(
+            "write_file".into(),
+            json!({"file_path": "gemini-note.txt", "content": "twenty grains\n"}),
+        )],
+        answer: answer.into(),
+        ..Script::default()
+    });
+    let root = home.path().join("pack");
+    let persona = |name: &str, extra: &str| {
+        format!(
+            "---\nname: {name}\ndisplay_name: {name}\ndescription: writes\nruntime: gemini\n\
+             model: gemini-2.5-pro\nsubscribe: [\"general\"]\n{extra}---\nYou are {name}.\n"
+        )
+    };
+    let wasp = persona("wasp", "x-tool-policy:\n  deny: [\"kind:edit\"]\n");
+    let bee = persona("bee", "");
+    write_pack(
+        &root,
+        "com.example.gemini-tools",
+        &[("wasp", &wasp), ("bee", &bee)],
+        &[],
+    );
+    let path = path_with(bin.parent().unwrap());
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--json",
+            "--agent",
+            "gemini",
+            "--permission",
+            "allow-once",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("GEMINI_API_KEY", "stub-key"),
+            ("GOOGLE_GEMINI_BASE_URL", provider.url.as_str()),
+        ],
+    );
+    for (name, allowed) in [("wasp", false), ("bee", true)] {
+        let id = up.post("general", &format!("@{name} write the note"), &[]);
+        let asked = note(&mut up, "permission", name, |_| true);
+        assert_eq!(asked["allowed"], allowed, "{asked}");
+        let by = if allowed { "permission" } else { "tool-policy" };
+        assert_eq!(asked["decided_by"], by, "{asked}");
+        note(&mut up, "reply", name, |v| v["to"] == id.as_str());
+        let file = ws
+            .join("com.example.gemini-tools")
+            .join(name)
+            .join("gemini-note.txt");
+        assert_eq!(file.exists(), allowed, "{name}: was the file written?");
+    }
+    up.stop_ok();
+}

@@ -200,7 +200,10 @@ fn respond(
         },
         // Gemini's API: `/v1beta/models/<model>:<method>`.
         ("POST", p) if p.starts_with("/v1beta/models/") => match p.rsplit(':').next() {
-            Some("streamGenerateContent") => ("200 OK", SSE, gemini_stream(answer)),
+            Some("streamGenerateContent") => match next_gemini_call(body, script) {
+                Some((name, input)) => ("200 OK", SSE, gemini_call(name, input)),
+                None => ("200 OK", SSE, gemini_stream(answer)),
+            },
             Some("generateContent") => ("200 OK", JSON, gemini_answer(answer).to_string().into()),
             Some("countTokens") => (
                 "200 OK",
@@ -383,6 +386,33 @@ fn responses_stream(answer: &str) -> Vec<u8> {
             "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}}}),
         ),
     ])
+}
+
+/// The script's next tool use for a Gemini request: as for [`next_tool`], counting the
+/// `functionResponse` parts of its contents.
+fn next_gemini_call<'a>(body: &Value, script: &'a Script) -> Option<&'a (String, Value)> {
+    let offered = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+    if !offered {
+        return None;
+    }
+    let results = body["contents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["parts"].as_array())
+        .flatten()
+        .filter(|p| p.get("functionResponse").is_some())
+        .count();
+    script.tools.get(results)
+}
+
+/// Gemini's stream: one `functionCall` part.
+fn gemini_call(name: &str, args: &Value) -> Vec<u8> {
+    let chunk = json!({"candidates": [{"content": {"role": "model",
+        "parts": [{"functionCall": {"name": name, "args": args}}]},
+        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}});
+    format!("data: {chunk}\r\n\r\n").into_bytes()
 }
 
 /// Gemini's `GenerateContentResponse` with one text part.
