@@ -1,6 +1,7 @@
 //! End-to-end: `apiary convert` tells the truth (issue 19). Each test writes inputs shaped like
 //! the class of real plugin it stands for: files kept for the way back come back; a tool policy
-//! the pack cannot enforce is `lost` with exit 2 (and a policy that restricts nothing is not);
+//! is carried into the persona's `x-tool-policy` (one with no place there is `lost` with exit 2,
+//! and a policy that restricts nothing is not);
 //! dangling manifest references are one `dangling-reference` each; an Agent Plugins `.mcp.json`
 //! is carried; loose agent files, one agent file, Copilot and Agent Plugins marketplaces have a
 //! path; `namespace:name` skills and quoted skill names convert out again; `--to claude` works.
@@ -86,16 +87,28 @@ fn files_kept_for_the_way_back_come_back() {
 }
 
 #[test]
-fn a_tool_policy_is_lost_and_the_exit_code_says_so() {
+fn a_tool_policy_is_carried_into_x_tool_policy_and_back() {
     let env = Operator::new();
     let manifest = plugin_json("");
     let cases = [
-        ("tools: Read, Grep\n", "tools"),
-        ("disallowedTools:\n  - Bash\n", "disallowedTools"),
-        ("readonly: true\n", "readonly"),
-        ("permissionMode: plan\n", "permissionMode"),
+        (
+            "tools: Read, Grep\n",
+            "tools",
+            r#"{"allow":["Read","Grep"]}"#,
+        ),
+        (
+            "disallowedTools:\n  - Bash\n",
+            "disallowedTools",
+            r#"{"deny":["Bash"]}"#,
+        ),
+        ("readonly: true\n", "readonly", r#"{"read_only":true}"#),
+        (
+            "permissionMode: plan\n",
+            "permissionMode",
+            r#"{"read_only":true}"#,
+        ),
     ];
-    for (i, (line, field)) in cases.iter().enumerate() {
+    for (i, (line, field, policy)) in cases.iter().enumerate() {
         let agent = format!("---\nname: guard\ndescription: Guards\n{line}---\nGuard.\n");
         let src = tree(
             &env,
@@ -106,24 +119,69 @@ fn a_tool_policy_is_lost_and_the_exit_code_says_so() {
             ],
         );
         let (r, v) = convert(&env, &[&src, "--to", "buzz-pack"]);
-        assert_eq!(r.code, 2, "{field}: {}{}", r.stdout, r.stderr);
-        let lost = &v["report"]["lost"];
-        assert_eq!(lost.as_array().unwrap().len(), 1, "{v:#}");
-        assert_eq!(lost[0]["code"], "tool-policy-lost");
-        assert_eq!(lost[0]["field"], *field);
-        // Still carried for the way back: the Claude agent gets it again.
-        let pack = env
-            .path(&format!("policy{i}.buzz-pack"))
-            .display()
-            .to_string();
+        assert_eq!(r.code, 0, "{field}: {}{} {v:#}", r.stdout, r.stderr);
+        assert_eq!(
+            count(&v, "reinterpreted", "tool-policy-carried"),
+            1,
+            "{v:#}"
+        );
+        let pack = env.path(&format!("policy{i}.buzz-pack"));
+        // The persona carries the policy apiary up enforces, and the pack validates clean.
+        let inspected = env.run(&["pack", "inspect", pack.to_str().unwrap(), "--json"]);
+        let inspected = inspected.json();
+        let wanted: Value = serde_json::from_str(policy).unwrap();
+        assert_eq!(
+            inspected["personas"][0]["tool_policy"], wanted,
+            "{field}: {inspected:#}"
+        );
+        let validated = env.run(&["pack", "validate", pack.to_str().unwrap()]);
+        assert_eq!(validated.code, 0, "{}", validated.stderr);
+        // The way back gives the Claude agent its own keys again, as written.
+        let pack = pack.display().to_string();
         let (r, _) = convert(&env, &[&pack, "--to", "claude-plugin"]);
         assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
         let back = std::fs::read_to_string(env.path(&format!(
             "policy{i}.buzz-pack.claude-plugin/agents/guard.md"
         )))
         .unwrap();
-        assert!(back.contains(field), "{back}");
+        // (The frontmatter writer indents a block list by nothing.)
+        assert_eq!(back, agent.replace("\n  - ", "\n- "), "{field}");
     }
+    // A restriction with no place in the policy (`allowedTools` auto-approves in Claude Code) is
+    // still lost, and the exit code says so.
+    let agent = "---\nname: auto\ndescription: Auto\nallowedTools: [Write]\n---\nAuto.\n";
+    let src = tree(
+        &env,
+        "auto",
+        &[
+            (".claude-plugin/plugin.json", manifest.as_str()),
+            ("agents/auto.md", agent),
+        ],
+    );
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert_eq!(count(&v, "lost", "tool-policy-lost"), 1, "{v:#}");
+    // A policy edited in the pack wins on the way out.
+    let pack = env.path("policy0.buzz-pack");
+    let file = pack.join("agents/guard.persona.md");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("x-tool-policy"), "{text}");
+    let edited = text.replace("Grep", "Glob");
+    assert_ne!(edited, text, "{text}");
+    std::fs::write(&file, edited).unwrap();
+    let (r, _) = convert(
+        &env,
+        &[
+            pack.to_str().unwrap(),
+            "--to",
+            "claude-plugin",
+            "--out",
+            env.path("edited").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let back = std::fs::read_to_string(env.path("edited/agents/guard.md")).unwrap();
+    assert!(back.contains("tools: Read, Glob"), "{back}");
     // A policy that restricts nothing loses nothing.
     let agent = "---\nname: open\ndescription: Open\npermissionMode: default\nreadonly: false\n---\nOpen.\n";
     let src = tree(

@@ -48,6 +48,7 @@ mod real_agents;
 mod relay_hostile;
 mod sandbox_cli;
 mod seed_contracts;
+mod tool_policy;
 mod up_capabilities;
 mod up_mcp_trust;
 mod up_ops;

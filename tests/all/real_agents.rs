@@ -1,6 +1,6 @@
-//! Real third-party ACP agents under `apiary up`: Claude Code (`@zed-industries/claude-code-acp`)
-//! and Codex (`@zed-industries/codex-acp`), installed from npm by `.ci/setup` into
-//! `.ci/acp-agents/`. No model service is reachable from here, so each agent is pointed at a
+//! Real third-party ACP agents under `apiary up`: Claude Code (`@zed-industries/claude-code-acp`),
+//! Codex (`@zed-industries/codex-acp`) and Gemini CLI (`@google/gemini-cli --experimental-acp`),
+//! installed from npm by `.ci/setup` into `.ci/acp-agents/`. No model service is reachable from here, so each agent is pointed at a
 //! provider stub on 127.0.0.1 ([`Provider`]) speaking its provider's real streaming API; the agent,
 //! its ACP implementation and apiary are all real.
 //!
@@ -9,10 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::live::{Up, e_tags, event_of, write_pack};
-use crate::support::provider::Provider;
+use crate::support::provider::{Provider, Script};
 
 const AGENT_USER: &str = "apiary-ci";
 
@@ -326,4 +326,497 @@ fn codex_without_credentials_is_refused_naming_its_auth_methods() {
             .all(|s| s.path != "/v1/responses"),
         "no model request without credentials"
     );
+}
+
+/// `apiary up --json` with one pack of Claude Code personas (`(name, extra frontmatter)`), as
+/// `apiary-ci` when the tests run as root; the workspaces are that user's. `None`: skipped.
+fn claude_up(
+    home: &Path,
+    provider: &Provider,
+    personas: &[(&str, &str)],
+    args: &[&str],
+) -> Option<(Up, PathBuf)> {
+    let user = agent_user().ok()?;
+    let bin = installed("claude-code-acp", user.map(|u| u.0))?;
+    let agent = match user {
+        Some((name, _)) => format!("runuser -u {name} -- {}", bin.display()),
+        None => bin.display().to_string(),
+    };
+    let root = home.join("pack");
+    let files: Vec<(String, String)> = personas
+        .iter()
+        .map(|(name, extra)| {
+            let text = format!(
+                "---\nname: {name}\ndisplay_name: {name}\ndescription: uses tools\nruntime: claude-code\n\
+                 model: haiku\nsubscribe: [\"general\"]\n{extra}---\nYou are {name}.\n"
+            );
+            (name.to_string(), text)
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    write_pack(&root, "com.example.claude-tools", &refs, &[]);
+    let ws = home.join("ws");
+    for (name, _) in personas {
+        let cwd = ws.join("com.example.claude-tools").join(name);
+        std::fs::create_dir_all(&cwd).unwrap();
+        #[cfg(unix)]
+        if let Some((_, uid)) = user {
+            std::os::unix::fs::chown(&cwd, Some(uid), None).unwrap();
+        }
+    }
+    let mut all = vec![
+        "--json",
+        "--agent",
+        &agent,
+        "--workspace-root",
+        ws.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let up = Up::start(
+        home,
+        &[&root],
+        &all,
+        &[
+            ("ANTHROPIC_BASE_URL", provider.url.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-stub"),
+        ],
+    );
+    Some((up, ws.join("com.example.claude-tools")))
+}
+
+/// The `--json` note of `event` for `persona` matching `pred`.
+fn note(up: &mut Up, event: &str, persona: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let line = up.wait_for(|l| {
+        let v: Value = serde_json::from_str(l).unwrap_or_default();
+        v["event"] == event && v["persona"] == persona && pred(&v)
+    });
+    serde_json::from_str(&line).unwrap()
+}
+
+/// A directory the agent's user may write in.
+fn agent_dir(path: &Path) {
+    std::fs::create_dir_all(path).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+}
+
+/// The stub answers with a plan (`TodoWrite`), then a `Write` of `file`, then the text: Claude
+/// Code runs its real tool machinery, and asks permission for the `Write`.
+fn write_script(file: &Path, answer: &str) -> Script {
+    Script {
+        tools: vec![
+            (
+                "TodoWrite".into(),
+                json!({"todos": [{"content": "Write the note", "status": "in_progress",
+                                  "activeForm": "Writing the note"}]}),
+            ),
+            (
+                "Write".into(),
+                json!({"file_path": file, "content": "forty grains\n"}),
+            ),
+        ],
+        answer: answer.into(),
+        ..Script::default()
+    }
+}
+
+/// The tool policy decides Claude Code's real tools, whatever `--permission` says: `deny:
+/// [kind:edit]` rejects its permission request for `Write` (the tool policy's reason in the
+/// `permission` event), `deny: [Write]` reaches Claude Code as `disallowedTools`, so the model is
+/// never offered the tool. Either way the file is not written; plan and tool-call updates are
+/// surfaced as events.
+#[test]
+fn claude_code_tools_refused_by_the_tool_policy_do_not_run() {
+    let home = open_home();
+    let out = home.path().join("out");
+    agent_dir(&out);
+    let file = out.join("note.txt");
+    let provider = Provider::scripted(write_script(&file, "Could not write it, says the stub."));
+    let Some((mut up, _)) = claude_up(
+        home.path(),
+        &provider,
+        &[
+            ("wasp", "x-tool-policy:\n  deny: [\"kind:edit\"]\n"),
+            ("hornet", "x-tool-policy:\n  deny: [Write]\n"),
+        ],
+        &["--permission", "allow-once"],
+    ) else {
+        return;
+    };
+    let id = up.post("general", "@wasp please write the note", &[]);
+    // Claude Code ends the turn on a refusal (its `interrupt`): a turn without text.
+    let ended = note(&mut up, "turn", "wasp", |v| v["id"] == id.as_str());
+    assert_eq!(ended["published"], false, "{ended}");
+    let refused = note(&mut up, "permission", "wasp", |v| v["tool"] == "Write");
+    assert_eq!(refused["allowed"], false, "{refused}");
+    assert_eq!(refused["decided_by"], "tool-policy", "{refused}");
+    assert_eq!(refused["kind"], "edit", "{refused}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("denied by `kind:edit`"),
+        "{refused}"
+    );
+    let plan = note(&mut up, "plan", "wasp", |_| true);
+    assert_eq!(plan["entries"], 1, "{plan}");
+    note(&mut up, "tool_call", "wasp", |v| {
+        v["tool"] == "Write" && v["status"] == "failed"
+    });
+    assert!(!file.exists(), "the refused Write ran");
+
+    let id = up.post("general", "@hornet please write the note", &[]);
+    note(&mut up, "reply", "hornet", |v| v["to"] == id.as_str());
+    assert!(!file.exists(), "the denied Write ran");
+    // Claude Code took the deny list: the model was never offered `Write` in hornet's requests,
+    // and was in wasp's.
+    let offered = |who: &str| -> Vec<bool> {
+        provider
+            .requests()
+            .iter()
+            .filter(|s| {
+                s.body["tools"].is_array()
+                    && s.body.to_string().contains(&format!("You are {who}."))
+            })
+            .map(|s| {
+                s.body["tools"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|t| t["name"] == "Write")
+            })
+            .collect()
+    };
+    let (wasp, hornet) = (offered("wasp"), offered("hornet"));
+    assert!(
+        !hornet.is_empty() && hornet.iter().all(|o| !o),
+        "{hornet:?}"
+    );
+    assert!(!wasp.is_empty() && wasp.iter().all(|o| *o), "{wasp:?}");
+    up.stop_ok();
+}
+
+/// With no policy, `--permission allow-once` lets Claude Code's `Write` run in the persona's
+/// workspace. Then a turn the provider never answers is cancelled at the turn deadline
+/// (`session/cancel`), and the persona answers the next message.
+#[test]
+fn claude_code_allowed_tools_run_in_the_workspace_and_a_stalled_turn_is_cancelled() {
+    let home = open_home();
+    let ws = home.path().join("ws/com.example.claude-tools/bee");
+    let file = ws.join("note.txt");
+    let answer = "Wrote it, says the stub.";
+    let provider = Provider::scripted(write_script(&file, answer));
+    let Some((mut up, _)) = claude_up(
+        home.path(),
+        &provider,
+        &[("bee", "")],
+        &["--permission", "allow-once", "--turn-timeout", "20"],
+    ) else {
+        return;
+    };
+    let id = up.post("general", "@bee please write the note", &[]);
+    note(&mut up, "reply", "bee", |v| v["to"] == id.as_str());
+    let allowed = note(&mut up, "permission", "bee", |v| v["tool"] == "Write");
+    assert_eq!(allowed["allowed"], true, "{allowed}");
+    assert_eq!(allowed["decided_by"], "permission", "{allowed}");
+    note(&mut up, "tool_call", "bee", |v| {
+        v["tool"] == "Write" && v["status"] == "completed"
+    });
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("the allowed Write ran in the workspace"),
+        "forty grains\n"
+    );
+
+    let stalled = up.post("general", "@bee !stall", &[]);
+    let failed = note(&mut up, "error", "bee", |v| v["id"] == stalled.as_str());
+    assert!(
+        failed["reason"].as_str().unwrap().contains("cancelled"),
+        "{failed}"
+    );
+    let next = up.post("general", "@bee are you still there?", &[]);
+    note(&mut up, "reply", "bee", |v| v["to"] == next.as_str());
+    let history = up.history("general");
+    let replies: Vec<&Value> = history.iter().filter(|e| e["content"] == answer).collect();
+    assert_eq!(replies.len(), 2, "{history:#?}");
+    up.stop_ok();
+}
+
+/// Gemini CLI in its ACP mode, through the `--agent gemini` preset: the Gemini API key from the
+/// environment (no `authenticate` needed), `GOOGLE_GEMINI_BASE_URL` on the stub, the persona's
+/// model selected with `session/set_model` and in the request path.
+#[test]
+fn gemini_answers_a_mention_on_its_real_agent() {
+    let Some(bin) = installed("gemini", None) else {
+        return;
+    };
+    let answer = "Twenty grains of pollen, says the stub.";
+    let provider = Provider::start(answer);
+    let home = open_home();
+    let root = home.path().join("pack");
+    pack(&root, "gemini", "gemini-2.5-pro", &provider);
+    let ws = home.path().join("ws");
+    let path = path_with(bin.parent().unwrap());
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--agent",
+            "gemini",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("GEMINI_API_KEY", "stub-key"),
+            ("GOOGLE_GEMINI_BASE_URL", provider.url.as_str()),
+        ],
+    );
+    up.wait_for(|l| l.starts_with("persona bee ready"));
+    mention_is_answered(&mut up, answer);
+    let turn = provider.wait_for("a streamGenerateContent request", |s| {
+        s.path.contains(":streamGenerateContent")
+    });
+    assert!(
+        turn.path.starts_with("/v1beta/models/gemini-2.5-pro:"),
+        "{}",
+        turn.path
+    );
+    let text = asked(&turn.body);
+    assert!(text.contains("You are Bee, who answers in one sentence."));
+    assert!(
+        text.contains("pollen-count"),
+        "the skill list is not in the prompt"
+    );
+    up.stop_ok();
+}
+
+/// Codex with a persona whose tool policy is read-only: Codex's own approval preset, set to
+/// `auto` in its config, is switched to `read-only` for that persona's session. Codex reports its
+/// usage (`usage_update`): a `usage` event, and it feeds the persona's token budget, so a second
+/// turn over `tokens_per_day` is `limited`.
+#[test]
+fn codex_read_only_persona_gets_its_read_only_mode_and_usage_feeds_the_budget() {
+    let Some(bin) = installed("codex-acp", None) else {
+        return;
+    };
+    let answer = "Only looking, says the stub.";
+    let provider = Provider::start(answer);
+    let home = open_home();
+    let root = home.path().join("pack");
+    let bee = "---\nname: bee\ndisplay_name: Bee\ndescription: looks\nruntime: codex\n\
+        model: gpt-5.4-mini\nsubscribe: [\"general\"]\nx-tool-policy:\n  read_only: true\n---\n\
+        You are Bee.\n";
+    write_pack(&root, "com.example.codex-ro", &[("bee", bee)], &[]);
+    let codex = codex_home(home.path(), &provider);
+    let config = std::fs::read_to_string(codex.join("config.toml")).unwrap();
+    std::fs::write(
+        codex.join("config.toml"),
+        format!("approval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n{config}"),
+    )
+    .unwrap();
+    let path = path_with(bin.parent().unwrap());
+    let ws = home.path().join("ws");
+    let overrides = home.path().join("overrides.toml");
+    std::fs::write(
+        &overrides,
+        "[\"com.example.codex-ro\".bee]\nlimits = { tokens_per_day = 10 }\n",
+    )
+    .unwrap();
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--json",
+            "--agent",
+            "codex",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+            "--overrides",
+            overrides.to_str().unwrap(),
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("CODEX_HOME", codex.to_str().unwrap()),
+            ("OPENAI_API_KEY", "sk-stub"),
+        ],
+    );
+    let id = up.post("general", "@bee what do you see?", &[]);
+    note(&mut up, "reply", "bee", |v| v["to"] == id.as_str());
+    let stderr = up.stderr();
+    assert!(
+        stderr.contains("read-only mode selected"),
+        "{stderr}\n{}",
+        up.seen.join("\n")
+    );
+    // The stub's response counts 15 tokens.
+    let usage = note(&mut up, "usage", "bee", |_| true);
+    assert_eq!(usage["used"], 15, "{usage}");
+    let second = up.post("general", "@bee and now?", &[]);
+    let limited = note(&mut up, "limited", "bee", |v| v["id"] == second.as_str());
+    assert_eq!(limited["limit"], "tokens_per_day", "{limited}");
+    assert_eq!(
+        (limited["allowed"].as_u64(), limited["used"].as_u64()),
+        (Some(10), Some(15))
+    );
+    up.stop_ok();
+}
+
+/// Codex's real tools under the tool policy: the stub answers with a plan (`update_plan`), then an
+/// `exec_command` that asks to leave Codex's sandbox (`require_escalated`), so Codex asks
+/// permission. `wasp` (`deny: [kind:execute]`) is refused by the tool policy although
+/// `--permission allow-once`, and the command does not run (Codex names no tool, so the policy
+/// goes by the ACP kind); `bee` (no policy) is allowed and the command runs in its workspace.
+#[test]
+fn codex_permission_requests_follow_the_tool_policy() {
+    let Some(bin) = installed("codex-acp", None) else {
+        return;
+    };
+    let provider = Provider::scripted(Script {
+        tools: vec![
+            (
+                "update_plan".into(),
+                json!({"plan": [{"step": "Leave a mark", "status": "in_progress"}]}),
+            ),
+            (
+                "exec_command".into(),
+                json!({"cmd": "echo ran > codex-ran.txt", "sandbox_permissions": "require_escalated",
+                       "justification": "Leave a mark in the workspace?"}),
+            ),
+        ],
+        answer: "Done, says the stub.".into(),
+        ..Script::default()
+    });
+    let home = open_home();
+    let root = home.path().join("pack");
+    let persona = |name: &str, extra: &str| {
+        format!(
+            "---\nname: {name}\ndisplay_name: {name}\ndescription: runs things\nruntime: codex\n\
+             model: gpt-5.4-mini\nsubscribe: [\"general\"]\n{extra}---\nYou are {name}.\n"
+        )
+    };
+    let wasp = persona("wasp", "x-tool-policy:\n  deny: [\"kind:execute\"]\n");
+    let bee = persona("bee", "");
+    write_pack(
+        &root,
+        "com.example.codex-tools",
+        &[("wasp", &wasp), ("bee", &bee)],
+        &[],
+    );
+    let codex = codex_home(home.path(), &provider);
+    let path = path_with(bin.parent().unwrap());
+    let ws = home.path().join("ws");
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--json",
+            "--agent",
+            "codex",
+            "--permission",
+            "allow-once",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("CODEX_HOME", codex.to_str().unwrap()),
+            ("OPENAI_API_KEY", "sk-stub"),
+        ],
+    );
+    for (name, allowed) in [("wasp", false), ("bee", true)] {
+        let id = up.post("general", &format!("@{name} leave a mark"), &[]);
+        let asked = note(&mut up, "permission", name, |_| true);
+        assert_eq!(asked["allowed"], allowed, "{asked}");
+        let by = if allowed { "permission" } else { "tool-policy" };
+        assert_eq!(asked["decided_by"], by, "{asked}");
+        assert_eq!(asked["kind"], "execute", "{asked}");
+        // Refused, Codex ends the turn (cancelled, no text); allowed, it goes on to the answer.
+        let ended = if allowed { "reply" } else { "turn" };
+        note(&mut up, ended, name, |v| {
+            v["to"] == id.as_str() || v["id"] == id.as_str()
+        });
+        let ran = ws
+            .join("com.example.codex-tools")
+            .join(name)
+            .join("codex-ran.txt");
+        assert_eq!(ran.exists(), allowed, "{name}: did the command run?");
+    }
+    note(&mut up, "plan", "bee", |v| v["entries"] == 1);
+    note(&mut up, "tool_call", "bee", |v| v["kind"] == "execute");
+    up.stop_ok();
+}
+
+/// Gemini CLI's real `write_file` under the tool policy: the stub asks for it, Gemini asks
+/// permission; `wasp` (`deny: [kind:edit]`) is refused although `--permission allow-once` and
+/// nothing is written, `bee` (no policy) is allowed and the file is written in its workspace.
+#[test]
+fn gemini_permission_requests_follow_the_tool_policy() {
+    let Some(bin) = installed("gemini", None) else {
+        return;
+    };
+    let home = open_home();
+    let ws = home.path().join("ws");
+    let answer = "Noted, says the stub.";
+    let provider = Provider::scripted(Script {
+        tools: vec![(
+            "write_file".into(),
+            json!({"file_path": "gemini-note.txt", "content": "twenty grains\n"}),
+        )],
+        answer: answer.into(),
+        ..Script::default()
+    });
+    let root = home.path().join("pack");
+    let persona = |name: &str, extra: &str| {
+        format!(
+            "---\nname: {name}\ndisplay_name: {name}\ndescription: writes\nruntime: gemini\n\
+             model: gemini-2.5-pro\nsubscribe: [\"general\"]\n{extra}---\nYou are {name}.\n"
+        )
+    };
+    let wasp = persona("wasp", "x-tool-policy:\n  deny: [\"kind:edit\"]\n");
+    let bee = persona("bee", "");
+    write_pack(
+        &root,
+        "com.example.gemini-tools",
+        &[("wasp", &wasp), ("bee", &bee)],
+        &[],
+    );
+    let path = path_with(bin.parent().unwrap());
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--json",
+            "--agent",
+            "gemini",
+            "--permission",
+            "allow-once",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("GEMINI_API_KEY", "stub-key"),
+            ("GOOGLE_GEMINI_BASE_URL", provider.url.as_str()),
+        ],
+    );
+    for (name, allowed) in [("wasp", false), ("bee", true)] {
+        let id = up.post("general", &format!("@{name} write the note"), &[]);
+        let asked = note(&mut up, "permission", name, |_| true);
+        assert_eq!(asked["allowed"], allowed, "{asked}");
+        let by = if allowed { "permission" } else { "tool-policy" };
+        assert_eq!(asked["decided_by"], by, "{asked}");
+        note(&mut up, "reply", name, |v| v["to"] == id.as_str());
+        let file = ws
+            .join("com.example.gemini-tools")
+            .join(name)
+            .join("gemini-note.txt");
+        assert_eq!(file.exists(), allowed, "{name}: was the file written?");
+    }
+    up.stop_ok();
 }

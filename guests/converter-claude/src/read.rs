@@ -129,9 +129,14 @@ const MAPPED_KEYS: &[&str] = &[
     manifest::KEYWORDS,
 ];
 
-/// Claude agent keys with a persona slot of the same name; every other key is carried in the
-/// extension.
-const AGENT_MAPPED: &[&str] = &[persona::NAME, persona::DESCRIPTION, behaviour::MODEL];
+/// Persona keys with a Claude agent slot (the tool policy's are `tools` and `disallowedTools`);
+/// every other agent key is carried in the extension.
+const AGENT_MAPPED: &[&str] = &[
+    persona::NAME,
+    persona::DESCRIPTION,
+    behaviour::MODEL,
+    persona::TOOL_POLICY,
+];
 
 /// Persona fields a Claude agent has no slot for (kept in `x-persona` by the writer), in the order
 /// the writer keeps them: every persona key but [`AGENT_MAPPED`].
@@ -790,6 +795,10 @@ impl Reader<'_> {
             fields.remove("model");
         }
         self.carry_agent_keys(path, &name, &fm, &mut carried);
+        let tools = policy::to_tool_policy(&fm.fields).policy;
+        if !tools.is_empty() {
+            fields.insert(policy::PERSONA_KEY.into(), Value::Object(tools));
+        }
         if !carried.is_empty() {
             agent.insert("fields".into(), Value::Object(carried));
         }
@@ -1007,12 +1016,17 @@ impl Reader<'_> {
         carried: &mut Map<String, Value>,
     ) {
         let key = self.host.ext_key();
+        let tools = policy::to_tool_policy(&fm.fields);
         for (k, v) in fm
             .fields
             .iter()
             .filter(|(k, _)| !AGENT_MAPPED.contains(&k.as_str()))
         {
             carried.insert(k.clone(), v.clone());
+            if tools.carried.contains(k) {
+                policy::report_carried(&mut self.report, path, k);
+                continue;
+            }
             if policy::restricts(k, v) {
                 let kept_in = format!("{key}.agents.{name}");
                 policy::report_lost(&mut self.report, path, k, &kept_in);

@@ -14,7 +14,7 @@ use apiary_schema::{hooks, manifest};
 use convert_kit::frontmatter;
 use convert_kit::pack::{self, Pack, Persona};
 use convert_kit::slug::{self, Rules};
-use convert_kit::{Map, Report, Value, json, tree};
+use convert_kit::{Map, Report, Value, json, policy, tree};
 
 use crate::mcp;
 use crate::model::{self, ToClaude, ToPersona};
@@ -391,6 +391,7 @@ impl Writer<'_> {
         let mut xp_fields = Map::new();
         let from_defaults = self.agent_model(&mut fm, &mut xp_fields, persona, ext, defaults);
         carried_keys(&mut fm, ext);
+        self.tool_policy(&mut fm, persona);
         self.preload_skills(&mut fm, persona);
         self.persona_only(&mut xp_fields, persona, ext, &name);
         self.lift_persona_mcp(&name, persona.fields.get("mcp_servers"), &path);
@@ -431,6 +432,30 @@ impl Writer<'_> {
             entry.insert("keys".into(), Value::Array(keys));
         }
         Ok((name, entry))
+    }
+
+    /// The persona's `x-tool-policy` as the agent's `tools` / `disallowedTools`, unless the Claude
+    /// keys an earlier conversion kept still say the same (then they come back as written).
+    fn tool_policy(&mut self, fm: &mut Map<String, Value>, persona: &Persona) {
+        let Some(wanted) = persona.fields.get(policy::PERSONA_KEY) else {
+            return;
+        };
+        let kept = policy::to_tool_policy(fm);
+        if Value::Object(kept.policy.clone()) == *wanted {
+            return;
+        }
+        for k in &kept.carried {
+            fm.remove(k);
+        }
+        fm.extend(policy::to_claude_keys(wanted));
+        if wanted.get("read_only") == Some(&Value::Bool(true)) {
+            self.report.reinterpreted(
+                "tool-policy-read-only",
+                &persona.file,
+                "x-tool-policy.read_only",
+                "read-only is written as `disallowedTools` naming the tools that write or run",
+            );
+        }
     }
 
     /// The agent's name: the Claude original when it still maps to this persona, else a slug;

@@ -7,7 +7,10 @@
 //!
 //! Words in the prompt script its behaviour:
 //! - `!tool`: sends a `tool_call` and a `tool_call_update` before replying;
-//! - `!permission`: asks the client for permission and reports the outcome in its reply;
+//! - `!permission`: asks the client for permission and reports the outcome in its reply; with
+//!   `APIARY_AGENT_TOOL=<name>[:<kind>]` the request is for that tool (announced first in a
+//!   `tool_call` update whose `_meta.toolName` names it, as Claude Code does), and when allowed
+//!   the tool "runs": it writes `tool-<name>.txt` in its working directory;
 //! - `!slow`: waits `APIARY_AGENT_SLOW_MS` (default 3000) milliseconds before replying, honouring
 //!   `session/cancel`;
 //! - `!crash`: exits with status 101 without answering;
@@ -19,7 +22,9 @@
 //! its runs and listed in `.apiary-agent-sessions` in the session's working directory, and
 //! `session/load` reopens a listed one (a restarted agent resumes it) and refuses any other.
 //!
-//! `APIARY_AGENT_USAGE=<n>` reports `n` tokens used (`usage.totalTokens`) in each prompt answer.
+//! `APIARY_AGENT_USAGE=<n>` reports `n` tokens used (`usage.totalTokens`) in each prompt answer;
+//! `APIARY_AGENT_CONTEXT_USED=<n>` instead sends a `usage_update` of `n` tokens of context in use
+//! during each turn (as Codex does). `!plan` sends a `plan` update of two entries, one completed.
 //!
 //! Its sessions offer a `model` config option (`default` plus `APIARY_AGENT_MODELS`, comma-separated,
 //! default `echo-large,echo-small`); the reply names the session's model.
@@ -388,6 +393,23 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
         std::process::exit(101);
     }
     let mut notes = Vec::new();
+    if content.contains("!plan") {
+        agent.update(
+            &session,
+            json!({"sessionUpdate": "plan", "entries": [
+                {"content": "Read the message", "priority": "high", "status": "completed"},
+                {"content": "Answer it", "priority": "medium", "status": "in_progress"}]}),
+        );
+    }
+    if let Some(used) = std::env::var("APIARY_AGENT_CONTEXT_USED")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        agent.update(
+            &session,
+            json!({"sessionUpdate": "usage_update", "used": used, "size": 100_000}),
+        );
+    }
     if content.contains("!tool") {
         agent.update(
             &session,
@@ -401,32 +423,7 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
         notes.push("tool=completed".to_string());
     }
     if content.contains("!permission") {
-        let answer = agent.request(
-            "session/request_permission",
-            json!({
-                "sessionId": session,
-                "toolCall": {"toolCallId": "call-2", "title": "Write a file", "kind": "edit"},
-                "options": [
-                    {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
-                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"}
-                ]
-            }),
-            Duration::from_secs(30),
-        );
-        let outcome = answer
-            .as_ref()
-            .and_then(|a| a.get("outcome"))
-            .map(|o| match o.get("outcome").and_then(Value::as_str) {
-                Some("selected") => o
-                    .get("optionId")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string(),
-                Some(other) => other.to_string(),
-                None => "?".to_string(),
-            })
-            .unwrap_or_else(|| "no-answer".to_string());
-        notes.push(format!("permission={outcome}"));
+        notes.push(format!("permission={}", ask_permission(agent, &session)));
     }
     if content.contains("!slow") {
         let ms = std::env::var("APIARY_AGENT_SLOW_MS")
@@ -469,6 +466,64 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
         answer["usage"] = json!({"totalTokens": tokens, "inputTokens": tokens, "outputTokens": 0});
     }
     agent.respond(&id, answer);
+}
+
+/// Asks the client's permission for a tool (`APIARY_AGENT_TOOL`, else an unnamed "Write a
+/// file"); runs the named tool when allowed. Returns the outcome: the option id picked,
+/// `cancelled` or `no-answer`.
+fn ask_permission(agent: &Agent, session: &str) -> String {
+    let tool = std::env::var("APIARY_AGENT_TOOL").ok();
+    let (name, kind) = match &tool {
+        Some(t) => match t.split_once(':') {
+            Some((n, k)) => (Some(n.to_string()), k.to_string()),
+            None => (Some(t.clone()), "edit".to_string()),
+        },
+        None => (None, "edit".to_string()),
+    };
+    let title = name.clone().unwrap_or_else(|| "Write a file".into());
+    if let Some(n) = &name {
+        agent.update(
+            session,
+            json!({"sessionUpdate": "tool_call", "toolCallId": "call-2", "title": title,
+                   "kind": kind, "status": "pending", "_meta": {"toolName": n}}),
+        );
+    }
+    let answer = agent.request(
+        "session/request_permission",
+        json!({
+            "sessionId": session,
+            "toolCall": {"toolCallId": "call-2", "title": title, "kind": kind},
+            "options": [
+                {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"}
+            ]
+        }),
+        Duration::from_secs(30),
+    );
+    let outcome = answer
+        .as_ref()
+        .and_then(|a| a.get("outcome"))
+        .map(|o| match o.get("outcome").and_then(Value::as_str) {
+            Some("selected") => o
+                .get("optionId")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string(),
+            Some(other) => other.to_string(),
+            None => "?".to_string(),
+        })
+        .unwrap_or_else(|| "no-answer".to_string());
+    if let Some(n) = &name {
+        let ran = outcome == "allow"
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && std::fs::write(format!("tool-{n}.txt"), b"ran\n").is_ok();
+        let status = if ran { "completed" } else { "failed" };
+        agent.update(
+            session,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "call-2", "status": status}),
+        );
+    }
+    outcome
 }
 
 /// The triggering message: the quoted lines after `Content:` in the last `[Buzz event]` section

@@ -130,6 +130,8 @@ pub mod persona {
     pub const MCP_SERVERS: &str = "mcp_servers";
     /// Per-persona lifecycle hooks, keys of [`crate::hooks::POINTS`] (§9).
     pub const HOOKS: &str = "hooks";
+    /// apiary's extension: which tools the persona's agent may use (`allow`, `deny`, `read_only`).
+    pub const TOOL_POLICY: &str = "x-tool-policy";
 
     /// The identity keys (everything but the behavioural ones).
     pub const IDENTITY_KEYS: &[&str] = &[
@@ -143,6 +145,7 @@ pub mod persona {
         SKILLS,
         MCP_SERVERS,
         HOOKS,
+        TOOL_POLICY,
     ];
 
     const ALL: [&str; IDENTITY_KEYS.len() + crate::behaviour::KEYS.len()] =

@@ -2,16 +2,19 @@
 //! stdio. Message shapes come from `agent-client-protocol-schema` (v1 module); the transport is a
 //! small loop of our own so every limit (line size, timeouts, refused methods) is explicit.
 //!
-//! What the agent may ask of us: `session/request_permission` is answered by the operator's
-//! [`PermissionPolicy`]; everything else (`fs/*`, `terminal/*`, ...) is refused with "method not
-//! found", and we advertise no client capabilities. Agent output is untrusted: lines are capped,
-//! malformed ones are dropped, the collected reply text is capped.
+//! What the agent may ask of us: `session/request_permission` is answered by the persona's tool
+//! policy, then the operator's [`PermissionPolicy`] ([`tools`]); everything else (`fs/*`,
+//! `terminal/*`, ...) is refused with "method not found", and we advertise no client
+//! capabilities. Agent output is untrusted: lines are capped, malformed ones are dropped, the
+//! collected reply text is capped.
 
 pub mod auth;
 pub mod mcp;
 pub mod stderr;
+pub mod tools;
 
 pub use stderr::StderrTail;
+pub use tools::{AgentEvent, AgentEvents};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -98,6 +101,10 @@ pub struct SpawnSpec {
     /// The child's working directory.
     pub cwd: PathBuf,
     pub policy: PermissionPolicy,
+    /// The persona's `x-tool-policy`, decided before `policy`.
+    pub tools: apiary_core::pack::ToolPolicy,
+    /// Where tool calls, permission answers, plans and usage go (`None`: logged only).
+    pub events: Option<AgentEvents>,
     /// How much nicer than apiary the agent runs (0-19, Unix; its own children inherit it). Agents
     /// doing their own work must not delay the harness's routing and prompt writing: on a
     /// loaded machine a runnable agent woken at the same moment as the harness otherwise takes
@@ -227,12 +234,18 @@ type Pending = HashMap<u64, oneshot::Sender<Answer>>;
 #[derive(Debug)]
 enum Activity {
     Text(String),
+    /// A `usage_update`: the tokens of context in use.
+    Used(u64),
     Other,
 }
 
 struct Shared {
     persona: String,
     policy: PermissionPolicy,
+    tools: apiary_core::pack::ToolPolicy,
+    events: Option<AgentEvents>,
+    /// Recent tool calls, to name the tool of a permission request.
+    calls: std::sync::Mutex<tools::ToolCalls>,
     /// The agent's stdin. Callers write their line themselves (no writer task): a prompt goes
     /// from the dispatch worker straight into the pipe, without another task hand-off.
     stdin: Mutex<Option<ChildStdin>>,
@@ -259,6 +272,13 @@ impl Shared {
         // Benchmark probe (`benches/live_agents.rs`): the line is in the agent's stdin.
         tracing::trace!(target: "apiary::probe", persona = %self.persona, line = line, "line written");
         true
+    }
+
+    fn emit(&self, event: AgentEvent) {
+        tracing::debug!(persona = %self.persona, ?event, "agent event");
+        if let Some(events) = &self.events {
+            (events.0)(event);
+        }
     }
 
     fn fail_all(&self) {
@@ -353,7 +373,8 @@ pub struct AgentInfo {
 pub struct Turn {
     pub text: String,
     pub stop_reason: acp::StopReason,
-    /// The tokens the agent says the turn used (`usage.totalTokens` of its answer), if it says.
+    /// The tokens the agent says the turn used (`usage.totalTokens` of its answer, else the
+    /// context in use of its last `usage_update` during the turn), if it says.
     pub tokens: Option<u64>,
 }
 
@@ -380,6 +401,9 @@ impl AcpClient {
         let shared = Arc::new(Shared {
             persona: spec.persona.clone(),
             policy: spec.policy,
+            tools: spec.tools.clone(),
+            events: spec.events.clone(),
+            calls: Default::default(),
             stdin: Mutex::new(Some(stdin)),
             pending: Default::default(),
             sinks: Default::default(),
@@ -597,6 +621,7 @@ impl AcpClient {
                 }
             };
             let mut out = String::new();
+            let mut used = None;
             let hard_deadline = tokio::time::Instant::now() + hard;
             loop {
                 let idle_deadline = tokio::time::Instant::now() + idle;
@@ -604,19 +629,26 @@ impl AcpClient {
                     r = &mut answer => {
                         // Chunks sent before the answer are already queued: take them.
                         while let Ok(a) = activity.try_recv() {
-                            if let Activity::Text(t) = a { push_capped(&mut out, &t); }
+                            match a {
+                                Activity::Text(t) => push_capped(&mut out, &t),
+                                Activity::Used(n) => used = Some(n),
+                                Activity::Other => {}
+                            }
                         }
                         let value = match r {
                             Ok(Ok(v)) => v,
                             Ok(Err(why)) => return Err(why.into_error("session/prompt")),
                             Err(_) => return Err(AcpError::Exited),
                         };
-                        let tokens = value.pointer("/usage/totalTokens").and_then(Value::as_u64);
+                        // The answer's own count or the context in use the agent last reported
+                        // (Codex: the tokens of the turn's last model call), the larger.
+                        let tokens = value.pointer("/usage/totalTokens").and_then(Value::as_u64).max(used);
                         let resp: acp::PromptResponse = serde_json::from_value(value).map_err(|e| AcpError::Invalid { method: "session/prompt", detail: e.to_string() })?;
                         return Ok(Turn { text: out, stop_reason: resp.stop_reason, tokens });
                     }
                     a = activity.recv() => match a {
                         Some(Activity::Text(t)) => push_capped(&mut out, &t),
+                        Some(Activity::Used(n)) => used = Some(n),
                         Some(Activity::Other) => {}
                         None => return Err(AcpError::Exited),
                     },
@@ -874,8 +906,25 @@ fn answered(shared: &Shared, msg: &Value, id: &Value) {
     let _ = tx.send(result);
 }
 
-/// A `session/update` notification: text and other activity for the prompt in flight.
+/// A `session/update` notification: text and other activity for the prompt in flight; tool
+/// calls, plans and usage are also surfaced as [`AgentEvent`]s.
 fn session_update(shared: &Shared, msg: &Value) {
+    if let Some(update) = msg.pointer("/params/update")
+        && let Some(sid) = msg.pointer("/params/sessionId").and_then(Value::as_str)
+    {
+        // Agent text: made printable and cut before it reaches a note.
+        let sid = stderr::visible(sid, 200);
+        let sid = sid.as_str();
+        let event = match update.get("sessionUpdate").and_then(Value::as_str) {
+            Some("tool_call" | "tool_call_update") => lock(&shared.calls).update(sid, update),
+            Some("plan") => tools::plan_event(sid, update),
+            Some("usage_update") => tools::usage_event(sid, update),
+            _ => None,
+        };
+        if let Some(event) = event {
+            shared.emit(event);
+        }
+    }
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
     let Ok(n) = serde_json::from_value::<acp::SessionNotification>(params) else {
         // Unknown update kinds still count as activity for the idle timer.
@@ -891,10 +940,7 @@ fn session_update(shared: &Shared, msg: &Value) {
             acp::ContentBlock::Text(t) => Activity::Text(t.text),
             _ => Activity::Other,
         },
-        acp::SessionUpdate::ToolCall(t) => {
-            tracing::debug!(persona = %shared.persona, tool = %t.title, "agent tool call");
-            Activity::Other
-        }
+        acp::SessionUpdate::UsageUpdate(u) => Activity::Used(u.used),
         _ => Activity::Other,
     };
     if let Some(tx) = lock(&shared.sinks).get(n.session_id.0.as_ref()) {
@@ -902,43 +948,22 @@ fn session_update(shared: &Shared, msg: &Value) {
     }
 }
 
-/// The answer to a `session/request_permission` request, by the persona's policy (counted as
-/// activity for the prompt in flight).
+/// The answer to a `session/request_permission` request: the persona's tool policy, then the
+/// operator's (counted as activity for the prompt in flight).
 fn permission(shared: &Shared, msg: &Value) -> acp::RequestPermissionOutcome {
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    let outcome = match serde_json::from_value::<acp::RequestPermissionRequest>(params) {
-        Ok(req) => {
-            if let Some(tx) = lock(&shared.sinks).get(req.session_id.0.as_ref()) {
-                let _ = tx.send(Activity::Other);
-            }
-            choose_permission(shared.policy, &req.options)
-        }
-        Err(_) => acp::RequestPermissionOutcome::Cancelled,
+    if let Some(sid) = params.get("sessionId").and_then(Value::as_str)
+        && let Some(tx) = lock(&shared.sinks).get(sid)
+    {
+        let _ = tx.send(Activity::Other);
+    }
+    let (outcome, event) = {
+        let calls = lock(&shared.calls);
+        tools::decide_permission(&params, &shared.tools, shared.policy, &calls)
     };
     tracing::info!(persona = %shared.persona, policy = ?shared.policy, outcome = ?outcome, "agent asked for permission");
+    shared.emit(event);
     outcome
-}
-
-fn choose_permission(
-    policy: PermissionPolicy,
-    options: &[acp::PermissionOption],
-) -> acp::RequestPermissionOutcome {
-    use acp::PermissionOptionKind as K;
-    let pick = |kinds: &[K]| {
-        kinds
-            .iter()
-            .find_map(|k| options.iter().find(|o| o.kind == *k))
-            .map(|o| {
-                acp::RequestPermissionOutcome::Selected(acp::SelectedPermissionOutcome::new(
-                    o.option_id.clone(),
-                ))
-            })
-    };
-    let choice = match policy {
-        PermissionPolicy::Deny => pick(&[K::RejectOnce, K::RejectAlways]),
-        PermissionPolicy::AllowOnce => pick(&[K::AllowOnce, K::RejectOnce, K::RejectAlways]),
-    };
-    choice.unwrap_or(acp::RequestPermissionOutcome::Cancelled)
 }
 
 #[cfg(test)]
@@ -975,11 +1000,11 @@ mod tests {
             {"optionId": "r", "name": "Reject", "kind": "reject_once"}
         ]))
         .unwrap();
-        let deny = to_value(&choose_permission(PermissionPolicy::Deny, &opts));
+        let deny = to_value(&tools::choose(PermissionPolicy::Deny, &opts));
         assert_eq!(deny, json!({"outcome": "selected", "optionId": "r"}));
-        let allow = to_value(&choose_permission(PermissionPolicy::AllowOnce, &opts));
+        let allow = to_value(&tools::choose(PermissionPolicy::AllowOnce, &opts));
         assert_eq!(allow, json!({"outcome": "selected", "optionId": "a"}));
-        let none = to_value(&choose_permission(PermissionPolicy::Deny, &opts[..1]));
+        let none = to_value(&tools::choose(PermissionPolicy::Deny, &opts[..1]));
         assert_eq!(none, json!({"outcome": "cancelled"}));
     }
 

@@ -82,6 +82,12 @@ With --json, one JSON object per line instead; `event` names the kind, the other
                   turns_per_hour | turns_per_day | tokens_per_day) it is dropped
   budget          persona channel limit used allowed   after a turn is taken (and after its
                   tokens are counted): the persona's spending limit closest to tripping
+  permission      persona session tool kind title allowed decided_by reason
+                  the agent asked to use a tool: decided_by \"tool-policy\" (the persona's
+                  x-tool-policy refused it, `reason` says why) or \"permission\" (--permission)
+  tool_call       persona session call tool kind title status   a tool call started or changed
+  plan            persona session entries completed             the agent's plan
+  usage           persona session used size cost                context usage the agent reports
   restarted       persona restart window_secs
   turn            persona channel id published reason [bytes]       a turn without a reply
   reply           persona channel id to thread           reply `id` published, answering `to`
@@ -129,9 +135,10 @@ Spending limits per persona, over all its channels, from the overrides file
   limits = { turns_per_hour = 20, turns_per_day = 200, tokens_per_day = 500000 }
 or from the [limits] table of <root>/.apiary/agents/<pack-id>/<persona>/agent.toml (the overrides
 file wins key by key): a turn over one is not taken, its messages are dropped and reported as
-`limited`. Tokens are those the agent reports (usage.totalTokens of its prompt answers). The
-status view's LIMIT column shows used/allowed of the persona's tightest spending limit (h: turns
-an hour, d: turns a day, tok: tokens a day).
+`limited`. Tokens are those the agent reports (usage.totalTokens of its prompt answers, or the
+context in use of its last usage_update in the turn, whichever is larger). The status view's
+LIMIT column shows used/allowed of the persona's tightest spending limit (h: turns an hour,
+d: turns a day, tok: tokens a day).
 
 Trust: script hooks and stdio MCP servers run on this host, outside the sandbox, so only what the
 operator trusted runs: `apiary trust <pack-id>` for an installed pack (<root>/<pack-id>/),
@@ -195,7 +202,8 @@ pub struct UpArgs {
     /// Do not publish agents' replies (for agents that publish themselves).
     #[arg(long)]
     pub no_publish: bool,
-    /// How agents' permission requests are answered.
+    /// How agents' permission requests are answered, for tools the persona's `x-tool-policy`
+    /// admits (a tool it refuses is rejected whatever this says).
     #[arg(long, value_enum, default_value_t = PermissionPolicy::Deny)]
     pub permission: PermissionPolicy,
     /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/; default:

@@ -208,6 +208,13 @@ impl Live {
     }
 }
 
+/// Where a starting persona's agent reports: the last lines of its stderr (kept by the caller for
+/// a failure report), and the harness's notes for its events.
+pub(super) struct Reporting {
+    pub stderr: StderrTail,
+    pub out: Out,
+}
+
 /// Starts one persona: MCP check, workspace and skills, key, hooks, agent. `Err` refuses it.
 pub(super) async fn start_persona(
     config: &Config,
@@ -216,7 +223,7 @@ pub(super) async fn start_persona(
     index: usize,
     persona: &ResolvedPersona,
     runner: &Arc<dyn HookRunner>,
-    stderr: StderrTail,
+    reporting: Reporting,
 ) -> Result<Live, DispatchError> {
     let pack_id = run.resolved.pack.id.clone();
     let name = persona.identity.name.clone();
@@ -228,7 +235,8 @@ pub(super) async fn start_persona(
         .persona(&run.namespace, &name)
         .map_err(DispatchError::Keys)?;
     start_hooks(runner, &pack_id, persona, &cwd).await?;
-    let spec = spawn_spec(config, persona, &pack_id, &cwd, stderr);
+    let mut spec = spawn_spec(config, persona, &pack_id, &cwd, reporting.stderr);
+    spec.events = Some(agent_events(&name, &reporting.out));
     let channels = subscribed(config, client, persona).await;
     let sessions = config
         .sessions_dir
@@ -383,8 +391,89 @@ fn spawn_spec(
         env: child_env,
         cwd: cwd.to_path_buf(),
         policy: config.policy,
+        tools: persona.tool_policy.clone().unwrap_or_default(),
+        events: None,
         nice: config.agent_nice,
         stderr,
+    }
+}
+
+/// The persona's agent events, as notes (see [`event_note`]).
+fn agent_events(persona: &str, out: &Out) -> crate::acp::AgentEvents {
+    let (persona, out) = (persona.to_string(), Arc::clone(out));
+    crate::acp::AgentEvents(Arc::new(move |event| {
+        out(event_note(&persona, event).with("persona", persona.as_str()))
+    }))
+}
+
+/// An agent event as a note: a permission answer in both forms (a refused tool is worth a line),
+/// tool calls, plans and usage in the JSON stream only.
+fn event_note(persona: &str, event: crate::acp::AgentEvent) -> Note {
+    use crate::acp::AgentEvent as E;
+    match event {
+        E::Permission {
+            session,
+            tool,
+            kind,
+            title,
+            allowed,
+            decided_by,
+            reason,
+        } => {
+            let shown = tool.clone().or(title.clone());
+            let shown = shown.as_deref().unwrap_or("a tool");
+            let verdict = if allowed { "allowed" } else { "refused" };
+            let why = match &reason {
+                Some(r) => format!("by the tool policy: {r}"),
+                None => "by --permission".to_string(),
+            };
+            let line = format!("permission {persona} {shown}: {verdict} {why}");
+            Note::new("permission", line)
+                .with("session", session)
+                .with("tool", tool)
+                .with("kind", kind)
+                .with("title", title)
+                .with("allowed", allowed)
+                .with("decided_by", decided_by)
+                .with("reason", reason)
+        }
+        E::ToolCall {
+            session,
+            id,
+            tool,
+            kind,
+            title,
+            status,
+        } => Note::only_json("tool_call")
+            .with("session", session)
+            .with("call", id)
+            .with("tool", tool)
+            .with("kind", kind)
+            .with("title", title)
+            .with("status", status),
+        E::Plan {
+            session,
+            entries,
+            completed,
+        } => Note::only_json("plan")
+            .with("session", session)
+            .with("entries", entries)
+            .with("completed", completed),
+        E::Usage {
+            session,
+            used,
+            size,
+            cost,
+        } => {
+            let cost = cost.map(
+                |(amount, currency)| serde_json::json!({"amount": amount, "currency": currency}),
+            );
+            Note::only_json("usage")
+                .with("session", session)
+                .with("used", used)
+                .with("size", size)
+                .with("cost", cost)
+        }
     }
 }
 
@@ -459,6 +548,10 @@ async fn connect_agent(
         }
         let mut req =
             acp::NewSessionRequest::new(spec.cwd.to_path_buf()).mcp_servers(servers.clone());
+        // The tool policy, to runtimes that take a deny list of their own (Claude Code).
+        if let Some(meta) = crate::acp::tools::session_meta(&spec.tools) {
+            req = req.meta(meta);
+        }
         if let Some(sp) = &system_prompt {
             req = req.system_prompt(sp.clone());
         }
@@ -528,6 +621,15 @@ async fn open_session(
 ) -> Result<String, crate::acp::AcpError> {
     let name = &persona.identity.name;
     let (session, answer) = agent.new_session(req).await?;
+    // A read-only persona on an agent with a read-only mode of its own (Codex) gets that mode too.
+    if persona.tool_policy.as_ref().is_some_and(|p| p.read_only)
+        && let Some((config_id, value)) = crate::acp::tools::read_only_mode(&answer)
+    {
+        match agent.set_config_option(&session, &config_id, &value).await {
+            Ok(()) => tracing::info!(persona = %name, mode = %value, "read-only mode selected"),
+            Err(e) => tracing::warn!(persona = %name, "selecting the read-only mode: {e}"),
+        }
+    }
     if let Some(m) = &persona.model
         && let Some((config_id, value)) =
             crate::acp::model_switch(&answer, m.provider.as_deref(), &m.model)

@@ -403,7 +403,10 @@ impl Harness {
             index,
             persona,
             &self.hooks,
-            stderr.clone(),
+            live::Reporting {
+                stderr: stderr.clone(),
+                out: Arc::clone(&self.out),
+            },
         );
         let started = AssertUnwindSafe(start)
             .catch_unwind()

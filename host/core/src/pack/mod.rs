@@ -15,6 +15,7 @@ pub mod persona;
 pub mod plain_yaml;
 pub mod skill;
 pub mod source;
+pub mod tool_policy;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ pub use manifest::{Author, Manifest};
 pub use mcp::McpServer;
 pub use persona::Persona;
 pub use skill::Skill;
+pub use tool_policy::ToolPolicy;
 
 use crate::diag::{Diagnostic, Report};
 use source::{SourceFile, Syntax};

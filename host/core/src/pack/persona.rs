@@ -12,6 +12,7 @@ use super::hooks::{self, HookSet};
 use super::manifest::{Author, MIGRATE_HINT};
 use super::mcp::{self, McpServer};
 use super::source::{Fields, SharedText, SourceFile, Syntax, suggest};
+use super::tool_policy::{self, ToolPolicy};
 use crate::diag::{Diagnostic, Report, Severity};
 
 pub const MAX_NAME_LEN: usize = 64;
@@ -34,6 +35,8 @@ pub struct Persona {
     pub mcp_servers: Vec<McpServer>,
     pub behaviour: BehaviourLayer,
     pub hooks: HookSet,
+    /// `x-tool-policy`: which tools its agent may use (`None`: the key is absent).
+    pub tool_policy: Option<ToolPolicy>,
     /// The persona prompt: the markdown body, line ends normalised to `\n`, outer blank space trimmed.
     pub body: SharedText,
     /// The file as read, for diagnostics found after parsing (e.g. a `skills:` entry that is missing).
@@ -96,6 +99,7 @@ pub fn parse(rel: PathBuf, text: Arc<str>, report: &mut Report) -> Option<Person
         mcp_servers: mcp::parse_persona_list(&fields, report),
         behaviour: BehaviourLayer::read(&fields, report, Severity::Error),
         hooks,
+        tool_policy: tool_policy::read(&fields, report),
         body,
         file: rel,
         name: name?,

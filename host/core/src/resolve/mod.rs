@@ -20,7 +20,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::pack::{Author, BehaviourLayer, HookSet, McpServer, Pack, TriggerLayer, mcp};
+use crate::pack::{
+    Author, BehaviourLayer, HookSet, McpServer, Pack, ToolPolicy, TriggerLayer, mcp,
+};
 use crate::runtime::Runtime;
 pub use overrides::Overrides;
 
@@ -134,6 +136,9 @@ pub struct ResolvedPersona {
     pub skills: Vec<String>,
     /// Pack `.mcp.json` plus the persona's list; the persona wins whole by name; sorted by name.
     pub mcp_servers: Vec<McpServer>,
+    /// `x-tool-policy`: which tools the agent may use; `apiary up` enforces it (absent: any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_policy: Option<ToolPolicy>,
     /// Variables set in the agent process for its runtime, with the operator's own values kept.
     pub env: BTreeMap<String, String>,
     /// Kilobytes per persona: escaped for JSON 32 bytes at a time rather than byte by byte.
@@ -303,6 +308,7 @@ fn resolve_persona(
         broadcast_replies: routing.broadcast_replies,
         skills,
         mcp_servers: mcp::merge(&pack.mcp_servers, &persona.mcp_servers),
+        tool_policy: persona.tool_policy.clone().filter(|p| !p.is_empty()),
         env: env_vars,
         system_prompt,
         sources,
