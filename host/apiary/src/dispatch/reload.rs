@@ -23,8 +23,8 @@ use tokio::task::JoinSet;
 
 use super::live::Live;
 use super::{Harness, Note, PackRun, QUEUE_CAP, Reason, conflict, limits, route, worker};
-use crate::resolve::ResolvedPersona;
 use crate::relay::Message;
+use crate::resolve::ResolvedPersona;
 
 /// A change to the running packs.
 pub enum Reload {
