@@ -34,7 +34,8 @@
 //! decides wakes with the native matcher, as `apiary up --native-triggers`;
 //! `APIARY_BENCH_VERIFY_TWICE=1` has the relay pool check every event again, as it does for a relay
 //! of another process, instead of trusting the in-process relay's check; `APIARY_BENCH_SPIN_US`,
-//! default 200, how long the sender spins before each send instead of sleeping; `APIARY_BENCH_GQI`
+//! default 200 (at most a fifth of the interval), how long the sender spins before each send
+//! instead of sleeping; `APIARY_BENCH_GQI`
 //! sets the harness runtime's `global_queue_interval`, and `APIARY_BENCH_WORKERS` its worker
 //! threads (default 2, as `apiary up`), for experiments; `APIARY_BENCH_AGENT_NICE` how much nicer
 //! than the harness the agents run (default as `apiary up --agent-nice`, 0: same priority)).
@@ -275,6 +276,7 @@ impl BenchRelay {
                     .and_then(|l| l.local_addr())
                     .expect("free port")
                     .port();
+                std::fs::create_dir_all(dir.path().join("db")).expect("relay db dir");
                 let config = dir.path().join("config.toml");
                 // Loopback, no rate limits, every kind; a broadcast buffer for the sweep's bursts.
                 std::fs::write(
@@ -445,7 +447,9 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
     });
     probes.clear();
     let interval = Duration::from_nanos(1_000_000_000 / rate);
-    let spin = Duration::from_micros(env_num("APIARY_BENCH_SPIN_US", 200));
+    // Spinning takes CPU the harness could use: at most a fifth of the interval, so the sender
+    // does not eat into the capacity a high rate measures.
+    let spin = Duration::from_micros(env_num("APIARY_BENCH_SPIN_US", 200)).min(interval / 5);
     let t0 = Instant::now() + Duration::from_millis(50);
     let mut sent_at = Vec::with_capacity(events.len());
     for (i, ev) in events.iter().enumerate() {
