@@ -239,7 +239,7 @@ struct RunContext<'a> {
 
 /// A relay for one run: the embedded one in this process, or nostr-rs-relay in its own.
 enum BenchRelay {
-    Embedded(LocalRelay),
+    Embedded(Box<LocalRelay>),
     External(std::process::Child, tempfile::TempDir),
 }
 
@@ -265,7 +265,7 @@ impl BenchRelay {
                     apiary::relay::embedded::serve(relay.clone(), listener);
                     (relay, url)
                 });
-                (BenchRelay::Embedded(relay), url)
+                (BenchRelay::Embedded(Box::new(relay)), url)
             }
             RelayKind::NostrRs => {
                 let bin = std::env::var_os("NOSTR_RS_RELAY")

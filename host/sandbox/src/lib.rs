@@ -288,16 +288,15 @@ pub struct SandboxConfig {
     pub pooling: bool,
     /// Bytes of each pooled linear memory kept resident when its instance ends (the pool's
     /// `linear_memory_keep_resident`). Within it only the pages the instance dirtied are reset
-    /// (Linux's `PAGEMAP_SCAN`, else a `memset`), so the next instance of the same component
-    /// finds its initial memory image already mapped; beyond it pages are given back to the
-    /// kernel and fault in again, copy-on-write, on first touch. [`KEEP_RESIDENT`] covers the
-    /// initialised memory of a 12-18 MB Python or JavaScript component.
+    /// (Linux's `PAGEMAP_SCAN`, else a `memset`); beyond it pages are given back to the kernel
+    /// and fault in again, copy-on-write, on first touch.
     pub keep_resident: usize,
 }
 
-/// The default [`SandboxConfig::keep_resident`]. It costs memory only for pages an instance
-/// touched (a Rust guest: about 1 MiB), and only in pool slots in use or kept warm.
-pub const KEEP_RESIDENT: usize = 64 << 20;
+/// The default [`SandboxConfig::keep_resident`]: a Rust guest uses a bit over 1 MiB. Keeping
+/// 64 MiB (the whole image of a 12-18 MB Python or JavaScript component) measured no faster
+/// per call (`cargo bench --bench sandbox -- lang` compares both), so memory is not held for it.
+pub const KEEP_RESIDENT: usize = 4 << 20;
 
 impl Default for SandboxConfig {
     fn default() -> SandboxConfig {
@@ -333,8 +332,7 @@ fn engine_config(pool: Option<(u32, usize)>) -> Config {
             // tables when the pool is unavailable.
             .table_elements(limits::MAX_TABLE_ELEMENTS)
             // Reset memories in place instead of madvise: instantiation then scales across
-            // threads inside a VM (feasibility.md, section 5), and a big component's next
-            // instance takes no page faults for its memory image.
+            // threads inside a VM (feasibility.md, section 5).
             .linear_memory_keep_resident(keep_resident)
             .table_keep_resident(64 << 10);
         cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(p));
