@@ -310,7 +310,7 @@ impl Harness {
     ) -> Vec<Arc<Live>> {
         // Which personas start (this replica's), and which share a name with one listed before
         // them (decided on configuration, so it needs no started agent).
-        let mut accepted: Vec<(&str, &ResolvedPersona)> = Vec::new();
+        let mut planned: Vec<(&str, &ResolvedPersona)> = Vec::new();
         let mut plan = Vec::new();
         for run in packs {
             for (index, persona) in run.resolved.personas.iter().enumerate() {
@@ -322,15 +322,16 @@ impl Harness {
                     self.elsewhere(run, persona, peers);
                     continue;
                 }
-                let shared = conflict::shared_name(&accepted, &run.resolved.pack.id, persona);
-                accepted.push((&run.resolved.pack.id, persona));
+                let shared = conflict::shared_name(&planned, &run.resolved.pack.id, persona);
+                planned.push((&run.resolved.pack.id, persona));
                 plan.push((run, index, persona, shared));
             }
         }
         note_challenges(notifications, &self.auth);
         // Agents spawn, initialise and open their sessions concurrently (start-up is one agent's
         // start, not the sum of all), a bounded number at a time so a large pack does not fork
-        // hundreds of runtimes in the same instant; results come back in configuration order.
+        // hundreds of runtimes in the same instant. Each says `ready` as it finishes; the routing
+        // table keeps configuration order.
         let starts: Vec<_> = plan
             .into_iter()
             .map(|(run, index, persona, shared)| self.start_one(run, index, persona, shared))
