@@ -197,63 +197,103 @@ async fn upsert(h: &Harness, router: &route::Shared, fleet: &mut Fleet, run: Pac
         .map(|(_, l)| l.trigger.name.clone())
         .collect();
     stopped.retain(|n| !names.contains(n));
-    let action = if from.is_some() {
-        "upgraded"
-    } else {
-        "installed"
-    };
-    let shown: Vec<String> = names
-        .iter()
-        .map(|n| match (&from, kept.contains(n)) {
-            (Some(f), true) => format!("{n} (still {f})"),
-            _ => n.clone(),
-        })
-        .collect();
-    let text = format!(
-        "reloaded {id} {action} {}{version}: running {}{}",
-        from.as_ref()
-            .map(|f| format!("{f} -> "))
-            .unwrap_or_default(),
-        list(&shown),
-        if stopped.is_empty() {
-            String::new()
+    Upserted {
+        id: &id,
+        version: &version,
+        from,
+        names,
+        stopped,
+        refused,
+        kept,
+    }
+    .report(h);
+    fleet.insert(id, running);
+}
+
+/// What one install or upgrade did, for its `reloaded` (and `reload_failed`) notes.
+struct Upserted<'a> {
+    id: &'a str,
+    version: &'a str,
+    /// The version it replaced, if any.
+    from: Option<String>,
+    /// The personas now running.
+    names: Vec<String>,
+    /// The old version's personas that no longer run.
+    stopped: Vec<String>,
+    /// New-version personas that were refused ...
+    refused: Vec<String>,
+    /// ... of which these run their old version again.
+    kept: Vec<String>,
+}
+
+impl Upserted<'_> {
+    fn report(self, h: &Harness) {
+        let Upserted {
+            id,
+            version,
+            from,
+            names,
+            stopped,
+            refused,
+            kept,
+        } = self;
+        let action = if from.is_some() {
+            "upgraded"
         } else {
-            format!("; stopped {}", list(&stopped))
-        },
-    );
-    (h.out)(
-        Note::new("reloaded", text)
-            .with("pack", id.as_str())
-            .with("action", action)
-            .with("from", from.clone())
-            .with("to", version.as_str())
-            .with("personas", names)
-            .with("stopped", stopped),
-    );
-    if !refused.is_empty() {
-        let why = format!(
-            "{} of version {version} refused (see persona_refused); {}",
-            list(&refused),
-            if kept.is_empty() {
-                "nothing of it runs".to_string()
+            "installed"
+        };
+        let shown: Vec<String> = names
+            .iter()
+            .map(|n| match (&from, kept.contains(n)) {
+                (Some(f), true) => format!("{n} (still {f})"),
+                _ => n.clone(),
+            })
+            .collect();
+        let text = format!(
+            "reloaded {id} {action} {}{version}: running {}{}",
+            from.as_ref()
+                .map(|f| format!("{f} -> "))
+                .unwrap_or_default(),
+            list(&shown),
+            if stopped.is_empty() {
+                String::new()
             } else {
-                format!(
-                    "{} still run(s) version {}",
-                    list(&kept),
-                    from.as_deref().unwrap_or("?")
-                )
-            }
+                format!("; stopped {}", list(&stopped))
+            },
         );
         (h.out)(
-            Note::new("reload_failed", format!("reload_failed {id}: {why}"))
-                .with("pack", id.as_str())
-                .with("version", version.as_str())
-                .with("refused", refused)
-                .with("kept", kept)
-                .with("reason", why),
+            Note::new("reloaded", text)
+                .with("pack", id)
+                .with("action", action)
+                .with("from", from.clone())
+                .with("to", version)
+                .with("personas", names)
+                .with("stopped", stopped),
         );
+        if !refused.is_empty() {
+            let why = format!(
+                "{} of version {version} refused (see persona_refused); {}",
+                list(&refused),
+                if kept.is_empty() {
+                    "nothing of it runs".to_string()
+                } else {
+                    format!(
+                        "{} still run(s) version {}",
+                        list(&kept),
+                        from.as_deref().unwrap_or("?")
+                    )
+                }
+            );
+            (h.out)(
+                Note::new("reload_failed", format!("reload_failed {id}: {why}"))
+                    .with("pack", id)
+                    .with("version", version)
+                    .with("refused", refused)
+                    .with("kept", kept)
+                    .with("reason", why),
+            );
+        }
     }
-    fleet.insert(id, running);
 }
 
 /// Stops an uninstalled pack: its personas leave routing at once, then drain and stop.
