@@ -173,6 +173,7 @@ fn memory_per_persona() -> Option<f64> {
             base_prompt: None,
             // The embedded relay, as `apiary up` without `--relay`.
             relay_in_process: true,
+            door: Some(relay.door()),
             channel_authority: Default::default(),
             // Measures the harness, not the flood limits.
             limits: dispatch::TurnLimits::UNLIMITED,

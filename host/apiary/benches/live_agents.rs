@@ -21,18 +21,20 @@
 //! - end to end: written − scheduled send time (adds the relay and any sender lag; coordinated
 //!   omission cannot hide a stall because the schedule does not wait for the harness).
 //!
-//! The relay is an in-memory `nostr-relay-builder` relay served like the embedded one (Nagle off
-//! on its connections), but with its per-connection rate limit lifted (the library's default of 60
-//! events/minute would refuse the load). Baseline in the same run (the machine is shared and noisy): the in-process
+//! The relay is apiary's embedded relay in memory, as `apiary up` starts it, with its client rate
+//! limits and storage caps lifted out of the load's reach. The harness publishes its replies
+//! through the relay's door (`relay::embedded::Door`), as `apiary up` does. Baseline in the same run (the machine is shared and noisy): the in-process
 //! verify + parse + native matcher + prompt + request serialisation path per event.
 //!
-//! Also: harness memory per idle persona (RSS with the personas started minus RSS with only the
+//! Also: the CPU the load window used (after the warm-up), by thread and by child process, per
+//! message; and harness memory per idle persona (RSS with the personas started minus RSS with only the
 //! relay; agent processes are separate and not counted).
 //!
 //! Run: `cargo bench -p apiary --bench live_agents` (`APIARY_BENCH_SECS`, default 10 s of load
 //! after 1 s of warm-up; `APIARY_BENCH_RATE`, default 1000 messages/s; `APIARY_BENCH_NATIVE=1`
 //! decides wakes with the native matcher, as `apiary up --native-triggers`;
-//! `APIARY_BENCH_VERIFY_TWICE=1` has the relay pool check every event again, as it does for a relay
+//! `APIARY_BENCH_DOOR=0` sends the replies over the harness's relay connection instead of the
+//! door; `APIARY_BENCH_VERIFY_TWICE=1` has the relay pool check every event again, as it does for a relay
 //! of another process, instead of trusting the in-process relay's check; `APIARY_BENCH_SPIN_US`,
 //! default 200 (at most a fifth of the interval), how long the sender spins before each send
 //! instead of sleeping; `APIARY_BENCH_GQI`
@@ -59,7 +61,6 @@ use apiary::resolve::Triggers;
 use nostr_relay_builder::prelude::*;
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
 
 /// Personas in the run (`APIARY_BENCH_PERSONAS`, default 50).
 static PERSONAS: LazyLock<usize> =
@@ -121,14 +122,16 @@ fn main() {
         }
     };
     let probes = Arc::new(Probes::default());
-    tracing_subscriber::registry()
-        .with(
-            ProbeLayer(Arc::clone(&probes)).with_filter(
-                tracing_subscriber::filter::Targets::new()
-                    .with_target("apiary::probe", tracing::Level::TRACE),
-            ),
-        )
-        .init();
+    // Not `.init()`: that also forwards the `log` crate's records, and the probes' TRACE level
+    // would then have every `log::trace!` in the websocket code built and offered to the
+    // subscriber (7% of the relay thread), which `apiary up` at its default level never pays.
+    let subscriber = tracing_subscriber::registry().with(
+        ProbeLayer(Arc::clone(&probes)).with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target("apiary::probe", tracing::Level::TRACE),
+        ),
+    );
+    tracing::subscriber::set_global_default(subscriber).expect("the probes' subscriber");
 
     let tmp = tempfile::tempdir().expect("temp dir");
     let personas = write_pack(tmp.path());
@@ -145,6 +148,8 @@ fn main() {
     {
         builder.global_queue_interval(n);
     }
+    // Named, so the CPU accounting can tell the harness's threads from the sender's.
+    builder.thread_name("harness");
     let rt = builder.build().expect("runtime");
     // The trigger component is compiled before the memory baseline: it is per process, not per persona.
     let matcher: Arc<dyn TriggerMatcher> = if std::env::var_os("APIARY_BENCH_NATIVE").is_some() {
@@ -239,7 +244,7 @@ struct RunContext<'a> {
 
 /// A relay for one run: the embedded one in this process, or nostr-rs-relay in its own.
 enum BenchRelay {
-    Embedded(Box<LocalRelay>),
+    Embedded(Box<apiary::relay::embedded::Embedded>),
     External(std::process::Child, tempfile::TempDir),
 }
 
@@ -247,24 +252,26 @@ impl BenchRelay {
     fn start(kind: RelayKind) -> (BenchRelay, String) {
         match kind {
             RelayKind::Embedded => {
-                // On the embedded relay's runtime, as `apiary up` runs it.
+                // apiary's embedded relay on its own runtime, as `apiary up` starts it, with the
+                // client rate limits and storage caps out of the load's reach.
+                let settings = apiary::relay::embedded::Settings {
+                    limits: apiary::relay::limits::Limits {
+                        per_key_per_minute: u32::MAX / 2,
+                        per_connection_per_minute: u32::MAX / 2,
+                        max_stored_events: u64::MAX / 2,
+                        max_stored_bytes: u64::MAX / 2,
+                        ..Default::default()
+                    },
+                    ..apiary::relay::embedded::Settings::ephemeral()
+                };
                 let io = apiary::relay::relay_runtime().expect("embedded relay runtime");
-                let (relay, url) = io.block_on(async {
-                    let builder = RelayBuilder::default()
-                        .addr("127.0.0.1".parse().expect("ip"))
-                        .rate_limit(RateLimit {
-                            max_reqs: 500,
-                            notes_per_minute: 100_000_000,
-                        });
-                    // Served as the embedded relay serves its connections (Nagle off).
-                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                        .await
-                        .expect("relay listener");
-                    let url = format!("ws://{}", listener.local_addr().expect("relay address"));
-                    let relay = LocalRelay::new(builder);
-                    apiary::relay::embedded::serve(relay.clone(), listener);
-                    (relay, url)
-                });
+                let relay = io
+                    .block_on(apiary::relay::embedded::Embedded::start_with(
+                        "127.0.0.1:0".parse().expect("address"),
+                        settings,
+                    ))
+                    .expect("embedded relay");
+                let url = relay.url.clone();
                 (BenchRelay::Embedded(Box::new(relay)), url)
             }
             RelayKind::NostrRs => {
@@ -383,6 +390,14 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
         // (always so for nostr-rs-relay, which is one).
         relay_in_process: ctx.relay_kind == RelayKind::Embedded
             && std::env::var_os("APIARY_BENCH_VERIFY_TWICE").is_none(),
+        // Replies through the embedded relay's door, as `apiary up`; APIARY_BENCH_DOOR=0 sends
+        // them over the harness's connection instead (as before the door).
+        door: match &relay {
+            BenchRelay::Embedded(e) if std::env::var("APIARY_BENCH_DOOR").as_deref() != Ok("0") => {
+                Some(e.door())
+            }
+            _ => None,
+        },
         channel_authority: Default::default(),
         // Measures the harness, not the flood limits.
         limits: dispatch::TurnLimits::UNLIMITED,
@@ -435,6 +450,7 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
     // Sender: its own runtime and connection, so pacing does not depend on the harness's threads.
     let sender_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
+        .thread_name("bench-sender")
         .enable_all()
         .build()
         .expect("sender runtime");
@@ -452,15 +468,25 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
     let spin = Duration::from_micros(env_num("APIARY_BENCH_SPIN_US", 200)).min(interval / 5);
     let t0 = Instant::now() + Duration::from_millis(50);
     let mut sent_at = Vec::with_capacity(events.len());
+    let mut cpu_at_warm = None;
+    let warm_sent = (rate * WARMUP.as_secs()) as usize;
     for (i, ev) in events.iter().enumerate() {
         let when = t0 + interval * i as u32;
         sleep_until(when, spin);
+        if i == warm_sent {
+            cpu_at_warm = Some((Instant::now(), cpu_ticks()));
+        }
         sent_at.push(Instant::now());
         if let Err(e) = sender.1.send_msg(ClientMessage::event(ev.clone())) {
             eprintln!("send failed: {e}");
         }
     }
     let send_span = sent_at.last().copied().unwrap_or(t0) - t0;
+    let cpu = cpu_at_warm.map(|(at, before)| CpuWindow {
+        span: at.elapsed(),
+        messages: events.len() - warm_sent,
+        used: cpu_ticks().since(&before),
+    });
     // Let the last prompts be written.
     let mut last = probes.len();
     for _ in 0..100 {
@@ -655,6 +681,9 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
             );
         }
         _ => println!("  harness memory per idle persona: not measured (/proc unavailable)"),
+    }
+    if let Some(cpu) = &cpu {
+        cpu.print();
     }
     if let Some(s) = summary {
         println!(
@@ -901,6 +930,109 @@ fn print_stats(label: &str, s: &Stats) {
         us(s.p99),
         us(s.max)
     );
+}
+
+/// CPU time (clock ticks) by who spent it: this process's threads by name (the embedded relay,
+/// the relay I/O thread, the harness's runtime, the sender, the bench's main thread) and child
+/// processes by name (the agents; nostr-rs-relay).
+#[derive(Default)]
+struct CpuTicks(std::collections::BTreeMap<String, u64>);
+
+impl CpuTicks {
+    fn since(&self, before: &CpuTicks) -> CpuTicks {
+        CpuTicks(
+            self.0
+                .iter()
+                .map(|(who, t)| {
+                    let was = before.0.get(who).copied().unwrap_or(0);
+                    (who.clone(), t.saturating_sub(was))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// (name, utime + stime) from a `/proc/.../stat` line, and the parent pid.
+fn stat_line(text: &str) -> Option<(String, u64, u32)> {
+    let (open, close) = (text.find('(')?, text.rfind(')')?);
+    let name = text.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = text.get(close + 2..)?.split(' ').collect();
+    // After the name: state(0) ppid(1) ... utime(11) stime(12).
+    let ppid = rest.get(1)?.parse().ok()?;
+    let ticks = rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?;
+    Some((name, ticks, ppid))
+}
+
+fn cpu_ticks() -> CpuTicks {
+    let mut by = CpuTicks::default();
+    let me = std::process::id();
+    let group = |name: &str| -> String {
+        if name.starts_with("live_agents") {
+            "bench main thread".into()
+        } else {
+            name.to_string()
+        }
+    };
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Some((name, ticks, _)) = std::fs::read_to_string(t.path().join("stat"))
+                .ok()
+                .and_then(|s| stat_line(&s))
+            {
+                *by.0.entry(group(&name)).or_default() += ticks;
+            }
+        }
+    }
+    if let Ok(procs) = std::fs::read_dir("/proc") {
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            if let Some((name, ticks, ppid)) = std::fs::read_to_string(p.path().join("stat"))
+                .ok()
+                .and_then(|s| stat_line(&s))
+                && ppid == me
+            {
+                *by.0.entry(format!("{name} (processes)")).or_default() += ticks;
+            }
+        }
+    }
+    by
+}
+
+/// The CPU the load window used, by who used it.
+struct CpuWindow {
+    span: Duration,
+    messages: usize,
+    used: CpuTicks,
+}
+
+impl CpuWindow {
+    fn print(&self) {
+        // Linux's USER_HZ.
+        const TICK: f64 = 0.01;
+        let secs = self.span.as_secs_f64().max(1e-9);
+        let total: u64 = self.used.0.values().sum();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        println!(
+            "  CPU in the load window ({secs:.1} s, {} messages): {:.0}% of {cores:.0} cores, {:.0} us a message",
+            self.messages,
+            total as f64 * TICK / secs / cores * 100.0,
+            total as f64 * TICK / self.messages.max(1) as f64 * 1e6
+        );
+        let mut rows: Vec<_> = self.used.0.iter().filter(|(_, t)| **t > 0).collect();
+        rows.sort_by(|a, b| b.1.cmp(a.1));
+        for (who, ticks) in rows {
+            println!(
+                "    {who:<28} {:>5.0}% of a core  {:>6.0} us a message",
+                *ticks as f64 * TICK / secs * 100.0,
+                *ticks as f64 * TICK / self.messages.max(1) as f64 * 1e6
+            );
+        }
+    }
 }
 
 fn rss_kib() -> Option<u64> {

@@ -29,6 +29,7 @@ use tokio_tungstenite::tungstenite::Message as Ws;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 
+use super::embedded::Door;
 use super::keys::KeyStore;
 use super::limits::{Admission, Limits};
 
@@ -96,6 +97,9 @@ pub struct Front {
     /// `Some` when NIP-42 is required: who may authenticate.
     pub allow: Option<AllowList>,
     pub admission: Arc<Admission>,
+    /// Where the front stores and fans out a client's events itself (see [`screen`]); `None`
+    /// when NIP-42 is required, whose per-connection state only the library knows.
+    pub door: Option<Door>,
 }
 
 impl Front {
@@ -191,7 +195,7 @@ async fn serve_connection(
     });
     let mut inner =
         tokio_tungstenite::WebSocketStream::from_raw_socket(ours, Role::Client, None).await;
-    let result = relay_messages(front, &mut client, &mut inner).await;
+    let result = relay_messages(front, peer, &mut client, &mut inner).await;
     // Close the library's side with a handshake (it answers our Close and then ends), so it does
     // not write into a pipe already gone (which it logs as an error).
     let _ = inner.close(None).await;
@@ -229,6 +233,7 @@ async fn handshake(stream: TcpStream, front: &Front) -> Result<Option<ClientSock
 /// Passes messages both ways, screening the client's ([`screen`]), until either side closes.
 async fn relay_messages(
     front: &Front,
+    peer: SocketAddr,
     client: &mut ClientSocket,
     inner: &mut LibrarySocket,
 ) -> Result<(), Ended> {
@@ -236,8 +241,12 @@ async fn relay_messages(
         tokio::select! {
             msg = client.next() => match msg {
                 Some(Ok(Ws::Text(text))) => match screen(front, text.as_str()) {
-                    Some(answer) => client.send(Ws::text(answer)).await?,
-                    None => inner.send(Ws::Text(text)).await?,
+                    Screened::Answer(answer) => client.send(Ws::text(answer)).await?,
+                    Screened::Pass => inner.send(Ws::Text(text)).await?,
+                    Screened::Take(event, door) => {
+                        let answer = ok_message(event.id, door.accept(&event, peer).await);
+                        client.send(Ws::text(answer)).await?
+                    }
                 },
                 Some(Ok(Ws::Binary(b))) => inner.send(Ws::Binary(b)).await?,
                 Some(Ok(Ws::Close(_))) | None => break,
@@ -266,31 +275,32 @@ async fn relay_messages(
     Ok(())
 }
 
-/// The answer the front gives itself to a client message, or `None` to pass it on.
-fn screen(front: &Front, text: &str) -> Option<String> {
-    // Only EVENT and AUTH are looked at; anything else (and anything unparsable, which the
-    // library refuses) goes through as is.
+/// What the front does with a client message.
+enum Screened<'f> {
+    /// Answers it itself (a refusal), without passing it on.
+    Answer(String),
+    /// Passes it on to the relay library as it is.
+    Pass,
+    /// Takes the event through its door: checked, stored and fanned out with one parse and no
+    /// round trip through the library's pipe (which would parse it again and answer through it).
+    Take(Box<Event>, &'f Door),
+}
+
+/// The front's look at a client message: only EVENT and AUTH are looked at; anything else (and
+/// anything unparsable, which the library refuses) goes through as is.
+fn screen<'f>(front: &'f Front, text: &str) -> Screened<'f> {
     let head = text.trim_start().get(..16).unwrap_or(text);
     let kind = if head.contains("\"EVENT\"") {
         "EVENT"
     } else if head.contains("\"AUTH\"") {
         "AUTH"
     } else {
-        return None;
+        return Screened::Pass;
     };
     let Ok(msg) = ClientMessage::from_json(text) else {
-        return None;
+        return Screened::Pass;
     };
-    let refuse = |id: EventId, why: String| {
-        Some(
-            RelayMessage::Ok {
-                event_id: id,
-                status: false,
-                message: Cow::Owned(why),
-            }
-            .as_json(),
-        )
-    };
+    let refuse = |id: EventId, why: String| Screened::Answer(ok_message(id, Err(why)));
     match msg {
         ClientMessage::Event(ev)
             if kind == "EVENT" && text.len() > front.limits.max_event_bytes =>
@@ -304,6 +314,12 @@ fn screen(front: &Front, text: &str) -> Option<String> {
                 ),
             )
         }
+        // A protected event (NIP-70) needs the connection's authentication, which the library
+        // keeps.
+        ClientMessage::Event(ev) if kind == "EVENT" && !ev.is_protected() => match &front.door {
+            Some(door) => Screened::Take(Box::new(ev.into_owned()), door),
+            None => Screened::Pass,
+        },
         ClientMessage::Auth(ev) => match &front.allow {
             Some(allow) if !allow.allows(&ev.pubkey) => {
                 tracing::warn!(pubkey = %ev.pubkey, "relay: refused authentication from a key outside the allow-list");
@@ -315,10 +331,24 @@ fn screen(front: &Front, text: &str) -> Option<String> {
                     ),
                 )
             }
-            _ => None,
+            _ => Screened::Pass,
         },
-        _ => None,
+        _ => Screened::Pass,
     }
+}
+
+/// The relay's `OK` for event `id`: accepted (with a note, e.g. a duplicate's) or refused, why.
+fn ok_message(id: EventId, outcome: Result<&str, String>) -> String {
+    let (status, message) = match outcome {
+        Ok(note) => (true, note.to_string()),
+        Err(why) => (false, why),
+    };
+    RelayMessage::Ok {
+        event_id: id,
+        status,
+        message: Cow::Owned(message),
+    }
+    .as_json()
 }
 
 /// Waits until the request head (up to the blank line) has arrived, without consuming it: the

@@ -181,12 +181,8 @@ impl Admission {
 
     /// Why `event`, from the connection `peer`, is refused; `None` to store it.
     pub fn check(&self, event: &Event, peer: SocketAddr) -> Option<String> {
-        if is_group_metadata(event.kind) && event.pubkey != self.relay_key {
-            return Some(format!(
-                "group metadata (kind {}) is signed by this relay's key only ({})",
-                event.kind.as_u16(),
-                self.relay_key.to_hex()
-            ));
+        if let Some(why) = self.foreign_metadata(event) {
+            return Some(why);
         }
         let now = Instant::now();
         // The connection first: a flood of many keys over one connection does not spend the keys'
@@ -210,6 +206,26 @@ impl Admission {
     }
 
     /// A connection ended: its bucket goes (the address may be reused by another client).
+    /// [`check`](Self::check) for an event signed in this process (see
+    /// [`Door`](crate::embedded::Door)): the group-metadata rule and the storage caps, no rate
+    /// limit.
+    pub fn check_own(&self, event: &Event) -> Option<String> {
+        self.foreign_metadata(event).or_else(|| {
+            let bytes = event.as_json().len() as u64 + 1;
+            self.usage.refusal(&self.limits, bytes)
+        })
+    }
+
+    fn foreign_metadata(&self, event: &Event) -> Option<String> {
+        (is_group_metadata(event.kind) && event.pubkey != self.relay_key).then(|| {
+            format!(
+                "group metadata (kind {}) is signed by this relay's key only ({})",
+                event.kind.as_u16(),
+                self.relay_key.to_hex()
+            )
+        })
+    }
+
     pub fn forget(&self, peer: SocketAddr) {
         lock(&self.connections).map.remove(&peer);
     }

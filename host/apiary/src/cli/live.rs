@@ -1048,6 +1048,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         base_prompt: plan.base_prompt,
         // Only our own embedded relay: it checked each event before storing it.
         relay_in_process: embedded.is_some(),
+        door: embedded.as_ref().map(|e| e.door()),
         channel_authority,
         limits: dispatch::TurnLimits {
             per_author: dispatch::Rate::per_minute(args.author_turns),

@@ -110,6 +110,10 @@ pub struct Config {
     /// signature before storing it: the subscription's events are not checked a second time (see
     /// `relay::echo`). Never set for a relay of another process.
     pub relay_in_process: bool,
+    /// The embedded relay's door, when `relay_url` is this process's own: replies are stored and
+    /// fanned out through it instead of being sent over a connection (see
+    /// [`relay::embedded::Door`]).
+    pub door: Option<relay::embedded::Door>,
     /// Whose kind 39000 metadata maps channel names to group ids.
     pub channel_authority: relay::ChannelAuthority,
     /// Turns each persona gives one author and one channel (see [`flood`]).

@@ -671,6 +671,13 @@ impl Publisher {
         .unwrap_or_else(|e| Err(e.to_string()))
         .map_err(DispatchError::Sign)?;
         h.echoes.expect(event.id);
+        if let Some(door) = &h.config.door {
+            door.publish(&event)
+                .await
+                .map_err(|why| DispatchError::Refused(vec![why]))?;
+            h.replies.fetch_add(1, Ordering::SeqCst);
+            return Ok(Some(published(&event)));
+        }
         let client = persona_relay(live, h).await;
         let mut sent = client.send_event(&event).await;
         // A relay that wants authentication only for writing says so now: retry once on the
@@ -688,15 +695,20 @@ impl Publisher {
         match sent {
             Ok(o) if !o.success.is_empty() => {
                 h.replies.fetch_add(1, Ordering::SeqCst);
-                let thread = Message::parse(&event)
-                    .and_then(|m| m.root)
-                    .map(|r| r.to_hex());
-                Ok(Some((event.id.to_hex(), thread)))
+                Ok(Some(published(&event)))
             }
             Ok(o) => Err(DispatchError::Refused(o.failed.values().cloned().collect())),
             Err(e) => Err(DispatchError::Publish(e.to_string())),
         }
     }
+}
+
+/// A published reply's id and thread root (hex).
+fn published(event: &nostr_sdk::Event) -> (String, Option<String>) {
+    let thread = Message::parse(event)
+        .and_then(|m| m.root)
+        .map(|r| r.to_hex());
+    (event.id.to_hex(), thread)
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

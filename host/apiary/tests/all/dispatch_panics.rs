@@ -155,6 +155,7 @@ fn a_panic_in_one_personas_path_is_reported_and_the_rest_runs_on() {
         keys: apiary::relay::keys::KeyStore::new(tmp.path().join("keys")),
         base_prompt: None,
         relay_in_process: true,
+        door: Some(relay.door()),
         channel_authority: Default::default(),
         limits: dispatch::TurnLimits::default(),
         cluster: Default::default(),
