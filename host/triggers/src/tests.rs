@@ -1,6 +1,7 @@
-//! The decision order, and the two fast paths checked against plain definitions: the keyword
-//! prefilter must never hide a match that a plain substring search finds (it is an optimisation,
-//! not a rule), and the batch must wake exactly the pairs that one decision per pair wakes.
+//! The decision order, and the fast paths checked against plain definitions: a keyword wakes
+//! exactly when a plain substring search of the lower-cased text finds it (the signature
+//! prefilter is an optimisation, not a rule), both one persona at a time and through the batch's
+//! probes, and the batch wakes exactly the pairs that one decision per pair wakes.
 
 use crate::{Matcher, Prepared, Reason, decide_batch};
 
@@ -127,6 +128,144 @@ fn batch_decisions_equal_the_decision_for_every_pair() {
         }
         assert_eq!(batch, pairs, "round {round}: {messages:?}");
     }
+}
+
+/// (message, persona, reason), as [`decide_batch`] gives them.
+type Wake = (u32, u32, Reason);
+
+/// The wakes of a batch whose personas have only keywords (one channel), with the plain definition:
+/// the first keyword in configured order that the lower-cased text contains.
+fn keyword_wakes(personas: &[Vec<&str>], texts: &[&str]) -> (Vec<Wake>, Vec<Wake>) {
+    let matchers: Vec<Matcher> = personas
+        .iter()
+        .enumerate()
+        .map(|(i, keywords)| {
+            Matcher::new(
+                &format!("p{i}"),
+                false,
+                keywords.iter().copied(),
+                false,
+                ["ops"],
+            )
+        })
+        .collect();
+    let batch = decide_batch(&matchers, texts.iter().map(|t| ("ops", *t, [].into_iter())));
+    let mut plain = Vec::new();
+    for (mi, text) in texts.iter().enumerate() {
+        for (pi, keywords) in personas.iter().enumerate() {
+            let lowered = text.to_lowercase();
+            if let Some(k) = keywords
+                .iter()
+                .position(|k| !k.is_empty() && lowered.contains(&k.to_lowercase()))
+            {
+                plain.push((mi as u32, pi as u32, Reason::Keyword(k)));
+            }
+        }
+    }
+    (batch, plain)
+}
+
+/// The batch's keyword wakes: overlapping keywords, one the end of another, shared by many
+/// personas, non-ASCII ones, in any case.
+#[test]
+fn batch_keyword_wakes_equal_a_plain_substring_search() {
+    let alphabet = [
+        "a", "b", "e", "x", "é", "ß", "CVE", " ", "-", "Ü", "ab", "ba", "z", "@", "`", "[", "{",
+        "A", "\u{212a}", "k",
+    ];
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    for round in 0..400 {
+        let keywords: Vec<String> = (0..1 + rng.next() % 12)
+            .map(|_| (0..rng.next() % 5).map(|_| rng.pick(&alphabet)).collect())
+            .collect();
+        let personas: Vec<Vec<&str>> = (0..1 + rng.next() % 8)
+            .map(|_| {
+                (0..rng.next() % 4)
+                    .map(|_| keywords[(rng.next() % keywords.len() as u64) as usize].as_str())
+                    .collect()
+            })
+            .collect();
+        let texts: Vec<String> = (0..1 + rng.next() % 8)
+            .map(|_| {
+                let len = if round % 10 == 0 { 400 } else { 30 };
+                (0..rng.next() % len).map(|_| rng.pick(&alphabet)).collect()
+            })
+            .collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let (batch, plain) = keyword_wakes(&personas, &texts);
+        assert_eq!(batch, plain, "round {round}: {personas:?} in {texts:?}");
+    }
+}
+
+#[test]
+fn batch_keywords_at_the_edges_overlapping_and_shared() {
+    let personas = vec![
+        vec!["hers", "he"],
+        vec!["she"],
+        vec![],
+        vec!["", "his"],
+        vec!["straße", "ÜBER"],
+        vec!["she", "hers"],
+        vec!["s"],
+    ];
+    let texts = [
+        "ushers",
+        "HIS",
+        "ends with his",
+        "Straße über alles",
+        "STRASSE",
+        "",
+        "nothing",
+        "S",
+    ];
+    let (batch, plain) = keyword_wakes(&personas, &texts);
+    assert_eq!(batch, plain);
+    let wakes = |mi: u32| -> Vec<(u32, Reason)> {
+        batch
+            .iter()
+            .filter(|w| w.0 == mi)
+            .map(|w| (w.1, w.2))
+            .collect()
+    };
+    // "ushers" holds "she", "he" and "hers", which overlap; "hers" comes first in its list.
+    assert_eq!(
+        wakes(0),
+        [
+            (0, Reason::Keyword(0)),
+            (1, Reason::Keyword(0)),
+            (5, Reason::Keyword(0)),
+            (6, Reason::Keyword(0))
+        ]
+    );
+    // At the very end, in capitals; the empty keyword never matches.
+    assert_eq!(wakes(1), [(3, Reason::Keyword(1)), (6, Reason::Keyword(0))]);
+    assert_eq!(wakes(2), [(3, Reason::Keyword(1)), (6, Reason::Keyword(0))]);
+    assert_eq!(wakes(3), [(4, Reason::Keyword(0)), (6, Reason::Keyword(0))]);
+    assert_eq!(wakes(4), [(6, Reason::Keyword(0))]);
+    assert_eq!(wakes(5), []);
+    assert_eq!(wakes(6), []);
+    assert_eq!(wakes(7), [(6, Reason::Keyword(0))]);
+}
+
+/// A batch with no keyword anywhere, or keywords only of personas that wake on every message,
+/// still decides mentions and all_messages.
+#[test]
+fn a_batch_without_keywords_decides_the_rest() {
+    let matchers = [
+        Matcher::new("a", true, [], false, ["ops"]),
+        Matcher::new("b", false, ["deploy"], true, ["ops"]),
+    ];
+    let batch = decide_batch(
+        &matchers,
+        [
+            ("ops", "deploy @a", [].into_iter()),
+            ("dev", "deploy", [].into_iter()),
+        ],
+    );
+    assert_eq!(
+        batch,
+        [(0, 0, Reason::Mentioned), (0, 1, Reason::AllMessages)]
+    );
 }
 
 fn decide(m: &Matcher, channel: &str, text: &str, mentions: &[&str]) -> Reason {
