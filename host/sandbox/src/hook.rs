@@ -8,6 +8,7 @@ use wasmtime::Store;
 use wasmtime::component::{ComponentExportIndex, Instance};
 
 use super::bindings::latest::hook::exports::apiary::plugin::lifecycle;
+use super::prepared::Prepared;
 use super::warm::WarmPool;
 use super::{
     CallOutput, Capabilities, Grants, Limits, Loaded, Sandbox, SandboxError, State, World, truncate,
@@ -107,6 +108,8 @@ pub struct HookRunner {
     limits: Limits,
     /// Stores kept between calls that ended normally; `None` runs every call in a fresh store.
     warm: Option<WarmPool<WarmKey>>,
+    /// WASI contexts (with the workspace preopen) for fresh stores, kept between calls.
+    prepared: Prepared<WarmKey>,
     /// What the operator granted beyond the world's defaults (declared and granted).
     caps: Capabilities,
 }
@@ -116,6 +119,7 @@ impl HookRunner {
         let exports = export_indexes(&loaded, World::Hook, ["on-start", "on-stop", "on-message"])?;
         Ok(HookRunner {
             warm: Some(loaded.warm_pool(WARM_STORES)),
+            prepared: Prepared::new(WARM_STORES),
             loaded,
             exports,
             limits: Limits::hook(),
@@ -126,7 +130,7 @@ impl HookRunner {
     /// The same hook with `caps` added to every call (see [`crate::caps`]).
     pub fn with_capabilities(mut self, caps: Capabilities) -> HookRunner {
         self.caps = caps;
-        self
+        self.without_kept_state()
     }
 
     /// Whether a store is kept between calls (the default) or every call gets a fresh one.
@@ -137,7 +141,14 @@ impl HookRunner {
 
     pub fn with_limits(mut self, limits: Limits) -> HookRunner {
         self.limits = limits;
-        self
+        self.without_kept_state()
+    }
+
+    /// Drops the stores and contexts built before the grants or limits changed.
+    fn without_kept_state(mut self) -> HookRunner {
+        let reuse = self.warm.is_some();
+        self.prepared = Prepared::new(WARM_STORES);
+        self.with_reuse(reuse)
     }
 
     pub fn loaded(&self) -> &Loaded {
@@ -204,14 +215,20 @@ impl HookRunner {
                 Err(message) => Err(guest_error(&name, &message, max_string)),
             })
         };
-        let warm = self.warm.as_ref().and_then(|pool| {
-            WarmKey::new(workspace, &persona.pack_id, &persona.name).map(|key| (pool, key))
-        });
-        match warm {
-            Some((pool, key)) => {
+        let key = WarmKey::new(workspace, &persona.pack_id, &persona.name);
+        match (key, &self.warm) {
+            (Some(key), Some(pool)) => {
                 sandbox.call_warm(&self.loaded, &self.limits, &grants, pool, key, call)
             }
-            None => sandbox.call(&self.loaded, &self.limits, &grants, call),
+            (Some(key), None) => sandbox.call_prepared(
+                &self.loaded,
+                &self.limits,
+                &grants,
+                &self.prepared,
+                key,
+                call,
+            ),
+            (None, _) => sandbox.call(&self.loaded, &self.limits, &grants, call),
         }
     }
 }

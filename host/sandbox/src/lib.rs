@@ -21,6 +21,7 @@ pub mod converter;
 pub mod hook;
 pub mod http;
 pub mod limits;
+pub mod prepared;
 pub mod trigger;
 pub mod warm;
 pub mod wasi;
@@ -42,6 +43,7 @@ pub use limits::Limits;
 pub use wasi::{Captured, Grants, Preopen};
 
 use limits::Limiter;
+use prepared::Prepared;
 use warm::{Budget, Live, WarmPool};
 use wasi::Sink;
 
@@ -179,6 +181,46 @@ pub struct State {
     http: http::HttpPolicy,
 }
 
+impl State {
+    /// The state of a new store for `loaded`: WASI from `grants`, the memory cap, bounded output.
+    fn new(loaded: &Loaded, limits: &Limits, grants: &Grants) -> Result<State, SandboxError> {
+        let stdout = Sink::new(limits.max_output);
+        let stderr = Sink::new(limits.max_output);
+        let wasi = grants
+            .build(&stdout, &stderr)
+            .map_err(|e| SandboxError::Setup {
+                name: loaded.name.to_string(),
+                detail: e.to_string(),
+            })?;
+        Ok(State {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter::new(limits.memory),
+            component: loaded.name.clone(),
+            log_lines: 0,
+            stdout,
+            stderr,
+            http_ctx: WasiHttpCtx::new(),
+            http: http::HttpPolicy::new(grants.http.clone()),
+        })
+    }
+
+    /// The state of a dropped store, ready for the next fresh store with the same `grants`: the
+    /// WASI context (configuration only: grants, sinks, clocks, random generators) stays; what
+    /// the last instance held (its resources, HTTP requests, memory bookkeeping) goes.
+    fn recycled(mut self, limits: &Limits, grants: &Grants) -> State {
+        self.table = ResourceTable::new();
+        self.limiter = Limiter::new(limits.memory);
+        self.log_lines = 0;
+        self.http_ctx = WasiHttpCtx::new();
+        self.http = http::HttpPolicy::new(grants.http.clone());
+        // Emptied after every call already; a guest writing from a host thread after it ended
+        // would show up here.
+        let _ = (self.stdout.take(), self.stderr.take());
+        self
+    }
+}
+
 impl WasiView for State {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
@@ -295,7 +337,8 @@ pub struct SandboxConfig {
 
 /// The default [`SandboxConfig::keep_resident`]: a Rust guest uses a bit over 1 MiB. Keeping
 /// 64 MiB (the whole image of a 12-18 MB Python or JavaScript component) measured no faster
-/// per call (`cargo bench --bench sandbox -- lang` compares both), so memory is not held for it.
+/// per call (`APIARY_BENCH_RESIDENT=1 cargo bench --bench sandbox -- lang` compares both), so
+/// memory is not held for it.
 pub const KEEP_RESIDENT: usize = 4 << 20;
 
 impl Default for SandboxConfig {
@@ -334,6 +377,9 @@ fn engine_config(pool: Option<(u32, usize)>) -> Config {
             // Reset memories in place instead of madvise: instantiation then scales across
             // threads inside a VM (feasibility.md, section 5).
             .linear_memory_keep_resident(keep_resident)
+            // Within `keep_resident`, reset only the pages the instance wrote (Linux 6.7's
+            // PAGEMAP_SCAN) instead of `memset`ting all of them: wasmtime's default is off.
+            .pagemap_scan(wasmtime::Enabled::Auto)
             .table_keep_resident(64 << 10);
         cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(p));
     }
@@ -523,6 +569,31 @@ impl Sandbox {
         out
     }
 
+    /// Like [`Sandbox::call`], in a fresh store around the WASI context `prepared` holds for
+    /// `key` (built from `grants` when it holds none); the context goes back to `prepared` when
+    /// the call ended normally. The instance, its memory and its resources are new every call.
+    pub(crate) fn call_prepared<K: PartialEq, R: Send>(
+        &self,
+        loaded: &Loaded,
+        limits: &Limits,
+        grants: &Grants,
+        prepared: &Prepared<K>,
+        key: K,
+        f: impl FnOnce(&mut Store<State>, &Instance) -> wasmtime::Result<Result<R, SandboxError>> + Send,
+    ) -> Result<CallOutput<R>, SandboxError> {
+        let state = match prepared.take(&key) {
+            Some(state) => state,
+            None => State::new(loaded, limits, grants)?,
+        };
+        let mut slot = Some(self.store_with(state));
+        let out = self.call_in(loaded, limits, grants, &mut slot, f);
+        // Still there: the call ended normally.
+        if let Some(live) = slot {
+            prepared.put(key, live.store.into_data().recycled(limits, grants));
+        }
+        out
+    }
+
     /// One call in `slot`'s store, or in a fresh one left in `slot`. The store stays in `slot`
     /// only when the call ended normally (an answer or the component's own error result) and
     /// [`Live::served`] agrees; otherwise `slot` is emptied, so the next call starts fresh.
@@ -620,30 +691,14 @@ impl Sandbox {
         limits: &Limits,
         grants: &Grants,
     ) -> Result<Live, SandboxError> {
-        let stdout = Sink::new(limits.max_output);
-        let stderr = Sink::new(limits.max_output);
-        let wasi = grants
-            .build(&stdout, &stderr)
-            .map_err(|e| SandboxError::Setup {
-                name: loaded.name.to_string(),
-                detail: e.to_string(),
-            })?;
-        let mut store = Store::new(
-            &self.engine,
-            State {
-                wasi,
-                table: ResourceTable::new(),
-                limiter: Limiter::new(limits.memory),
-                component: loaded.name.clone(),
-                log_lines: 0,
-                stdout,
-                stderr,
-                http_ctx: WasiHttpCtx::new(),
-                http: http::HttpPolicy::new(grants.http.clone()),
-            },
-        );
+        Ok(self.store_with(State::new(loaded, limits, grants)?))
+    }
+
+    /// A fresh store around `state` (new, or [`Prepared`] by an earlier store).
+    fn store_with(&self, state: State) -> Live {
+        let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
-        Ok(Live::new(store))
+        Live::new(store)
     }
 
     fn admit(&self, loaded: &Loaded) -> Result<(), SandboxError> {

@@ -168,6 +168,41 @@ fn without_reuse_every_call_starts_fresh() {
     assert_eq!(count(&sb, &h, "eve", dir.path()), 1);
 }
 
+/// Fresh stores lend a WASI context prepared by an earlier call (`sandbox::prepared`): the
+/// instance is new every call, and the preopen is never another workspace's.
+#[test]
+fn fresh_stores_share_no_instance_and_no_other_workspace() {
+    let sb = sandbox(128);
+    let dir = tempfile::tempdir().unwrap();
+    let h = hook(&sb, "hostile_hook").with_reuse(false);
+    for _ in 0..6 {
+        send(&sb, &h, "eve", "leak", dir.path()).expect("leak");
+        assert_eq!(count(&sb, &h, "eve", dir.path()), 1, "a fresh instance");
+    }
+    let audit = hook(&sb, "hook_audit").with_reuse(false);
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for ws in [&a, &b] {
+        std::fs::create_dir(ws).unwrap();
+    }
+    for (ws, text) in [(&a, "one"), (&b, "two"), (&a, "three")] {
+        send(&sb, &audit, "eve", text, ws).unwrap();
+    }
+    let lines = |ws: &Path| {
+        std::fs::read_to_string(ws.join("audit.log"))
+            .unwrap()
+            .lines()
+            .map(|l| l.rsplit('\t').next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lines(&a), ["one", "three"]);
+    assert_eq!(lines(&b), ["two"]);
+    // Replaced at the same path: the new directory, not the old one's open handle.
+    std::fs::remove_dir_all(&a).unwrap();
+    std::fs::create_dir(&a).unwrap();
+    send(&sb, &audit, "eve", "four", &a).unwrap();
+    assert_eq!(lines(&a), ["four"]);
+}
+
 #[test]
 fn parked_stores_are_bounded_by_the_pool() {
     // A pool of 8 instances parks at most 2 stores: the most recent ones.
