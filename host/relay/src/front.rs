@@ -8,7 +8,10 @@
 //!   (close code 1009) before it is buffered whole;
 //! - with NIP-42 required, an `AUTH` from a key outside the [`AllowList`] is answered `OK false`
 //!   and not passed on, so the connection stays unauthenticated and the library keeps refusing
-//!   its reads and writes.
+//!   its reads and writes;
+//! - without NIP-42, a client's `EVENT` is taken here through the relay's [`Door`] (id and
+//!   signature checked, the write policy, stored, fanned out, answered) instead of being framed
+//!   again for the library, which would parse it a second time; subscriptions stay the library's.
 //!
 //! Nagle's algorithm is off on every connection: with it on, a relay fanning many small frames out
 //! to a subscriber held each one back until the previous one was acknowledged (6 ms at p50 in the
