@@ -105,7 +105,7 @@ pub struct Front {
     /// `Some` when NIP-42 is required: who may authenticate.
     pub allow: Option<AllowList>,
     pub admission: Arc<Admission>,
-    /// Where the front stores and fans out a client's events itself (see [`screen`]); `None`
+    /// Where the front stores and fans out a client's events itself; `None`
     /// when NIP-42 is required, whose per-connection state only the library knows.
     pub door: Option<Door>,
 }
