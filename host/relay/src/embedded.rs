@@ -156,8 +156,9 @@ impl Embedded {
 /// journaled and fanned out to subscribers like a client's, without the websocket round trip, a
 /// second parse or a signature check (the harness signed them a moment before). The rate limits
 /// are for clients and do not apply (the harness has its own turn limits); the storage caps and
-/// the group-metadata rule do. Under load this halves the relay's work: before, every reply cost
-/// it a parse and a Schnorr verification, as much as the message it answered.
+/// the group-metadata rule do. Before, every reply cost the relay a parse and a Schnorr
+/// verification, as much as the message it answered: the door took the relay's CPU a message from
+/// 412 to 313 µs at 1,000 msg/s (`live_agents`, same sitting).
 #[derive(Clone, Debug)]
 pub struct Door {
     relay: LocalRelay,
