@@ -56,8 +56,8 @@ impl Settings {
 }
 
 pub struct Embedded {
-    relay: LocalRelay,
-    store: Arc<Store>,
+    /// The relay library and its store, as the harness's replies reach them.
+    door: Door,
     accept: tokio::task::AbortHandle,
     pub url: String,
     /// The relay's public key (advertised in its NIP-11 document).
@@ -121,14 +121,13 @@ impl Embedded {
             info: Front::info_document(&pubkey, &limits, auth.is_some()),
             limits,
             // With NIP-42 required, a connection's authentication is the library's to know.
-            door: auth.is_none().then_some(door),
+            door: auth.is_none().then(|| door.clone()),
             allow: auth,
             admission: Arc::clone(&admission),
         };
-        let accept = super::front::serve(relay.clone(), listener, Arc::new(front)).abort_handle();
+        let accept = super::front::serve(relay, listener, Arc::new(front)).abort_handle();
         Ok(Embedded {
-            relay,
-            store,
+            door,
             accept,
             url: format!("ws://{local}"),
             pubkey,
@@ -139,16 +138,12 @@ impl Embedded {
 
     pub fn shutdown(&self) {
         self.accept.abort();
-        self.relay.shutdown();
+        self.door.relay.shutdown();
     }
 
     /// The door for this process's own events (see [`Door`]).
     pub fn door(&self) -> Door {
-        Door {
-            relay: self.relay.clone(),
-            store: Arc::clone(&self.store),
-            admission: Arc::clone(&self.admission),
-        }
+        self.door.clone()
     }
 }
 
@@ -327,11 +322,10 @@ impl Store {
             .map_err(|e| RelayError::file("opening", path, e))
     }
 
-    /// Appends `event` to the journal; an error (the event is then not stored at all) when the
-    /// write fails, so nothing is acknowledged that a restart would lose.
-    fn append(&self, event: &Event) -> Result<u64, DatabaseError> {
-        let mut line = event.as_json();
-        line.push('\n');
+    /// Appends `line` (an event as JSON, newline-terminated) to the journal; an error (the event
+    /// is then not stored at all) when the write fails, so nothing is acknowledged that a restart
+    /// would lose.
+    fn append(&self, line: &str) -> Result<u64, DatabaseError> {
         if let Some((file, path)) = &self.journal {
             let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
             if let Err(e) = f.write_all(line.as_bytes()) {
@@ -435,8 +429,14 @@ impl NostrDatabase for Store {
         Box::pin(async move {
             // The write policy refused what would not fit; this is the backstop (a race between
             // connections), never reached in normal use.
-            let bytes = event.as_json().len() as u64 + 1;
-            if self.usage.refusal(&self.limits, bytes).is_some() {
+            // One serialisation serves the size check and the journal line.
+            let mut line = event.as_json();
+            line.push('\n');
+            if self
+                .usage
+                .refusal(&self.limits, line.len() as u64)
+                .is_some()
+            {
                 return Ok(SaveEventStatus::Rejected(RejectedReason::Other));
             }
             if event.kind.is_ephemeral() {
@@ -448,7 +448,7 @@ impl NostrDatabase for Store {
             {
                 return self.inner.save_event(event).await;
             }
-            let written = self.append(event)?;
+            let written = self.append(&line)?;
             self.usage.events.fetch_add(1, Ordering::Relaxed);
             self.usage.bytes.fetch_add(written, Ordering::Relaxed);
             self.inner.save_event(event).await
@@ -664,7 +664,15 @@ mod tests {
             !matches!(more, Ok(Ok(nostr_sdk::RelayPoolNotification::Event { .. }))),
             "nothing else was fanned out"
         );
-        assert!(relay.store.event_by_id(&other.id).await.unwrap().is_none());
+        assert!(
+            relay
+                .door
+                .store
+                .event_by_id(&other.id)
+                .await
+                .unwrap()
+                .is_none()
+        );
         relay.shutdown();
     }
 
