@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::support::live::{Up, event_of, persona, write_pack};
+use crate::support::live::{Up, event_of, grant, persona, write_pack};
 
 /// A shell agent that fails `session/new` (or, with `FAIL_AT=prompt`, the prompt) the way
 /// claude-code-acp does as root: an internal error whose `data` says more, after explaining itself
@@ -40,7 +40,9 @@ fn setup(home: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
         )],
         &[],
     );
-    let script = home.join("agent.sh");
+    // In a directory of its own: an agent program's directory is readable to the agent.
+    std::fs::create_dir_all(home.join("bin")).unwrap();
+    let script = home.join("bin/agent.sh");
     std::fs::write(&script, FAILING_AGENT).unwrap();
     #[cfg(unix)]
     {
@@ -104,6 +106,12 @@ fn a_refused_persona_shows_the_errors_data_and_the_agents_stderr() {
 fn a_failed_turn_shows_the_errors_data_and_the_agents_stderr() {
     let home = tempfile::tempdir().unwrap();
     let (pack, script) = setup(home.path());
+    // Agents get no variable of the operator's the operator did not grant.
+    grant(
+        home.path(),
+        "com.example.failing",
+        "agent_env = [\"FAIL_AT\"]",
+    );
     let mut up = Up::start(
         home.path(),
         &[&pack],

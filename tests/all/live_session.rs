@@ -6,7 +6,7 @@ use apiary_e2e::data_dir;
 use serde_json::json;
 
 use crate::support::live::relays::{Kind, Options, TestRelay};
-use crate::support::live::{Up, capture, persona, received, write_pack};
+use crate::support::live::{Up, capture, grant, persona, received, write_pack};
 
 #[test]
 fn session_env_skills_and_refusals() {
@@ -230,7 +230,8 @@ fn agent_without_system_prompt_support_gets_the_prefix() {
     );
     // A shell agent that advertises nothing: a wrapper script around the bundled agent would be
     // simpler, but a plain NDJSON script keeps this independent of apiary-agent.
-    let script = home.path().join("agent.sh");
+    std::fs::create_dir_all(home.path().join("bin")).unwrap();
+    let script = home.path().join("bin/agent.sh");
     std::fs::write(
         &script,
         r#"#!/bin/sh
@@ -253,7 +254,7 @@ done
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let capture_file = home.path().join("script.jsonl");
+    let capture_file = capture_grant(home.path());
     let mut up = Up::start(
         home.path(),
         &[&pack],
@@ -288,7 +289,7 @@ done
 
     // BUZZ_ACP_NO_BASE_PROMPT drops [Base] and keeps [System].
     let home2 = tempfile::tempdir().unwrap();
-    let capture2 = home2.path().join("script.jsonl");
+    let capture2 = capture_grant(home2.path());
     let mut up = Up::start(
         home2.path(),
         &[&pack],
@@ -385,4 +386,20 @@ fn nice_of(pid: u64) -> i64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// A capture file the script agent may write, and the variable naming it, granted (agents get
+/// neither the operator's files nor its environment otherwise).
+fn capture_grant(home: &std::path::Path) -> std::path::PathBuf {
+    let dir = home.join("capture");
+    std::fs::create_dir_all(&dir).unwrap();
+    grant(
+        home,
+        "com.example.prefix",
+        &format!(
+            "agent_env = [\"CAPTURE_FILE\"]\nagent_write = [\"{}\"]",
+            dir.display()
+        ),
+    );
+    dir.join("script.jsonl")
 }

@@ -24,6 +24,7 @@ mod dist_hostile;
 mod dist_install;
 mod hook_run;
 mod live_auth;
+mod live_confinement;
 mod live_continuity;
 mod live_hooks;
 mod live_hostile;

@@ -180,6 +180,8 @@ fn memory_per_persona() -> Option<f64> {
             cluster: Default::default(),
             sessions_dir: None,
             persona_limits: Default::default(),
+            confinement: apiary::dispatch::confine::Confinement::none("not confined in this test"),
+            private_dirs: Vec::new(),
         };
         let out: dispatch::Out = Arc::new(move |n: dispatch::Note| {
             if let Some(l) = n.text {

@@ -404,6 +404,8 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
         cluster: Default::default(),
         sessions_dir: None,
         persona_limits: Default::default(),
+        confinement: apiary::dispatch::confine::Confinement::none("not confined in this test"),
+        private_dirs: Vec::new(),
     };
     let roots = packs
         .iter()

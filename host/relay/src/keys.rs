@@ -144,6 +144,15 @@ impl KeyStore {
             .collect()
     }
 
+    /// The secret keys of every key in the store, to make sure none is ever published.
+    pub fn secret_keys(&self) -> Vec<SecretKey> {
+        self.key_files()
+            .iter()
+            .filter_map(|p| load_existing(p).ok())
+            .map(|k| k.secret_key().clone())
+            .collect()
+    }
+
     /// Every `*.key` file of the store (two levels deep, links not followed).
     pub fn key_files(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();

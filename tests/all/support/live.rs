@@ -326,6 +326,18 @@ pub fn write_pack(root: &Path, id: &str, personas: &[(&str, &str)], extra: &[(&s
     apiary_e2e::write_tree(root, &refs);
 }
 
+/// Writes the operator's overrides file (its default place under `home`) with one pack's table:
+/// `lines` are TOML keys such as `agent_env = ["X"]`.
+pub fn grant(home: &Path, pack_id: &str, lines: &str) {
+    let dir = home.join(".config/apiary");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("overrides.toml"),
+        format!("[\"{pack_id}\"]\n{lines}\n"),
+    )
+    .unwrap();
+}
+
 /// A persona file: frontmatter lines (YAML) and a body.
 pub fn persona(name: &str, frontmatter: &str, body: &str) -> String {
     format!(

@@ -96,8 +96,10 @@ pub struct SpawnSpec {
     /// Label for logs.
     pub persona: String,
     pub command: AgentCommand,
-    /// Variables set in the child on top of the inherited environment.
+    /// The agent's whole environment: nothing of apiary's own is inherited.
     pub env: Vec<(String, String)>,
+    /// Start the agent confined, through this launcher (see `dispatch::confine`); `None`: directly.
+    pub launch: Option<Launch>,
     /// The child's working directory.
     pub cwd: PathBuf,
     pub policy: PermissionPolicy,
@@ -112,6 +114,15 @@ pub struct SpawnSpec {
     pub nice: u8,
     /// The last lines of the agent's stderr, over this persona's runs.
     pub stderr: StderrTail,
+}
+
+/// A confined start: apiary's own binary as the launcher, told what to start by its plan (which
+/// holds the command line, environment, files and network of the agent).
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub launcher: PathBuf,
+    /// [`apiary_confine::Plan`] as JSON.
+    pub plan: String,
 }
 
 /// `apiary up`'s default for [`SpawnSpec::nice`].
@@ -292,12 +303,26 @@ impl Shared {
     }
 }
 
-/// The agent's process: piped stdio, its own process group, `spec.nice` lower priority.
+/// The agent's process (or its launcher's): piped stdio, its own process group, `spec.nice` lower
+/// priority, an environment of nothing but its own.
 fn agent_command(spec: &SpawnSpec) -> Command {
-    let mut cmd = Command::new(&spec.command.program);
-    cmd.args(&spec.command.args)
-        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(&spec.cwd)
+    let mut cmd = match &spec.launch {
+        Some(launch) => {
+            let mut cmd = Command::new(&launch.launcher);
+            cmd.arg(apiary_confine::LAUNCH_ARG)
+                .env_clear()
+                .env(apiary_confine::PLAN_VAR, &launch.plan);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(&spec.command.program);
+            cmd.args(&spec.command.args)
+                .env_clear()
+                .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            cmd
+        }
+    };
+    cmd.current_dir(&spec.cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

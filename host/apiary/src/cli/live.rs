@@ -199,6 +199,17 @@ pub struct UpArgs {
     #[arg(long, value_name = "N", default_value_t = crate::acp::DEFAULT_AGENT_NICE,
           value_parser = clap::value_parser!(u8).range(0..=19))]
     pub agent_nice: u8,
+    /// Start agents even where this machine cannot confine them (no Landlock, no user or network
+    /// namespaces): each layer that works is still applied, and the status view, the `ready`
+    /// lines and `--json` say which are missing. Without it `up` refuses to start agents there
+    /// (the bundled `apiary-agent` excepted, with a notice).
+    #[arg(long)]
+    pub unconfined_agents: bool,
+    /// Run agents as this user (apiary running as root): its workspace, home and temporary
+    /// directory become that user's. For runtimes that refuse root (Claude Code); the agent keeps
+    /// no capability either way.
+    #[arg(long, value_name = "USER")]
+    pub agent_user: Option<String>,
     /// Do not publish agents' replies (for agents that publish themselves).
     #[arg(long)]
     pub no_publish: bool,
@@ -507,6 +518,52 @@ fn write_example(dir: &Path) -> std::io::Result<()> {
     }
 }
 
+/// `confinement <layers>`, with what is missing and why when something is.
+fn confinement_note(c: &dispatch::confine::Confinement) -> Note {
+    let layers = c.label();
+    let text = match &c.missing {
+        None => format!(
+            "confinement {layers}: agents see their workspace, the system and their runtime; network only through apiary"
+        ),
+        Some(why) => format!("confinement {layers}: NOT fully confined, {why}"),
+    };
+    Note::new("confinement", text)
+        .with("layers", layers)
+        .with("complete", c.complete())
+        .with("missing", c.missing.clone())
+}
+
+/// What this machine can enforce on agents, and what `up` does about it (see
+/// [`dispatch::confine::Confinement::decide`]).
+fn confinement(
+    args: &UpArgs,
+    agent: &AgentCommand,
+) -> Result<dispatch::confine::Confinement, Failed> {
+    use dispatch::confine::{AgentUser, Confinement};
+    let user = match args.agent_user.as_deref() {
+        Some(name) => Some(AgentUser::lookup(name).map_err(Failed::usage)?),
+        None => None,
+    };
+    let launcher = std::env::current_exe().map_err(|e| {
+        Failed::error(format_args!(
+            "cannot find apiary's own binary to confine agents: {e}"
+        ))
+    })?;
+    let support = apiary_confine::Support::detect(&launcher);
+    let bundled = agent
+        .program
+        .file_stem()
+        .is_some_and(|n| n == "apiary-agent");
+    let accept_less = if args.unconfined_agents {
+        Some("--unconfined-agents")
+    } else if bundled {
+        Some("the bundled apiary-agent needs no confinement")
+    } else {
+        None
+    };
+    Confinement::decide(launcher, support, accept_less, user).map_err(Failed::error)
+}
+
 fn default_agent() -> AgentCommand {
     let name = format!("apiary-agent{}", std::env::consts::EXE_SUFFIX);
     let sibling = std::env::current_exe()
@@ -801,6 +858,10 @@ struct Plan {
     settings: Option<relay::embedded::Settings>,
     /// This replica's shard (`--shard`).
     shard: Option<Shard>,
+    /// How agents are confined here.
+    confinement: dispatch::confine::Confinement,
+    /// What no agent may read by way of its program's location.
+    private_dirs: Vec<PathBuf>,
 }
 
 pub fn up(args: UpArgs) -> u8 {
@@ -866,6 +927,9 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
         }
         None => default_agent(),
     };
+    let confinement = confinement(args, &agent)?;
+    let mut private_dirs = vec![data.dir().to_path_buf(), root.clone()];
+    private_dirs.extend(dirs::home_dir());
     let (authorities, allow) = match (
         parse_keys("--channel-authority", &args.channel_authority),
         parse_keys("--relay-allow-key", &args.relay_allow_key),
@@ -900,6 +964,8 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
         authorities,
         settings,
         shard,
+        confinement,
+        private_dirs,
     })
 }
 
@@ -1016,6 +1082,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
     if let Some(url) = ops_url {
         out(Note::new("ops", format!("ops {url}")).with("url", url));
     }
+    out(confinement_note(&plan.confinement));
     for note in plan.trust_notes {
         out(note);
     }
@@ -1057,6 +1124,8 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         cluster,
         sessions_dir: Some(plan.data.sessions()),
         persona_limits: plan.persona_limits,
+        confinement: plan.confinement,
+        private_dirs: plan.private_dirs,
     };
     let matcher = trigger_matcher(args.native_triggers).await;
     let roots = plan

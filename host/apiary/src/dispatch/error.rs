@@ -47,6 +47,14 @@ pub enum DispatchError {
     Refused(Vec<String>),
     #[error("publishing the reply: {0}")]
     Publish(String),
+    /// The agent cannot be confined as configured (a grant not set, a key not granted, ...).
+    #[error("agent not started: {0}")]
+    Confine(#[from] super::confine::ConfineError),
+    /// Runtime configuration in the workspace that the operator did not allow.
+    #[error(
+        "the workspace holds {file}, agent runtime configuration the operator did not put there (a hook or an agent wrote it): remove it, or allow it with `agent_config = [\"{name}\"]` for this persona in the overrides file"
+    )]
+    PlantedConfig { file: String, name: String },
     /// A panic (a bug) caught where a persona's path starts; `during` says which.
     #[error("internal error {during}: {detail}")]
     Panicked {
@@ -75,6 +83,8 @@ impl DispatchError {
             DispatchError::Sign(_) => "sign",
             DispatchError::Refused(_) => "refused",
             DispatchError::Publish(_) => "publish",
+            DispatchError::Confine(_) => "confine",
+            DispatchError::PlantedConfig { .. } => "planted-config",
             DispatchError::Panicked { .. } => "panicked",
         }
     }

@@ -13,7 +13,7 @@ use super::sessions::SessionStore;
 use super::supervise::{Policy, Supervised, Supervisor};
 use super::{
     Config, DispatchError, HookError, HookPoint, HookRunner, Note, Out, PackRun, RELAY_TIMEOUT,
-    Seen, TriggerPersona, flood, hooks, limits, workspace,
+    Seen, TriggerPersona, confine, flood, hooks, limits, workspace,
 };
 use crate::acp::{AcpClient, SpawnSpec, StderrTail};
 use crate::relay::{self, Message};
@@ -48,6 +48,10 @@ pub(super) struct Live {
     sessions: Option<SessionStore>,
     /// Its spending against the operator's limits, over all its channels.
     pub budget: std::sync::Mutex<limits::Budget>,
+    /// The confinement layers its agent runs under (`files,network,seccomp`, `none`).
+    pub confinement: String,
+    /// Its agent's egress socket (kept open across restarts).
+    _egress: Option<Arc<apiary_egress::AgentSocket>>,
     /// The turns it gives one author and takes in one channel: `up`'s flags, or its own from
     /// the overrides file (see [`flood`]).
     pub turns: flood::TurnLimits,
@@ -213,6 +217,8 @@ impl Live {
 pub(super) struct Reporting {
     pub stderr: StderrTail,
     pub out: Out,
+    /// Learns the persona's key and its agent's granted values, never to publish them.
+    pub redactor: Arc<super::redact::Redactor>,
 }
 
 /// Starts one persona: MCP check, workspace and skills, key, hooks, agent. `Err` refuses it.
@@ -235,7 +241,12 @@ pub(super) async fn start_persona(
         .persona(&run.namespace, &name)
         .map_err(DispatchError::Keys)?;
     start_hooks(runner, &pack_id, persona, &cwd).await?;
-    let mut spec = spawn_spec(config, persona, &pack_id, &cwd, reporting.stderr);
+    let agent_box = confine_agent(config, run, persona, &cwd, &reporting.out)?;
+    reporting.redactor.add_key(keys.secret_key());
+    for value in &agent_box.secrets {
+        reporting.redactor.add_value(value);
+    }
+    let mut spec = spawn_spec(config, persona, &cwd, &agent_box, reporting.stderr);
     spec.events = Some(agent_events(&name, &reporting.out));
     let channels = subscribed(config, client, persona).await;
     let sessions = config
@@ -282,7 +293,44 @@ pub(super) async fn start_persona(
         sessions,
         budget: std::sync::Mutex::new(limits::Budget::new(limits)),
         turns,
+        confinement: agent_box.label,
+        _egress: agent_box.socket,
     })
+}
+
+/// The persona's agent, confined as `up` decided (see [`confine`]).
+fn confine_agent(
+    config: &Config,
+    run: &PackRun,
+    persona: &ResolvedPersona,
+    cwd: &Path,
+    out: &Out,
+) -> Result<confine::AgentBox, DispatchError> {
+    let operator_env = confine::env::OperatorEnv::of_process();
+    let (name, out) = (persona.identity.name.clone(), Arc::clone(out));
+    let report: apiary_egress::Report = Arc::new(move |r: apiary_egress::Refusal| {
+        out(Note::new(
+            "egress_refused",
+            format!("egress_refused {name} {}: {}", r.target, r.why),
+        )
+        .with("persona", name.as_str())
+        .with("route", r.route)
+        .with("target", r.target)
+        .with("reason", r.why));
+    });
+    let ctx = confine::AgentContext {
+        confinement: &config.confinement,
+        agent: &config.agent,
+        persona,
+        pack_id: &run.resolved.pack.id,
+        namespace: &run.namespace,
+        cwd,
+        workspace_root: &config.workspace_root,
+        private: &config.private_dirs,
+        operator_env: &operator_env,
+        report,
+    };
+    Ok(confine::prepare(&ctx)?)
 }
 
 /// The persona's flood limits: its own from the overrides file where set, else `up`'s.
@@ -368,27 +416,20 @@ async fn start_hooks(
 }
 
 /// How the persona's agent is started: the operator's command in the workspace, with the
-/// persona's projected env and apiary's variables.
+/// environment and confinement of its box.
 fn spawn_spec(
     config: &Config,
     persona: &ResolvedPersona,
-    pack_id: &str,
     cwd: &Path,
+    agent_box: &confine::AgentBox,
     stderr: StderrTail,
 ) -> SpawnSpec {
     let name = &persona.identity.name;
-    let mut child_env: Vec<(String, String)> = persona
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    child_env.push(("APIARY_PERSONA".into(), name.clone()));
-    child_env.push(("APIARY_PACK".into(), pack_id.to_string()));
-    child_env.push(("AGENT_CWD".into(), cwd.display().to_string()));
     SpawnSpec {
         persona: name.clone(),
         command: config.agent.clone(),
-        env: child_env,
+        env: agent_box.env.clone(),
+        launch: agent_box.launch.clone(),
         cwd: cwd.to_path_buf(),
         policy: config.policy,
         tools: persona.tool_policy.clone().unwrap_or_default(),
@@ -513,6 +554,9 @@ async fn connect_agent(
 ) -> Result<Agent, DispatchError> {
     let name = &persona.identity.name;
     let env = crate::resolve::process_env;
+    // Hooks and the agent's earlier runs write in the workspace: no runtime configuration in it
+    // that the operator did not allow.
+    confine::planted_config(&spec.cwd, &persona.agent.config)?;
     let agent = AcpClient::spawn(spec).await?;
     let vars = crate::acp::mcp::Vars {
         env: &env,
@@ -548,10 +592,10 @@ async fn connect_agent(
         }
         let mut req =
             acp::NewSessionRequest::new(spec.cwd.to_path_buf()).mcp_servers(servers.clone());
-        // The tool policy, to runtimes that take a deny list of their own (Claude Code).
-        if let Some(meta) = crate::acp::tools::session_meta(&spec.tools) {
-            req = req.meta(meta);
-        }
+        // The tool policy, to runtimes that take a deny list of their own (Claude Code), and
+        // no project settings.
+        let meta = crate::acp::tools::session_meta(&spec.tools);
+        req = req.meta(confine::without_project_settings(meta));
         if let Some(sp) = &system_prompt {
             req = req.system_prompt(sp.clone());
         }

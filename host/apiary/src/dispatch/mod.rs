@@ -22,6 +22,7 @@
 //! Shutdown: stop taking events, let queues drain (bounded), `on_stop`, stop agents, disconnect.
 
 pub mod cluster;
+pub mod confine;
 mod conflict;
 mod error;
 pub mod flood;
@@ -31,6 +32,7 @@ mod live;
 pub mod note;
 pub mod profile;
 pub mod prompt;
+pub mod redact;
 pub mod reload;
 mod route;
 pub mod sandboxed;
@@ -125,6 +127,11 @@ pub struct Config {
     pub sessions_dir: Option<PathBuf>,
     /// Each persona's spending limits, by (pack id, persona name) (see [`limits`]).
     pub persona_limits: HashMap<(String, String), limits::PersonaLimits>,
+    /// How agents are confined (see [`confine`]).
+    pub confinement: confine::Confinement,
+    /// Directories no agent may read by way of its program's location (the data dir, the install
+    /// root, the operator's home).
+    pub private_dirs: Vec<PathBuf>,
 }
 
 /// Where the harness reports what it does, one note per event (stdout for `apiary up`).
@@ -189,7 +196,11 @@ pub async fn run_reloading(
         out,
         replies: Arc::default(),
         echoes,
+        redactor: Arc::default(),
     };
+    for key in h.config.keys.secret_keys() {
+        h.redactor.add_key(&key);
+    }
     let mut summary = Summary::default();
     let mut peers = HashSet::new();
     let lives = h
@@ -286,6 +297,8 @@ struct Harness {
     replies: Arc<AtomicU64>,
     /// Our own events, which the subscription skips.
     echoes: Arc<relay::echo::Echoes>,
+    /// Secrets no reply may carry (see [`redact`]).
+    redactor: Arc<redact::Redactor>,
 }
 
 /// The harness's subscription: its id, channels, and where its `since` cursor stands.
@@ -411,6 +424,7 @@ impl Harness {
             live::Reporting {
                 stderr: stderr.clone(),
                 out: Arc::clone(&self.out),
+                redactor: Arc::clone(&self.redactor),
             },
         );
         let started = AssertUnwindSafe(start)
@@ -691,14 +705,16 @@ fn ready_note(live: &Live, run: &PackRun, with_prefix: bool) -> Note {
     Note::new(
         "persona_ready",
         format!(
-            "persona {name} ready pubkey={pubkey} channels={} system_prompt={system_prompt}",
+            "persona {name} ready pubkey={pubkey} channels={} system_prompt={system_prompt} confinement={}",
             if channels.is_empty() {
                 "-".into()
             } else {
                 channels.join(",")
             },
+            live.confinement,
         ),
     )
+    .with("confinement", live.confinement.as_str())
     .with("persona", name.as_str())
     .with("pack", live.pack_id.as_str())
     .with("identity", run.namespace.as_str())

@@ -98,8 +98,17 @@ pub fn run(r: &ScriptRun<'_>) -> Result<ScriptOutcome, ScriptError> {
             c
         }
     };
+    // Like an agent, a hook starts from nothing of the operator's environment: the search path,
+    // the locale and the hook contract's variables.
     cmd.args(&args)
         .current_dir(r.workspace)
+        .env_clear()
+        .envs(
+            ["PATH", "LANG", "LC_ALL", "TZ"]
+                .iter()
+                .filter_map(|k| Some((*k, std::env::var(k).ok()?))),
+        )
+        .env("HOME", r.workspace)
         .envs(r.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -525,11 +525,24 @@ impl Turns {
             );
             return;
         }
+        let (reply, found) = self.h.redactor.redact(reply);
+        if !found.is_empty() {
+            let what = found.join(" and ");
+            tracing::warn!(persona = %name, event = %id, "reply contained {what}: redacted");
+            self.out(
+                self.note(
+                    "redacted",
+                    format!("redacted {name} {id}: the reply contained {what}; published with it replaced"),
+                )
+                .with("id", id)
+                .with("found", found),
+            );
+        }
         // Signing and the relay's acknowledgement happen on the publisher: the next message of
         // this (persona, channel) does not wait for them.
         let reply = Reply {
             trigger: message.clone(),
-            text: reply.to_string(),
+            text: reply,
             earlier: ask.earlier.iter().map(|(m, _)| m.id).collect(),
         };
         if self.publish_tx.send(reply).await.is_err() {

@@ -161,6 +161,8 @@ fn a_panic_in_one_personas_path_is_reported_and_the_rest_runs_on() {
         cluster: Default::default(),
         sessions_dir: None,
         persona_limits: Default::default(),
+        confinement: apiary::dispatch::confine::Confinement::none("not confined in this test"),
+        private_dirs: Vec::new(),
     };
     let (tx, rx) = std::sync::mpsc::channel::<Note>();
     let out: dispatch::Out = Arc::new(move |n: Note| {

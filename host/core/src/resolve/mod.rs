@@ -11,6 +11,7 @@
 //! included); `null` is absent; `[]` and `{}` are present. A `triggers` object that wins has its
 //! unset sub-keys filled from the built-ins, never from a lower level.
 
+pub mod grants;
 mod json_text;
 pub mod limits;
 pub mod overrides;
@@ -153,6 +154,10 @@ pub struct ResolvedPersona {
     /// overrides file (not part of the JSON contract).
     #[serde(skip)]
     pub allow_env: Vec<String>,
+    /// What the operator grants this persona's agent (see [`grants`]; not part of the JSON
+    /// contract).
+    #[serde(skip)]
+    pub agent: grants::AgentGrants,
 }
 
 /// Resolves every persona of a valid pack. `process_env` is level 1 (a lookup, so tests can supply
@@ -314,6 +319,7 @@ fn resolve_persona(
         sources,
         hooks: pack.hooks.overlay(&persona.hooks),
         allow_env: overrides.allow_env(&pack.manifest.id).to_vec(),
+        agent: overrides.grants(&pack.manifest.id, &persona.name),
     }
 }
 

@@ -19,7 +19,10 @@
 //! allow_env = ["GITHUB_TOKEN"]
 //! ```
 //!
-//! (So a persona named `allow_env` cannot be given overrides.) Where the file is comes from the
+//! The pack level (and each persona's table) also takes the agent grants `agent_env`,
+//! `agent_net`, `agent_read` and `agent_write` (see [`super::grants`]).
+//!
+//! (So a persona named `allow_env` or like a grant key cannot be given overrides.) Where the file is comes from the
 //! caller (`apiary`'s paths module).
 
 use std::collections::HashMap;
@@ -27,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::grants::{self, AgentGrants};
 use super::limits::{LIMITS, PersonaLimits};
 use crate::diag::{Diagnostic, Report, Severity};
 use crate::pack::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
@@ -41,6 +45,8 @@ pub struct PersonaOverride {
     pub runtime: Option<String>,
     /// `limits = { turns_per_hour = .., turns_per_day = .., tokens_per_day = .. }`.
     pub limits: PersonaLimits,
+    /// `agent_env`, `agent_net`, `agent_read`, `agent_write` (see [`super::grants`]).
+    pub grants: AgentGrants,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -50,12 +56,23 @@ pub struct Overrides {
     entries: HashMap<String, HashMap<String, PersonaOverride>>,
     /// Pack id → the variables its MCP `${VAR}`s may read.
     allow_env: HashMap<String, Vec<String>>,
+    /// Pack id → what all its personas' agents are granted.
+    pack_grants: HashMap<String, AgentGrants>,
 }
 
 impl Overrides {
     /// The operator variables pack `pack_id`'s MCP servers may read (`allow_env`).
     pub fn allow_env(&self, pack_id: &str) -> &[String] {
         self.allow_env.get(pack_id).map_or(&[], Vec::as_slice)
+    }
+
+    /// What the operator grants persona `persona`'s agent: its pack's grants and its own.
+    pub fn grants(&self, pack_id: &str, persona: &str) -> AgentGrants {
+        let pack = self.pack_grants.get(pack_id).cloned().unwrap_or_default();
+        match self.get(pack_id, persona) {
+            Some(own) => pack.with(&own.grants),
+            None => pack,
+        }
     }
 
     pub fn get(&self, pack_id: &str, persona: &str) -> Option<&PersonaOverride> {
@@ -106,6 +123,7 @@ impl Overrides {
         };
         let mut entries: HashMap<String, HashMap<String, PersonaOverride>> = HashMap::new();
         let mut allow_env: HashMap<String, Vec<String>> = HashMap::new();
+        let mut pack_grants: HashMap<String, AgentGrants> = HashMap::new();
         let top = Fields {
             src: &src,
             map: &packs,
@@ -125,6 +143,13 @@ impl Overrides {
                     }
                     continue;
                 }
+                if grants::KEYS.contains(&persona.as_str()) {
+                    pack_grants
+                        .entry(pack_id.clone())
+                        .or_default()
+                        .read_key(&per_pack, persona, report);
+                    continue;
+                }
                 let Value::Object(settings) = settings else {
                     per_pack.type_error(report, persona, "a table of settings", settings);
                     continue;
@@ -135,6 +160,7 @@ impl Overrides {
                     behaviour: BehaviourLayer::read(&f, report, Severity::Error),
                     runtime: f.string(report, "runtime"),
                     limits: read_limits(&f, report),
+                    grants: read_grants(&f, report),
                 };
                 entries
                     .entry(pack_id.clone())
@@ -146,8 +172,20 @@ impl Overrides {
             path: Some(path.to_path_buf()),
             entries,
             allow_env,
+            pack_grants,
         }
     }
+}
+
+/// A persona table's grant keys.
+fn read_grants(f: &Fields<'_>, report: &mut Report) -> AgentGrants {
+    let mut grants = AgentGrants::default();
+    for key in grants::KEYS {
+        if f.get(key).is_some() {
+            grants.read_key(f, key, report);
+        }
+    }
+    grants
 }
 
 /// A pack's `allow_env`: a list of variable names (never a pattern: each is named on purpose).
@@ -197,7 +235,7 @@ fn read_limits(f: &Fields<'_>, report: &mut Report) -> PersonaLimits {
     })
 }
 
-fn is_var_name(s: &str) -> bool {
+pub(crate) fn is_var_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -208,6 +246,7 @@ fn check_keys(f: &Fields<'_>, report: &mut Report) {
         .iter()
         .copied()
         .chain([apiary_schema::persona::RUNTIME, LIMITS])
+        .chain(grants::KEYS.iter().copied())
         .collect();
     for key in f.map.keys().filter(|k| !known.contains(&k.as_str())) {
         let d = Diagnostic::error(

@@ -156,6 +156,8 @@ impl Row {
 pub struct Status {
     started: Instant,
     relay: Option<String>,
+    /// The agents' confinement layers (`files,network,seccomp`), `!` after them when incomplete.
+    confinement: Option<String>,
     packs: Vec<String>,
     phase: Phase,
     rows: Vec<Row>,
@@ -169,6 +171,7 @@ impl Status {
         Status {
             started: now,
             relay: None,
+            confinement: None,
             packs: Vec::new(),
             phase: Phase::Starting,
             rows: Vec::new(),
@@ -234,6 +237,15 @@ impl Status {
         }
         match note.event {
             "relay" => self.relay = Some(str_of(note, "url").to_string()),
+            "confinement" => {
+                let complete = note.get("complete").and_then(Value::as_bool) == Some(true);
+                let layers = str_of(note, "layers");
+                self.confinement = Some(if complete {
+                    layers.to_string()
+                } else {
+                    format!("{layers} (INCOMPLETE)")
+                });
+            }
             "ready" => self.phase = Phase::Running,
             "stopping" => self.phase = Phase::Stopping,
             "stopped" => {
@@ -402,10 +414,11 @@ fn summary(status: &Status, now: Instant) -> [String; 2] {
     let sum = |f: fn(&Row) -> u64| status.rows.iter().map(f).sum::<u64>();
     [
         format!(
-            "apiary up  {}  relay {}  pack {}  up {}",
+            "apiary up  {}  relay {}  pack {}  agents confined {}  up {}",
             status.phase.label(),
             status.relay.as_deref().unwrap_or("-"),
             packs,
+            status.confinement.as_deref().unwrap_or("-"),
             duration(now.saturating_duration_since(status.started)),
         ),
         format!(
