@@ -186,6 +186,7 @@ fn a_hostile_agent_reads_writes_and_reaches_nothing_and_nothing_secret_is_publis
         format!("read={}", data.join("sessions").display()),
         format!("write={}", s.root.join(".apiary/trust.json").display()),
         format!("write={}", h.join("escape.txt").display()),
+        format!("write={}", s.root.join("planted.txt").display()),
         format!("write={escape_tmp}"),
         format!("write={}", own.display()),
         format!("read={}", own.display()),
@@ -268,6 +269,7 @@ fn a_hostile_agent_reads_writes_and_reaches_nothing_and_nothing_secret_is_publis
     // Nothing was written outside.
     assert!(!s.root.join(".apiary/trust.json").exists());
     assert!(!h.join("escape.txt").exists());
+    assert!(!s.root.join("planted.txt").exists());
     assert!(!Path::new(&escape_tmp).exists());
     // The proxy said why it refused, as events.
     up.wait_for(|l| l.starts_with("egress_refused eve example.com:443"));
@@ -339,5 +341,61 @@ fn a_reply_carrying_a_granted_secret_or_a_store_key_is_published_redacted() {
         text.contains("ENV GITHUB_TOKEN=[redacted by apiary]"),
         "{text}"
     );
+    up.stop_ok();
+}
+
+/// A sandboxed hook (no trust needed) writes runtime configuration into the workspace its agent
+/// starts in: that agent is refused, naming the file; a persona whose hook writes ordinary files
+/// starts; and configuration the operator put there and allowed (`agent_config`) is accepted.
+#[test]
+fn configuration_a_hook_plants_for_its_agent_stops_that_agent() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let pack = h.join("pack");
+    let hooked = |name: &str| {
+        persona(
+            name,
+            "subscribe: [\"general\"]\nhooks:\n  on_start: ./hooks/hostile.wasm",
+            "You are a persona.",
+        )
+    };
+    write_pack(
+        &pack,
+        "com.example.planting",
+        &[("planter", &hooked("planter")), ("noisy", &hooked("noisy"))],
+        &[],
+    );
+    std::fs::create_dir_all(pack.join("hooks")).unwrap();
+    std::fs::copy(
+        apiary_e2e::guest("hostile_hook"),
+        pack.join("hooks/hostile.wasm"),
+    )
+    .unwrap();
+    let mut up = Up::spawn(h, &[&pack], &["--json"], &[]);
+    let line = up.wait_for(|l| event_of(l) == "persona_refused" && l.contains("planter"));
+    let note: Value = serde_json::from_str(&line).unwrap();
+    let reason = note["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(".claude") && reason.contains("agent_config"),
+        "{reason}"
+    );
+    up.wait_for(|l| event_of(l) == "persona_ready" && l.contains("\"noisy\""));
+    up.stop_ok();
+
+    // The operator's own instructions file, allowed: the agent starts with it.
+    let ws = data_dir(h).join("workspaces/com.example.planting");
+    let noisy = ws.join("noisy");
+    std::fs::write(noisy.join("CLAUDE.md"), "The operator's notes.").unwrap();
+    let mut up = Up::spawn(h, &[&pack], &["--json"], &[]);
+    let line = up.wait_for(|l| event_of(l) == "persona_refused" && l.contains("noisy"));
+    assert!(line.contains("CLAUDE.md"), "{line}");
+    up.stop();
+    grant(
+        h,
+        "com.example.planting",
+        "[\"com.example.planting\".noisy]\nagent_config = [\"CLAUDE.md\"]",
+    );
+    let mut up = Up::spawn(h, &[&pack], &["--json"], &[]);
+    up.wait_for(|l| event_of(l) == "persona_ready" && l.contains("\"noisy\""));
     up.stop_ok();
 }
