@@ -502,6 +502,69 @@ fn claude_code_tools_refused_by_the_tool_policy_do_not_run() {
     up.stop_ok();
 }
 
+/// Issue 31, finding 3, on Claude Code itself: the stub has the model call the pack's MCP tool,
+/// which Claude Code names `mcp__hive__write_note` and reports as kind `other`. `read_only` used
+/// to admit it; now `wasp` (read-only) has it refused and never called, while `bee` (read-only,
+/// the tool named in `allow`) has it admitted and called.
+#[test]
+fn claude_code_mcp_tools_pass_read_only_only_when_named() {
+    let home = open_home();
+    let provider = Provider::scripted(Script {
+        tools: vec![(
+            "mcp__hive__write_note".into(),
+            json!({"text": "forty grains"}),
+        )],
+        answer: "Noted, says the stub.".into(),
+        ..Script::default()
+    });
+    let hive = format!(
+        "mcp_servers:\n  - name: hive\n    type: http\n    url: {}/mcp\n",
+        provider.url
+    );
+    let wasp = format!("{hive}x-tool-policy:\n  read_only: true\n");
+    let bee = format!(
+        "{hive}x-tool-policy:\n  read_only: true\n  allow: [Read, \"mcp__hive__write_note\"]\n"
+    );
+    let Some((mut up, _)) = claude_up(
+        home.path(),
+        &provider,
+        &[("wasp", &wasp), ("bee", &bee)],
+        &["--permission", "allow-once"],
+    ) else {
+        return;
+    };
+    let called = |provider: &Provider| {
+        provider
+            .requests()
+            .iter()
+            .filter(|s| s.path == "/mcp" && s.body["method"] == "tools/call")
+            .count()
+    };
+    let id = up.post("general", "@wasp please write the note", &[]);
+    let refused = note(&mut up, "permission", "wasp", |v| {
+        v["tool"] == "mcp__hive__write_note"
+    });
+    assert_eq!(refused["allowed"], false, "{refused}");
+    assert_eq!(refused["decided_by"], "tool-policy", "{refused}");
+    assert_eq!(refused["kind"], "other", "{refused}");
+    assert!(
+        refused["reason"].as_str().unwrap().contains("read-only"),
+        "{refused}"
+    );
+    note(&mut up, "turn", "wasp", |v| v["id"] == id.as_str());
+    assert_eq!(called(&provider), 0, "the refused MCP tool was called");
+
+    let id = up.post("general", "@bee please write the note", &[]);
+    let admitted = note(&mut up, "permission", "bee", |v| {
+        v["tool"] == "mcp__hive__write_note"
+    });
+    assert_eq!(admitted["allowed"], true, "{admitted}");
+    assert_eq!(admitted["decided_by"], "permission", "{admitted}");
+    note(&mut up, "reply", "bee", |v| v["to"] == id.as_str());
+    assert_eq!(called(&provider), 1, "the admitted MCP tool was not called");
+    up.stop_ok();
+}
+
 /// With no policy, `--permission allow-once` lets Claude Code's `Write` run in the persona's
 /// workspace. Then a turn the provider never answers is cancelled at the turn deadline
 /// (`session/cancel`), and the persona answers the next message.

@@ -19,8 +19,18 @@
 //! allow_env = ["GITHUB_TOKEN"]
 //! ```
 //!
-//! (So a persona named `allow_env` cannot be given overrides.) Where the file is comes from the
-//! caller (`apiary`'s paths module).
+//! (So a persona named `allow_env` cannot be given overrides.)
+//!
+//! `tool_ceiling`, in a pack's table or a persona's, bounds what the pack's own `x-tool-policy`
+//! may admit (see [`super::tool_ceiling`]):
+//!
+//! ```toml
+//! ["com.example.meadow-security-team"]
+//! tool_ceiling = { deny = ["kind:execute"], read_only = true }
+//! ```
+//!
+//! (So no persona named `tool_ceiling` either.) Where the file is comes from the caller
+//! (`apiary`'s paths module).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,9 +38,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::limits::{LIMITS, PersonaLimits};
+use super::tool_ceiling::{TOOL_CEILING, ToolCeilings};
 use crate::diag::{Diagnostic, Report, Severity};
 use crate::pack::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
 use crate::pack::source::{self, Fields, SourceFile, Syntax, suggest};
+use crate::pack::ToolPolicy;
 
 /// The pack-level key listing the variables the pack's MCP `${VAR}`s may read.
 pub const ALLOW_ENV: &str = "allow_env";
@@ -50,12 +62,19 @@ pub struct Overrides {
     entries: HashMap<String, HashMap<String, PersonaOverride>>,
     /// Pack id → the variables its MCP `${VAR}`s may read.
     allow_env: HashMap<String, Vec<String>>,
+    /// The operator's `tool_ceiling`s, by pack and persona.
+    tool_ceilings: ToolCeilings,
 }
 
 impl Overrides {
     /// The operator variables pack `pack_id`'s MCP servers may read (`allow_env`).
     pub fn allow_env(&self, pack_id: &str) -> &[String] {
         self.allow_env.get(pack_id).map_or(&[], Vec::as_slice)
+    }
+
+    /// The operator's ceiling on the tool policy of persona `persona` of pack `pack_id`.
+    pub fn tool_ceiling(&self, pack_id: &str, persona: &str) -> Option<ToolPolicy> {
+        self.tool_ceilings.for_persona(pack_id, persona)
     }
 
     pub fn get(&self, pack_id: &str, persona: &str) -> Option<&PersonaOverride> {
@@ -125,6 +144,9 @@ impl Overrides {
                     }
                     continue;
                 }
+                if persona == TOOL_CEILING {
+                    continue; // read by `ToolCeilings::read`
+                }
                 let Value::Object(settings) = settings else {
                     per_pack.type_error(report, persona, "a table of settings", settings);
                     continue;
@@ -142,10 +164,12 @@ impl Overrides {
                     .insert(persona.clone(), entry);
             }
         }
+        let tool_ceilings = ToolCeilings::read(&top, &packs, report);
         Overrides {
             path: Some(path.to_path_buf()),
             entries,
             allow_env,
+            tool_ceilings,
         }
     }
 }
@@ -207,7 +231,7 @@ fn check_keys(f: &Fields<'_>, report: &mut Report) {
     let known: Vec<&str> = BEHAVIOUR_KEYS
         .iter()
         .copied()
-        .chain([apiary_schema::persona::RUNTIME, LIMITS])
+        .chain([apiary_schema::persona::RUNTIME, LIMITS, TOOL_CEILING])
         .collect();
     for key in f.map.keys().filter(|k| !known.contains(&k.as_str())) {
         let d = Diagnostic::error(
