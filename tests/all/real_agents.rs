@@ -883,3 +883,64 @@ fn gemini_permission_requests_follow_the_tool_policy() {
     }
     up.stop_ok();
 }
+
+/// Claude Code runs `Task` (a subagent with tools of its own) without asking permission, so the
+/// tool policy reaches it only through `disallowedTools`: a read-only persona is not offered
+/// `Task`, the shell or the editors (it is offered its readers), and `deny:
+/// [run_shell_command]`, Gemini's name, keeps Claude Code's `Bash` from the model.
+#[test]
+fn claude_code_is_not_offered_what_the_policy_denies_in_any_runtime_s_names() {
+    let home = open_home();
+    let provider = Provider::start("Looked, says the stub.");
+    let Some((mut up, _)) = claude_up(
+        home.path(),
+        &provider,
+        &[
+            ("ro", "x-tool-policy:\n  read_only: true\n"),
+            ("gem", "x-tool-policy:\n  deny: [run_shell_command]\n"),
+        ],
+        &[],
+    ) else {
+        return;
+    };
+    for name in ["ro", "gem"] {
+        let id = up.post("general", &format!("@{name} look around"), &[]);
+        note(&mut up, "reply", name, |v| v["to"] == id.as_str());
+    }
+    let offered = |who: &str| -> Vec<String> {
+        let asked = provider.requests().into_iter().find(|s| {
+            s.body["tools"].is_array() && s.body.to_string().contains(&format!("You are {who}."))
+        });
+        let asked = asked.unwrap_or_else(|| panic!("no request with tools for {who}"));
+        asked.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    let (ro, gem) = (offered("ro"), offered("gem"));
+    let has = |list: &[String], name: &str| list.iter().any(|n| n == name);
+    for name in [
+        "Task",
+        "Bash",
+        "Write",
+        "Edit",
+        "NotebookEdit",
+        "ExitPlanMode",
+    ] {
+        assert!(
+            !has(&ro, name),
+            "{name} offered to a read-only persona: {ro:?}"
+        );
+    }
+    for name in ["Read", "Grep", "Glob"] {
+        assert!(
+            has(&ro, name),
+            "{name} not offered to a read-only persona: {ro:?}"
+        );
+    }
+    assert!(!has(&gem, "Bash"), "{gem:?}");
+    assert!(has(&gem, "Write") && has(&gem, "Task"), "{gem:?}");
+    up.stop_ok();
+}

@@ -288,7 +288,10 @@ fn assert_admitted(asked: &Value, ws: &std::path::Path) {
     assert_eq!(asked["allowed"], true, "{asked}");
     assert_eq!(asked["decided_by"], "permission", "{asked}");
     let name = asked["tool"].as_str().unwrap();
-    assert!(ws.join(format!("tool-{name}.txt")).exists(), "{name} did not run");
+    assert!(
+        ws.join(format!("tool-{name}.txt")).exists(),
+        "{name} did not run"
+    );
 }
 
 /// Issue 31, finding 3: the tool policy failed open. `read_only` admitted MCP tools (kind
@@ -361,7 +364,10 @@ fn up_refuses_the_tool_policy_bypasses_and_admits_what_the_policy_allows() {
     assert_admitted(&ask(&mut up, "nobash", "Write:edit"), &cwd("nobash"));
 
     // An MCP tool the policy names is admitted under read_only; one it does not name is not.
-    assert_admitted(&ask(&mut up, "gh", "mcp__gh__list_issues:other"), &cwd("gh"));
+    assert_admitted(
+        &ask(&mut up, "gh", "mcp__gh__list_issues:other"),
+        &cwd("gh"),
+    );
     let asked = ask(&mut up, "gh", "mcp__gh__delete_repo:other");
     assert_refused(&asked, "an `allow` entry naming it", &cwd("gh"));
     up.stop_ok();
@@ -410,11 +416,16 @@ fn the_operator_s_tool_ceiling_narrows_a_pack_s_policy_which_cannot_widen_it() {
             "ceiling": pack_ceiling}}),
     );
     let mut human = apiary_e2e::apiary(home.path());
-    human.args(["pack", "inspect"]).arg(&root).args(["--overrides", ov]);
+    human
+        .args(["pack", "inspect"])
+        .arg(&root)
+        .args(["--overrides", ov]);
     let human = apiary_e2e::Run::of(human);
     assert!(
         human.stdout.contains("from the ceiling")
-            && human.stdout.contains("deny [kind:execute], read_only  [operator]"),
+            && human
+                .stdout
+                .contains("deny [kind:execute], read_only  [operator]"),
         "{}",
         human.stdout
     );
@@ -444,7 +455,11 @@ fn the_operator_s_tool_ceiling_narrows_a_pack_s_policy_which_cannot_widen_it() {
     // The persona's own ceiling narrows its pack's: Grep yes, Glob (a reader too) no.
     assert_admitted(&ask(&mut up, "plain", "Grep:search"), &cwd("plain"));
     let asked = ask(&mut up, "plain", "Glob:search");
-    assert_refused(&asked, "not in the allow list (the operator's", &cwd("plain"));
+    assert_refused(
+        &asked,
+        "not in the allow list (the operator's",
+        &cwd("plain"),
+    );
     up.stop_ok();
 }
 
@@ -460,9 +475,11 @@ fn a_bad_tool_ceiling_is_an_error_at_its_line() {
     )
     .unwrap();
     let mut c = p.cmd();
-    c.args(["pack", "inspect"])
-        .arg(p.path())
-        .args(["--json", "--overrides", overrides.to_str().unwrap()]);
+    c.args(["pack", "inspect"]).arg(p.path()).args([
+        "--json",
+        "--overrides",
+        overrides.to_str().unwrap(),
+    ]);
     let run = apiary_e2e::Run::of(c);
     assert_ne!(run.code, 0, "{}", run.stdout);
     let all = format!("{}{}", run.stdout, run.stderr);

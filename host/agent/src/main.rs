@@ -430,7 +430,10 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
             .find_map(|w| w.strip_prefix("!permission="))
             .map(str::to_string)
             .or_else(|| std::env::var("APIARY_AGENT_TOOL").ok());
-        notes.push(format!("permission={}", ask_permission(agent, &session, tool)));
+        notes.push(format!(
+            "permission={}",
+            ask_permission(agent, &session, tool)
+        ));
     }
     if content.contains("!slow") {
         let ms = std::env::var("APIARY_AGENT_SLOW_MS")

@@ -489,11 +489,21 @@ fn row_tool_policy(out: &mut String, p: &ResolvedPersona) {
         return;
     };
     row_start(out, "tool_policy");
-    push_policy(out, &policy.allow, policy.all_denied(), policy.is_read_only());
+    push_policy(
+        out,
+        &policy.allow,
+        policy.all_denied(),
+        policy.is_read_only(),
+    );
     row_end(out, "");
     if let Some(ceiling) = &policy.ceiling {
         row_start(out, "  from the ceiling");
-        push_policy(out, &ceiling.allow, ceiling.all_denied(), ceiling.is_read_only());
+        push_policy(
+            out,
+            &ceiling.allow,
+            ceiling.all_denied(),
+            ceiling.is_read_only(),
+        );
         row_end(out, "operator");
     }
 }

@@ -139,7 +139,13 @@ pub const TOOLS: &[Tool] = &[
         ..tool("tool_search", true)
     },
     Tool {
-        claude_code: &["TodoWrite", "TaskCreate", "TaskUpdate", "TaskList", "TaskGet"],
+        claude_code: &[
+            "TodoWrite",
+            "TaskCreate",
+            "TaskUpdate",
+            "TaskList",
+            "TaskGet",
+        ],
         codex: &["update_plan"],
         gemini: &[
             "write_todos",
@@ -212,7 +218,8 @@ pub const TOOLS: &[Tool] = &[
 impl Tool {
     /// Every runtime's names for this tool.
     pub fn names(&self) -> impl Iterator<Item = &'static str> + use<> {
-        let all: [&'static [&'static str]; 4] = [self.claude_code, self.codex, self.gemini, self.goose];
+        let all: [&'static [&'static str]; 4] =
+            [self.claude_code, self.codex, self.gemini, self.goose];
         all.into_iter().flatten().copied()
     }
 
@@ -258,7 +265,9 @@ fn mcp_counterpart(name: &str) -> Option<String> {
     }
     let lower = name.to_ascii_lowercase();
     match lower.strip_prefix("mcp__") {
-        Some(rest) => rest.contains("__").then(|| name["mcp__".len()..].to_string()),
+        Some(rest) => rest
+            .contains("__")
+            .then(|| name["mcp__".len()..].to_string()),
         None => {
             let (server, tool) = name.split_once("__")?;
             (!server.is_empty() && !tool.is_empty()).then(|| format!("mcp__{name}"))
@@ -269,7 +278,9 @@ fn mcp_counterpart(name: &str) -> Option<String> {
 /// Claude Code's names for the tools `name` is a spelling of, or `name` itself when it is not in
 /// the table (an MCP tool, a tool of a newer release): what its `disallowedTools` takes.
 pub fn claude_code_names(name: &str) -> Vec<&str> {
-    let known: Vec<&str> = tools_named(name).flat_map(|t| t.claude_code.iter().copied()).collect();
+    let known: Vec<&str> = tools_named(name)
+        .flat_map(|t| t.claude_code.iter().copied())
+        .collect();
     if known.is_empty() && tools_named(name).next().is_none() {
         return vec![name];
     }
@@ -294,9 +305,22 @@ mod tests {
 
     #[test]
     fn one_shell_under_every_runtime_s_names() {
-        for name in ["Bash", "bash", "run_shell_command", "developer__shell", "shell", "exec_command"] {
+        for name in [
+            "Bash",
+            "bash",
+            "run_shell_command",
+            "developer__shell",
+            "shell",
+            "exec_command",
+        ] {
             let all = spellings(name);
-            for other in ["Bash", "run_shell_command", "developer__shell", "shell", "exec_command"] {
+            for other in [
+                "Bash",
+                "run_shell_command",
+                "developer__shell",
+                "shell",
+                "exec_command",
+            ] {
                 assert!(has(&all, other), "{name}: {all:?}");
             }
             assert_eq!(only_reads(name), Some(false), "{name}");
@@ -305,37 +329,85 @@ mod tests {
 
     #[test]
     fn what_only_reads() {
-        for name in ["Read", "Grep", "Glob", "LS", "read_file", "grep_search", "list_directory",
-            "developer__tree", "WebFetch", "google_web_search", "TodoWrite"] {
+        for name in [
+            "Read",
+            "Grep",
+            "Glob",
+            "LS",
+            "read_file",
+            "grep_search",
+            "list_directory",
+            "developer__tree",
+            "WebFetch",
+            "google_web_search",
+            "TodoWrite",
+        ] {
             assert_eq!(only_reads(name), Some(true), "{name}");
         }
-        for name in ["Task", "KillBash", "KillShell", "TaskStop", "BashOutput", "ExitPlanMode",
-            "Write", "apply_patch", "developer__text_editor", "save_memory", "Skill",
-            "ReadMcpResourceTool", "developer__screen_capture"] {
+        for name in [
+            "Task",
+            "KillBash",
+            "KillShell",
+            "TaskStop",
+            "BashOutput",
+            "ExitPlanMode",
+            "Write",
+            "apply_patch",
+            "developer__text_editor",
+            "save_memory",
+            "Skill",
+            "ReadMcpResourceTool",
+            "developer__screen_capture",
+        ] {
             assert_eq!(only_reads(name), Some(false), "{name}");
         }
-        for name in ["mcp__fs__write_file", "mcp__github__delete_repo", "frobnicate", ""] {
+        for name in [
+            "mcp__fs__write_file",
+            "mcp__github__delete_repo",
+            "frobnicate",
+            "",
+        ] {
             assert_eq!(only_reads(name), None, "{name}");
         }
     }
 
     #[test]
     fn mcp_names_cross_between_claude_code_and_goose() {
-        assert!(has(&spellings("mcp__github__delete_repo"), "github__delete_repo"));
-        assert!(has(&spellings("github__delete_repo"), "mcp__github__delete_repo"));
+        assert!(has(
+            &spellings("mcp__github__delete_repo"),
+            "github__delete_repo"
+        ));
+        assert!(has(
+            &spellings("github__delete_repo"),
+            "mcp__github__delete_repo"
+        ));
         // A known goose tool is not taken for an MCP one; a bare `mcp__x` is no tool of a server.
-        assert!(!has(&spellings("developer__shell"), "mcp__developer__shell"));
+        assert!(!has(
+            &spellings("developer__shell"),
+            "mcp__developer__shell"
+        ));
         assert_eq!(spellings("mcp__x"), ["mcp__x"]);
     }
 
     #[test]
     fn claude_code_is_told_its_own_names() {
-        assert_eq!(claude_code_names("run_shell_command"), ["Bash", "mcp__acp__Bash"]);
+        assert_eq!(
+            claude_code_names("run_shell_command"),
+            ["Bash", "mcp__acp__Bash"]
+        );
         assert_eq!(claude_code_names("mcp__gh__delete"), ["mcp__gh__delete"]);
         // A tool Claude Code does not have: nothing to tell it.
         assert!(claude_code_names("developer__screen_capture").is_empty());
         let changing: Vec<&str> = claude_code_changing().collect();
-        for name in ["Bash", "Write", "Edit", "Task", "KillShell", "TaskStop", "ExitPlanMode"] {
+        for name in [
+            "Bash",
+            "Write",
+            "Edit",
+            "Task",
+            "KillShell",
+            "TaskStop",
+            "ExitPlanMode",
+        ] {
             assert!(changing.contains(&name), "{name}");
         }
         assert!(!changing.contains(&"Read"));

@@ -94,7 +94,11 @@ impl ToolPolicy {
 
     /// Read-only here or in the ceiling.
     pub fn is_read_only(&self) -> bool {
-        self.read_only || self.ceiling.as_deref().is_some_and(ToolPolicy::is_read_only)
+        self.read_only
+            || self
+                .ceiling
+                .as_deref()
+                .is_some_and(ToolPolicy::is_read_only)
     }
 
     /// This policy inside `ceiling`: a tool must pass both, so the ceiling can only narrow it.
@@ -146,7 +150,9 @@ impl ToolPolicy {
         }
         // A kind is the agent's own label: without a name nothing can be checked.
         let Some(name) = name else {
-            let kind = tool.kind.map_or(String::new(), |k| format!(" (kind `{k}`)"));
+            let kind = tool
+                .kind
+                .map_or(String::new(), |k| format!(" (kind `{k}`)"));
             return Err(format!(
                 "the agent named no tool{kind}, and a tool policy admits only tools it can name"
             ));
@@ -162,14 +168,18 @@ impl ToolPolicy {
 
     /// `read_only`: an allowlist of tools known to only read, plus what `allow` names.
     fn check_read_only(&self, name: &str, kind: Option<&str>) -> Result<(), String> {
-        if let Some(kind) = kind.filter(|k| CHANGING_KINDS.iter().any(|c| c.eq_ignore_ascii_case(k))) {
+        if let Some(kind) =
+            kind.filter(|k| CHANGING_KINDS.iter().any(|c| c.eq_ignore_ascii_case(k)))
+        {
             return Err(format!(
                 "{name} is of kind `{kind}`, which changes things, and the persona is read-only"
             ));
         }
         match tool_names::only_reads(name) {
             Some(true) => Ok(()),
-            Some(false) => Err(format!("{name} changes things and the persona is read-only")),
+            Some(false) => Err(format!(
+                "{name} changes things and the persona is read-only"
+            )),
             None if self.names_in_allow(name) => Ok(()),
             None => Err(format!(
                 "{name} is not known to only read (an MCP or unknown tool) and the persona is \
@@ -244,7 +254,9 @@ impl Serialize for ToolPolicy {
 /// covers the whole tool; in an allow list it covers nothing.
 fn matches(entry: &str, tool: ToolUse<'_>, in_deny: bool) -> bool {
     if let Some(kind) = entry.strip_prefix("kind:") {
-        return tool.kind.is_some_and(|k| k.trim().eq_ignore_ascii_case(kind));
+        return tool
+            .kind
+            .is_some_and(|k| k.trim().eq_ignore_ascii_case(kind));
     }
     let Some(name) = tool.name.map(str::trim).filter(|n| !n.is_empty()) else {
         return false;
@@ -344,7 +356,12 @@ fn at<'a>(fields: &Fields<'a>, key: &'a str) -> Vec<&'a str> {
 
 /// One list of entries of the policy mapping `fields`, each checked; bad entries are reported
 /// and left out.
-fn entries<'a>(fields: &Fields<'a>, place: &Place, key: &'a str, report: &mut Report) -> Vec<String> {
+fn entries<'a>(
+    fields: &Fields<'a>,
+    place: &Place,
+    key: &'a str,
+    report: &mut Report,
+) -> Vec<String> {
     let Some(value) = fields.get(key) else {
         return Vec::new();
     };
@@ -515,7 +532,11 @@ mod tests {
     #[test]
     fn read_only_admits_an_mcp_tool_only_when_named() {
         let named = policy(&["Read", "mcp__gh__list_*"], &[], true);
-        assert!(named.decide(tool(Some("mcp__gh__list_issues"), Some("other"))).is_ok());
+        assert!(
+            named
+                .decide(tool(Some("mcp__gh__list_issues"), Some("other")))
+                .is_ok()
+        );
         let e = refuses(&named, Some("mcp__gh__delete_repo"), Some("other"));
         assert!(e.contains("an `allow` entry naming it"), "{e}");
         // Naming a tool that changes things does not make it read-only; a kind names no tool.
@@ -593,7 +614,10 @@ mod tests {
         // A ceiling that names the MCP tool admits it under its own read_only.
         let named = policy(&["Read", "mcp__fs__read_file"], &[], true);
         let p = ToolPolicy::default().within(Some(named));
-        assert!(p.decide(tool(Some("mcp__fs__read_file"), Some("other"))).is_ok());
+        assert!(
+            p.decide(tool(Some("mcp__fs__read_file"), Some("other")))
+                .is_ok()
+        );
         // Ceilings nest (a persona's inside its pack's), each narrowing.
         let p = policy(&[], &["Write"], false)
             .within(Some(policy(&[], &["Edit"], false)))
@@ -608,8 +632,16 @@ mod tests {
 
     #[test]
     fn claude_code_is_told_every_spelling_it_has() {
-        let p = policy(&[], &["run_shell_command", "Bash(rm:*)", "kind:fetch", "mcp__*"], false)
-            .within(Some(policy(&[], &["mcp__gh__delete_repo", "write_file"], false)));
+        let p = policy(
+            &[],
+            &["run_shell_command", "Bash(rm:*)", "kind:fetch", "mcp__*"],
+            false,
+        )
+        .within(Some(policy(
+            &[],
+            &["mcp__gh__delete_repo", "write_file"],
+            false,
+        )));
         assert_eq!(
             p.denied_claude_code_names(),
             [
@@ -622,7 +654,15 @@ mod tests {
         );
         let ro = policy(&[], &[], false).within(Some(policy(&[], &[], true)));
         let names = ro.denied_claude_code_names();
-        for name in ["Bash", "Write", "Edit", "Task", "KillShell", "TaskStop", "ExitPlanMode"] {
+        for name in [
+            "Bash",
+            "Write",
+            "Edit",
+            "Task",
+            "KillShell",
+            "TaskStop",
+            "ExitPlanMode",
+        ] {
             assert!(names.iter().any(|n| n == name), "{name}: {names:?}");
         }
         assert!(!names.iter().any(|n| n == "Read"), "{names:?}");
@@ -630,8 +670,8 @@ mod tests {
 
     #[test]
     fn inspect_shows_the_ceiling_s_part() {
-        let p = policy(&["Read"], &["Bash"], false)
-            .within(Some(policy(&[], &["kind:execute"], true)));
+        let p =
+            policy(&["Read"], &["Bash"], false).within(Some(policy(&[], &["kind:execute"], true)));
         assert_eq!(
             serde_json::to_value(&p).unwrap(),
             serde_json::json!({"allow": ["Read"], "deny": ["Bash", "kind:execute"], "read_only": true,

@@ -40,9 +40,9 @@ use serde_json::Value;
 use super::limits::{LIMITS, PersonaLimits};
 use super::tool_ceiling::{TOOL_CEILING, ToolCeilings};
 use crate::diag::{Diagnostic, Report, Severity};
+use crate::pack::ToolPolicy;
 use crate::pack::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
 use crate::pack::source::{self, Fields, SourceFile, Syntax, suggest};
-use crate::pack::ToolPolicy;
 
 /// The pack-level key listing the variables the pack's MCP `${VAR}`s may read.
 pub const ALLOW_ENV: &str = "allow_env";

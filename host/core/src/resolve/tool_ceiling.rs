@@ -74,7 +74,11 @@ impl ToolCeilings {
     /// The ceiling of persona `persona` of pack `pack_id`: its own inside its pack's.
     pub fn for_persona(&self, pack_id: &str, persona: &str) -> Option<ToolPolicy> {
         let pack = self.packs.get(pack_id).cloned();
-        let own = self.personas.get(pack_id).and_then(|p| p.get(persona)).cloned();
+        let own = self
+            .personas
+            .get(pack_id)
+            .and_then(|p| p.get(persona))
+            .cloned();
         match own {
             Some(own) => Some(own.within(pack)),
             None => pack,
