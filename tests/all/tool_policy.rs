@@ -329,6 +329,11 @@ fn up_refuses_the_tool_policy_bypasses_and_admits_what_the_policy_allows() {
             "allow-once",
             "--workspace-root",
             ws.to_str().unwrap(),
+            // One turn a request: no flood limit merges them.
+            "--author-turns",
+            "0",
+            "--channel-turns",
+            "0",
         ],
         &[],
     );
@@ -442,6 +447,8 @@ fn the_operator_s_tool_ceiling_narrows_a_pack_s_policy_which_cannot_widen_it() {
             ws.to_str().unwrap(),
             "--overrides",
             ov,
+            "--author-turns",
+            "0",
         ],
         &[],
     );

@@ -14,9 +14,11 @@
 //!   definitions and their aliases), the names `@zed-industries/claude-code-acp` 0.16.2 maps
 //!   (`dist/tools.js`), including its own `mcp__acp__*` tools, and earlier releases' names it
 //!   still maps (`BashOutput`, `KillShell`, `KillBash`, `LS`, `MultiEdit`, `NotebookRead`).
-//! - Codex: the model-facing tool names in the `codex-acp` 0.16.0 binary, plus the experimental
-//!   `read_file`, `list_dir` and `grep_files` of Codex's tool handlers. codex-acp's permission
-//!   requests carry only a kind, never these names.
+//! - Codex: the model-facing tool names in the `codex-acp` 0.16.0 binary (`shell`,
+//!   `shell_command`, `exec_command`, `write_stdin`, `apply_patch`, `read_file`, `view_image`,
+//!   `web_search`, `update_plan`, the `*_agent` tools, ...), plus `list_dir` and `grep_files`,
+//!   experimental tools of earlier releases. codex-acp's permission requests carry only a kind,
+//!   never these names.
 //! - Gemini CLI 0.61.0: its `*_TOOL_NAME` constants and legacy aliases (`search_file_content`),
 //!   plus `save_memory` of earlier releases. Its permission requests carry no name either.
 //! - goose: the developer extension's tools, which goose names `<extension>__<tool>`:
