@@ -502,6 +502,69 @@ fn claude_code_tools_refused_by_the_tool_policy_do_not_run() {
     up.stop_ok();
 }
 
+/// Issue 31, finding 3, on Claude Code itself: the stub has the model call the pack's MCP tool,
+/// which Claude Code names `mcp__hive__write_note` and reports as kind `other`. `read_only` used
+/// to admit it; now `wasp` (read-only) has it refused and never called, while `bee` (read-only,
+/// the tool named in `allow`) has it admitted and called.
+#[test]
+fn claude_code_mcp_tools_pass_read_only_only_when_named() {
+    let home = open_home();
+    let provider = Provider::scripted(Script {
+        tools: vec![(
+            "mcp__hive__write_note".into(),
+            json!({"text": "forty grains"}),
+        )],
+        answer: "Noted, says the stub.".into(),
+        ..Script::default()
+    });
+    let hive = format!(
+        "mcp_servers:\n  - name: hive\n    type: http\n    url: {}/mcp\n",
+        provider.url
+    );
+    let wasp = format!("{hive}x-tool-policy:\n  read_only: true\n");
+    let bee = format!(
+        "{hive}x-tool-policy:\n  read_only: true\n  allow: [Read, \"mcp__hive__write_note\"]\n"
+    );
+    let Some((mut up, _)) = claude_up(
+        home.path(),
+        &provider,
+        &[("wasp", &wasp), ("bee", &bee)],
+        &["--permission", "allow-once"],
+    ) else {
+        return;
+    };
+    let called = |provider: &Provider| {
+        provider
+            .requests()
+            .iter()
+            .filter(|s| s.path == "/mcp" && s.body["method"] == "tools/call")
+            .count()
+    };
+    let id = up.post("general", "@wasp please write the note", &[]);
+    let refused = note(&mut up, "permission", "wasp", |v| {
+        v["tool"] == "mcp__hive__write_note"
+    });
+    assert_eq!(refused["allowed"], false, "{refused}");
+    assert_eq!(refused["decided_by"], "tool-policy", "{refused}");
+    assert_eq!(refused["kind"], "other", "{refused}");
+    assert!(
+        refused["reason"].as_str().unwrap().contains("read-only"),
+        "{refused}"
+    );
+    note(&mut up, "turn", "wasp", |v| v["id"] == id.as_str());
+    assert_eq!(called(&provider), 0, "the refused MCP tool was called");
+
+    let id = up.post("general", "@bee please write the note", &[]);
+    let admitted = note(&mut up, "permission", "bee", |v| {
+        v["tool"] == "mcp__hive__write_note"
+    });
+    assert_eq!(admitted["allowed"], true, "{admitted}");
+    assert_eq!(admitted["decided_by"], "permission", "{admitted}");
+    note(&mut up, "reply", "bee", |v| v["to"] == id.as_str());
+    assert_eq!(called(&provider), 1, "the admitted MCP tool was not called");
+    up.stop_ok();
+}
+
 /// With no policy, `--permission allow-once` lets Claude Code's `Write` run in the persona's
 /// workspace. Then a turn the provider never answers is cancelled at the turn deadline
 /// (`session/cancel`), and the persona answers the next message.
@@ -818,5 +881,66 @@ fn gemini_permission_requests_follow_the_tool_policy() {
             .join("gemini-note.txt");
         assert_eq!(file.exists(), allowed, "{name}: was the file written?");
     }
+    up.stop_ok();
+}
+
+/// Claude Code runs `Task` (a subagent with tools of its own) without asking permission, so the
+/// tool policy reaches it only through `disallowedTools`: a read-only persona is not offered
+/// `Task`, the shell or the editors (it is offered its readers), and `deny:
+/// [run_shell_command]`, Gemini's name, keeps Claude Code's `Bash` from the model.
+#[test]
+fn claude_code_is_not_offered_what_the_policy_denies_in_any_runtime_s_names() {
+    let home = open_home();
+    let provider = Provider::start("Looked, says the stub.");
+    let Some((mut up, _)) = claude_up(
+        home.path(),
+        &provider,
+        &[
+            ("ro", "x-tool-policy:\n  read_only: true\n"),
+            ("gem", "x-tool-policy:\n  deny: [run_shell_command]\n"),
+        ],
+        &[],
+    ) else {
+        return;
+    };
+    for name in ["ro", "gem"] {
+        let id = up.post("general", &format!("@{name} look around"), &[]);
+        note(&mut up, "reply", name, |v| v["to"] == id.as_str());
+    }
+    let offered = |who: &str| -> Vec<String> {
+        let asked = provider.requests().into_iter().find(|s| {
+            s.body["tools"].is_array() && s.body.to_string().contains(&format!("You are {who}."))
+        });
+        let asked = asked.unwrap_or_else(|| panic!("no request with tools for {who}"));
+        asked.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    let (ro, gem) = (offered("ro"), offered("gem"));
+    let has = |list: &[String], name: &str| list.iter().any(|n| n == name);
+    for name in [
+        "Task",
+        "Bash",
+        "Write",
+        "Edit",
+        "NotebookEdit",
+        "ExitPlanMode",
+    ] {
+        assert!(
+            !has(&ro, name),
+            "{name} offered to a read-only persona: {ro:?}"
+        );
+    }
+    for name in ["Read", "Grep", "Glob"] {
+        assert!(
+            has(&ro, name),
+            "{name} not offered to a read-only persona: {ro:?}"
+        );
+    }
+    assert!(!has(&gem, "Bash"), "{gem:?}");
+    assert!(has(&gem, "Write") && has(&gem, "Task"), "{gem:?}");
     up.stop_ok();
 }

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::support::live::{Up, persona, write_pack};
-use crate::support::pack::one_persona_pack;
+use crate::support::pack::{inspect_dir, one_persona_pack, persona_in};
 
 #[test]
 fn the_policy_validates_and_resolves() {
@@ -253,4 +253,243 @@ fn plans_and_context_usage_are_events_and_usage_feeds_the_token_budget() {
         (Some(100), Some(120))
     );
     up.stop_ok();
+}
+
+/// Asks `persona` for permission to use `tool` (`<name>[:<kind>]`, `:<kind>` naming none) and
+/// returns the `permission` note of that request once the turn is answered.
+fn ask(up: &mut Up, persona: &str, tool: &str) -> Value {
+    let id = up.post("general", &format!("@{persona} !permission={tool}"), &[]);
+    note_about(up, "reply", persona, &id);
+    let name = tool.split(':').next().unwrap_or_default();
+    let line = up.wait_for(|l| {
+        let v: Value = serde_json::from_str(l).unwrap_or_default();
+        let named = match name {
+            "" => v["tool"].is_null(),
+            n => v["tool"] == n,
+        };
+        v["event"] == "permission" && v["persona"] == persona && named
+    });
+    serde_json::from_str(&line).unwrap()
+}
+
+/// A refusal by the tool policy, whose reason says `why`; the tool did not run.
+fn assert_refused(asked: &Value, why: &str, ws: &std::path::Path) {
+    assert_eq!(asked["allowed"], false, "{asked}");
+    assert_eq!(asked["decided_by"], "tool-policy", "{asked}");
+    let reason = asked["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(why), "wanted {why:?}: {asked}");
+    if let Some(name) = asked["tool"].as_str() {
+        assert!(!ws.join(format!("tool-{name}.txt")).exists(), "{name} ran");
+    }
+}
+
+/// Admitted by the tool policy, then allowed by `--permission allow-once`: the tool ran.
+fn assert_admitted(asked: &Value, ws: &std::path::Path) {
+    assert_eq!(asked["allowed"], true, "{asked}");
+    assert_eq!(asked["decided_by"], "permission", "{asked}");
+    let name = asked["tool"].as_str().unwrap();
+    assert!(
+        ws.join(format!("tool-{name}.txt")).exists(),
+        "{name} did not run"
+    );
+}
+
+/// Issue 31, finding 3: the tool policy failed open. `read_only` admitted MCP tools (kind
+/// `other`, as Claude Code reports them), `Task` and `KillBash`; `deny: [Bash]` let `bash` and
+/// the other runtimes' shells through; a request naming no tool passed every deny list. Each is
+/// refused now under `--permission allow-once`, and what the policy means to admit still runs.
+#[test]
+fn up_refuses_the_tool_policy_bypasses_and_admits_what_the_policy_allows() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("pack");
+    let personas = [
+        ("ro", "x-tool-policy:\n  read_only: true"),
+        ("nobash", "x-tool-policy:\n  deny: [Bash]"),
+        (
+            "gh",
+            "x-tool-policy:\n  read_only: true\n  allow: [Read, \"mcp__gh__list_*\"]",
+        ),
+    ];
+    let files: Vec<(&str, String)> = personas
+        .iter()
+        .map(|(name, policy)| {
+            let extra = format!("subscribe: [\"general\"]\n{policy}");
+            (*name, persona(name, &extra, "You do as you are told."))
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    write_pack(&root, "com.example.bypass", &refs, &[]);
+    let ws = home.path().join("ws");
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--json",
+            "--permission",
+            "allow-once",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+            // One turn a request: no flood limit merges them.
+            "--author-turns",
+            "0",
+            "--channel-turns",
+            "0",
+        ],
+        &[],
+    );
+    let cwd = |name: &str| ws.join("com.example.bypass").join(name);
+
+    for tool in [
+        "mcp__fs__write_file:other",
+        "mcp__github__delete_repo:other",
+        "Task:think",
+        "KillBash:other",
+        "ExitPlanMode:switch_mode",
+    ] {
+        let asked = ask(&mut up, "ro", tool);
+        assert_refused(&asked, "read-only", &cwd("ro"));
+    }
+    assert_admitted(&ask(&mut up, "ro", "Read:read"), &cwd("ro"));
+    assert_admitted(&ask(&mut up, "ro", "Grep:search"), &cwd("ro"));
+
+    for tool in [
+        "bash:execute",
+        "BASH:execute",
+        "run_shell_command:execute",
+        "developer__shell:execute",
+        "shell:execute",
+        "exec_command:execute",
+    ] {
+        let asked = ask(&mut up, "nobash", tool);
+        assert_refused(&asked, "denied by `Bash`", &cwd("nobash"));
+    }
+    let unnamed = ask(&mut up, "nobash", ":edit");
+    assert_refused(&unnamed, "named no tool", &cwd("nobash"));
+    assert_eq!(unnamed["kind"], "edit", "{unnamed}");
+    assert_admitted(&ask(&mut up, "nobash", "Write:edit"), &cwd("nobash"));
+
+    // An MCP tool the policy names is admitted under read_only; one it does not name is not.
+    assert_admitted(
+        &ask(&mut up, "gh", "mcp__gh__list_issues:other"),
+        &cwd("gh"),
+    );
+    let asked = ask(&mut up, "gh", "mcp__gh__delete_repo:other");
+    assert_refused(&asked, "an `allow` entry naming it", &cwd("gh"));
+    up.stop_ok();
+}
+
+/// The operator's `tool_ceiling` (overrides file, per pack and per persona) bounds a pack's own
+/// `x-tool-policy`: `pack inspect` shows the policy enforced and the ceiling's part of it, and
+/// `up` refuses what the ceiling refuses although the pack's policy allows it.
+#[test]
+fn the_operator_s_tool_ceiling_narrows_a_pack_s_policy_which_cannot_widen_it() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("pack");
+    let wide = persona(
+        "wide",
+        "subscribe: [\"general\"]\nx-tool-policy:\n  allow: [Bash, Read, \"mcp__fs__*\"]",
+        "You use every tool you are allowed.",
+    );
+    let plain = persona("plain", "subscribe: [\"general\"]", "You have no policy.");
+    write_pack(
+        &root,
+        "com.example.ceiling",
+        &[("wide", &wide), ("plain", &plain)],
+        &[],
+    );
+    let overrides = home.path().join("overrides.toml");
+    std::fs::write(
+        &overrides,
+        "[\"com.example.ceiling\"]\ntool_ceiling = { deny = [\"kind:execute\"], read_only = true }\n\n\
+         [\"com.example.ceiling\".plain]\ntool_ceiling = { allow = [\"Read\", \"Grep\"] }\n",
+    )
+    .unwrap();
+    let ov = overrides.to_str().unwrap();
+
+    let inspected = inspect_dir(&root, home.path(), &["--overrides", ov]);
+    let policy = |name: &str| persona_in(&inspected, name)["tool_policy"].clone();
+    let pack_ceiling = serde_json::json!({"deny": ["kind:execute"], "read_only": true});
+    assert_eq!(
+        policy("wide"),
+        serde_json::json!({"allow": ["Bash", "Read", "mcp__fs__*"], "deny": ["kind:execute"],
+            "read_only": true, "ceiling": pack_ceiling}),
+    );
+    assert_eq!(
+        policy("plain"),
+        serde_json::json!({"deny": ["kind:execute"], "read_only": true, "ceiling": {
+            "allow": ["Read", "Grep"], "deny": ["kind:execute"], "read_only": true,
+            "ceiling": pack_ceiling}}),
+    );
+    let mut human = apiary_e2e::apiary(home.path());
+    human
+        .args(["pack", "inspect"])
+        .arg(&root)
+        .args(["--overrides", ov]);
+    let human = apiary_e2e::Run::of(human);
+    assert!(
+        human.stdout.contains("from the ceiling")
+            && human
+                .stdout
+                .contains("deny [kind:execute], read_only  [operator]"),
+        "{}",
+        human.stdout
+    );
+
+    let ws = home.path().join("ws");
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--json",
+            "--permission",
+            "allow-once",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+            "--overrides",
+            ov,
+            "--author-turns",
+            "0",
+        ],
+        &[],
+    );
+    let cwd = |name: &str| ws.join("com.example.ceiling").join(name);
+    // The pack allows Bash and its MCP tools; the ceiling makes it read-only without execute.
+    let asked = ask(&mut up, "wide", "Bash:execute");
+    assert_refused(&asked, "(the operator's tool ceiling)", &cwd("wide"));
+    let asked = ask(&mut up, "wide", "mcp__fs__write_file:other");
+    assert_refused(&asked, "(the operator's tool ceiling)", &cwd("wide"));
+    assert_admitted(&ask(&mut up, "wide", "Read:read"), &cwd("wide"));
+    // The persona's own ceiling narrows its pack's: Grep yes, Glob (a reader too) no.
+    assert_admitted(&ask(&mut up, "plain", "Grep:search"), &cwd("plain"));
+    let asked = ask(&mut up, "plain", "Glob:search");
+    assert_refused(
+        &asked,
+        "not in the allow list (the operator's",
+        &cwd("plain"),
+    );
+    up.stop_ok();
+}
+
+/// A `tool_ceiling` the operator got wrong is an error at its line, and nothing starts with it.
+#[test]
+fn a_bad_tool_ceiling_is_an_error_at_its_line() {
+    let p = one_persona_pack("");
+    let dir = tempfile::tempdir().unwrap();
+    let overrides = dir.path().join("overrides.toml");
+    std::fs::write(
+        &overrides,
+        "[\"com.example.scratch\".a]\nmodel = \"a:b\"\ntool_ceiling = { deny = [\"kind:nuke\"] }\n",
+    )
+    .unwrap();
+    let mut c = p.cmd();
+    c.args(["pack", "inspect"]).arg(p.path()).args([
+        "--json",
+        "--overrides",
+        overrides.to_str().unwrap(),
+    ]);
+    let run = apiary_e2e::Run::of(c);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert!(all.contains("names no ACP tool kind"), "{all}");
+    assert!(all.contains("overrides.tool-ceiling"), "{all}");
 }

@@ -10,7 +10,9 @@
 //! - `!permission`: asks the client for permission and reports the outcome in its reply; with
 //!   `APIARY_AGENT_TOOL=<name>[:<kind>]` the request is for that tool (announced first in a
 //!   `tool_call` update whose `_meta.toolName` names it, as Claude Code does), and when allowed
-//!   the tool "runs": it writes `tool-<name>.txt` in its working directory;
+//!   the tool "runs": it writes `tool-<name>.txt` in its working directory; a word
+//!   `!permission=<name>[:<kind>]` of the message names the tool instead (`!permission=:<kind>`:
+//!   a request that names no tool, only a kind);
 //! - `!slow`: waits `APIARY_AGENT_SLOW_MS` (default 3000) milliseconds before replying, honouring
 //!   `session/cancel`;
 //! - `!crash`: exits with status 101 without answering;
@@ -423,7 +425,15 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
         notes.push("tool=completed".to_string());
     }
     if content.contains("!permission") {
-        notes.push(format!("permission={}", ask_permission(agent, &session)));
+        let tool = content
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("!permission="))
+            .map(str::to_string)
+            .or_else(|| std::env::var("APIARY_AGENT_TOOL").ok());
+        notes.push(format!(
+            "permission={}",
+            ask_permission(agent, &session, tool)
+        ));
     }
     if content.contains("!slow") {
         let ms = std::env::var("APIARY_AGENT_SLOW_MS")
@@ -468,11 +478,10 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
     agent.respond(&id, answer);
 }
 
-/// Asks the client's permission for a tool (`APIARY_AGENT_TOOL`, else an unnamed "Write a
+/// Asks the client's permission for `tool` (`<name>[:<kind>]`, else an unnamed "Write a
 /// file"); runs the named tool when allowed. Returns the outcome: the option id picked,
 /// `cancelled` or `no-answer`.
-fn ask_permission(agent: &Agent, session: &str) -> String {
-    let tool = std::env::var("APIARY_AGENT_TOOL").ok();
+fn ask_permission(agent: &Agent, session: &str, tool: Option<String>) -> String {
     let (name, kind) = match &tool {
         Some(t) => match t.split_once(':') {
             Some((n, k)) => (Some(n.to_string()), k.to_string()),
@@ -480,11 +489,18 @@ fn ask_permission(agent: &Agent, session: &str) -> String {
         },
         None => (None, "edit".to_string()),
     };
+    let name = name.filter(|n| !n.is_empty());
+    // A call id of its own, so no earlier call's name is taken for this one.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(2);
+    let call_id = format!(
+        "call-{}",
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let title = name.clone().unwrap_or_else(|| "Write a file".into());
     if let Some(n) = &name {
         agent.update(
             session,
-            json!({"sessionUpdate": "tool_call", "toolCallId": "call-2", "title": title,
+            json!({"sessionUpdate": "tool_call", "toolCallId": call_id, "title": title,
                    "kind": kind, "status": "pending", "_meta": {"toolName": n}}),
         );
     }
@@ -492,7 +508,7 @@ fn ask_permission(agent: &Agent, session: &str) -> String {
         "session/request_permission",
         json!({
             "sessionId": session,
-            "toolCall": {"toolCallId": "call-2", "title": title, "kind": kind},
+            "toolCall": {"toolCallId": call_id, "title": title, "kind": kind},
             "options": [
                 {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
                 {"optionId": "reject", "name": "Reject", "kind": "reject_once"}
@@ -520,7 +536,7 @@ fn ask_permission(agent: &Agent, session: &str) -> String {
         let status = if ran { "completed" } else { "failed" };
         agent.update(
             session,
-            json!({"sessionUpdate": "tool_call_update", "toolCallId": "call-2", "status": status}),
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status}),
         );
     }
     outcome

@@ -2,7 +2,8 @@
 //! agents call (Anthropic's Messages API, OpenAI's Responses API, Gemini's
 //! `streamGenerateContent`, all as server-sent events),
 //! answers with one scripted text, and records every request. It also answers as a minimal
-//! streamable-HTTP MCP server at `/mcp`, so a test sees an agent connect to a persona's MCP server.
+//! streamable-HTTP MCP server at `/mcp` with one tool, `write_note`, so a test sees an agent
+//! connect to a persona's MCP server and whether it called the tool.
 //!
 //! A [`Script`] makes the model use tools (Anthropic `tool_use`, OpenAI `function_call`): while a turn's conversation holds fewer tool
 //! results than the script has tool uses, the next answer is the next tool use (so the agent runs
@@ -441,7 +442,7 @@ fn gemini_stream(answer: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-/// A streamable-HTTP MCP server with no tools.
+/// A streamable-HTTP MCP server with one tool, `write_note`, which does nothing but answer.
 fn mcp(req: &Value) -> (&'static str, &'static str, Vec<u8>) {
     let Some(id) = req.get("id").cloned() else {
         return ("202 Accepted", "application/json", Vec::new());
@@ -451,7 +452,10 @@ fn mcp(req: &Value) -> (&'static str, &'static str, Vec<u8>) {
             json!({"protocolVersion": req["params"]["protocolVersion"].as_str().unwrap_or("2025-03-26"),
             "capabilities": {"tools": {}}, "serverInfo": {"name": "stub-mcp", "version": "1.0.0"}})
         }
-        Some("tools/list") => json!({"tools": []}),
+        Some("tools/list") => json!({"tools": [{"name": "write_note",
+            "description": "Writes a note for the team.",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}),
+        Some("tools/call") => json!({"content": [{"type": "text", "text": "noted"}]}),
         _ => json!({}),
     };
     (

@@ -258,9 +258,10 @@ pub fn usage_event(session: &str, update: &Value) -> Option<AgentEvent> {
 
 /// The `_meta` of `session/new` that hands the policy to runtimes with a deny list of their own:
 /// Claude Code reads `claudeCode.options` (its Agent SDK options; `disallowedTools` removes tools
-/// from the model's reach). `None` when there is nothing to hand over.
+/// from the model's reach), given its own names for every denied tool whatever runtime's name
+/// the policy used. `None` when there is nothing to hand over.
 pub fn session_meta(tools: &ToolPolicy) -> Option<Map<String, Value>> {
-    let denied = tools.denied_names();
+    let denied = tools.denied_claude_code_names();
     if denied.is_empty() {
         return None;
     }
@@ -375,12 +376,16 @@ mod tests {
     #[test]
     fn claude_gets_the_deny_list_and_codex_its_read_only_mode() {
         let p = ToolPolicy {
-            deny: vec!["Bash".into(), "kind:fetch".into(), "mcp__*".into()],
+            deny: vec![
+                "run_shell_command".into(),
+                "kind:fetch".into(),
+                "mcp__*".into(),
+            ],
             ..ToolPolicy::default()
         };
         assert_eq!(
             Value::Object(session_meta(&p).unwrap()),
-            json!({"claudeCode": {"options": {"disallowedTools": ["Bash"]}}})
+            json!({"claudeCode": {"options": {"disallowedTools": ["Bash", "mcp__acp__Bash"]}}})
         );
         assert!(session_meta(&ToolPolicy::default()).is_none());
         let answer = json!({"configOptions": [{"id": "mode", "category": "mode", "currentValue": "auto",

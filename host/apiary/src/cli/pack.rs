@@ -442,6 +442,7 @@ fn render_persona(out: &mut String, p: &ResolvedPersona) {
     row_start(out, "mcp_servers");
     push_list(out, p.mcp_servers.iter().map(|s| s.name.as_str()), ", ");
     row_end(out, "");
+    row_tool_policy(out, p);
     row_env(out, p);
     for (point, cmd) in p.hooks.entries() {
         row(out, &format!("hook {point}"), cmd, "");
@@ -480,6 +481,46 @@ fn row_triggers(out: &mut String, p: &ResolvedPersona, from: &str) {
         "], all_messages false"
     });
     row_end(out, from);
+}
+
+/// The tool policy as enforced, then the operator ceiling's part of it on a row of its own.
+fn row_tool_policy(out: &mut String, p: &ResolvedPersona) {
+    let Some(policy) = &p.tool_policy else {
+        return;
+    };
+    row_start(out, "tool_policy");
+    push_policy(
+        out,
+        &policy.allow,
+        policy.all_denied(),
+        policy.is_read_only(),
+    );
+    row_end(out, "");
+    if let Some(ceiling) = &policy.ceiling {
+        row_start(out, "  from the ceiling");
+        push_policy(
+            out,
+            &ceiling.allow,
+            ceiling.all_denied(),
+            ceiling.is_read_only(),
+        );
+        row_end(out, "operator");
+    }
+}
+
+fn push_policy(out: &mut String, allow: &[String], deny: Vec<&String>, read_only: bool) {
+    let mut parts = Vec::new();
+    if !allow.is_empty() {
+        parts.push(format!("allow [{}]", allow.join(", ")));
+    }
+    if !deny.is_empty() {
+        let deny: Vec<&str> = deny.into_iter().map(String::as_str).collect();
+        parts.push(format!("deny [{}]", deny.join(", ")));
+    }
+    if read_only {
+        parts.push("read_only".to_string());
+    }
+    out.push_str(&parts.join(", "));
 }
 
 fn row_env(out: &mut String, p: &ResolvedPersona) {

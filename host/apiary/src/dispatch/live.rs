@@ -666,7 +666,10 @@ async fn open_session(
     let name = &persona.identity.name;
     let (session, answer) = agent.new_session(req).await?;
     // A read-only persona on an agent with a read-only mode of its own (Codex) gets that mode too.
-    if persona.tool_policy.as_ref().is_some_and(|p| p.read_only)
+    if persona
+        .tool_policy
+        .as_ref()
+        .is_some_and(|p| p.is_read_only())
         && let Some((config_id, value)) = crate::acp::tools::read_only_mode(&answer)
     {
         match agent.set_config_option(&session, &config_id, &value).await {

@@ -15,6 +15,7 @@ pub mod persona;
 pub mod plain_yaml;
 pub mod skill;
 pub mod source;
+pub mod tool_names;
 pub mod tool_policy;
 
 use std::collections::{BTreeMap, HashMap};

@@ -5,21 +5,33 @@
 //! x-tool-policy:
 //!   allow: [Read, Grep, "mcp__github__*", "kind:search"]   # only these (absent: any tool)
 //!   deny: [Bash, "kind:execute"]                            # never these, whatever else says
-//!   read_only: true                                         # nothing that edits, moves, deletes or runs
+//!   read_only: true                                         # only tools known to only read
 //! ```
 //!
-//! An entry is a tool name as the agent names it (`Write`, `mcp__server__tool`), with `*` matching
-//! any run of characters, or `kind:<kind>` for an ACP tool kind (`read`, `edit`, `delete`, `move`,
-//! `search`, `execute`, `think`, `fetch`, `switch_mode`, `other`). A name with an argument
-//! specifier in parentheses (`Bash(git diff:*)`, Claude Code's spelling) is matched by its name:
-//! in `deny` the whole tool is refused, in `allow` it admits nothing apiary can check, so it never
-//! matches (fail closed). The policy is decided before the operator's `--permission`: a tool the
-//! policy refuses is rejected whatever that says; one it admits is then up to `--permission`.
+//! An entry is a tool name, with `*` matching any run of characters, or `kind:<kind>` for an ACP
+//! tool kind (`read`, `edit`, `delete`, `move`, `search`, `execute`, `think`, `fetch`,
+//! `switch_mode`, `other`). Names match case-insensitively and under every runtime's name for
+//! the same tool ([`super::tool_names`]): `deny: [Bash]` also refuses Gemini's
+//! `run_shell_command`, goose's `developer__shell` and Codex's `exec_command`. A name with an
+//! argument specifier in parentheses (`Bash(git diff:*)`, Claude Code's spelling) is matched by
+//! its name: in `deny` the whole tool is refused, in `allow` it admits nothing apiary can check,
+//! so it never matches.
+//!
+//! The policy fails closed. When it has any rule, a request that names no tool is refused (a kind
+//! alone is the agent's own label). `read_only` admits only tools the table knows to only read,
+//! and only when their kind, if given, is not one that changes things; an MCP or otherwise
+//! unknown tool is admitted under `read_only` only when an `allow` entry names it (by name or
+//! pattern, not by kind). The operator's ceiling (`tool_ceiling` in the overrides file) is a
+//! policy of the same shape around this one: a tool must pass both.
+//!
+//! The policy is decided before the operator's `--permission`: a tool the policy refuses is
+//! rejected whatever that says; one it admits is then up to `--permission`.
 
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
 
 use super::source::{Fields, suggest};
+use super::tool_names;
 use crate::diag::{Diagnostic, Report};
 
 /// The frontmatter key.
@@ -39,35 +51,26 @@ pub const KINDS: &[&str] = &[
     "switch_mode",
     "other",
 ];
-/// Kinds a read-only persona may not use.
-const WRITING_KINDS: &[&str] = &["edit", "delete", "move", "execute"];
-/// Tool names that write or run whatever kind an agent reports them as (Claude Code's own).
-pub const WRITING_TOOLS: &[&str] = &[
-    "Write",
-    "Edit",
-    "MultiEdit",
-    "NotebookEdit",
-    "Bash",
-    "BashOutput",
-    "KillShell",
-];
+/// Kinds that change something, which no read-only persona uses whatever the tool's name.
+const CHANGING_KINDS: &[&str] = &["edit", "delete", "move", "execute", "switch_mode"];
 /// At most this many entries in each list, and characters per entry.
 pub const MAX_ENTRIES: usize = 256;
 pub const MAX_ENTRY_LEN: usize = 200;
+/// Said of a refusal that came from the operator's ceiling.
+const BY_CEILING: &str = " (the operator's tool ceiling)";
 
 /// A persona's tool policy. The empty policy admits every tool (the operator's `--permission`
 /// still decides).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolPolicy {
     /// When non-empty, only tools matching an entry are admitted.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allow: Vec<String>,
     /// Tools matching an entry are refused.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<String>,
-    /// Tools that edit, delete, move or run something are refused.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    /// Only tools known to only read are admitted.
     pub read_only: bool,
+    /// The operator's ceiling this policy sits inside: a tool must pass it too.
+    pub ceiling: Option<Box<ToolPolicy>>,
 }
 
 /// What the agent says about a tool it wants to use.
@@ -80,48 +83,135 @@ pub struct ToolUse<'a> {
 }
 
 impl ToolPolicy {
+    /// No rule here or in the ceiling.
     pub fn is_empty(&self) -> bool {
+        self.has_no_rule_of_its_own() && self.ceiling.as_deref().is_none_or(ToolPolicy::is_empty)
+    }
+
+    fn has_no_rule_of_its_own(&self) -> bool {
         self.allow.is_empty() && self.deny.is_empty() && !self.read_only
     }
 
-    /// `Err(why)` when the policy refuses `tool`. A tool the agent does not name cannot be shown
-    /// to be allowed or read-only, so an allow list or `read_only` refuses it.
+    /// Read-only here or in the ceiling.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+            || self
+                .ceiling
+                .as_deref()
+                .is_some_and(ToolPolicy::is_read_only)
+    }
+
+    /// This policy inside `ceiling`: a tool must pass both, so the ceiling can only narrow it.
+    pub fn within(mut self, ceiling: Option<ToolPolicy>) -> ToolPolicy {
+        let Some(ceiling) = ceiling.filter(|c| !c.is_empty()) else {
+            return self;
+        };
+        self.ceiling = Some(Box::new(match self.ceiling.take() {
+            Some(inner) => (*inner).within(Some(ceiling)),
+            None => ceiling,
+        }));
+        self
+    }
+
+    /// Every `deny` entry, this policy's and the ceiling's.
+    pub fn all_denied(&self) -> Vec<&String> {
+        let mut all: Vec<&String> = self.deny.iter().collect();
+        if let Some(ceiling) = &self.ceiling {
+            for entry in ceiling.all_denied() {
+                if !all.contains(&entry) {
+                    all.push(entry);
+                }
+            }
+        }
+        all
+    }
+
+    /// `Err(why)` when the policy (or its ceiling) refuses `tool`.
     pub fn decide(&self, tool: ToolUse<'_>) -> Result<(), String> {
-        let shown = tool.name.unwrap_or("an unnamed tool");
+        if let Some(why) = self.ceiling.as_deref().and_then(|c| c.decide(tool).err()) {
+            let why = if why.ends_with(BY_CEILING) {
+                why
+            } else {
+                format!("{why}{BY_CEILING}")
+            };
+            return Err(why);
+        }
+        self.decide_its_own(tool)
+    }
+
+    fn decide_its_own(&self, tool: ToolUse<'_>) -> Result<(), String> {
+        if self.has_no_rule_of_its_own() {
+            return Ok(());
+        }
+        let name = tool.name.map(str::trim).filter(|n| !n.is_empty());
+        let shown = name.unwrap_or("an unnamed tool");
         if let Some(entry) = self.deny.iter().find(|e| matches(e, tool, true)) {
             return Err(format!("{shown} is denied by `{entry}`"));
         }
+        // A kind is the agent's own label: without a name nothing can be checked.
+        let Some(name) = name else {
+            let kind = tool
+                .kind
+                .map_or(String::new(), |k| format!(" (kind `{k}`)"));
+            return Err(format!(
+                "the agent named no tool{kind}, and a tool policy admits only tools it can name"
+            ));
+        };
         if self.read_only {
-            let writes = tool.name.is_some_and(|n| WRITING_TOOLS.contains(&n))
-                || tool.kind.is_some_and(|k| WRITING_KINDS.contains(&k));
-            if writes {
-                return Err(format!(
-                    "{shown} changes things and the persona is read-only"
-                ));
-            }
-            if tool.name.is_none() && tool.kind.is_none_or(|k| k == "other") {
-                return Err(format!(
-                    "{shown} of unknown kind cannot be shown to be read-only"
-                ));
-            }
+            self.check_read_only(name, tool.kind)?;
         }
         if !self.allow.is_empty() && !self.allow.iter().any(|e| matches(e, tool, false)) {
-            return Err(format!("{shown} is not in the allow list"));
+            return Err(format!("{name} is not in the allow list"));
         }
         Ok(())
     }
 
-    /// Plain tool names of `deny` (no kinds, no wildcards) plus, when read-only, the tools that
-    /// write: what a runtime that takes a deny list of its own tool names is given.
-    pub fn denied_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .deny
+    /// `read_only`: an allowlist of tools known to only read, plus what `allow` names.
+    fn check_read_only(&self, name: &str, kind: Option<&str>) -> Result<(), String> {
+        if let Some(kind) =
+            kind.filter(|k| CHANGING_KINDS.iter().any(|c| c.eq_ignore_ascii_case(k)))
+        {
+            return Err(format!(
+                "{name} is of kind `{kind}`, which changes things, and the persona is read-only"
+            ));
+        }
+        match tool_names::only_reads(name) {
+            Some(true) => Ok(()),
+            Some(false) => Err(format!(
+                "{name} changes things and the persona is read-only"
+            )),
+            None if self.names_in_allow(name) => Ok(()),
+            None => Err(format!(
+                "{name} is not known to only read (an MCP or unknown tool) and the persona is \
+                 read-only; an `allow` entry naming it would admit it"
+            )),
+        }
+    }
+
+    /// Whether an `allow` entry names `name` (by name or pattern; a kind names no tool).
+    fn names_in_allow(&self, name: &str) -> bool {
+        let tool = ToolUse {
+            name: Some(name),
+            kind: None,
+        };
+        self.allow
             .iter()
-            .filter(|e| !e.starts_with("kind:") && !e.contains('*'))
-            .cloned()
+            .any(|e| !e.starts_with("kind:") && matches(e, tool, false))
+    }
+
+    /// What Claude Code's `disallowedTools` is given: its own names for every tool a plain
+    /// `deny` entry (no kind, no wildcard) names, under any runtime's spelling, plus, when
+    /// read-only, its tools that change things. The rest is refused when it asks.
+    pub fn denied_claude_code_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .all_denied()
+            .into_iter()
+            .filter_map(|e| plain_name(e))
+            .flat_map(tool_names::claude_code_names)
+            .map(str::to_string)
             .collect();
-        if self.read_only {
-            names.extend(WRITING_TOOLS.iter().map(|s| s.to_string()));
+        if self.is_read_only() {
+            names.extend(tool_names::claude_code_changing().map(str::to_string));
         }
         names.sort();
         names.dedup();
@@ -129,19 +219,60 @@ impl ToolPolicy {
     }
 }
 
+/// The tool name of a `deny` entry that names one tool: none for a kind or a pattern.
+fn plain_name(entry: &str) -> Option<&str> {
+    let name = entry.split_once('(').map_or(entry, |(base, _)| base).trim();
+    (!entry.starts_with("kind:") && !name.contains('*') && !name.is_empty()).then_some(name)
+}
+
+/// `inspect`'s view: `deny` and `read_only` as enforced (with the ceiling's), `allow` this
+/// policy's own, and the ceiling as the operator wrote it, so its part can be told apart.
+impl Serialize for ToolPolicy {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            allow: &'a Vec<String>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            deny: Vec<&'a String>,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            read_only: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            ceiling: Option<&'a ToolPolicy>,
+        }
+        Shown {
+            allow: &self.allow,
+            deny: self.all_denied(),
+            read_only: self.is_read_only(),
+            ceiling: self.ceiling.as_deref(),
+        }
+        .serialize(serializer)
+    }
+}
+
 /// Whether policy entry `entry` covers `tool`. `in_deny`: an entry with an argument specifier
 /// covers the whole tool; in an allow list it covers nothing.
 fn matches(entry: &str, tool: ToolUse<'_>, in_deny: bool) -> bool {
     if let Some(kind) = entry.strip_prefix("kind:") {
-        return tool.kind == Some(kind);
+        return tool
+            .kind
+            .is_some_and(|k| k.trim().eq_ignore_ascii_case(kind));
     }
-    let Some(name) = tool.name else {
+    let Some(name) = tool.name.map(str::trim).filter(|n| !n.is_empty()) else {
         return false;
     };
     match entry.split_once('(') {
-        Some((base, _)) => in_deny && glob(base.trim(), name),
-        None => glob(entry, name),
+        Some((base, _)) => in_deny && names_match(base.trim(), name),
+        None => names_match(entry, name),
     }
+}
+
+/// Whether `pattern` covers `name` under any of its runtimes' spellings, case aside.
+fn names_match(pattern: &str, name: &str) -> bool {
+    let pattern = pattern.to_lowercase();
+    tool_names::spellings(name)
+        .iter()
+        .any(|s| glob(&pattern, &s.to_lowercase()))
 }
 
 /// `pattern` with `*` for any run of characters, against the whole of `text`.
@@ -164,63 +295,91 @@ fn glob(pattern: &str, text: &str) -> bool {
     rest.len() >= last.len() && rest.ends_with(last)
 }
 
+/// Where a policy is written: its key, and the codes of the diagnostics about it.
+pub struct Place {
+    pub key: &'static str,
+    pub code: &'static str,
+    pub overlap_code: &'static str,
+}
+
+/// A persona's own `x-tool-policy`.
+pub const FRONTMATTER: Place = Place {
+    key: KEY,
+    code: "persona.tool-policy",
+    overlap_code: "persona.tool-policy-overlap",
+};
+
 /// Reads `x-tool-policy` from persona frontmatter; every problem is an error at its place in the
 /// file. `None` when the key is absent or the value cannot be used at all.
 pub fn read(fields: &Fields<'_>, report: &mut Report) -> Option<ToolPolicy> {
-    let map = fields.object(report, KEY)?;
-    let nested = fields.nested(KEY, map);
-    for key in map.keys().filter(|k| !KEYS.contains(&k.as_str())) {
-        let d = Diagnostic::error(
-            "persona.tool-policy",
-            format!("unknown key `{key}` in `{KEY}`"),
-        );
-        let d = match suggest(key, KEYS) {
+    read_at(fields, &FRONTMATTER, report)
+}
+
+/// Reads a policy mapping at `place.key` of `fields` (the frontmatter, or a table of the
+/// overrides file), each problem an error at its place.
+pub fn read_at(fields: &Fields<'_>, place: &Place, report: &mut Report) -> Option<ToolPolicy> {
+    let key = place.key;
+    let map = fields.object(report, key)?;
+    let nested = fields.nested(key, map);
+    for unknown in map.keys().filter(|k| !KEYS.contains(&k.as_str())) {
+        let d = Diagnostic::error(place.code, format!("unknown key `{unknown}` in `{key}`"));
+        let d = match suggest(unknown, KEYS) {
             Some(s) => d.help(format!("did you mean `{s}`?")),
-            None => d.help(
-                "`x-tool-policy` takes `allow`, `deny` (lists of tool names) and `read_only`",
-            ),
+            None => d.help(format!(
+                "`{key}` takes `allow`, `deny` (lists of tool names) and `read_only`"
+            )),
         };
-        report.push(fields.src.diag(d, &[KEY, key]));
+        report.push(fields.src.diag(d, &at(&nested, unknown)));
     }
     let policy = ToolPolicy {
-        allow: entries(&nested, map, "allow", report),
-        deny: entries(&nested, map, "deny", report),
+        allow: entries(&nested, place, "allow", report),
+        deny: entries(&nested, place, "deny", report),
         read_only: nested.bool(report, "read_only").unwrap_or(false),
+        ceiling: None,
     };
     for both in policy.allow.iter().filter(|a| policy.deny.contains(a)) {
         let d = Diagnostic::warning(
-            "persona.tool-policy-overlap",
+            place.overlap_code,
             format!("`{both}` is both allowed and denied; denied wins"),
         );
-        report.push(fields.src.diag(d, &[KEY, "deny"]));
+        report.push(fields.src.diag(d, &at(&nested, "deny")));
     }
     Some(policy)
 }
 
-/// One list of entries, each checked; bad entries are reported and left out.
-fn entries(
-    fields: &Fields<'_>,
-    map: &Map<String, Value>,
-    key: &str,
+/// The path of `key` in `fields`, to place a diagnostic.
+fn at<'a>(fields: &Fields<'a>, key: &'a str) -> Vec<&'a str> {
+    let mut path = fields.prefix.clone();
+    path.push(key);
+    path
+}
+
+/// One list of entries of the policy mapping `fields`, each checked; bad entries are reported
+/// and left out.
+fn entries<'a>(
+    fields: &Fields<'a>,
+    place: &Place,
+    key: &'a str,
     report: &mut Report,
 ) -> Vec<String> {
-    let Some(value) = map.get(key).filter(|v| !v.is_null()) else {
+    let Some(value) = fields.get(key) else {
         return Vec::new();
     };
     let Value::Array(items) = value else {
         fields.type_error(report, key, "a list of tool names", value);
         return Vec::new();
     };
+    let shown_key = format!("{}.{key}", place.key);
     let error = |report: &mut Report, message: String| {
-        let d = Diagnostic::error("persona.tool-policy", message)
+        let d = Diagnostic::error(place.code, message)
             .help("an entry is a tool name (`Write`, `mcp__server__*`) or `kind:<kind>`");
-        report.push(fields.src.diag(d, &[KEY, key]));
+        report.push(fields.src.diag(d, &at(fields, key)));
     };
     if items.len() > MAX_ENTRIES {
         error(
             report,
             format!(
-                "`{KEY}.{key}` has {} entries, more than {MAX_ENTRIES}",
+                "`{shown_key}` has {} entries, more than {MAX_ENTRIES}",
                 items.len()
             ),
         );
@@ -232,7 +391,7 @@ fn entries(
             error(
                 report,
                 format!(
-                    "`{KEY}.{key}` entries must be strings, found {}",
+                    "`{shown_key}` entries must be strings, found {}",
                     super::source::type_name(item)
                 ),
             );
@@ -240,7 +399,7 @@ fn entries(
         };
         match check_entry(entry) {
             Ok(()) => out.push(entry.to_string()),
-            Err(why) => error(report, format!("`{KEY}.{key}` entry {why}")),
+            Err(why) => error(report, format!("`{shown_key}` entry {why}")),
         }
     }
     out
@@ -298,53 +457,238 @@ mod tests {
         ToolUse { name, kind }
     }
 
+    fn policy(allow: &[&str], deny: &[&str], read_only: bool) -> ToolPolicy {
+        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        ToolPolicy {
+            allow: list(allow),
+            deny: list(deny),
+            read_only,
+            ceiling: None,
+        }
+    }
+
+    fn refuses(p: &ToolPolicy, name: Option<&str>, kind: Option<&str>) -> String {
+        p.decide(tool(name, kind))
+            .expect_err(&format!("{name:?} ({kind:?}) was admitted"))
+    }
+
     #[test]
     fn deny_wins_then_read_only_then_allow() {
-        let p = ToolPolicy {
-            allow: vec!["Read".into(), "mcp__gh__*".into(), "kind:search".into()],
-            deny: vec!["mcp__gh__delete*".into()],
-            read_only: false,
-        };
+        let p = policy(
+            &["Read", "mcp__gh__*", "kind:search"],
+            &["mcp__gh__delete*"],
+            false,
+        );
         assert!(p.decide(tool(Some("Read"), None)).is_ok());
         assert!(p.decide(tool(Some("mcp__gh__issue"), None)).is_ok());
         assert!(p.decide(tool(Some("Grep"), Some("search"))).is_ok());
-        let e = p
-            .decide(tool(Some("mcp__gh__delete_repo"), None))
-            .unwrap_err();
+        let e = refuses(&p, Some("mcp__gh__delete_repo"), None);
         assert!(e.contains("denied by `mcp__gh__delete*`"), "{e}");
-        let e = p.decide(tool(Some("Write"), Some("edit"))).unwrap_err();
+        let e = refuses(&p, Some("Write"), Some("edit"));
         assert!(e.contains("not in the allow list"), "{e}");
+        refuses(&p, None, None);
+    }
+
+    /// Issue 31, finding 3: what Claude Code reports for MCP tools (kind `other`), `Task`
+    /// (`think`) and `KillBash`/`KillShell` passed `read_only`.
+    #[test]
+    fn read_only_admits_only_tools_known_to_read() {
+        let p = policy(&[], &[], true);
+        for (name, kind) in [
+            ("mcp__fs__write_file", Some("other")),
+            ("mcp__github__delete_repo", Some("other")),
+            ("Task", Some("think")),
+            ("KillBash", Some("other")),
+            ("KillShell", Some("execute")),
+            ("TaskStop", None),
+            ("ExitPlanMode", Some("switch_mode")),
+            ("Bash", None),
+            ("run_shell_command", Some("execute")),
+            ("developer__text_editor", None),
+            ("frobnicate", Some("read")),
+            ("Write", Some("edit")),
+        ] {
+            let e = refuses(&p, Some(name), kind);
+            assert!(e.contains("read-only"), "{name}: {e}");
+        }
+        for (name, kind) in [
+            ("Read", Some("read")),
+            ("Grep", Some("search")),
+            ("Glob", Some("search")),
+            ("LS", Some("search")),
+            ("WebFetch", Some("fetch")),
+            ("TodoWrite", Some("think")),
+            ("read_file", Some("read")),
+            ("developer__tree", None),
+            ("LSP", Some("other")),
+        ] {
+            assert!(p.decide(tool(Some(name), kind)).is_ok(), "{name}");
+        }
+        // A reader's name with a kind that changes things is not taken on trust.
+        let e = refuses(&p, Some("Read"), Some("execute"));
+        assert!(e.contains("kind `execute`"), "{e}");
+    }
+
+    #[test]
+    fn read_only_admits_an_mcp_tool_only_when_named() {
+        let named = policy(&["Read", "mcp__gh__list_*"], &[], true);
         assert!(
-            p.decide(tool(None, None)).is_err(),
-            "unnamed, with an allow list"
+            named
+                .decide(tool(Some("mcp__gh__list_issues"), Some("other")))
+                .is_ok()
+        );
+        let e = refuses(&named, Some("mcp__gh__delete_repo"), Some("other"));
+        assert!(e.contains("an `allow` entry naming it"), "{e}");
+        // Naming a tool that changes things does not make it read-only; a kind names no tool.
+        refuses(&policy(&["Bash"], &[], true), Some("Bash"), None);
+        refuses(
+            &policy(&["kind:other"], &[], true),
+            Some("mcp__gh__list_issues"),
+            Some("other"),
+        );
+    }
+
+    /// Issue 31, finding 3: `deny: [Bash]` matched only `Bash`, case-sensitively.
+    #[test]
+    fn deny_covers_every_runtime_s_name_case_aside() {
+        let p = policy(&[], &["Bash"], false);
+        for name in [
+            "Bash",
+            "bash",
+            "BASH",
+            "run_shell_command",
+            "developer__shell",
+            "shell",
+            "exec_command",
+            "mcp__acp__Bash",
+        ] {
+            let e = refuses(&p, Some(name), None);
+            assert!(e.contains("denied by `Bash`"), "{name}: {e}");
+        }
+        assert!(p.decide(tool(Some("Read"), None)).is_ok());
+        let p = policy(&[], &["kind:execute", "MCP__GITHUB__*"], false);
+        refuses(&p, Some("anything"), Some("EXECUTE"));
+        refuses(&p, Some("mcp__github__delete_repo"), None);
+        refuses(&p, Some("github__delete_repo"), None);
+        // An allow entry is matched the same way.
+        let p = policy(&["read"], &[], false);
+        assert!(p.decide(tool(Some("read_file"), None)).is_ok());
+    }
+
+    /// Issue 31, finding 3: a request naming no tool passed every deny list.
+    #[test]
+    fn an_unnamed_tool_is_refused_by_any_rule() {
+        for p in [
+            policy(&[], &["Bash"], false),
+            policy(&["Read"], &[], false),
+            policy(&[], &[], true),
+        ] {
+            for kind in [None, Some("edit"), Some("read"), Some("other")] {
+                let e = refuses(&p, None, kind);
+                assert!(e.contains("named no tool"), "{p:?} {kind:?}: {e}");
+            }
+            refuses(&p, Some("  "), Some("read"));
+        }
+        assert!(ToolPolicy::default().decide(tool(None, None)).is_ok());
+    }
+
+    #[test]
+    fn the_ceiling_only_narrows() {
+        let ceiling = policy(&["Read", "Grep", "mcp__gh__*"], &["kind:execute"], false);
+        // The pack allows Bash and Write; the ceiling admits neither.
+        let p = policy(&["Read", "Write", "Bash"], &[], false).within(Some(ceiling.clone()));
+        assert!(p.decide(tool(Some("Read"), Some("read"))).is_ok());
+        let e = refuses(&p, Some("Bash"), Some("execute"));
+        assert!(e.contains("the operator's tool ceiling"), "{e}");
+        let e = refuses(&p, Some("Write"), Some("edit"));
+        assert!(e.contains("not in the allow list (the operator's"), "{e}");
+        // Grep passes the ceiling but not the pack's own allow list.
+        let e = refuses(&p, Some("Grep"), Some("search"));
+        assert!(!e.contains("ceiling"), "{e}");
+        // A read-only ceiling: naming an MCP tool in the pack's allow list does not widen it.
+        let ro = policy(&[], &[], true);
+        let p = policy(&["mcp__fs__*"], &[], false).within(Some(ro.clone()));
+        assert!(p.is_read_only());
+        let e = refuses(&p, Some("mcp__fs__write_file"), Some("other"));
+        assert!(e.contains("ceiling"), "{e}");
+        // A ceiling that names the MCP tool admits it under its own read_only.
+        let named = policy(&["Read", "mcp__fs__read_file"], &[], true);
+        let p = ToolPolicy::default().within(Some(named));
+        assert!(
+            p.decide(tool(Some("mcp__fs__read_file"), Some("other")))
+                .is_ok()
+        );
+        // Ceilings nest (a persona's inside its pack's), each narrowing.
+        let p = policy(&[], &["Write"], false)
+            .within(Some(policy(&[], &["Edit"], false)))
+            .within(Some(ceiling));
+        for name in ["Write", "Edit", "Bash"] {
+            refuses(&p, Some(name), Some("execute"));
+        }
+        assert_eq!(p.all_denied(), ["Write", "Edit", "kind:execute"]);
+        // An empty ceiling leaves the policy as it was.
+        assert_eq!(ro.clone().within(Some(ToolPolicy::default())), ro);
+    }
+
+    #[test]
+    fn claude_code_is_told_every_spelling_it_has() {
+        let p = policy(
+            &[],
+            &["run_shell_command", "Bash(rm:*)", "kind:fetch", "mcp__*"],
+            false,
+        )
+        .within(Some(policy(
+            &[],
+            &["mcp__gh__delete_repo", "write_file"],
+            false,
+        )));
+        assert_eq!(
+            p.denied_claude_code_names(),
+            [
+                "Bash",
+                "Write",
+                "mcp__acp__Bash",
+                "mcp__acp__Write",
+                "mcp__gh__delete_repo"
+            ]
+        );
+        let ro = policy(&[], &[], false).within(Some(policy(&[], &[], true)));
+        let names = ro.denied_claude_code_names();
+        for name in [
+            "Bash",
+            "Write",
+            "Edit",
+            "Task",
+            "KillShell",
+            "TaskStop",
+            "ExitPlanMode",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name}: {names:?}");
+        }
+        assert!(!names.iter().any(|n| n == "Read"), "{names:?}");
+    }
+
+    #[test]
+    fn inspect_shows_the_ceiling_s_part() {
+        let p =
+            policy(&["Read"], &["Bash"], false).within(Some(policy(&[], &["kind:execute"], true)));
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            serde_json::json!({"allow": ["Read"], "deny": ["Bash", "kind:execute"], "read_only": true,
+                "ceiling": {"deny": ["kind:execute"], "read_only": true}})
+        );
+        assert_eq!(
+            serde_json::to_value(policy(&[], &["Bash"], false)).unwrap(),
+            serde_json::json!({"deny": ["Bash"]})
         );
     }
 
     #[test]
-    fn read_only_refuses_writers_and_the_unknown() {
-        let p = ToolPolicy {
-            read_only: true,
-            ..ToolPolicy::default()
-        };
-        assert!(p.decide(tool(Some("Read"), Some("read"))).is_ok());
-        assert!(p.decide(tool(Some("Bash"), None)).is_err());
-        assert!(p.decide(tool(Some("custom"), Some("execute"))).is_err());
-        assert!(p.decide(tool(None, Some("other"))).is_err());
-        assert!(p.decide(tool(None, Some("fetch"))).is_ok());
-        assert!(p.denied_names().contains(&"Write".to_string()));
-    }
-
-    #[test]
     fn specifiers_deny_the_whole_tool_and_allow_nothing() {
-        let p = ToolPolicy {
-            deny: vec!["Bash(rm:*)".into()],
-            ..ToolPolicy::default()
-        };
+        let p = policy(&[], &["Bash(rm:*)"], false);
         assert!(p.decide(tool(Some("Bash"), None)).is_err());
-        let p = ToolPolicy {
-            allow: vec!["Bash(git:*)".into()],
-            ..ToolPolicy::default()
-        };
+        assert!(p.decide(tool(Some("run_shell_command"), None)).is_err());
+        let p = policy(&["Bash(git:*)"], &[], false);
         assert!(p.decide(tool(Some("Bash"), None)).is_err());
     }
 

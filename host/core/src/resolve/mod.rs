@@ -16,6 +16,7 @@ mod json_text;
 pub mod limits;
 pub mod overrides;
 pub mod prompt;
+pub mod tool_ceiling;
 
 use std::collections::BTreeMap;
 
@@ -137,7 +138,8 @@ pub struct ResolvedPersona {
     pub skills: Vec<String>,
     /// Pack `.mcp.json` plus the persona's list; the persona wins whole by name; sorted by name.
     pub mcp_servers: Vec<McpServer>,
-    /// `x-tool-policy`: which tools the agent may use; `apiary up` enforces it (absent: any).
+    /// `x-tool-policy` inside the operator's `tool_ceiling`: which tools the agent may use;
+    /// `apiary up` enforces it (absent: any).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_policy: Option<ToolPolicy>,
     /// Variables set in the agent process for its runtime, with the operator's own values kept.
@@ -313,7 +315,7 @@ fn resolve_persona(
         broadcast_replies: routing.broadcast_replies,
         skills,
         mcp_servers: mcp::merge(&pack.mcp_servers, &persona.mcp_servers),
-        tool_policy: persona.tool_policy.clone().filter(|p| !p.is_empty()),
+        tool_policy: tool_policy(pack, persona, overrides),
         env: env_vars,
         system_prompt,
         sources,
@@ -321,6 +323,17 @@ fn resolve_persona(
         allow_env: overrides.allow_env(&pack.manifest.id).to_vec(),
         agent: overrides.grants(&pack.manifest.id, &persona.name),
     }
+}
+
+/// The persona's `x-tool-policy` inside the operator's ceiling for it (absent: neither has a rule).
+fn tool_policy(
+    pack: &Pack,
+    persona: &crate::pack::Persona,
+    overrides: &Overrides,
+) -> Option<ToolPolicy> {
+    let ceiling = overrides.tool_ceiling(&pack.manifest.id, &persona.name);
+    let own = persona.tool_policy.clone().unwrap_or_default();
+    Some(own.within(ceiling)).filter(|p| !p.is_empty())
 }
 
 /// The model and its sampling settings, as the agent will run with them.

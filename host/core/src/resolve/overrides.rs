@@ -20,10 +20,18 @@
 //! ```
 //!
 //! The pack level (and each persona's table) also takes the agent grants `agent_env`,
-//! `agent_net`, `agent_read` and `agent_write` (see [`super::grants`]).
+//! `agent_net`, `agent_read`, `agent_write` and `agent_config` (see [`super::grants`]).
 //!
-//! (So a persona named `allow_env` or like a grant key cannot be given overrides.) Where the file is comes from the
-//! caller (`apiary`'s paths module).
+//! `tool_ceiling`, in a pack's table or a persona's, bounds what the pack's own `x-tool-policy`
+//! may admit (see [`super::tool_ceiling`]):
+//!
+//! ```toml
+//! ["com.example.meadow-security-team"]
+//! tool_ceiling = { deny = ["kind:execute"], read_only = true }
+//! ```
+//!
+//! (So a persona named `allow_env`, `tool_ceiling` or like a grant key cannot be given
+//! overrides.) Where the file is comes from the caller (`apiary`'s paths module).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +40,9 @@ use serde_json::Value;
 
 use super::grants::{self, AgentGrants};
 use super::limits::{LIMITS, PersonaLimits};
+use super::tool_ceiling::{TOOL_CEILING, ToolCeilings};
 use crate::diag::{Diagnostic, Report, Severity};
+use crate::pack::ToolPolicy;
 use crate::pack::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
 use crate::pack::source::{self, Fields, SourceFile, Syntax, suggest};
 
@@ -58,6 +68,8 @@ pub struct Overrides {
     allow_env: HashMap<String, Vec<String>>,
     /// Pack id → what all its personas' agents are granted.
     pack_grants: HashMap<String, AgentGrants>,
+    /// The operator's `tool_ceiling`s, by pack and persona.
+    tool_ceilings: ToolCeilings,
 }
 
 impl Overrides {
@@ -73,6 +85,11 @@ impl Overrides {
             Some(own) => pack.with(&own.grants),
             None => pack,
         }
+    }
+
+    /// The operator's ceiling on the tool policy of persona `persona` of pack `pack_id`.
+    pub fn tool_ceiling(&self, pack_id: &str, persona: &str) -> Option<ToolPolicy> {
+        self.tool_ceilings.for_persona(pack_id, persona)
     }
 
     pub fn get(&self, pack_id: &str, persona: &str) -> Option<&PersonaOverride> {
@@ -150,6 +167,9 @@ impl Overrides {
                         .read_key(&per_pack, persona, report);
                     continue;
                 }
+                if persona == TOOL_CEILING {
+                    continue; // read by `ToolCeilings::read`
+                }
                 let Value::Object(settings) = settings else {
                     per_pack.type_error(report, persona, "a table of settings", settings);
                     continue;
@@ -168,11 +188,13 @@ impl Overrides {
                     .insert(persona.clone(), entry);
             }
         }
+        let tool_ceilings = ToolCeilings::read(&top, &packs, report);
         Overrides {
             path: Some(path.to_path_buf()),
             entries,
             allow_env,
             pack_grants,
+            tool_ceilings,
         }
     }
 }
@@ -245,7 +267,7 @@ fn check_keys(f: &Fields<'_>, report: &mut Report) {
     let known: Vec<&str> = BEHAVIOUR_KEYS
         .iter()
         .copied()
-        .chain([apiary_schema::persona::RUNTIME, LIMITS])
+        .chain([apiary_schema::persona::RUNTIME, LIMITS, TOOL_CEILING])
         .chain(grants::KEYS.iter().copied())
         .collect();
     for key in f.map.keys().filter(|k| !known.contains(&k.as_str())) {
