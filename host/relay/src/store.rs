@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use nostr_relay_builder::prelude::*;
 
@@ -544,6 +544,7 @@ impl NostrDatabase for Store {
 mod tests {
     use super::*;
     use crate::known_keys::KnownKeys;
+    use std::sync::Arc;
 
     /// Owners where `own` (and the relay's key) are the key store's.
     fn owners(own: &[&Keys]) -> Owners {
