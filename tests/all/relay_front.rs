@@ -79,9 +79,14 @@ fn ok_for(w: &mut Wire, text: String, id: &EventId) -> (bool, String) {
     assert!(w.send_text(text), "connection open");
     let id = id.to_hex();
     let ok = w
-        .wait(Duration::from_secs(10), |m| m[0] == "OK" && m[1] == id.as_str())
+        .wait(Duration::from_secs(10), |m| {
+            m[0] == "OK" && m[1] == id.as_str()
+        })
         .unwrap_or_else(|| panic!("no OK for {id}: {:#?}", w.got));
-    (ok[2] == true, ok[3].as_str().unwrap_or_default().to_string())
+    (
+        ok[2] == true,
+        ok[3].as_str().unwrap_or_default().to_string(),
+    )
 }
 
 /// Sends `text` and waits for the answer about subscription `sub` (`EOSE`, `COUNT` or `CLOSED`).
@@ -138,12 +143,19 @@ fn the_front_decides_on_the_parsed_message_not_its_spelling() {
         let answer = answer_for(&mut w, count, sub);
         assert!(is_auth_required(&answer), "{count}: {answer}");
     }
-    assert!(!w.got.iter().any(|m| m[0] == "COUNT" || m[0] == "EVENT"), "{:#?}", w.got);
+    assert!(
+        !w.got.iter().any(|m| m[0] == "COUNT" || m[0] == "EVENT"),
+        "{:#?}",
+        w.got
+    );
 
     // An event near 1 MiB is over the 64 KiB cap however it is spelt, even from a member.
     let big = wire::message(&operator, &"x".repeat(900 * 1024), &[&["h", "ops"]]);
     let padding = " ".repeat(20);
-    let text = format!("[{padding}\"EVENT\",{}]", serde_json::to_string(&big).unwrap());
+    let text = format!(
+        "[{padding}\"EVENT\",{}]",
+        serde_json::to_string(&big).unwrap()
+    );
     let (ok, why) = ok_for(&mut member, text, &big.id);
     assert!(!ok && why.contains("limit of 65536 bytes"), "{why}");
 
@@ -158,7 +170,10 @@ fn the_front_decides_on_the_parsed_message_not_its_spelling() {
     let notice = member
         .wait(Duration::from_secs(5), |m| m[0] == "NOTICE")
         .expect("a NOTICE");
-    assert!(notice[1].as_str().unwrap().starts_with("unsupported:"), "{notice}");
+    assert!(
+        notice[1].as_str().unwrap().starts_with("unsupported:"),
+        "{notice}"
+    );
 
     // The member is still answered: its COUNT, its search, its history.
     let count = answer_for(&mut member, r#"["COUNT","m1",{"kinds":[9]}]"#, "m1");

@@ -194,13 +194,7 @@ fn floods_are_refused() {
     let home = tempfile::tempdir().unwrap();
     let relay = apiary_relay(
         home.path(),
-        &[
-            "--ephemeral",
-            "--key-rate",
-            "20",
-            "--connection-rate",
-            "30",
-        ],
+        &["--ephemeral", "--key-rate", "20", "--connection-rate", "30"],
     );
     let relay_url = url(&relay);
 

@@ -14,19 +14,16 @@ use crate::support::live::wire::{self, Wire};
 
 /// The operator's key, written into the key store the relay reads.
 fn operator_key(home: &Path) -> Keys {
-    let keys = wire::keys_of(&{
-        let dir = data_dir(home).join("keys");
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("operator.key");
-        let k = Keys::generate();
-        std::fs::write(&file, k.secret_key().to_secret_hex()).unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        }
-        file
-    });
+    let dir = data_dir(home).join("keys");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("operator.key");
+    let keys = Keys::generate();
+    std::fs::write(&file, keys.secret_key().to_secret_hex()).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     keys
 }
 
@@ -74,12 +71,18 @@ fn strangers_cannot_fill_the_relay_and_the_operator_is_never_refused_for_space()
         assert!(w.publish(ev).unwrap().accepted);
     }
     let ok = w.publish(&wire::message(&first, "more", general)).unwrap();
-    assert!(!ok.accepted && ok.message.starts_with("storage share full"), "{ok:?}");
+    assert!(
+        !ok.accepted && ok.message.starts_with("storage share full"),
+        "{ok:?}"
+    );
 
     // Kinds apiary does not use are refused from strangers, taken from the operator.
     let note = wire::signed(&first, 1, "a kind 1 note", &[]);
     let ok = w.publish(&note).unwrap();
-    assert!(!ok.accepted && ok.message.contains("stores kinds 9, 1063, 10063, 39000"), "{ok:?}");
+    assert!(
+        !ok.accepted && ok.message.contains("stores kinds 9, 1063, 10063, 39000"),
+        "{ok:?}"
+    );
     let auth_as_event = wire::signed(&Keys::generate(), 22242, "", &[]);
     assert!(!w.publish(&auth_as_event).unwrap().accepted);
     let operators_note = wire::signed(&operator, 1, "the operator's own kind 1", &[]);
@@ -108,7 +111,11 @@ fn strangers_cannot_fill_the_relay_and_the_operator_is_never_refused_for_space()
     let all_nines = Wire::connect(&url)
         .req(json!({"kinds": [9], "limit": 500}))
         .unwrap();
-    assert_eq!(all_nines.len(), 32, "the foreign part: the 32 newest flood messages");
+    assert_eq!(
+        all_nines.len(),
+        32,
+        "the foreign part: the 32 newest flood messages"
+    );
     assert!(stored(&url, &[&firsts[0], &firsts[1], &file_metadata]).is_empty());
 
     // The operator is never refused for space: the headroom, then foreign events make way.
@@ -121,7 +128,14 @@ fn strangers_cannot_fill_the_relay_and_the_operator_is_never_refused_for_space()
     }
     let via_cli = run(
         home.path(),
-        &["post", "--relay", &url, "--channel", "general", "from apiary post"],
+        &[
+            "post",
+            "--relay",
+            &url,
+            "--channel",
+            "general",
+            "from apiary post",
+        ],
     );
     assert_eq!(via_cli.code, 0, "{}", via_cli.stderr);
     let posted_id = via_cli.stdout.trim().to_string();
@@ -143,7 +157,10 @@ fn strangers_cannot_fill_the_relay_and_the_operator_is_never_refused_for_space()
     assert!(stored(&url, &early).is_empty(), "evicted events came back");
     let journal = data_dir(home.path()).join("relay/events.jsonl");
     let lines = std::fs::read_to_string(&journal).unwrap().lines().count();
-    assert_eq!(lines, 40, "the journal holds what is stored, compacted on start");
+    assert_eq!(
+        lines, 40,
+        "the journal holds what is stored, compacted on start"
+    );
     // The relay still takes a stranger's message (evicting the oldest foreign one).
     let mut w = Wire::connect(&url);
     let late = wire::message(&Keys::generate(), "still served", general);

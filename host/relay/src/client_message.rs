@@ -21,9 +21,19 @@ pub const MAX_SUBSCRIPTION_ID_CHARS: usize = 64;
 pub const MAX_FILTERS: usize = 16;
 
 /// The fields of an event (NIP-01), no more, no fewer.
-const EVENT_FIELDS: [&str; 7] = ["id", "pubkey", "created_at", "kind", "tags", "content", "sig"];
+const EVENT_FIELDS: [&str; 7] = [
+    "id",
+    "pubkey",
+    "created_at",
+    "kind",
+    "tags",
+    "content",
+    "sig",
+];
 /// The fields of a filter besides its `#<letter>` tag queries (NIP-01, NIP-50 `search`).
-const FILTER_FIELDS: [&str; 7] = ["ids", "authors", "kinds", "since", "until", "limit", "search"];
+const FILTER_FIELDS: [&str; 7] = [
+    "ids", "authors", "kinds", "since", "until", "limit", "search",
+];
 
 /// A client message the front understood.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,7 +94,9 @@ pub enum Refused {
         got: usize,
         about: About,
     },
-    #[error("invalid: a subscription id is a string of 1 to {MAX_SUBSCRIPTION_ID_CHARS} characters")]
+    #[error(
+        "invalid: a subscription id is a string of 1 to {MAX_SUBSCRIPTION_ID_CHARS} characters"
+    )]
     SubscriptionId,
     #[error("invalid: event: {detail}")]
     Event { detail: String, about: About },
@@ -322,9 +334,15 @@ mod tests {
     fn whitespace_and_escapes_are_read_as_json_reads_them() {
         let (ev, v) = event_json();
         let spaced = format!("[ \n\t \"EVENT\" , {v} ]");
-        assert_eq!(parse(&spaced, MAX), Ok(Request::Event(Box::new(ev.clone()))));
+        assert_eq!(
+            parse(&spaced, MAX),
+            Ok(Request::Event(Box::new(ev.clone())))
+        );
         let escaped = format!("[\"\\u0045VENT\",{v}]");
-        assert_eq!(parse(&escaped, MAX), Ok(Request::Event(Box::new(ev.clone()))));
+        assert_eq!(
+            parse(&escaped, MAX),
+            Ok(Request::Event(Box::new(ev.clone())))
+        );
         let auth = format!("[\"\\u0041UTH\",{v}]");
         assert!(matches!(parse(&auth, MAX), Ok(Request::Auth(_))));
         // What the library is given is the parsed value, in canonical form.
@@ -342,9 +360,18 @@ mod tests {
         let search = "x".repeat(MAX);
         let count = format!("[\"COUNT\",\"c\",{{\"search\":\"{search}\"}}]");
         let refused = parse(&count, MAX).unwrap_err();
-        assert!(refused.answer().starts_with("[\"CLOSED\",\"c\""), "{}", refused.answer());
+        assert!(
+            refused.answer().starts_with("[\"CLOSED\",\"c\""),
+            "{}",
+            refused.answer()
+        );
         let close = format!("[\"CLOSE\",\"c\"{}]", " ".repeat(MAX));
-        assert!(parse(&close, MAX).unwrap_err().answer().starts_with("[\"NOTICE\""));
+        assert!(
+            parse(&close, MAX)
+                .unwrap_err()
+                .answer()
+                .starts_with("[\"NOTICE\"")
+        );
     }
 
     #[test]
@@ -398,6 +425,9 @@ mod tests {
             parse(&format!("[\"COUNT\",\"c\",{f}]"), MAX),
             Ok(Request::Count { .. })
         ));
-        assert!(matches!(parse("[\"CLOSE\",\"c\"]", MAX), Ok(Request::Close(_))));
+        assert!(matches!(
+            parse("[\"CLOSE\",\"c\"]", MAX),
+            Ok(Request::Close(_))
+        ));
     }
 }

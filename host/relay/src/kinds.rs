@@ -65,10 +65,17 @@ mod tests {
         }
         for k in [0, 1, 5, 30023, 24242, 20001] {
             let why = take(k, &someone, Owner::Foreign).unwrap();
-            assert!(why.contains("stores kinds 9, 1063, 10063, 39000 only"), "{why}");
+            assert!(
+                why.contains("stores kinds 9, 1063, 10063, 39000 only"),
+                "{why}"
+            );
             assert_eq!(take(k, &someone, Owner::Own), None, "own kind {k}");
         }
-        assert!(take(39000, &someone, Owner::Own).unwrap().contains("relay's key only"));
+        assert!(
+            take(39000, &someone, Owner::Own)
+                .unwrap()
+                .contains("relay's key only")
+        );
         assert_eq!(take(39000, &relay, Owner::Own), None);
         assert!(take(22242, &someone, Owner::Own).is_some());
     }

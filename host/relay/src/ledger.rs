@@ -317,7 +317,10 @@ mod tests {
             store(&mut l, &stranger, Owner::Foreign).unwrap();
         }
         let refused = store(&mut l, &stranger, Owner::Foreign).unwrap_err();
-        assert!(refused.to_string().starts_with("storage share full"), "{refused}");
+        assert!(
+            refused.to_string().starts_with("storage share full"),
+            "{refused}"
+        );
     }
 
     #[test]
@@ -337,7 +340,11 @@ mod tests {
         }
         assert_eq!(l.foreign().events, 80);
         assert_eq!(evicted.len(), 20);
-        assert!(evicted.iter().all(|e| e.author == strangers[0] || e.author == strangers[1]));
+        assert!(
+            evicted
+                .iter()
+                .all(|e| e.author == strangers[0] || e.author == strangers[1])
+        );
         // The operator still has the headroom, then evicts foreign events to go on.
         for _ in 0..15 {
             assert!(store(&mut l, &operator, Owner::Own).unwrap().is_empty());
@@ -357,6 +364,9 @@ mod tests {
         }
         let refused = store(&mut l, &operator, Owner::Own).unwrap_err();
         assert!(matches!(refused, Refusal::Full { .. }), "{refused}");
-        assert!(refused.to_string().contains("--max-stored-events"), "{refused}");
+        assert!(
+            refused.to_string().contains("--max-stored-events"),
+            "{refused}"
+        );
     }
 }

@@ -13,14 +13,14 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use nostr_relay_builder::prelude::*;
 
-use crate::known_keys::Owners;
 use crate::kinds;
+use crate::known_keys::Owners;
 use crate::ledger::Owner;
 
 /// The embedded relay's caps; [`Limits::default`] is what `apiary up` and `apiary relay` use unless
@@ -270,7 +270,13 @@ mod tests {
                 .sign_with_keys(k)
                 .unwrap()
         };
-        assert!(a.check(&meta(&Keys::generate()), Owner::Foreign, peer).is_some());
-        assert_eq!(a.check(&meta(&relay), a.owner_of(&meta(&relay)), peer), None);
+        assert!(
+            a.check(&meta(&Keys::generate()), Owner::Foreign, peer)
+                .is_some()
+        );
+        assert_eq!(
+            a.check(&meta(&relay), a.owner_of(&meta(&relay)), peer),
+            None
+        );
     }
 }

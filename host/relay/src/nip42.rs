@@ -223,7 +223,10 @@ mod tests {
         let c = s.challenge.clone();
         let url = "ws://127.0.0.1:4869";
         let cases = [
-            (auth(&keys, 1, &[("challenge", &c), ("relay", url)], now), "kind"),
+            (
+                auth(&keys, 1, &[("challenge", &c), ("relay", url)], now),
+                "kind",
+            ),
             (
                 auth(&keys, 22242, &[("challenge", "other"), ("relay", url)], now),
                 "challenge",
@@ -239,16 +242,31 @@ mod tests {
                 "challenge",
             ),
             (
-                auth(&keys, 22242, &[("challenge", &c), ("relay", "ws://evil:1")], now),
+                auth(
+                    &keys,
+                    22242,
+                    &[("challenge", &c), ("relay", "ws://evil:1")],
+                    now,
+                ),
                 "another relay",
             ),
             (auth(&keys, 22242, &[("challenge", &c)], now), "relay"),
             (
-                auth(&keys, 22242, &[("challenge", &c), ("relay", url)], now - 601),
+                auth(
+                    &keys,
+                    22242,
+                    &[("challenge", &c), ("relay", url)],
+                    now - 601,
+                ),
                 "created_at",
             ),
             (
-                auth(&keys, 22242, &[("challenge", &c), ("relay", url)], now + 601),
+                auth(
+                    &keys,
+                    22242,
+                    &[("challenge", &c), ("relay", url)],
+                    now + 601,
+                ),
                 "created_at",
             ),
         ];
@@ -257,10 +275,18 @@ mod tests {
             assert!(refused.to_string().contains(why), "{refused} for {why}");
             assert_eq!(s.authenticated(), None);
         }
-        let good = auth(&keys, 22242, &[("challenge", &c), ("relay", url)], now - 500);
+        let good = auth(
+            &keys,
+            22242,
+            &[("challenge", &c), ("relay", url)],
+            now - 500,
+        );
         let refused = s.authenticate(&good, &here, |_| false, now).unwrap_err();
         assert!(refused.to_string().starts_with("restricted:"), "{refused}");
-        assert_eq!(s.authenticate(&good, &here, |_| true, now), Ok(keys.public_key()));
+        assert_eq!(
+            s.authenticate(&good, &here, |_| true, now),
+            Ok(keys.public_key())
+        );
         assert_eq!(s.authenticated(), Some(keys.public_key()));
         // Another connection's challenge does not carry over.
         let mut other = Session::new();

@@ -109,8 +109,7 @@ impl<'f> Screen<'f> {
     }
 }
 
-const AUTH_REQUIRED: &str =
-    "auth-required: this relay serves authenticated clients only (NIP-42)";
+const AUTH_REQUIRED: &str = "auth-required: this relay serves authenticated clients only (NIP-42)";
 
 /// The relay's `OK` for event `id`: accepted (with a note, e.g. a duplicate's) or refused, why.
 pub(crate) fn ok_message(id: EventId, outcome: Result<&str, String>) -> String {

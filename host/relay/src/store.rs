@@ -121,7 +121,9 @@ impl Store {
                 len,
             });
             if state.ledger.garbage() > 0 {
-                state.compact().map_err(|e| RelayError::file("compacting", path, e))?;
+                state
+                    .compact()
+                    .map_err(|e| RelayError::file("compacting", path, e))?;
             }
             drop(state);
         }
@@ -188,7 +190,10 @@ impl Store {
             // An empty filter would match every event.
             return;
         }
-        tracing::debug!(count = ids.len(), "relay: evicted the oldest foreign events");
+        tracing::debug!(
+            count = ids.len(),
+            "relay: evicted the oldest foreign events"
+        );
         if let Err(e) = self.inner.delete(Filter::new().ids(ids)).await {
             tracing::error!("relay: cannot evict events from memory: {e}");
         }
@@ -653,7 +658,11 @@ mod tests {
             assert!(s.event_by_id(&sent[6].id).await.unwrap().is_some());
         }
         let before = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(before.lines().count(), 16, "evicted lines wait for compaction");
+        assert_eq!(
+            before.lines().count(),
+            16,
+            "evicted lines wait for compaction"
+        );
         let s = Store::open(Some(&path), limits, own).await.unwrap();
         assert_eq!(s.restored, 10);
         for ev in &sent[..6] {

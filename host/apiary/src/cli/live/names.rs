@@ -136,10 +136,16 @@ mod tests {
         let mut names = Names::with_store([(bee, role)]);
         names.known.insert(stranger, Some("bee".into()));
         let hex = bee.to_hex();
-        assert_eq!(names.label(&bee), format!("bee (pack com.x, {})", &hex[..16]));
+        assert_eq!(
+            names.label(&bee),
+            format!("bee (pack com.x, {})", &hex[..16])
+        );
         let npub = stranger.to_bech32().unwrap();
         assert_eq!(names.label(&stranger), format!("bee (unknown key {npub})"));
-        assert_eq!(names.signer_json(&stranger)["key_store"], serde_json::Value::Null);
+        assert_eq!(
+            names.signer_json(&stranger)["key_store"],
+            serde_json::Value::Null
+        );
         assert_eq!(names.signer_json(&bee)["key_store"]["persona"], "bee");
     }
 
