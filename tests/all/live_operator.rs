@@ -68,8 +68,8 @@ fn a_persona_publishes_its_profile_and_replies_in_the_channel_without_thread_rep
     assert!(e_tags(r).is_empty(), "no thread: {r}");
     assert_eq!(tags(r, "q"), [vec!["q".to_string(), hello.clone()]]);
 
-    // `tail` shows the persona by its display name, the message before its answer, and ends its
-    // output with a newline.
+    // `tail` shows the persona as the key store's (persona and pack, not the name its profile
+    // claims), the message before its answer, and ends its output with a newline.
     let shown = tail_plain(&up);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     let out = &shown.stdout;
@@ -82,7 +82,7 @@ fn a_persona_publishes_its_profile_and_replies_in_the_channel_without_thread_rep
     assert!(line_of(&hello) < line_of(&reply), "{out}");
     let reply_line = out.lines().nth(line_of(&reply)).unwrap();
     assert!(
-        reply_line.contains(&format!("Pip the Tester ({})", &pip[..8])),
+        reply_line.contains(&format!("pip (pack com.example.operator, {})", &pip[..16])),
         "{reply_line}"
     );
     up.stop_ok();

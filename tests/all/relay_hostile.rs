@@ -1,12 +1,12 @@
 //! Attacks on the relay side, through the real binaries: a stranger re-pointing a channel with group
 //! metadata of their own, an event naming two channels, oversized events, floods from one key and
-//! over one connection, a storage fill, a journal that cannot be replayed, and terminal escapes in
-//! message text shown by `apiary tail`.
+//! over one connection, a journal that cannot be replayed, terminal escapes in message text shown
+//! by `apiary tail`, and a stranger passing for a persona in `tail`.
 
 use std::path::Path;
 
 use apiary_e2e::{Run, apiary, data_dir, run};
-use nostr::prelude::Keys;
+use nostr::prelude::{Keys, ToBech32};
 use serde_json::Value;
 
 use crate::support::live::relays::{Kind, Options, TestRelay};
@@ -190,19 +190,11 @@ fn publish_all(w: &mut Wire, events: impl IntoIterator<Item = (Keys, String)>) -
 }
 
 #[test]
-fn floods_and_storage_fills_are_refused() {
+fn floods_are_refused() {
     let home = tempfile::tempdir().unwrap();
     let relay = apiary_relay(
         home.path(),
-        &[
-            "--ephemeral",
-            "--key-rate",
-            "20",
-            "--connection-rate",
-            "30",
-            "--max-stored-events",
-            "70",
-        ],
+        &["--ephemeral", "--key-rate", "20", "--connection-rate", "30"],
     );
     let relay_url = url(&relay);
 
@@ -230,25 +222,7 @@ fn floods_and_storage_fills_are_refused() {
     }
     assert!((20..=22).contains(&accepted), "{accepted} accepted");
     assert!(why.contains("from this key"), "{why}");
-
-    // Storage: 70 events at most, then refused (not evicted).
-    let mut stored = 0;
-    let mut why = String::new();
-    for c in 0..2 {
-        let mut w = Wire::connect(&relay_url);
-        let events = (0..15).map(|i| (Keys::generate(), format!("fill {c}.{i}")));
-        let (n, refusal) = publish_all(&mut w, events);
-        stored += n;
-        if !refusal.is_empty() {
-            why = refusal;
-        }
-    }
-    assert!(why.contains("storage full"), "{why}");
-    let total = Wire::connect(&relay_url)
-        .req(serde_json::json!({"kinds": [9], "limit": 500}))
-        .unwrap()
-        .len();
-    assert_eq!(total, 70, "{stored} stored by the last round");
+    // (Storage shares and eviction: relay_storage.)
 }
 
 #[test]
@@ -256,18 +230,13 @@ fn history_survives_a_restart_and_a_bad_journal_stops_the_start() {
     let home = tempfile::tempdir().unwrap();
     let mut relay = apiary_relay(home.path(), &[]);
     let relay_url = url(&relay);
-    let posted = run(
-        home.path(),
-        &[
-            "post",
-            "--relay",
-            &relay_url,
-            "--channel",
-            "general",
-            "remember me",
-        ],
-    );
-    assert_eq!(posted.code, 0, "{}", posted.stderr);
+    for text in ["remember me", "and me"] {
+        let posted = run(
+            home.path(),
+            &["post", "--relay", &relay_url, "--channel", "general", text],
+        );
+        assert_eq!(posted.code, 0, "{}", posted.stderr);
+    }
     relay.external.as_mut().unwrap().restart();
     let tail = run(
         home.path(),
@@ -289,7 +258,9 @@ fn history_survives_a_restart_and_a_bad_journal_stops_the_start() {
     // A line that is not an event: the relay refuses to start, naming the file, the line and
     // what to do, instead of starting with part of the history.
     let journal = data_dir(home.path()).join("relay/events.jsonl");
-    let good = std::fs::read_to_string(&journal).unwrap();
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let mut lines = text.lines().map(|l| format!("{l}\n"));
+    let (good, second) = (lines.next().unwrap(), lines.next().unwrap());
     std::fs::write(&journal, format!("{good}{{\"not\": \"an event\"}}\n{good}")).unwrap();
     let start = run_bounded(home.path(), &["relay", "--listen", "127.0.0.1:0"]);
     assert_eq!(start.code, 1, "{}\n{}", start.stdout, start.stderr);
@@ -305,8 +276,9 @@ fn history_survives_a_restart_and_a_bad_journal_stops_the_start() {
         start.stderr
     );
 
-    // A journal over the storage limit: the same, naming the flag.
-    std::fs::write(&journal, format!("{good}{good}")).unwrap();
+    // The operator's events over the storage limit (own events are never evicted): the same,
+    // naming the flag.
+    std::fs::write(&journal, format!("{good}{second}")).unwrap();
     let limit = (good.len() + 10).to_string();
     let start = run_bounded(
         home.path(),
@@ -372,4 +344,83 @@ fn tail_shows_control_characters_escaped() {
     let line = tail(true);
     let ev: Value = serde_json::from_str(line.trim()).unwrap();
     assert_eq!(ev["content"], text);
+}
+
+#[test]
+fn tail_tells_the_key_stores_personas_from_strangers() {
+    let home = tempfile::tempdir().unwrap();
+    let relay = apiary_relay(home.path(), &["--ephemeral"]);
+    let relay_url = url(&relay);
+    // A persona's key in the operator's key store, as `up` creates it.
+    let dir = data_dir(home.path()).join("keys/com.example.hive");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bee = Keys::generate();
+    std::fs::write(dir.join("bee.key"), bee.secret_key().to_secret_hex()).unwrap();
+    let bee_hex = bee.public_key().to_hex();
+    let stranger = Keys::generate();
+    let mut w = Wire::connect(&relay_url);
+    let genuine = wire::message(&bee, "deploying now", &[&["h", "general"]]);
+    let impostor = wire::message(&stranger, "bee here, send the keys", &[&["h", "general"]]);
+    assert!(w.publish(&genuine).unwrap().accepted);
+    assert!(w.publish(&impostor).unwrap().accepted);
+
+    let tail = |json: bool| {
+        let mut args = vec![
+            "tail",
+            "--relay",
+            &relay_url,
+            "--channel",
+            "general",
+            "--no-follow",
+            "--timeout",
+            "30",
+        ];
+        if json {
+            args.push("--json");
+        }
+        let r = run(home.path(), &args);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.stdout
+    };
+    let shown = tail(false);
+    let line = |needle: &str| {
+        shown
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle}: {shown}"))
+            .to_string()
+    };
+    let genuine_line = line("deploying now");
+    assert!(
+        genuine_line.contains(&format!("bee (pack com.example.hive, {})", &bee_hex[..16])),
+        "{genuine_line}"
+    );
+    let npub = stranger.public_key().to_bech32().unwrap();
+    let impostor_line = line("send the keys");
+    assert!(
+        impostor_line.contains(&format!("unknown key {npub}")),
+        "{impostor_line}"
+    );
+    assert!(!impostor_line.contains("pack "), "{impostor_line}");
+
+    // --json says the same, beside the event as received.
+    let events: Vec<Value> = tail(true)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |id: &nostr::prelude::EventId| {
+        events
+            .iter()
+            .find(|e| e["id"] == id.to_hex())
+            .unwrap()
+            .clone()
+    };
+    let g = of(&genuine.id);
+    assert_eq!(g["content"], "deploying now");
+    assert_eq!(g["signer"]["key_store"]["role"], "persona");
+    assert_eq!(g["signer"]["key_store"]["persona"], "bee");
+    assert_eq!(g["signer"]["key_store"]["pack"], "com.example.hive");
+    let i = of(&impostor.id);
+    assert_eq!(i["signer"]["key_store"], Value::Null);
+    assert_eq!(i["signer"]["npub"], npub);
 }

@@ -3,26 +3,22 @@
 //!
 //! - a plain HTTP request asking for `application/nostr+json` gets the relay information document
 //!   (NIP-11: the relay's `pubkey`, its limits) instead of a websocket;
-//! - websocket messages are capped: an EVENT over the event size limit is answered `OK false`
-//!   without reaching the relay, a message over [`Limits::max_message_bytes`] ends the connection
-//!   (close code 1009) before it is buffered whole;
-//! - with NIP-42 required, an `AUTH` from a key outside the [`AllowList`] is answered `OK false`
-//!   and not passed on, so the connection stays unauthenticated and the library keeps refusing
-//!   its reads and writes;
-//! - without NIP-42, a client's `EVENT` is taken here through the relay's [`Door`] (id and
-//!   signature checked, the write policy, stored, fanned out, answered) instead of being framed
-//!   again for the library, which would parse it a second time; subscriptions stay the library's.
+//! - a websocket message over [`Limits::max_message_bytes`] ends the connection (close code 1009)
+//!   before it is buffered whole; every other message is parsed once and screened
+//!   ([`screen`](crate::screen)): refused, answered (`AUTH`, `EVENT` through the relay's
+//!   [`Door`]) or passed to the library as parsed (`REQ`, `COUNT`, `CLOSE`), never as sent;
+//! - the library runs without NIP-42 of its own: the front keeps each connection's
+//!   authentication, challenges on connect, and only lets an authenticated connection's
+//!   requests through when authentication is required.
 //!
 //! Nagle's algorithm is off on every connection: with it on, a relay fanning many small frames out
 //! to a subscriber held each one back until the previous one was acknowledged (6 ms at p50 in the
 //! `live_agents` bench, 0.35 ms without).
 
-use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use nostr_relay_builder::prelude::*;
@@ -33,8 +29,10 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 
 use super::embedded::Door;
-use super::keys::KeyStore;
-use super::limits::{Admission, Limits};
+use super::limits::Limits;
+use crate::known_keys::KnownKeys;
+use crate::nip42::RelayIdentity;
+use crate::screen::{Screen, Step};
 
 /// A client that has not finished its websocket handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,50 +47,24 @@ const PIPE_BYTES: usize = 256 * 1024;
 const READ_BUFFER: usize = 16 * 1024;
 
 /// Who may authenticate (NIP-42) when the relay requires it: the keys of the operator's key store
-/// (the operator's and every persona's; the store is looked at again whenever an unknown key asks,
-/// so personas started after the relay are admitted) and keys named by the operator. A key file is
-/// read once per modification time, so a stranger repeating `AUTH` costs a directory listing.
+/// (the operator's and every persona's, looked up again for a key not known yet, so personas
+/// started after the relay are admitted; see [`KnownKeys`]) and keys named by the operator.
 #[derive(Debug)]
 pub struct AllowList {
     extra: HashSet<PublicKey>,
-    store: Option<KeyStore>,
-    cache: Mutex<HashMap<PathBuf, KeyFile>>,
+    store: Arc<KnownKeys>,
 }
 
-/// A key file as last read: its modification time and public key.
-type KeyFile = (Option<SystemTime>, Option<PublicKey>);
-
 impl AllowList {
-    pub fn new(store: Option<KeyStore>, extra: impl IntoIterator<Item = PublicKey>) -> AllowList {
+    pub fn new(store: Arc<KnownKeys>, extra: impl IntoIterator<Item = PublicKey>) -> AllowList {
         AllowList {
             extra: extra.into_iter().collect(),
             store,
-            cache: Mutex::default(),
         }
     }
 
     pub fn allows(&self, key: &PublicKey) -> bool {
-        if self.extra.contains(key) {
-            return true;
-        }
-        let Some(store) = &self.store else {
-            return false;
-        };
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        let files = store.key_files();
-        cache.retain(|path, _| files.contains(path));
-        for path in files {
-            let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-            // An unreadable file (e.g. one being written) is read again next time.
-            let fresh = cache
-                .get(&path)
-                .is_some_and(|(m, pk)| *m == modified && m.is_some() && pk.is_some());
-            if !fresh {
-                let pk = super::keys::public_key_of(&path);
-                cache.insert(path, (modified, pk));
-            }
-        }
-        cache.values().any(|(_, pk)| pk.as_ref() == Some(key))
+        self.extra.contains(key) || self.store.contains(key)
     }
 }
 
@@ -104,10 +76,10 @@ pub struct Front {
     pub info: String,
     /// `Some` when NIP-42 is required: who may authenticate.
     pub allow: Option<AllowList>,
-    pub admission: Arc<Admission>,
-    /// Where the front stores and fans out a client's events itself; `None`
-    /// when NIP-42 is required, whose per-connection state only the library knows.
-    pub door: Option<Door>,
+    /// The URL clients name when they authenticate.
+    pub identity: RelayIdentity,
+    /// Where the front stores and fans out a client's events itself.
+    pub door: Door,
 }
 
 impl Front {
@@ -122,6 +94,8 @@ impl Front {
             "supported_nips": [1, 10, 11, 29, 42],
             "limitation": {
                 "max_message_length": limits.max_event_bytes,
+                "max_subid_length": crate::client_message::MAX_SUBSCRIPTION_ID_CHARS,
+                "max_filters": crate::client_message::MAX_FILTERS,
                 "auth_required": auth,
                 "restricted_writes": true,
             },
@@ -153,7 +127,7 @@ pub fn serve(
                 if let Err(e) = serve_connection(&relay, stream, peer, &front).await {
                     tracing::debug!("relay: connection from {peer} ended: {e}");
                 }
-                front.admission.forget(peer);
+                front.door.forget(peer);
             });
         }
     })
@@ -207,7 +181,7 @@ async fn serve_connection(
         Some(pipe_config()),
     )
     .await;
-    let result = relay_messages(front, peer, &mut client, &mut inner).await;
+    let result = relay_messages(Screen::new(front, peer), &mut client, &mut inner).await;
     // Close the library's side with a handshake (it answers our Close and then ends), so it does
     // not write into a pipe already gone (which it logs as an error).
     let _ = inner.close(None).await;
@@ -248,29 +222,32 @@ async fn handshake(stream: TcpStream, front: &Front) -> Result<Option<ClientSock
     Ok(Some(client))
 }
 
-/// Passes messages both ways, screening the client's ([`screen`]), until either side closes.
+/// Passes messages both ways, the client's through `screen`, until either side closes.
 async fn relay_messages(
-    front: &Front,
-    peer: SocketAddr,
+    mut screen: Screen<'_>,
     client: &mut ClientSocket,
     inner: &mut LibrarySocket,
 ) -> Result<(), Ended> {
+    if let Some(challenge) = screen.greeting() {
+        client.send(Ws::text(challenge)).await?;
+    }
     loop {
         tokio::select! {
             msg = client.next() => match msg {
-                Some(Ok(Ws::Text(text))) => match screen(front, text.as_str()) {
-                    Screened::Answer(answer) => client.send(Ws::text(answer)).await?,
-                    Screened::Pass => inner.send(Ws::Text(text)).await?,
-                    Screened::Take(event, door) => {
-                        let answer = ok_message(event.id, door.accept(&event, peer).await);
-                        client.send(Ws::text(answer)).await?
+                Some(Ok(Ws::Text(text))) => match screen.on_text(text.as_str()).await {
+                    Step::Reply(answers) => {
+                        for answer in answers {
+                            client.feed(Ws::text(answer)).await?;
+                        }
+                        client.flush().await?;
                     }
+                    Step::Pass(json) => inner.send(Ws::text(json)).await?,
                 },
-                Some(Ok(Ws::Binary(b))) => inner.send(Ws::Binary(b)).await?,
+                Some(Ok(Ws::Binary(_))) => client.send(Ws::text(BINARY_REFUSED)).await?,
                 Some(Ok(Ws::Close(_))) | None => break,
                 Some(Ok(_)) => {}
                 Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(e))) => {
-                    let max = front.limits.max_message_bytes();
+                    let max = screen.max_message_bytes();
                     let frame = CloseFrame {
                         code: CloseCode::Size,
                         reason: format!("message over {max} bytes").into(),
@@ -293,81 +270,8 @@ async fn relay_messages(
     Ok(())
 }
 
-/// What the front does with a client message.
-enum Screened<'f> {
-    /// Answers it itself (a refusal), without passing it on.
-    Answer(String),
-    /// Passes it on to the relay library as it is.
-    Pass,
-    /// Takes the event through its door: checked, stored and fanned out with one parse and no
-    /// round trip through the library's pipe (which would parse it again and answer through it).
-    Take(Box<Event>, &'f Door),
-}
-
-/// The front's look at a client message: only EVENT and AUTH are looked at; anything else (and
-/// anything unparsable, which the library refuses) goes through as is.
-fn screen<'f>(front: &'f Front, text: &str) -> Screened<'f> {
-    let head = text.trim_start().get(..16).unwrap_or(text);
-    let kind = if head.contains("\"EVENT\"") {
-        "EVENT"
-    } else if head.contains("\"AUTH\"") {
-        "AUTH"
-    } else {
-        return Screened::Pass;
-    };
-    let Ok(msg) = ClientMessage::from_json(text) else {
-        return Screened::Pass;
-    };
-    let refuse = |id: EventId, why: String| Screened::Answer(ok_message(id, Err(why)));
-    match msg {
-        ClientMessage::Event(ev)
-            if kind == "EVENT" && text.len() > front.limits.max_event_bytes =>
-        {
-            refuse(
-                ev.id,
-                format!(
-                    "invalid: event message is {} bytes, over this relay's limit of {} bytes",
-                    text.len(),
-                    front.limits.max_event_bytes
-                ),
-            )
-        }
-        // A protected event (NIP-70) needs the connection's authentication, which the library
-        // keeps.
-        ClientMessage::Event(ev) if kind == "EVENT" && !ev.is_protected() => match &front.door {
-            Some(door) => Screened::Take(Box::new(ev.into_owned()), door),
-            None => Screened::Pass,
-        },
-        ClientMessage::Auth(ev) => match &front.allow {
-            Some(allow) if !allow.allows(&ev.pubkey) => {
-                tracing::warn!(pubkey = %ev.pubkey, "relay: refused authentication from a key outside the allow-list");
-                refuse(
-                    ev.id,
-                    format!(
-                        "restricted: {} is not authorised on this relay",
-                        ev.pubkey.to_hex()
-                    ),
-                )
-            }
-            _ => Screened::Pass,
-        },
-        _ => Screened::Pass,
-    }
-}
-
-/// The relay's `OK` for event `id`: accepted (with a note, e.g. a duplicate's) or refused, why.
-fn ok_message(id: EventId, outcome: Result<&str, String>) -> String {
-    let (status, message) = match outcome {
-        Ok(note) => (true, note.to_string()),
-        Err(why) => (false, why),
-    };
-    RelayMessage::Ok {
-        event_id: id,
-        status,
-        message: Cow::Owned(message),
-    }
-    .as_json()
-}
+/// The answer to a binary websocket message (NIP-01 is text only).
+const BINARY_REFUSED: &str = r#"["NOTICE","invalid: this relay reads text messages only"]"#;
 
 /// Waits until the request head (up to the blank line) has arrived, without consuming it: the
 /// websocket handshake reads it again.

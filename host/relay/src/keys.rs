@@ -153,12 +153,46 @@ impl KeyStore {
             .collect()
     }
 
+    /// Every key of the store with what it signs for (a `*.key` file elsewhere is left out).
+    pub fn roles(&self) -> Vec<(PublicKey, KeyRole)> {
+        self.key_files()
+            .iter()
+            .filter_map(|path| Some((public_key_of(path)?, self.role_of(path)?)))
+            .collect()
+    }
+
+    fn role_of(&self, path: &Path) -> Option<KeyRole> {
+        let rel = path.strip_prefix(&self.dir).ok()?;
+        let parts: Vec<&str> = rel.iter().filter_map(|p| p.to_str()).collect();
+        match parts.as_slice() {
+            ["operator.key"] => Some(KeyRole::Operator),
+            ["relay.key"] => Some(KeyRole::Relay),
+            [namespace, file] => Some(KeyRole::Persona {
+                namespace: namespace.to_string(),
+                persona: file.strip_suffix(".key")?.to_string(),
+            }),
+            _ => None,
+        }
+    }
+
     /// Every `*.key` file of the store (two levels deep, links not followed).
     pub fn key_files(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
         collect_key_files(&self.dir, 2, &mut out);
         out
     }
+}
+
+/// What a key of the store signs for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyRole {
+    /// `apiary post` and `tail`.
+    Operator,
+    /// The embedded relay (group metadata).
+    Relay,
+    /// A persona of the pack whose identity namespace this is (`<pack-id>`, or
+    /// `<pack-id>@<digest>` for another directory with the same id).
+    Persona { namespace: String, persona: String },
 }
 
 /// The owner record's file name inside a namespace directory.
@@ -318,6 +352,16 @@ mod tests {
         let listed = store.public_keys();
         assert!(listed.contains(&a.public_key()) && listed.contains(&b.public_key()));
         assert_eq!(listed.len(), 2);
+        let roles = store.roles();
+        assert!(roles.contains(&(
+            a.public_key(),
+            KeyRole::Persona {
+                namespace: "com.example.pack".into(),
+                persona: "pip".into()
+            }
+        )));
+        let operator = store.operator().unwrap().public_key();
+        assert!(store.roles().contains(&(operator, KeyRole::Operator)));
         assert_eq!(safe_component("../x"), ".._x");
         assert_eq!(safe_component(".."), "_..");
     }

@@ -8,7 +8,8 @@
 //! - messages are kind 9; NIP-10 `e` tags with `root`/`reply` markers make threads; `p` tags are
 //!   mentions;
 //! - [`embedded`] runs a relay in-process on 127.0.0.1 for the zero-set-up case, behind [`front`]
-//!   (NIP-11, message caps, the NIP-42 allow-list) with [`limits`] (rate and storage caps);
+//!   (NIP-11, every message parsed once by [`client_message`], NIP-42 by [`nip42`]) with [`limits`]
+//!   (rates), [`kinds`] (what it stores) and a [`store`] whose [`ledger`] shares storage out;
 //! - [`echo`] drops the harness's own events coming back on its subscription before they are
 //!   verified again;
 //! - [`keys`] is the operator's key store: each persona signs with its own key, and, when the relay
@@ -17,12 +18,19 @@
 //!
 //! Events from a relay are hostile: [`Message::parse`] caps sizes and never panics.
 
+pub mod client_message;
 pub mod echo;
 pub mod embedded;
 pub mod error;
 pub mod front;
 pub mod keys;
+pub mod kinds;
+pub mod known_keys;
+pub mod ledger;
 pub mod limits;
+pub mod nip42;
+mod screen;
+pub mod store;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

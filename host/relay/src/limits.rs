@@ -1,14 +1,15 @@
-//! What the embedded relay lets one client cost it: event size, stored events and bytes, events a
-//! minute per key and per connection, and who may publish group metadata.
+//! What the embedded relay lets one client cost it: event size, stored events and bytes (shared out
+//! by [`ledger`](crate::ledger)), events a minute per key and per connection, and which kinds it
+//! takes (see [`kinds`](crate::kinds)).
 //!
 //! The relay listens on loopback for the operator's own agents, but any local process (or anyone a
 //! port is forwarded to) can connect: without these, one client could publish megabyte events until
 //! memory and the journal fill the disk.
 //!
-//! [`Admission`] is the relay library's write policy: it runs after the library checked the event's
-//! id and signature, so a rate bucket is only ever charged for its key's genuine events (an
-//! attacker cannot spend another key's budget with forged ones). The size cap is enforced before
-//! that, on the websocket message (see `embedded`).
+//! [`Admission`] runs after the front checked the event's id and signature, so a rate bucket is
+//! only ever charged for its key's genuine events (an attacker cannot spend another key's budget
+//! with forged ones). The size cap is enforced before that, on the websocket message (see
+//! [`client_message`](crate::client_message)).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,20 +19,29 @@ use std::time::Instant;
 
 use nostr_relay_builder::prelude::*;
 
+use crate::kinds;
+use crate::known_keys::Owners;
+use crate::ledger::Owner;
+
 /// The embedded relay's caps; [`Limits::default`] is what `apiary up` and `apiary relay` use unless
 /// told otherwise (the flags of the same names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest EVENT message accepted, in bytes (the websocket message, JSON as sent).
     pub max_event_bytes: usize,
-    /// Events stored (memory and journal) before the relay refuses new ones.
+    /// Events stored (memory and journal); past it the oldest foreign events are evicted.
     pub max_stored_events: u64,
-    /// Bytes stored (the journal's size) before the relay refuses new events.
+    /// Bytes of events stored (journal lines); past it the oldest foreign events are evicted.
     pub max_stored_bytes: u64,
     /// Events a minute one key may publish (a burst of as many, then refilled evenly).
     pub per_key_per_minute: u32,
     /// Events a minute one connection may publish (same shape).
     pub per_connection_per_minute: u32,
+    /// Part of the storage caps, in percent, that foreign keys never use: kept for the key
+    /// store's own keys (see [`ledger`](crate::ledger)).
+    pub own_headroom_percent: u8,
+    /// Part of the storage caps, in percent, one foreign key may hold.
+    pub key_share_percent: u8,
 }
 
 impl Default for Limits {
@@ -42,6 +52,8 @@ impl Default for Limits {
             max_stored_bytes: 64 * 1024 * 1024,
             per_key_per_minute: 120,
             per_connection_per_minute: 600,
+            own_headroom_percent: 20,
+            key_share_percent: 5,
         }
     }
 }
@@ -54,40 +66,6 @@ impl Limits {
             .saturating_mul(4)
             .max(self.max_event_bytes.saturating_add(1024 * 1024))
     }
-}
-
-/// What the store holds, shared by the store (which counts) and the write policy (which refuses
-/// before the store is full).
-#[derive(Debug, Default)]
-pub struct Usage {
-    pub events: AtomicU64,
-    pub bytes: AtomicU64,
-}
-
-impl Usage {
-    /// Why an event of `bytes` would not fit, if it would not.
-    pub fn refusal(&self, limits: &Limits, bytes: u64) -> Option<String> {
-        let events = self.events.load(Ordering::Relaxed);
-        let stored = self.bytes.load(Ordering::Relaxed);
-        if events >= limits.max_stored_events {
-            return Some(format!(
-                "storage full: {events} events stored, the limit is {} (--max-stored-events)",
-                limits.max_stored_events
-            ));
-        }
-        if stored.saturating_add(bytes) > limits.max_stored_bytes {
-            return Some(format!(
-                "storage full: {stored} bytes stored, the limit is {} (--max-stored-bytes)",
-                limits.max_stored_bytes
-            ));
-        }
-        None
-    }
-}
-
-/// Group metadata kinds (NIP-29 39000-39003): the relay itself signs them.
-pub fn is_group_metadata(kind: Kind) -> bool {
-    (39000..=39003).contains(&kind.as_u16())
 }
 
 /// A token bucket: `per_minute` tokens at most, refilled evenly over a minute.
@@ -154,13 +132,14 @@ impl<K: std::hash::Hash + Eq> Buckets<K> {
     }
 }
 
-/// The embedded relay's write policy.
+/// The embedded relay's write policy for clients' events (after their id and signature were
+/// checked): the kinds it stores, group metadata from its own key only, and the rate limits.
+/// Storage space is the store's to decide (see [`ledger`](crate::ledger)).
 #[derive(Debug)]
 pub struct Admission {
     limits: Limits,
-    /// The relay's own key: the only author of group metadata.
-    relay_key: PublicKey,
-    usage: std::sync::Arc<Usage>,
+    /// The relay's own key (the only author of group metadata) and the key store's.
+    owners: Owners,
     keys: Mutex<Buckets<PublicKey>>,
     connections: Mutex<Buckets<SocketAddr>>,
     /// Events refused for a rate limit (for logs and tests).
@@ -168,20 +147,32 @@ pub struct Admission {
 }
 
 impl Admission {
-    pub fn new(limits: Limits, relay_key: PublicKey, usage: std::sync::Arc<Usage>) -> Admission {
+    pub fn new(limits: Limits, owners: Owners) -> Admission {
         Admission {
             limits,
-            relay_key,
-            usage,
+            owners,
             keys: Mutex::new(Buckets::new(limits.per_key_per_minute)),
             connections: Mutex::new(Buckets::new(limits.per_connection_per_minute)),
             limited: AtomicU64::new(0),
         }
     }
 
-    /// Why `event`, from the connection `peer`, is refused; `None` to store it.
-    pub fn check(&self, event: &Event, peer: SocketAddr) -> Option<String> {
-        if let Some(why) = self.foreign_metadata(event) {
+    /// Whose `event`'s author is, for storage: the relay's and the key store's keys are own. A
+    /// kind only they may publish makes the store be listed again for an unknown key (a persona
+    /// whose key was just made publishes its profile).
+    pub fn owner_of(&self, event: &Event) -> Owner {
+        match self.owners.owner_of(&event.pubkey) {
+            Owner::Foreign if !kinds::STORED_KINDS.contains(&event.kind.as_u16()) => {
+                self.owners.owner_of_now(&event.pubkey)
+            }
+            owner => owner,
+        }
+    }
+
+    /// Why `event` (by an author whose key is `owner`), from the connection `peer`, is refused,
+    /// in the words of an `OK false`; `None` to store it.
+    pub fn check(&self, event: &Event, owner: Owner, peer: SocketAddr) -> Option<String> {
+        if let Some(why) = kinds::refusal(event.kind, &event.pubkey, owner, &self.owners.relay) {
             return Some(why);
         }
         let now = Instant::now();
@@ -201,31 +192,16 @@ impl Admission {
                 self.limits.per_key_per_minute
             ));
         }
-        let bytes = event.as_json().len() as u64 + 1;
-        self.usage.refusal(&self.limits, bytes)
+        None
+    }
+
+    /// [`check`](Self::check) for an event signed in this process (see
+    /// [`Door`](crate::embedded::Door)): the kind rules of an own key, no rate limit.
+    pub fn check_own(&self, event: &Event) -> Option<String> {
+        kinds::refusal(event.kind, &event.pubkey, Owner::Own, &self.owners.relay)
     }
 
     /// A connection ended: its bucket goes (the address may be reused by another client).
-    /// [`check`](Self::check) for an event signed in this process (see
-    /// [`Door`](crate::embedded::Door)): the group-metadata rule and the storage caps, no rate
-    /// limit.
-    pub fn check_own(&self, event: &Event) -> Option<String> {
-        self.foreign_metadata(event).or_else(|| {
-            let bytes = event.as_json().len() as u64 + 1;
-            self.usage.refusal(&self.limits, bytes)
-        })
-    }
-
-    fn foreign_metadata(&self, event: &Event) -> Option<String> {
-        (is_group_metadata(event.kind) && event.pubkey != self.relay_key).then(|| {
-            format!(
-                "group metadata (kind {}) is signed by this relay's key only ({})",
-                event.kind.as_u16(),
-                self.relay_key.to_hex()
-            )
-        })
-    }
-
     pub fn forget(&self, peer: SocketAddr) {
         lock(&self.connections).map.remove(&peer);
     }
@@ -235,33 +211,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The library's hook for [`Admission`].
-#[derive(Debug)]
-pub struct Policy(pub std::sync::Arc<Admission>);
-
-impl WritePolicy for Policy {
-    fn admit_event<'a>(
-        &'a self,
-        event: &'a Event,
-        addr: &'a SocketAddr,
-    ) -> BoxedFuture<'a, PolicyResult> {
-        Box::pin(async move {
-            match self.0.check(event, *addr) {
-                Some(why) => PolicyResult::Reject(why),
-                None => PolicyResult::Accept,
-            }
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn admission(limits: Limits) -> (Admission, Keys) {
         let relay = Keys::generate();
-        let a = Admission::new(limits, relay.public_key(), Arc::default());
+        let owners = Owners {
+            relay: relay.public_key(),
+            known: std::sync::Arc::new(crate::known_keys::KnownKeys::new(None)),
+        };
+        let a = Admission::new(limits, owners);
         (a, relay)
     }
 
@@ -283,18 +243,18 @@ mod tests {
         // One key over two connections: three events, then refused.
         for i in 0..3 {
             let c = if i % 2 == 0 { c1 } else { c2 };
-            assert_eq!(a.check(&note(&one), c), None);
+            assert_eq!(a.check(&note(&one), Owner::Foreign, c), None);
         }
-        let why = a.check(&note(&one), c2).unwrap();
+        let why = a.check(&note(&one), Owner::Foreign, c2).unwrap();
         assert!(why.contains("from this key"), "{why}");
         // New keys on c1, where two of five are spent: three more, then the connection is out.
         for _ in 0..3 {
-            assert_eq!(a.check(&note(&Keys::generate()), c1), None);
+            assert_eq!(a.check(&note(&Keys::generate()), Owner::Foreign, c1), None);
         }
-        let why = a.check(&note(&two), c1).unwrap();
+        let why = a.check(&note(&two), Owner::Foreign, c1).unwrap();
         assert!(why.contains("on this connection"), "{why}");
         a.forget(c1);
-        assert_eq!(a.check(&note(&two), c1), None);
+        assert_eq!(a.check(&note(&two), Owner::Foreign, c1), None);
     }
 
     #[test]
@@ -310,24 +270,13 @@ mod tests {
                 .sign_with_keys(k)
                 .unwrap()
         };
-        assert!(a.check(&meta(&Keys::generate()), peer).is_some());
-        assert_eq!(a.check(&meta(&relay), peer), None);
-    }
-
-    #[test]
-    fn storage_caps_refuse_before_the_store_is_full() {
-        let limits = Limits {
-            max_stored_events: 2,
-            ..Limits::default()
-        };
-        let usage = Usage::default();
-        assert_eq!(usage.refusal(&limits, 10), None);
-        usage.events.store(2, Ordering::Relaxed);
-        assert!(usage.refusal(&limits, 10).unwrap().contains("2 events"));
-        usage.events.store(0, Ordering::Relaxed);
-        usage
-            .bytes
-            .store(limits.max_stored_bytes - 5, Ordering::Relaxed);
-        assert!(usage.refusal(&limits, 10).unwrap().contains("bytes"));
+        assert!(
+            a.check(&meta(&Keys::generate()), Owner::Foreign, peer)
+                .is_some()
+        );
+        assert_eq!(
+            a.check(&meta(&relay), a.owner_of(&meta(&relay)), peer),
+            None
+        );
     }
 }

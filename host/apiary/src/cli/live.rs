@@ -54,6 +54,8 @@ not a terminal (a pipe, a file, a service log), one line per thing that happened
 With --json, one JSON object per line instead; `event` names the kind, the other keys are stable:
   relay           url
   ops             url                    the operations endpoints listen (--ops-addr)
+  relay_storage   percent events bytes   the embedded relay's storage passed 80% full (the oldest
+                  events of keys outside the key store are evicted from there on)
   channel_authority relay (hex or null) configured[]   whose kind 39000 metadata names channels
   persona_ready   persona pack identity pubkey channels[] system_prompt (\"session\" | \"prefix\")
   persona_refused persona reason [data stderr[]]   data: the agent's JSON-RPC error data;
@@ -322,7 +324,7 @@ pub struct PostArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  apiary tail --channel general\n  apiary tail --channel general --json --count 2 --timeout 30\n\nPrints the last --history messages, then new ones as they arrive. Authenticates (NIP-42), when the relay asks, with the operator key. Control characters, bidirectional overrides and other invisible formatting in message text are shown escaped (`\\u{1b}`); --json prints events exactly as received."
+    after_help = "Examples:\n  apiary tail --channel general\n  apiary tail --channel general --json --count 2 --timeout 30\n\nPrints the last --history messages, then new ones as they arrive. Authenticates (NIP-42), when the relay asks, with the operator key. Authors from the operator's key store are named for what they sign for (`bee (pack com.x, <16 hex>)`, `operator (you, ...)`); any other key is shown whole as `unknown key <npub>`, after the name its profile claims. Control characters, bidirectional overrides and other invisible formatting in message text are shown escaped (`\\u{1b}`); --json prints events as received, with a `signer` field added: {\"npub\", \"key_store\": null or {\"role\": \"operator\"|\"relay\"|\"persona\", \"pack\", \"persona\"}}."
 )]
 pub struct TailArgs {
     /// Relay URL (default: the last `apiary up` embedded relay, else ws://127.0.0.1:4869).
@@ -353,7 +355,7 @@ pub struct TailArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  apiary relay\n  apiary relay --listen 127.0.0.1:0\n\nRuns only the embedded relay (events journaled under <data dir>/relay/) until SIGINT/SIGTERM; the first stdout line names its URL, the second its key (NIP-11 `pubkey`, <data dir>/keys/relay.key). With --require-auth, clients must authenticate (NIP-42) with a key of the operator's key store (<data dir>/keys) or an --allow-key key to read or publish. Use it for `apiary up --relay URL` set-ups where the harness restarts independently.\n\nLimits: events over --max-event-bytes are refused (OK false), a message over four times that (at least 1 MiB more) closes the connection; past --max-stored-events or --max-stored-bytes new events are refused (storage full); --key-rate and --connection-rate cap events a minute. A journal that cannot be replayed whole (an invalid line, over the storage limits) stops the start with a message naming it."
+    after_help = "Examples:\n  apiary relay\n  apiary relay --listen 127.0.0.1:0\n\nRuns only the embedded relay (events journaled under <data dir>/relay/) until SIGINT/SIGTERM; the first stdout line names its URL, the second its key (NIP-11 `pubkey`, <data dir>/keys/relay.key). With --require-auth, clients must authenticate (NIP-42) with a key of the operator's key store (<data dir>/keys) or an --allow-key key to read or publish. Use it for `apiary up --relay URL` set-ups where the harness restarts independently.\n\nLimits: events over --max-event-bytes are refused (OK false), a message over four times that (at least 1 MiB more) closes the connection; keys outside the key store publish kinds 9, 1063, 10063 (and 39000 signed by the relay's key) only, hold at most 80% of --max-stored-events and --max-stored-bytes together and 5% each, and past that their oldest events are evicted (the rest is headroom for the key store's keys); the relay warns at 80% full; --key-rate and --connection-rate cap events a minute. A journal that cannot be replayed whole (an invalid line, more of the key store's events than the storage limits) stops the start with a message naming it."
 )]
 pub struct RelayArgs {
     /// Where the relay listens (port 0: any free port).
@@ -375,14 +377,16 @@ pub struct RelayArgs {
 /// The embedded relay's caps (see [`relay::limits::Limits`] for the defaults).
 #[derive(Debug, Args)]
 pub struct RelayLimitArgs {
-    /// Embedded relay: largest EVENT message accepted, in bytes, at least 1024 [default: 65536].
+    /// Embedded relay: largest client message (EVENT, REQ, ...) accepted, in bytes, at least 1024
+    /// [default: 65536].
     #[arg(long, value_name = "BYTES")]
     pub max_event_bytes: Option<usize>,
-    /// Embedded relay: events stored before new ones are refused [default: 50000].
+    /// Embedded relay: events stored; past it the oldest of keys outside the key store are evicted
+    /// [default: 50000].
     #[arg(long, value_name = "N")]
     pub max_stored_events: Option<u64>,
-    /// Embedded relay: bytes stored (the journal's size) before new events are refused
-    /// [default: 67108864].
+    /// Embedded relay: bytes of events stored; past it the oldest of keys outside the key store are
+    /// evicted [default: 67108864].
     #[arg(long, value_name = "BYTES")]
     pub max_stored_bytes: Option<u64>,
     /// Embedded relay: events a minute one key may publish [default: 120].
@@ -413,6 +417,7 @@ impl RelayLimitArgs {
                 .connection_rate
                 .unwrap_or(d.per_connection_per_minute)
                 .max(1),
+            ..d
         }
     }
 }
@@ -447,7 +452,8 @@ fn embedded_settings(
         journal: (!ephemeral).then(|| data.relay_journal()),
         keys,
         limits: limits.limits(),
-        auth: auth.then(|| relay::front::AllowList::new(Some(store), allow)),
+        key_store: Some(store),
+        auth: auth.then_some(allow),
     })
 }
 
@@ -1088,6 +1094,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
     }
     if let Some(e) = &embedded {
         remember_embedded(&plan.data, &relay_url, e.restored, journal.as_deref());
+        report_storage(e.storage_alarms(), Arc::clone(&out));
     }
     let cluster = cluster(args, plan.shard, &plan.data, connection);
     let reloads = plan.watched.map(|(root, known, only)| {
@@ -1238,6 +1245,30 @@ async fn announce(
         .with("relay", relay_hex)
         .with("configured", configured_hex));
     channel_authority
+}
+
+/// Reports the embedded relay's storage each time it passes 80% full (already at start too).
+fn report_storage(
+    mut alarms: tokio::sync::watch::Receiver<Option<relay::embedded::Fill>>,
+    out: dispatch::Out,
+) {
+    tokio::spawn(async move {
+        loop {
+            if let Some(f) = *alarms.borrow_and_update() {
+                let text = format!(
+                    "relay storage {}% full: {} events, {} bytes stored; the oldest events of keys outside the key store are evicted",
+                    f.percent, f.events, f.bytes
+                );
+                out(Note::new("relay_storage", text)
+                    .with("percent", f.percent)
+                    .with("events", f.events)
+                    .with("bytes", f.bytes));
+            }
+            if alarms.changed().await.is_err() {
+                return;
+            }
+        }
+    });
 }
 
 /// The embedded relay, on a thread of its own, apart from dispatch and from the harness's relay
@@ -1529,7 +1560,7 @@ fn parents_first(mut events: Vec<Event>) -> Vec<Event> {
 
 fn print_event(ev: &Event, json: bool, names: &names::Names) {
     if json {
-        say(ev.as_json());
+        say(event_json(ev, names));
         return;
     }
     let m = relay::Message::parse(ev);
@@ -1545,6 +1576,19 @@ fn print_event(ev: &Event, json: bool, names: &names::Names) {
         thread,
         terminal_safe(&ev.content).replace('\n', "\n    ")
     ));
+}
+
+/// `ev` as received, with a `signer` field: the author's npub and what the operator's key store
+/// says it is (`null` for a key outside it).
+fn event_json(ev: &Event, names: &names::Names) -> String {
+    let mut value: serde_json::Value = match serde_json::from_str(&ev.as_json()) {
+        Ok(v) => v,
+        Err(_) => return ev.as_json(),
+    };
+    if let Some(fields) = value.as_object_mut() {
+        fields.insert("signer".to_string(), names.signer_json(&ev.pubkey));
+    }
+    value.to_string()
 }
 
 /// `text` safe to print on a terminal: control characters (C0 but newline and tab, DEL, C1) and
@@ -1638,7 +1682,7 @@ async fn follow(client: &Client, channel_id: &str, args: &TailArgs, printed: &mu
             return false;
         }
     };
-    let mut names = names::Names::default();
+    let mut names = names::Names::with_store(Data::locate().key_store().roles());
     let mut show = |ev: &Event, names: &names::Names| {
         print_event(ev, args.json, names);
         *printed += 1;
