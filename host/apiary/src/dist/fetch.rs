@@ -46,6 +46,9 @@ pub const GIT_TIMEOUT_ENV: &str = "APIARY_GIT_TIMEOUT_SECS";
 pub const GIT_MAX_ENV: &str = "APIARY_GIT_MAX_MIB";
 const GIT_TIMEOUT_DEFAULT: u64 = 300;
 const GIT_MAX_MIB_DEFAULT: u64 = 512;
+/// A day, and a TiB: beyond any clone worth waiting for.
+const GIT_TIMEOUT_MAX: u64 = 86_400;
+const GIT_MAX_MIB_MAX: u64 = 1 << 20;
 const MAX_CHECKSUM_BYTES: u64 = 4096;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -712,7 +715,9 @@ struct GitBudget {
     secrets: Vec<String>,
 }
 
-fn env_number(name: &str, default: u64) -> Result<u64> {
+/// A positive whole number from the environment, at most `max` (a deadline past what a clock can
+/// hold would panic), else `default`.
+fn env_number(name: &str, default: u64, max: u64) -> Result<u64> {
     match std::env::var(name) {
         Err(_) => Ok(default),
         Ok(v) if v.trim().is_empty() => Ok(default),
@@ -720,11 +725,11 @@ fn env_number(name: &str, default: u64) -> Result<u64> {
             .trim()
             .parse::<u64>()
             .ok()
-            .filter(|n| *n > 0)
+            .filter(|n| (1..=max).contains(n))
             .ok_or_else(|| {
                 DistError::new(
                     "source.git-limit",
-                    format!("{name}=`{v}` is not a positive whole number"),
+                    format!("{name}=`{v}` is not a whole number from 1 to {max}"),
                 )
             }),
     }
@@ -732,8 +737,13 @@ fn env_number(name: &str, default: u64) -> Result<u64> {
 
 impl GitBudget {
     fn from_env(url: &str, limits: &Limits) -> Result<GitBudget> {
-        let timeout = Duration::from_secs(env_number(GIT_TIMEOUT_ENV, GIT_TIMEOUT_DEFAULT)?);
-        let max_bytes = env_number(GIT_MAX_ENV, GIT_MAX_MIB_DEFAULT)?.saturating_mul(1 << 20);
+        let timeout = Duration::from_secs(env_number(
+            GIT_TIMEOUT_ENV,
+            GIT_TIMEOUT_DEFAULT,
+            GIT_TIMEOUT_MAX,
+        )?);
+        let max_bytes =
+            env_number(GIT_MAX_ENV, GIT_MAX_MIB_DEFAULT, GIT_MAX_MIB_MAX)?.saturating_mul(1 << 20);
         Ok(GitBudget {
             deadline: Instant::now() + timeout,
             timeout,
