@@ -1012,3 +1012,82 @@ fn credentials_in_a_source_url_never_show() {
         check(&run, &format!("{cmd:?}"));
     }
 }
+
+/// Runs git plumbing in `repo` with `input` on stdin; returns stdout.
+fn git_with_input(repo: &Path, args: &[&str], input: &str) -> String {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("git")
+        .current_dir(repo)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", repo)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("git is on PATH");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "git {args:?} failed");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A commit of the valid pack at `repo`'s work tree plus `dirs` directories that are all the same
+/// tree object of `files` empty files: a few kilobytes of objects that check out as
+/// `dirs * files` files. Returns the commit id.
+fn commit_with_empty_files(repo: &Path, dirs: usize, files: usize) -> String {
+    let blob = git_with_input(repo, &["hash-object", "-w", "--stdin"], "");
+    let listing: String = (0..files)
+        .map(|i| format!("100644 blob {blob}\tf{i}\n"))
+        .collect();
+    let subtree = git_with_input(repo, &["mktree"], &listing);
+    dist::git(repo, &["add", "-A"]);
+    let pack_tree = dist::git(repo, &["write-tree"]);
+    let mut top = dist::git(repo, &["ls-tree", &pack_tree]);
+    top.push('\n');
+    for d in 0..dirs {
+        top.push_str(&format!("040000 tree {subtree}\tbulk{d}\n"));
+    }
+    let tree = git_with_input(repo, &["mktree"], &top);
+    let commit = dist::git(repo, &["commit-tree", &tree, "-m", "many empty files"]);
+    dist::git(repo, &["update-ref", "refs/heads/main", &commit]);
+    commit
+}
+
+/// Round 3, finding 5: a repository of 770,000 empty files (one small tree object reused 770
+/// times) is refused in seconds from git's own listing, before a file is checked out, naming the
+/// limit; pinned to that commit (the full-clone path) as well. A pack just within the limit
+/// installs.
+#[test]
+fn a_git_repository_of_many_empty_files_is_refused_before_checkout() {
+    let home = tempfile::tempdir().unwrap();
+    let repo = home.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    dist::git(&repo, &["init", "-q"]);
+    dist::write_pack(&repo, ID, "1.0.0");
+    let commit = commit_with_empty_files(&repo, 770, 1000);
+    let root = home.path().join("root");
+    let src = format!("git+file://{}", repo.display());
+    for s in [src.clone(), format!("{src}#{commit}")] {
+        let started = std::time::Instant::now();
+        let run = run_root(home.path(), &root, &["install", &s]);
+        let took = started.elapsed();
+        assert_eq!(run.code, 1, "{s}: {}\n{}", run.stdout, run.stderr);
+        let e = &run.json()["error"];
+        assert_eq!(e["code"], "git.too-many-files", "{s}: {}", run.stdout);
+        assert!(e["message"].as_str().unwrap().contains("10000"), "{e}");
+        eprintln!("{s}: refused in {took:?}");
+        assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
+        assert_root_clean(&root, &[".apiary"]);
+    }
+
+    // 9 x 1000 empty files and the pack: within the limit, installed.
+    commit_with_empty_files(&repo, 9, 1000);
+    let run = run_root(home.path(), &root, &["install", &src]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(root.join(ID).join("bulk8/f999").is_file());
+}

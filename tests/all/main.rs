@@ -9,6 +9,7 @@
 mod support;
 
 mod agent_failures;
+mod cli_hostile;
 mod compile_ahead;
 mod component_author;
 mod components_lang;

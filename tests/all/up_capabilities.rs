@@ -271,3 +271,96 @@ fn hook_run_gives_a_hook_its_recorded_grants_and_ends_http_waits_at_its_deadline
     gone.recv_timeout(std::time::Duration::from_secs(60))
         .expect("the trickling connection was closed");
 }
+
+/// A pack at `<home>/dev/pack` whose bee runs the http hook, declaring `declared` hosts.
+fn http_pack(home: &Path, declared: &[String]) {
+    let pack = home.join("dev/pack");
+    write_pack(
+        &pack,
+        "com.example.http-addresses",
+        &[(
+            "bee",
+            &persona(
+                "bee",
+                "hooks:\n  on_message: ./hooks/notify.wasm",
+                "You are Bee.",
+            ),
+        )],
+        &[],
+    );
+    std::fs::create_dir_all(pack.join("hooks")).unwrap();
+    std::fs::copy(guest("http_hook"), pack.join("hooks/notify.wasm")).unwrap();
+    let list: Vec<String> = declared.iter().map(|d| format!("\"{d}\"")).collect();
+    std::fs::write(
+        pack.join("hooks/notify.caps.toml"),
+        format!("http = [{}]\n", list.join(", ")),
+    )
+    .unwrap();
+}
+
+/// `hook run` of the http hook posting `text` to `url` with `--grant http:<g>` for each of
+/// `grants` (declared by the pack as well).
+fn post_with(home: &Path, grants: &[String], url: &str, text: &str) -> Run {
+    http_pack(home, grants);
+    let flags: Vec<String> = grants
+        .iter()
+        .flat_map(|g| ["--grant".to_string(), format!("http:{g}")])
+        .collect();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    hook_run(home, &format!("post {url} {text}"), &flags)
+}
+
+/// Round 3, finding 6: a grant matches what a host is, not how it is spelt. A granted name that
+/// resolves to loopback is refused, naming the address and the grant that would allow it;
+/// numeric spellings of 127.0.0.1 are that address (not granted by a name); a grant cannot be
+/// written as a disguised address. The address granted plainly is reached however the request
+/// spells it, and a name is reached once its address is granted too.
+#[test]
+fn http_grants_match_addresses_not_spellings() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let (port, bodies) = webhook();
+    let by_name = vec![format!("localhost:{port}")];
+
+    let r = post_with(home, &by_name, &format!("http://localhost:{port}/n"), "a");
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("loopback") && message.contains(&format!("http:127.0.0.1:{port}")),
+        "{message}"
+    );
+    for disguised in [
+        "2130706433",
+        "0x7f.1",
+        "127.1",
+        "0177.0.0.1",
+        "[::ffff:127.0.0.1]",
+        "LOCALHOST.",
+    ] {
+        let r = post_with(home, &by_name, &format!("http://{disguised}:{port}/n"), "b");
+        assert_eq!(r.code, 1, "{disguised}: {}{}", r.stdout, r.stderr);
+    }
+    // A grant written as a disguised address is refused before anything runs.
+    for disguised in ["2130706433", "0x7f.1", "127.1"] {
+        let grant = vec![format!("{disguised}:{port}")];
+        let r = post_with(home, &grant, &format!("http://{disguised}:{port}/n"), "c");
+        assert_ne!(r.code, 0, "{disguised}: {}{}", r.stdout, r.stderr);
+        assert!(
+            format!("{}{}", r.stdout, r.stderr).contains("plainly"),
+            "{disguised}: {}{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+    assert!(bodies.lock().unwrap().is_empty(), "{:?}", bodies.lock());
+
+    // Granted plainly: the same address however the request writes it; the name once its
+    // address is granted as well.
+    let plain = vec![format!("127.0.0.1:{port}")];
+    let r = post_with(home, &plain, &format!("http://127.1:{port}/n"), "plain");
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let both = vec![format!("localhost:{port}"), format!("127.0.0.1:{port}")];
+    let r = post_with(home, &both, &format!("http://localhost:{port}/n"), "named");
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(*bodies.lock().unwrap(), ["plain", "named"]);
+}

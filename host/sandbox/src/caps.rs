@@ -59,9 +59,7 @@ impl std::str::FromStr for Capability {
         };
         let (kind, value) = s.split_once(':').ok_or_else(|| bad("no kind"))?;
         match kind {
-            "http" => http_host(value).map(Capability::Http).ok_or_else(|| {
-                bad("a host is letters, digits, `.` and `-`, optionally `:PORT`; no scheme or path")
-            }),
+            "http" => http_host(value).map(Capability::Http).map_err(bad),
             "env" => {
                 let ok = !value.is_empty()
                     && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -81,19 +79,26 @@ impl std::str::FromStr for Capability {
     }
 }
 
-/// `HOST[:PORT]`, lower-cased, or `None` when it is anything else (a scheme, a path, a user).
-fn http_host(value: &str) -> Option<String> {
-    let (host, port) = match value.rsplit_once(':') {
-        Some((h, p)) => (h, Some(p.parse::<u16>().ok()?)),
-        None => (value, None),
-    };
-    let ok = !host.is_empty()
-        && host
+/// `HOST[:PORT]` normalised (lower case, no trailing dot), or why not. An address must be
+/// written plainly (`127.0.0.1`, `[::1]`): `2130706433` or `0x7f.1` would hide from the operator
+/// granting it which address it is.
+fn http_host(value: &str) -> Result<String, &'static str> {
+    const SHAPE: &str = "a host is letters, digits, `.` and `-`, or an address (IPv6 in brackets), optionally `:PORT`; no scheme or path";
+    let (written, port) = crate::http::split_host_port(value).ok_or(SHAPE)?;
+    let plain_chars = written.starts_with('[')
+        || written
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
-    ok.then(|| match port {
-        Some(p) => format!("{}:{p}", host.to_ascii_lowercase()),
-        None => host.to_ascii_lowercase(),
+    if !plain_chars {
+        return Err(SHAPE);
+    }
+    let host = crate::http::address::Host::parse(written).map_err(|_| SHAPE)?;
+    if matches!(host, crate::http::address::Host::Addr(_)) && !host.is_plain(written) {
+        return Err("write an address plainly, as 127.0.0.1 or [::1]: other spellings hide which address it is");
+    }
+    Ok(match port {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
     })
 }
 
@@ -241,6 +246,8 @@ mod tests {
         let ok = [
             "http:Hooks.Example.com",
             "http:127.0.0.1:8080",
+            "http:[::1]:9000",
+            "http:hooks.example.com.",
             "env:TOKEN_1",
             "read:/srv/x",
         ];
@@ -249,6 +256,7 @@ mod tests {
             caps.strings(),
             [
                 "http:127.0.0.1:8080",
+                "http:[::1]:9000",
                 "http:hooks.example.com",
                 "env:TOKEN_1",
                 "read:/srv/x"
@@ -259,6 +267,12 @@ mod tests {
             "http:x.example/path",
             "http:u@x.example",
             "http:x.example:99999",
+            "http:2130706433:8080",
+            "http:0x7f.1",
+            "http:127.1",
+            "http:[0::1]",
+            "http:[::ffff:127.0.0.1]",
+            "http:1.2.3.256",
             "env:A=B",
             "env:",
             "read:relative",

@@ -4,6 +4,12 @@
 //! makes, checked again), a response body is capped, and the request waits at most a deadline.
 //! A refusal is recorded ([`Violations`]) so the call fails with an error naming the capability.
 //!
+//! Grants are matched on what a host *is*, not how it is spelt: numeric hosts are normalised
+//! (`2130706433`, `0x7f.1` and `127.1` are 127.0.0.1), a granted name is resolved here and its
+//! addresses that are not the public internet (loopback, private, link-local, CGNAT, multicast,
+//! the metadata service) are refused unless a grant names that address, and the request connects
+//! to the addresses that were checked, never resolving the name a second time ([`grants`]).
+//!
 //! A wait for HTTP blocks inside a host call, where the epoch deadline cannot interrupt the
 //! guest; so every request, and every read of its response body, also ends at the call's own
 //! deadline ([`HttpPolicy::start_call`]), and the call then fails as past its deadline.
@@ -18,6 +24,14 @@ use http::uri::Scheme;
 use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Limited};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+pub(crate) mod address;
+mod grants;
+mod pinned;
+
+use address::Host;
+pub(crate) use grants::split_host_port;
+use grants::Grants;
 
 /// The most bytes a response body may have before the stream fails.
 pub const MAX_RESPONSE_BYTES: usize = 4 << 20;
@@ -46,7 +60,7 @@ impl Violations {
 /// The per-store HTTP policy: the hosts granted, the response cap, the violations seen, the
 /// current call's deadline.
 pub struct HttpPolicy {
-    allowed: Vec<String>,
+    grants: Arc<Grants>,
     max_response: usize,
     pub(crate) violations: Violations,
     /// When the current call must end (set by [`HttpPolicy::start_call`]).
@@ -58,7 +72,7 @@ pub struct HttpPolicy {
 impl HttpPolicy {
     pub fn new(allowed: Vec<String>) -> HttpPolicy {
         HttpPolicy {
-            allowed,
+            grants: Arc::new(Grants::parse(&allowed)),
             max_response: MAX_RESPONSE_BYTES,
             violations: Violations::default(),
             deadline: None,
@@ -77,14 +91,6 @@ impl HttpPolicy {
         self.past_deadline.load(Ordering::Relaxed)
     }
 
-    /// Whether `host:port` is granted: an entry with a port must match exactly; one without
-    /// allows the default ports (80, 443).
-    fn allows(&self, host: &str, port: u16) -> bool {
-        let exact = format!("{host}:{port}");
-        self.allowed
-            .iter()
-            .any(|a| *a == exact || (*a == host && matches!(port, 80 | 443)))
-    }
 }
 
 impl WasiHttpHooks for HttpPolicy {
@@ -106,14 +112,22 @@ impl WasiHttpHooks for HttpPolicy {
     > {
         drop(fut);
         let uri = request.uri();
-        let host = uri.host().unwrap_or("").to_ascii_lowercase();
         let tls = uri.scheme() == Some(&Scheme::HTTPS);
         let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        if !self.allows(&host, port) {
-            self.violations
-                .push(format!("capability http:{host}:{port} is not granted"));
-            return Box::new(async { Err(HttpError::HttpRequestDenied) });
-        }
+        let written = uri.host().unwrap_or("");
+        let host = match Host::parse(written) {
+            Ok(host) if self.grants.allows(&host, port) => host,
+            Ok(host) => {
+                self.violations
+                    .push(format!("capability http:{host}:{port} is not granted"));
+                return Box::new(async { Err(HttpError::HttpRequestDenied) });
+            }
+            Err(_) => {
+                self.violations
+                    .push(format!("`{written}` is neither a host name nor an address"));
+                return Box::new(async { Err(HttpError::HttpRequestUriInvalid) });
+            }
+        };
         let deadline = self
             .deadline
             .unwrap_or_else(|| Instant::now() + REQUEST_TIMEOUT);
@@ -121,8 +135,15 @@ impl WasiHttpHooks for HttpPolicy {
         let max = self.max_response;
         let violations = self.violations.clone();
         let past = self.past_deadline.clone();
+        let grants = Arc::clone(&self.grants);
         Box::new(async move {
-            let send = wasmtime_wasi_http::default_send_request(request, Some(options));
+            let send = async {
+                let target = grants.target(&host, port, tls).await.map_err(|why| {
+                    violations.push(format!("capability http:{host}:{port}: {why}"));
+                    HttpError::DestinationIpProhibited
+                })?;
+                pinned::send(request, options, target).await
+            };
             let Ok(sent) = tokio::time::timeout_at(deadline.into(), send).await else {
                 past.store(true, Ordering::Relaxed);
                 return Err(HttpError::ConnectionReadTimeout);
@@ -148,7 +169,7 @@ impl WasiHttpHooks for HttpPolicy {
             });
             Ok((
                 response,
-                Box::new(io) as Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+                io as Box<dyn Future<Output = Result<(), HttpError>> + Send>,
             ))
         })
     }
@@ -204,19 +225,3 @@ fn bounded(options: Option<RequestOptions>, deadline: Instant) -> RequestOptions
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosts_match_exactly_and_bare_hosts_only_on_default_ports() {
-        let p = HttpPolicy::new(vec!["a.example".into(), "127.0.0.1:8080".into()]);
-        assert!(p.allows("a.example", 443));
-        assert!(p.allows("a.example", 80));
-        assert!(!p.allows("a.example", 8443));
-        assert!(!p.allows("b.a.example", 443));
-        assert!(p.allows("127.0.0.1", 8080));
-        assert!(!p.allows("127.0.0.1", 8081));
-        assert!(!p.allows("localhost", 8080));
-    }
-}

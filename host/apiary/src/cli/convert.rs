@@ -76,7 +76,7 @@ pub struct ConvertArgs {
     #[arg(long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
     /// Deadline per converter call, in seconds (default 30).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = super::bounded::secs::<u64>(1, 3600))]
     pub timeout: Option<u64>,
     /// List the available converters and the formats apiary knows.
     #[arg(long, conflicts_with_all = ["src", "to", "out", "from", "force"])]

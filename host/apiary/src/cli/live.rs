@@ -10,7 +10,7 @@ use clap::Args;
 use nostr_sdk::prelude::*;
 
 use super::output::{Document, Failed, Human, Outcome, render};
-use super::{exit, stderr_is_terminal};
+use super::{bounded, exit, stderr_is_terminal};
 use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
 use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers, ScriptTrust, Untrusted};
@@ -30,6 +30,10 @@ mod watch;
 
 /// The default address of the embedded relay, so `post` and `tail` find it without flags.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:4869";
+
+/// The most turns (or events) a minute a rate flag takes: far above any real rate, far below
+/// what a per-minute window can overflow on.
+const TURNS_MAX: u64 = 1_000_000;
 
 const UP_EXAMPLES: &str = "\
 Examples:
@@ -233,22 +237,27 @@ pub struct UpArgs {
     #[arg(long, value_name = "FILE")]
     pub overrides: Option<PathBuf>,
     /// Cancel a turn when the agent is silent this long (seconds).
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    #[arg(long, value_name = "SECS", default_value_t = 300,
+          value_parser = bounded::secs::<u64>(1, 7 * bounded::DAY))]
     pub idle_timeout: u64,
     /// Cancel a turn that runs longer than this (seconds).
-    #[arg(long, value_name = "SECS", default_value_t = 1800)]
+    #[arg(long, value_name = "SECS", default_value_t = 1800,
+          value_parser = bounded::secs::<u64>(1, 7 * bounded::DAY))]
     pub turn_timeout: u64,
     /// Decide wakes with the native matcher instead of the sandboxed `trigger-default` component.
     #[arg(long)]
     pub native_triggers: bool,
     /// Turns a minute each persona gives one author, over all its channels (0: no limit).
-    #[arg(long, value_name = "N", default_value_t = dispatch::flood::DEFAULT_AUTHOR_TURNS)]
+    #[arg(long, value_name = "N", default_value_t = dispatch::flood::DEFAULT_AUTHOR_TURNS,
+          value_parser = bounded::count::<u32>(0, TURNS_MAX))]
     pub author_turns: u32,
     /// Turns a minute each persona takes in one channel (0: no limit).
-    #[arg(long, value_name = "N", default_value_t = dispatch::flood::DEFAULT_CHANNEL_TURNS)]
+    #[arg(long, value_name = "N", default_value_t = dispatch::flood::DEFAULT_CHANNEL_TURNS,
+          value_parser = bounded::count::<u32>(0, TURNS_MAX))]
     pub channel_turns: u32,
     /// On SIGINT/SIGTERM, wait this long for queued messages (seconds).
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    #[arg(long, value_name = "SECS", default_value_t = 30,
+          value_parser = bounded::secs::<u64>(0, bounded::DAY))]
     pub drain_timeout: u64,
     /// Install root (default: $BUZZ_PACKS_DIR, else ~/.buzz/packs): its packs own their ids (a
     /// directory declaring the id of a pack installed there is refused, unless
@@ -284,7 +293,8 @@ pub struct UpArgs {
     pub shard: Option<String>,
     /// With --shard, how far back (seconds) a replica without a kept cursor reads the channels
     /// (what it answered already is skipped).
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    #[arg(long, value_name = "SECS", default_value_t = 300,
+          value_parser = bounded::secs::<u64>(0, 30 * bounded::DAY))]
     pub replay: u64,
     /// Read persona keys from DIR (<pack-id>/<persona>.key, e.g. a mounted Kubernetes Secret)
     /// and never generate one there: a missing key refuses its persona. Replicas share keys this
@@ -337,16 +347,17 @@ pub struct TailArgs {
     #[arg(long)]
     pub json: bool,
     /// How many stored messages to show first.
-    #[arg(long, value_name = "N", default_value_t = 20)]
+    #[arg(long, value_name = "N", default_value_t = 20,
+          value_parser = bounded::count::<usize>(0, 100_000))]
     pub history: usize,
     /// Print the stored messages and exit, without waiting for new ones.
     #[arg(long)]
     pub no_follow: bool,
     /// Exit after printing this many messages.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = bounded::count::<usize>(1, 1_000_000_000))]
     pub count: Option<usize>,
     /// Exit after this many seconds (status 1 if --count was not reached).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = bounded::secs::<u64>(1, 365 * bounded::DAY))]
     pub timeout: Option<u64>,
     /// Also accept channel metadata (kind 39000) signed by this key; repeatable (as `up`).
     #[arg(long, value_name = "PUBKEY")]
@@ -379,21 +390,21 @@ pub struct RelayArgs {
 pub struct RelayLimitArgs {
     /// Embedded relay: largest client message (EVENT, REQ, ...) accepted, in bytes, at least 1024
     /// [default: 65536].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = bounded::bytes::<usize>(1024, 64 << 20))]
     pub max_event_bytes: Option<usize>,
     /// Embedded relay: events stored; past it the oldest of keys outside the key store are evicted
     /// [default: 50000].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = bounded::count::<u64>(1, 1_000_000_000))]
     pub max_stored_events: Option<u64>,
     /// Embedded relay: bytes of events stored; past it the oldest of keys outside the key store are
     /// evicted [default: 67108864].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = bounded::bytes::<u64>(1, 1 << 40))]
     pub max_stored_bytes: Option<u64>,
     /// Embedded relay: events a minute one key may publish [default: 120].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = bounded::count::<u32>(1, TURNS_MAX))]
     pub key_rate: Option<u32>,
     /// Embedded relay: events a minute one connection may publish [default: 600].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = bounded::count::<u32>(1, TURNS_MAX))]
     pub connection_rate: Option<u32>,
 }
 

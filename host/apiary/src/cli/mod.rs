@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 use output::render;
 
+mod bounded;
 mod component_new;
 mod component_test;
 mod components;

@@ -17,7 +17,9 @@
 //! helpers, no terminal prompts), with hooks and fsmonitor disabled, only the one transport the
 //! source names allowed and no submodules, in its own process group: the whole group is killed
 //! when the clone outlives `APIARY_GIT_TIMEOUT_SECS` (default 300) or the clone directory grows
-//! past `APIARY_GIT_MAX_MIB` (default 512), both checked while git runs. `APIARY_GITHUB_URL`
+//! past `APIARY_GIT_MAX_MIB` (default 512), both checked while git runs. Nothing is checked out
+//! before the commit's tree is counted: more files than an install takes (10,000) is refused from
+//! git's listing, before one is written ([`tree_count`]). `APIARY_GITHUB_URL`
 //! replaces `https://github.com` for `github:` sources (mirrors, and tests).
 //!
 //! Credentials in a source URL (`https://user:token@host/…`, `?token=…`) never reach a message,
@@ -35,6 +37,8 @@ use sha2::{Digest, Sha256};
 use super::archive::Limits;
 use super::{DistError, Result, hex, is_sha256_hex};
 
+mod tree_count;
+
 pub const GITHUB_ENV: &str = "APIARY_GITHUB_URL";
 /// Wall-clock limit for the git commands of one install, in seconds.
 pub const GIT_TIMEOUT_ENV: &str = "APIARY_GIT_TIMEOUT_SECS";
@@ -42,6 +46,9 @@ pub const GIT_TIMEOUT_ENV: &str = "APIARY_GIT_TIMEOUT_SECS";
 pub const GIT_MAX_ENV: &str = "APIARY_GIT_MAX_MIB";
 const GIT_TIMEOUT_DEFAULT: u64 = 300;
 const GIT_MAX_MIB_DEFAULT: u64 = 512;
+/// A day, and a TiB: beyond any clone worth waiting for.
+const GIT_TIMEOUT_MAX: u64 = 86_400;
+const GIT_MAX_MIB_MAX: u64 = 1 << 20;
 const MAX_CHECKSUM_BYTES: u64 = 4096;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -473,7 +480,7 @@ pub fn fetch(
                 )
                 .help("pin a git source to a commit instead: git+https://host/repo#<commit> or github:owner/repo@<commit>"));
             }
-            fetch_git(url, reference.as_deref(), protocol, work)
+            fetch_git(url, reference.as_deref(), protocol, work, limits)
         }
     }
 }
@@ -702,11 +709,15 @@ struct GitBudget {
     deadline: Instant,
     timeout: Duration,
     max_bytes: u64,
+    /// Files a checkout may write (the install limit); a clone's own `.git` does not count.
+    max_files: usize,
     /// The user URL's credentials, scrubbed from git's messages.
     secrets: Vec<String>,
 }
 
-fn env_number(name: &str, default: u64) -> Result<u64> {
+/// A positive whole number from the environment, at most `max` (a deadline past what a clock can
+/// hold would panic), else `default`.
+fn env_number(name: &str, default: u64, max: u64) -> Result<u64> {
     match std::env::var(name) {
         Err(_) => Ok(default),
         Ok(v) if v.trim().is_empty() => Ok(default),
@@ -714,24 +725,30 @@ fn env_number(name: &str, default: u64) -> Result<u64> {
             .trim()
             .parse::<u64>()
             .ok()
-            .filter(|n| *n > 0)
+            .filter(|n| (1..=max).contains(n))
             .ok_or_else(|| {
                 DistError::new(
                     "source.git-limit",
-                    format!("{name}=`{v}` is not a positive whole number"),
+                    format!("{name}=`{v}` is not a whole number from 1 to {max}"),
                 )
             }),
     }
 }
 
 impl GitBudget {
-    fn from_env(url: &str) -> Result<GitBudget> {
-        let timeout = Duration::from_secs(env_number(GIT_TIMEOUT_ENV, GIT_TIMEOUT_DEFAULT)?);
-        let max_bytes = env_number(GIT_MAX_ENV, GIT_MAX_MIB_DEFAULT)?.saturating_mul(1 << 20);
+    fn from_env(url: &str, limits: &Limits) -> Result<GitBudget> {
+        let timeout = Duration::from_secs(env_number(
+            GIT_TIMEOUT_ENV,
+            GIT_TIMEOUT_DEFAULT,
+            GIT_TIMEOUT_MAX,
+        )?);
+        let max_bytes =
+            env_number(GIT_MAX_ENV, GIT_MAX_MIB_DEFAULT, GIT_MAX_MIB_MAX)?.saturating_mul(1 << 20);
         Ok(GitBudget {
             deadline: Instant::now() + timeout,
             timeout,
             max_bytes,
+            max_files: limits.max_entries,
             secrets: secrets_of(url),
         })
     }
@@ -770,23 +787,32 @@ fn git(protocol: &str, home: &Path) -> Command {
     cmd
 }
 
-/// Bytes of the regular files under `dir` (vanishing files are skipped: git renames as it goes).
-fn tree_bytes(dir: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
+/// Bytes of the regular files under `dir`, and how many of them are outside its top-level `.git`
+/// (vanishing files are skipped: git renames as it goes).
+fn tree_stats(dir: &Path) -> (u64, usize) {
+    let (mut bytes, mut files) = (0, 0);
+    let mut stack = vec![(dir.to_path_buf(), false)];
+    while let Some((d, in_git)) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
         };
         for e in entries.flatten() {
             match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
-                _ => {}
+                Ok(t) if t.is_dir() => {
+                    let git = in_git || (d == dir && e.file_name() == ".git");
+                    stack.push((e.path(), git));
+                }
+                Ok(t) => {
+                    if t.is_file() {
+                        bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+                    }
+                    files += usize::from(!in_git);
+                }
+                Err(_) => {}
             }
         }
     }
-    total
+    (bytes, files)
 }
 
 /// Kills git and everything it started (transport helpers, index-pack): they share its process
@@ -854,10 +880,14 @@ fn run_git(mut cmd: Command, what: &str, budget: &GitBudget, watch: &Path) -> Re
             .help(format!("a slow or stalling server; if the repository is just slow to fetch, raise {GIT_TIMEOUT_ENV}")));
         }
         if now >= next_size_check {
-            let size = tree_bytes(watch);
+            let (size, files) = tree_stats(watch);
             if size > budget.max_bytes {
                 kill_group(&mut child);
                 return Err(too_large(what, size, budget));
+            }
+            if files > budget.max_files {
+                kill_group(&mut child);
+                return Err(tree_count::too_many_files(budget.max_files));
             }
             next_size_check = now + Duration::from_millis(200);
         }
@@ -893,61 +923,38 @@ fn too_large(what: &str, size: u64, budget: &GitBudget) -> DistError {
     ))
 }
 
-fn fetch_git(url: &str, reference: Option<&str>, protocol: &str, work: &Path) -> Result<Fetched> {
+fn fetch_git(
+    url: &str,
+    reference: Option<&str>,
+    protocol: &str,
+    work: &Path,
+    limits: &Limits,
+) -> Result<Fetched> {
     if url.starts_with('-') {
         return Err(bad_source(url, "a repository URL cannot start with `-`"));
     }
-    let budget = GitBudget::from_env(url)?;
+    let budget = GitBudget::from_env(url, limits)?;
     let home = work.join("git-home");
     std::fs::create_dir(&home).map_err(|e| DistError::io("cannot create", &home, e))?;
     let dir = work.join("checkout");
     let what = format!("git clone {}", redact(url));
-    let shallow = {
+    // Nothing is checked out until the commit's file count is known.
+    let target = clone_objects(url, reference, protocol, &home, &dir, &budget, &what)?;
+    let in_repo = || {
         let mut cmd = git(protocol, &home);
-        cmd.args(["clone", "--quiet", "--no-tags", "--depth", "1"]);
-        if let Some(r) = reference {
-            cmd.args(["--branch", r]);
-        }
-        cmd.arg("--").arg(url).arg(&dir);
-        run_git(cmd, &what, &budget, &dir)
+        cmd.arg("-C").arg(&dir);
+        cmd
     };
-    match shallow {
-        Ok(_) => {}
-        // Only a ref `--branch` does not take is worth a second, full clone; never a clone that
-        // was stopped for its size or time.
-        Err(e) if e.code != "git.failed" => return Err(e),
-        Err(e) => {
-            let Some(r) = reference else { return Err(e) };
-            // `--branch` takes branches and tags; a commit id needs a full clone and a checkout.
-            let _ = std::fs::remove_dir_all(&dir);
-            let mut cmd = git(protocol, &home);
-            cmd.args(["clone", "--quiet", "--no-checkout", "--"])
-                .arg(url)
-                .arg(&dir);
-            run_git(cmd, &what, &budget, &dir)?;
-            let mut cmd = git(protocol, &home);
-            cmd.arg("-C")
-                .arg(&dir)
-                .args(["checkout", "--quiet", "--detach", r, "--"]);
-            run_git(cmd, &format!("git checkout {r}"), &budget, &dir).map_err(|e2| {
-                if e2.code != "git.failed" {
-                    return e2;
-                }
-                DistError::new(
-                    "git.ref",
-                    format!("cannot find ref `{r}` in {}: {}", redact(url), e2.message),
-                )
-            })?;
-        }
-    }
-    // A clone that finished between two size checks is measured once more.
-    let size = tree_bytes(&dir);
-    if size > budget.max_bytes {
-        return Err(too_large(&what, size, &budget));
-    }
-    let mut cmd = git(protocol, &home);
-    cmd.arg("-C").arg(&dir).args(["rev-parse", "HEAD"]);
-    let commit = run_git(cmd, "git rev-parse HEAD", &budget, &dir)?;
+    let mut cmd = in_repo();
+    cmd.args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
+        .arg(format!("{target}^{{commit}}"));
+    let commit = run_git(cmd, "git rev-parse", &budget, &dir).map_err(|e| match reference {
+        Some(r) if e.code == "git.failed" => DistError::new(
+            "git.ref",
+            format!("cannot find ref `{r}` in {}", redact(url)),
+        ),
+        _ => e,
+    })?;
     if !(commit.len() == 40 || commit.len() == 64) || !commit.bytes().all(|b| b.is_ascii_hexdigit())
     {
         return Err(DistError::new(
@@ -955,7 +962,53 @@ fn fetch_git(url: &str, reference: Option<&str>, protocol: &str, work: &Path) ->
             format!("git reported an unexpected commit id `{commit}`"),
         ));
     }
+    tree_count::files_within(in_repo(), &commit, budget.max_files, &budget)?;
+    let mut cmd = in_repo();
+    cmd.args(["checkout", "--quiet", "--detach", &commit, "--"]);
+    run_git(cmd, &format!("git checkout {commit}"), &budget, &dir)?;
+    // A checkout that finished between two checks is measured once more.
+    let (size, files) = tree_stats(&dir);
+    if size > budget.max_bytes {
+        return Err(too_large(&what, size, &budget));
+    }
+    if files > budget.max_files {
+        return Err(tree_count::too_many_files(budget.max_files));
+    }
     Ok(Fetched::Tree { dir, commit })
+}
+
+/// Clones the repository's objects into `dir` without checking anything out: shallow at the ref
+/// when `--branch` takes it, else in full (a commit id). Returns what to check out.
+fn clone_objects(
+    url: &str,
+    reference: Option<&str>,
+    protocol: &str,
+    home: &Path,
+    dir: &Path,
+    budget: &GitBudget,
+    what: &str,
+) -> Result<String> {
+    let mut cmd = git(protocol, home);
+    cmd.args(["clone", "--quiet", "--no-tags", "--no-checkout", "--depth", "1"]);
+    if let Some(r) = reference {
+        cmd.args(["--branch", r]);
+    }
+    cmd.arg("--").arg(url).arg(dir);
+    match run_git(cmd, what, budget, dir) {
+        Ok(_) => return Ok("HEAD".into()),
+        // Only a ref `--branch` does not take is worth a second, full clone; never a clone that
+        // was stopped for its size or time.
+        Err(e) if e.code != "git.failed" || reference.is_none() => return Err(e),
+        Err(_) => {}
+    }
+    // `--branch` takes branches and tags; a commit id needs a full clone.
+    let _ = std::fs::remove_dir_all(dir);
+    let mut cmd = git(protocol, home);
+    cmd.args(["clone", "--quiet", "--no-checkout", "--"])
+        .arg(url)
+        .arg(dir);
+    run_git(cmd, what, budget, dir)?;
+    Ok(reference.unwrap_or("HEAD").to_string())
 }
 
 #[cfg(test)]
