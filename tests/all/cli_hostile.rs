@@ -74,7 +74,11 @@ fn base_args(path: &[String]) -> Vec<String> {
     match words.as_slice() {
         ["up"] => vec!["--listen".into(), "127.0.0.1:0".into()],
         ["tail"] => vec!["--channel".into(), "general".into(), "--relay".into(), dead],
-        ["relay"] => vec!["--listen".into(), "127.0.0.1:0".into(), "--ephemeral".into()],
+        ["relay"] => vec![
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--ephemeral".into(),
+        ],
         ["convert"] => vec!["--list".into()],
         _ => vec![],
     }

@@ -5,7 +5,11 @@
 //! its ACP implementation and apiary are all real.
 //!
 //! Claude Code refuses to run as root: when the tests run as root (CI), its agent runs as the
-//! unprivileged user `apiary-ci` that `.ci/setup` creates, through `runuser`.
+//! unprivileged user `apiary-ci` that `.ci/setup` creates (`up --agent-user`).
+//!
+//! Every agent runs confined, as by default: its key is granted in the overrides file
+//! (`agent_env`) and arrives as a placeholder that apiary's gateway replaces; the stub's port is
+//! granted (`agent_net`) for the MCP server and for Codex, whose provider is in its own config.
 
 use std::path::{Path, PathBuf};
 
@@ -130,6 +134,44 @@ fn mention_is_answered(up: &mut Up, answer: &str) {
     );
 }
 
+/// Grants pack `pack`'s agents the variables `vars` and the stub's port, in the operator's
+/// overrides file (appended: a test may grant several packs), with `extra` TOML lines.
+fn grant(home: &Path, pack: &str, provider: &Provider, vars: &[&str], extra: &str) {
+    let port = provider
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/');
+    let vars: Vec<String> = vars.iter().map(|v| format!("\"{v}\"")).collect();
+    let dir = home.join(".config/apiary");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("overrides.toml"))
+        .unwrap();
+    use std::io::Write;
+    writeln!(
+        file,
+        "[\"{pack}\"]\nagent_env = [{}]\nagent_net = [\"127.0.0.1:{port}\"]\n{extra}",
+        vars.join(", ")
+    )
+    .unwrap();
+}
+
+/// Codex's grants: its key, its home (its config and where it writes its sessions).
+fn grant_codex(home: &Path, pack: &str, provider: &Provider, codex: &Path, extra: &str) {
+    let extra = format!("agent_write = [\"{}\"]\n{extra}", codex.display());
+    grant(
+        home,
+        pack,
+        provider,
+        &["OPENAI_API_KEY", "CODEX_HOME"],
+        &extra,
+    );
+}
+
 /// Everything the model was asked, as one text (system prompt, messages, input).
 fn asked(body: &Value) -> String {
     body.to_string()
@@ -141,10 +183,7 @@ fn claude_code_answers_a_mention_on_its_real_agent() {
     let Some(bin) = installed("claude-code-acp", user.map(|u| u.0)) else {
         return;
     };
-    let agent = match user {
-        Some((name, _)) => format!("runuser -u {name} -- {}", bin.display()),
-        None => bin.display().to_string(),
-    };
+    let agent = bin.display().to_string();
     let answer = "Forty grains of pollen, says the stub.";
     let provider = Provider::start(answer);
     let home = open_home();
@@ -158,13 +197,24 @@ fn claude_code_answers_a_mention_on_its_real_agent() {
         // The workspace is the agent's: its user owns it (apiary, as root, still writes in it).
         std::os::unix::fs::chown(&cwd, Some(uid), None).unwrap();
     }
+    grant(
+        home.path(),
+        "com.example.real-agents",
+        &provider,
+        &["ANTHROPIC_API_KEY"],
+        "",
+    );
+    let mut args = vec!["--agent", &agent, "--workspace-root", ws.to_str().unwrap()];
+    if let Some((name, _)) = user {
+        args.extend(["--agent-user", name]);
+    }
     let mut up = Up::start(
         home.path(),
         &[&root],
-        &["--agent", &agent, "--workspace-root", ws.to_str().unwrap()],
+        &args,
         &[
             ("ANTHROPIC_BASE_URL", provider.url.as_str()),
-            ("ANTHROPIC_API_KEY", "sk-ant-stub"),
+            ("ANTHROPIC_API_KEY", "sk-ant-stub-real-key"),
         ],
     );
     let ready = up.wait_for(|l| l.starts_with("persona bee ready"));
@@ -248,6 +298,13 @@ fn codex_answers_a_mention_on_its_real_agent() {
     pack(&root, "codex", "gpt-5.4-mini", &provider);
     let ws = home.path().join("ws");
     let codex = codex_home(home.path(), &provider);
+    grant_codex(
+        home.path(),
+        "com.example.real-agents",
+        &provider,
+        &codex,
+        "",
+    );
     let path = path_with(bin.parent().unwrap());
     // `--agent codex`: the runtime's preset, `codex-acp` found on PATH.
     let mut up = Up::start(
@@ -285,11 +342,11 @@ fn codex_answers_a_mention_on_its_real_agent() {
     up.stop_ok();
 }
 
-/// Codex lists its authentication methods and, on its own OpenAI provider, refuses `session/new`
-/// until one is used. With `OPENAI_API_KEY` set apiary authenticates with it; without any key the
-/// persona is refused with a message naming every method and the variables that would do.
+/// A runtime's provider key is the operator's to grant: Codex with `OPENAI_API_KEY` set in
+/// apiary's environment but not granted to the pack is refused before it starts, with the line to
+/// add, and no request reaches the provider.
 #[test]
-fn codex_without_credentials_is_refused_naming_its_auth_methods() {
+fn codex_without_its_key_granted_is_refused_naming_the_setting() {
     let Some(bin) = installed("codex-acp", None) else {
         return;
     };
@@ -297,9 +354,7 @@ fn codex_without_credentials_is_refused_naming_its_auth_methods() {
     let home = open_home();
     let root = home.path().join("pack");
     pack(&root, "codex", "gpt-5.4-mini", &provider);
-    // Codex's own OpenAI provider, which needs an OpenAI login (a custom provider would not).
-    let codex = home.path().join("codex");
-    std::fs::create_dir_all(&codex).unwrap();
+    let codex = codex_home(home.path(), &provider);
     let path = path_with(bin.parent().unwrap());
     let mut up = Up::spawn(
         home.path(),
@@ -308,17 +363,21 @@ fn codex_without_credentials_is_refused_naming_its_auth_methods() {
         &[
             ("PATH", path.as_str()),
             ("CODEX_HOME", codex.to_str().unwrap()),
+            ("OPENAI_API_KEY", "sk-operator-real"),
         ],
     );
     let line = up.wait_for(|l| event_of(l) == "persona_refused");
     let note: Value = serde_json::from_str(&line).unwrap();
     let reason = note["reason"].as_str().unwrap();
-    assert!(reason.contains("requires authentication"), "{reason}");
     assert!(
-        reason.contains("`openai-api-key` (set OPENAI_API_KEY)"),
+        reason.contains("the codex runtime needs its provider key"),
         "{reason}"
     );
-    assert!(reason.contains("`chatgpt`"), "{reason}");
+    assert!(
+        reason.contains(r#"agent_env = ["OPENAI_API_KEY"]"#)
+            && reason.contains(r#"["com.example.real-agents"]"#),
+        "{reason}"
+    );
     assert!(
         provider
             .requests()
@@ -338,10 +397,7 @@ fn claude_up(
 ) -> Option<(Up, PathBuf)> {
     let user = agent_user().ok()?;
     let bin = installed("claude-code-acp", user.map(|u| u.0))?;
-    let agent = match user {
-        Some((name, _)) => format!("runuser -u {name} -- {}", bin.display()),
-        None => bin.display().to_string(),
-    };
+    let agent = bin.display().to_string();
     let root = home.join("pack");
     let files: Vec<(String, String)> = personas
         .iter()
@@ -374,7 +430,17 @@ fn claude_up(
         "--workspace-root",
         ws.to_str().unwrap(),
     ];
+    if let Some((name, _)) = user {
+        all.extend(["--agent-user", name]);
+    }
     all.extend_from_slice(args);
+    grant(
+        home,
+        "com.example.claude-tools",
+        provider,
+        &["ANTHROPIC_API_KEY"],
+        "",
+    );
     let up = Up::start(
         home,
         &[&root],
@@ -623,6 +689,13 @@ fn gemini_answers_a_mention_on_its_real_agent() {
     let home = open_home();
     let root = home.path().join("pack");
     pack(&root, "gemini", "gemini-2.5-pro", &provider);
+    grant(
+        home.path(),
+        "com.example.real-agents",
+        &provider,
+        &["GEMINI_API_KEY"],
+        "",
+    );
     let ws = home.path().join("ws");
     let path = path_with(bin.parent().unwrap());
     let mut up = Up::start(
@@ -685,12 +758,13 @@ fn codex_read_only_persona_gets_its_read_only_mode_and_usage_feeds_the_budget() 
     .unwrap();
     let path = path_with(bin.parent().unwrap());
     let ws = home.path().join("ws");
-    let overrides = home.path().join("overrides.toml");
-    std::fs::write(
-        &overrides,
-        "[\"com.example.codex-ro\".bee]\nlimits = { tokens_per_day = 10 }\n",
-    )
-    .unwrap();
+    grant_codex(
+        home.path(),
+        "com.example.codex-ro",
+        &provider,
+        &codex,
+        "[\"com.example.codex-ro\".bee]\nlimits = { tokens_per_day = 10 }",
+    );
     let mut up = Up::start(
         home.path(),
         &[&root],
@@ -700,8 +774,6 @@ fn codex_read_only_persona_gets_its_read_only_mode_and_usage_feeds_the_budget() 
             "codex",
             "--workspace-root",
             ws.to_str().unwrap(),
-            "--overrides",
-            overrides.to_str().unwrap(),
         ],
         &[
             ("PATH", path.as_str()),
@@ -772,6 +844,13 @@ fn codex_permission_requests_follow_the_tool_policy() {
         &[],
     );
     let codex = codex_home(home.path(), &provider);
+    grant_codex(
+        home.path(),
+        "com.example.codex-tools",
+        &provider,
+        &codex,
+        "",
+    );
     let path = path_with(bin.parent().unwrap());
     let ws = home.path().join("ws");
     let mut up = Up::start(
@@ -848,6 +927,13 @@ fn gemini_permission_requests_follow_the_tool_policy() {
         "com.example.gemini-tools",
         &[("wasp", &wasp), ("bee", &bee)],
         &[],
+    );
+    grant(
+        home.path(),
+        "com.example.gemini-tools",
+        &provider,
+        &["GEMINI_API_KEY"],
+        "",
     );
     let path = path_with(bin.parent().unwrap());
     let mut up = Up::start(

@@ -94,7 +94,9 @@ fn http_host(value: &str) -> Result<String, &'static str> {
     }
     let host = crate::http::address::Host::parse(written).map_err(|_| SHAPE)?;
     if matches!(host, crate::http::address::Host::Addr(_)) && !host.is_plain(written) {
-        return Err("write an address plainly, as 127.0.0.1 or [::1]: other spellings hide which address it is");
+        return Err(
+            "write an address plainly, as 127.0.0.1 or [::1]: other spellings hide which address it is",
+        );
     }
     Ok(match port {
         Some(p) => format!("{host}:{p}"),

@@ -30,8 +30,8 @@ mod grants;
 mod pinned;
 
 use address::Host;
-pub(crate) use grants::split_host_port;
 use grants::Grants;
+pub(crate) use grants::split_host_port;
 
 /// The most bytes a response body may have before the stream fails.
 pub const MAX_RESPONSE_BYTES: usize = 4 << 20;
@@ -90,7 +90,6 @@ impl HttpPolicy {
     pub(crate) fn past_deadline(&self) -> bool {
         self.past_deadline.load(Ordering::Relaxed)
     }
-
 }
 
 impl WasiHttpHooks for HttpPolicy {
@@ -224,4 +223,3 @@ fn bounded(options: Option<RequestOptions>, deadline: Instant) -> RequestOptions
         between_bytes_timeout: cap(o.between_bytes_timeout),
     }
 }
-

@@ -117,6 +117,10 @@ mod tests {
         assert!(b("0").is_err());
         assert!(b("-1").unwrap_err().contains("not a whole number"));
         assert_eq!(count::<u32>(0, 10)("0"), Ok(0));
-        assert!(bytes::<usize>(1024, 64 << 20)("1").unwrap_err().contains("(64 MiB)"));
+        assert!(
+            bytes::<usize>(1024, 64 << 20)("1")
+                .unwrap_err()
+                .contains("(64 MiB)")
+        );
     }
 }

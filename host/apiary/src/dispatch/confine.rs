@@ -313,17 +313,19 @@ fn agent_dirs(ctx: &AgentContext<'_>) -> Result<(PathBuf, PathBuf), ConfineError
         .join(ctx.namespace)
         .join(&ctx.persona.identity.name);
     let (home, tmp) = (base.join("home"), base.join("tmp"));
+    let fail = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ConfineError::Dir { path, source }
+    };
     for dir in [&home, &tmp] {
-        private_dir(dir, ctx.confinement.user.as_ref()).map_err(|source| ConfineError::Dir {
-            path: dir.clone(),
-            source,
-        })?;
+        private_dir(dir, ctx.confinement.user.as_ref()).map_err(fail(dir))?;
     }
     if let Some(user) = &ctx.confinement.user {
-        chown(ctx.cwd, user).map_err(|source| ConfineError::Dir {
-            path: ctx.cwd.to_path_buf(),
-            source,
-        })?;
+        // Its user must pass through the directories above its own, which root made.
+        for dir in base.ancestors().take(3) {
+            traversable(dir).map_err(fail(dir))?;
+        }
+        chown(ctx.cwd, user).map_err(fail(ctx.cwd))?;
     }
     Ok((home, tmp))
 }
@@ -343,6 +345,12 @@ fn private_dir(dir: &Path, user: Option<&AgentUser>) -> std::io::Result<()> {
         Some(user) => chown(dir, user),
         None => Ok(()),
     }
+}
+
+/// Enterable, not listable, by others (`0711`).
+fn traversable(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
 }
 
 fn chown(path: &Path, user: &AgentUser) -> std::io::Result<()> {

@@ -989,7 +989,14 @@ fn clone_objects(
     what: &str,
 ) -> Result<String> {
     let mut cmd = git(protocol, home);
-    cmd.args(["clone", "--quiet", "--no-tags", "--no-checkout", "--depth", "1"]);
+    cmd.args([
+        "clone",
+        "--quiet",
+        "--no-tags",
+        "--no-checkout",
+        "--depth",
+        "1",
+    ]);
     if let Some(r) = reference {
         cmd.args(["--branch", r]);
     }

@@ -81,7 +81,11 @@ fn numeric_v4(host: &str) -> Numeric {
     if parts.len() > 4 {
         return Numeric::Invalid;
     }
-    let Some(values) = parts.iter().map(|p| number(p)).collect::<Option<Vec<u64>>>() else {
+    let Some(values) = parts
+        .iter()
+        .map(|p| number(p))
+        .collect::<Option<Vec<u64>>>()
+    else {
         return Numeric::Invalid;
     };
     let (head, last) = values.split_at(values.len() - 1);
@@ -170,7 +174,11 @@ fn private_v4(a: Ipv4Addr) -> Option<Private> {
         Private::SharedCgnat
     } else if a.is_multicast() {
         Private::Multicast
-    } else if b0 >= 240 || a.is_documentation() || (b0 == 192 && b1 == 0) || (b0 == 198 && (b1 & 0xfe) == 18) {
+    } else if b0 >= 240
+        || a.is_documentation()
+        || (b0 == 192 && b1 == 0)
+        || (b0 == 198 && (b1 & 0xfe) == 18)
+    {
         // 240/4 and broadcast, documentation, IETF protocol assignments, benchmarking.
         Private::Reserved
     } else {
@@ -197,7 +205,10 @@ fn private_v6(a: Ipv6Addr) -> Option<Private> {
         Private::Private
     } else if a.is_multicast() {
         Private::Multicast
-    } else if (s[0] == 0x2001 && s[1] == 0x0db8) || s[0] == 0 || (s[0] == 0x0100 && s[1..4] == [0; 3]) {
+    } else if (s[0] == 0x2001 && s[1] == 0x0db8)
+        || s[0] == 0
+        || (s[0] == 0x0100 && s[1..4] == [0; 3])
+    {
         // Documentation, the rest of ::/16 (IPv4-compatible and friends), discard-only.
         Private::Reserved
     } else {
@@ -237,23 +248,57 @@ mod tests {
     fn numeric_hosts_are_the_address_the_resolver_would_use() {
         let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
         for h in [
-            "127.0.0.1", "2130706433", "0x7f.1", "127.1", "0177.0.0.1", "0x7F000001", "127.0.1",
-            "127.0.0.1.", "[::ffff:127.0.0.1]", "[::FFFF:7f00:1]",
+            "127.0.0.1",
+            "2130706433",
+            "0x7f.1",
+            "127.1",
+            "0177.0.0.1",
+            "0x7F000001",
+            "127.0.1",
+            "127.0.0.1.",
+            "[::ffff:127.0.0.1]",
+            "[::FFFF:7f00:1]",
         ] {
             assert_eq!(addr(h), lo, "{h}");
         }
         assert_eq!(addr("[::1]"), IpAddr::V6(Ipv6Addr::LOCALHOST));
         assert_eq!(addr("0"), IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-        for bad in ["1.2.3.256", "1.2.3.4.5", "256.1", "0x1ffffffff", "[fe80::1%25eth0]", "a..b", "", ".", "foo.123", "99999999999999999999"] {
+        for bad in [
+            "1.2.3.256",
+            "1.2.3.4.5",
+            "256.1",
+            "0x1ffffffff",
+            "[fe80::1%25eth0]",
+            "a..b",
+            "",
+            ".",
+            "foo.123",
+            "99999999999999999999",
+        ] {
             assert_eq!(Host::parse(bad), Err(BadHost), "{bad}");
         }
-        assert_eq!(Host::parse("LocalHost."), Ok(Host::Name("localhost".into())));
-        assert_eq!(Host::parse("123.example"), Ok(Host::Name("123.example".into())));
+        assert_eq!(
+            Host::parse("LocalHost."),
+            Ok(Host::Name("localhost".into()))
+        );
+        assert_eq!(
+            Host::parse("123.example"),
+            Ok(Host::Name("123.example".into()))
+        );
     }
 
     #[test]
     fn only_plainly_written_addresses_are_plain() {
-        for (h, plain) in [("127.0.0.1", true), ("127.1", false), ("2130706433", false), ("[::1]", true), ("[0::1]", false), ("[::ffff:127.0.0.1]", false), ("Example.com", true), ("example.com.", false)] {
+        for (h, plain) in [
+            ("127.0.0.1", true),
+            ("127.1", false),
+            ("2130706433", false),
+            ("[::1]", true),
+            ("[0::1]", false),
+            ("[::ffff:127.0.0.1]", false),
+            ("Example.com", true),
+            ("example.com.", false),
+        ] {
             assert_eq!(Host::parse(h).unwrap().is_plain(h), plain, "{h}");
         }
     }
@@ -282,7 +327,12 @@ mod tests {
         ] {
             assert_eq!(private(addr(h)), Some(kind), "{h}");
         }
-        for h in ["93.184.216.34", "8.8.8.8", "100.128.0.1", "[2606:4700::1111]"] {
+        for h in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "100.128.0.1",
+            "[2606:4700::1111]",
+        ] {
             assert_eq!(private(addr(h)), None, "{h}");
         }
     }

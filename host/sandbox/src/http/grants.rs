@@ -96,9 +96,7 @@ impl Grants {
         for addr in found {
             // `::ffff:127.0.0.1` is 127.0.0.1, to the grants as to the classification.
             let ip = match addr.ip() {
-                IpAddr::V6(v6) => v6
-                    .to_ipv4_mapped()
-                    .map_or(IpAddr::V6(v6), IpAddr::V4),
+                IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
                 v4 => v4,
             };
             match private(ip) {
@@ -142,7 +140,13 @@ mod tests {
         assert!(g.allows(&host("a.example"), 80));
         assert!(!g.allows(&host("a.example"), 8443));
         assert!(!g.allows(&host("b.a.example"), 443));
-        for same in ["127.0.0.1", "2130706433", "0x7f.1", "127.1", "[::ffff:127.0.0.1]"] {
+        for same in [
+            "127.0.0.1",
+            "2130706433",
+            "0x7f.1",
+            "127.1",
+            "[::ffff:127.0.0.1]",
+        ] {
             assert!(g.allows(&host(same), 8080), "{same}");
         }
         assert!(!g.allows(&host("127.0.0.1"), 8081));
@@ -169,6 +173,10 @@ mod tests {
         assert!(e.contains("loopback") && e.contains(":8080"), "{e}");
         let both = Grants::parse(&["localhost:8080".into(), "127.0.0.1:8080".into()]);
         let t = both.target(&host("localhost"), 8080, false).await.unwrap();
-        assert!(t.addrs.iter().all(|a| a.ip().is_loopback()), "{:?}", t.addrs);
+        assert!(
+            t.addrs.iter().all(|a| a.ip().is_loopback()),
+            "{:?}",
+            t.addrs
+        );
     }
 }

@@ -21,9 +21,17 @@ pub(super) fn files_within(
     limit: usize,
     budget: &GitBudget,
 ) -> Result<u64> {
-    cmd.args(["ls-tree", "-r", "-z", "--name-only", "--full-tree", commit, "--"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    cmd.args([
+        "ls-tree",
+        "-r",
+        "-z",
+        "--name-only",
+        "--full-tree",
+        commit,
+        "--",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd.spawn().map_err(|e| {
