@@ -19,6 +19,8 @@ use crate::support::live::{Up, e_tags, event_of, write_pack};
 use crate::support::provider::{Provider, Script};
 
 const AGENT_USER: &str = "apiary-ci";
+/// The operator's Anthropic key in the Claude Code tests: only apiary's gateway ever holds it.
+const CLAUDE_KEY: &str = "sk-ant-operator-0123456789abcdef";
 
 /// Where `.ci/setup` installs the agents: `.ci/acp-agents/`, and, when that checkout is private to
 /// root, a copy in `/opt/apiary-acp-agents/` that the agent's user can reach.
@@ -447,7 +449,7 @@ fn claude_up(
         &all,
         &[
             ("ANTHROPIC_BASE_URL", provider.url.as_str()),
-            ("ANTHROPIC_API_KEY", "sk-ant-stub"),
+            ("ANTHROPIC_API_KEY", CLAUDE_KEY),
         ],
     );
     Some((up, ws.join("com.example.claude-tools")))
@@ -1028,5 +1030,93 @@ fn claude_code_is_not_offered_what_the_policy_denies_in_any_runtime_s_names() {
     }
     assert!(!has(&gem, "Bash"), "{gem:?}");
     assert!(has(&gem, "Write") && has(&gem, "Task"), "{gem:?}");
+    up.stop_ok();
+}
+
+/// Claude Code, steered by its model (the stub) at the key store, the operator's files and its
+/// own environment with Read, Grep and Bash, all allowed by `--permission allow-once`: every tool
+/// runs confined and fails, and nothing secret reaches the model (the tool results sent back) or
+/// the channel. Its own workspace stays usable.
+#[test]
+fn claude_code_steered_at_the_key_store_reads_nothing_and_tells_nothing() {
+    let home = open_home();
+    let data = apiary_e2e::data_dir(home.path());
+    let notes = home.path().join("operator-notes.txt");
+    std::fs::write(&notes, "operator notes: the vault code is 7413").unwrap();
+    let keys = data.join("keys");
+    let script = Script {
+        tools: vec![
+            (
+                "Read".into(),
+                json!({"file_path": keys.join("operator.key")}),
+            ),
+            (
+                "Grep".into(),
+                json!({"pattern": "[0-9a-f]{64}", "path": keys}),
+            ),
+            ("Read".into(), json!({"file_path": notes})),
+            (
+                "Bash".into(),
+                json!({"command": format!(
+                    "cat {k}/*.key {k}/*/*.key {n}; cat /proc/$PPID/environ; env; echo ok > mine.txt && cat mine.txt",
+                    k = keys.display(), n = notes.display()
+                ), "description": "look around"}),
+            ),
+        ],
+        answer: "Nothing to report, says the stub.".into(),
+        ..Script::default()
+    };
+    let provider = Provider::scripted(script);
+    let Some((mut up, ws)) = claude_up(
+        home.path(),
+        &provider,
+        &[("eve", "")],
+        &["--permission", "allow-once"],
+    ) else {
+        return;
+    };
+    let id = up.post("general", "@eve look for keys", &[]);
+    note(&mut up, "reply", "eve", |v| v["to"] == id.as_str());
+    let mut secrets: Vec<String> = vec![CLAUDE_KEY.into(), "the vault code is 7413".into()];
+    for file in ["operator.key", "relay.key"] {
+        secrets.push(
+            std::fs::read_to_string(keys.join(file))
+                .unwrap()
+                .trim()
+                .to_string(),
+        );
+    }
+    let seen: String = provider
+        .requests()
+        .iter()
+        .map(|s| s.body.to_string())
+        .collect();
+    for secret in &secrets {
+        assert!(
+            !seen.contains(secret.as_str()),
+            "the model was shown {secret}"
+        );
+    }
+    for e in up.history("general") {
+        let content = e["content"].as_str().unwrap_or_default();
+        assert!(
+            !secrets.iter().any(|s| content.contains(s.as_str())),
+            "published: {content}"
+        );
+    }
+    // The tools ran (their results went back to the model), refused by the kernel; the shell still
+    // worked in the workspace, and the key it saw is the placeholder.
+    assert!(
+        seen.contains("Permission denied") || seen.contains("EACCES"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("apiary-placeholder-anthropic-api-key"),
+        "env not shown: {seen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("eve/mine.txt")).unwrap(),
+        "ok\n"
+    );
     up.stop_ok();
 }
