@@ -162,17 +162,16 @@ fn rewrite(mut req: Request<Incoming>, gateway: &Gateway) -> Result<Request<Inco
         headers.remove(name);
     }
     for value in headers.values_mut() {
-        if let Ok(text) = value.to_str() {
-            if gateway
+        if let Ok(text) = value.to_str()
+            && gateway
                 .secrets
                 .iter()
                 .any(|s| text.contains(&s.placeholder))
-            {
-                let mut replaced = HeaderValue::from_str(&substitute(text, &gateway.secrets))
-                    .map_err(|_| "a key is not a valid header value".to_string())?;
-                replaced.set_sensitive(true);
-                *value = replaced;
-            }
+        {
+            let mut replaced = HeaderValue::from_str(&substitute(text, &gateway.secrets))
+                .map_err(|_| "a key is not a valid header value".to_string())?;
+            replaced.set_sensitive(true);
+            *value = replaced;
         }
     }
     let host = HeaderValue::from_str(&up.authority()).map_err(|e| e.to_string())?;
@@ -204,10 +203,11 @@ fn hop_by_hop(headers: &http::HeaderMap) -> Vec<HeaderName> {
     .collect();
     for value in headers.get_all(header::CONNECTION) {
         for token in value.to_str().unwrap_or_default().split(',') {
-            if let Ok(name) = HeaderName::from_bytes(token.trim().as_bytes()) {
-                if name != header::CONTENT_LENGTH && name != header::TRANSFER_ENCODING {
-                    names.push(name);
-                }
+            if let Ok(name) = HeaderName::from_bytes(token.trim().as_bytes())
+                && name != header::CONTENT_LENGTH
+                && name != header::TRANSFER_ENCODING
+            {
+                names.push(name);
             }
         }
     }

@@ -43,7 +43,7 @@ impl Host {
         match numeric_v4(name) {
             Numeric::Addr(a) => Ok(Host::Addr(IpAddr::V4(a))),
             Numeric::Invalid => Err(BadHost),
-            Numeric::NotNumeric => Ok(Host::Name(name.to_string())),
+            Numeric::Name => Ok(Host::Name(name.to_string())),
         }
     }
 
@@ -66,7 +66,7 @@ enum Numeric {
     Addr(Ipv4Addr),
     /// Looks numeric (the resolver would try it as an address) but is not a valid one.
     Invalid,
-    NotNumeric,
+    Name,
 }
 
 /// The `inet_aton` forms the resolver takes: one to four parts, each decimal, octal (`0` first)
@@ -76,7 +76,7 @@ fn numeric_v4(host: &str) -> Numeric {
     let parts: Vec<&str> = host.split('.').collect();
     let last_numeric = parts.last().is_some_and(|p| number(p).is_some());
     if !last_numeric {
-        return Numeric::NotNumeric;
+        return Numeric::Name;
     }
     if parts.len() > 4 {
         return Numeric::Invalid;
@@ -128,7 +128,7 @@ pub enum Private {
     Unspecified,
     LinkLocal,
     Metadata,
-    Private,
+    Network,
     SharedCgnat,
     Multicast,
     Reserved,
@@ -141,7 +141,7 @@ impl fmt::Display for Private {
             Private::Unspecified => "the unspecified address",
             Private::LinkLocal => "a link-local address",
             Private::Metadata => "the cloud metadata service",
-            Private::Private => "a private network address",
+            Private::Network => "a private network address",
             Private::SharedCgnat => "a carrier-grade NAT address",
             Private::Multicast => "a multicast address",
             Private::Reserved => "a reserved address",
@@ -169,7 +169,7 @@ fn private_v4(a: Ipv4Addr) -> Option<Private> {
     } else if a.is_link_local() {
         Private::LinkLocal
     } else if a.is_private() {
-        Private::Private
+        Private::Network
     } else if b0 == 100 && (b1 & 0xc0) == 64 {
         Private::SharedCgnat
     } else if a.is_multicast() {
@@ -202,7 +202,7 @@ fn private_v6(a: Ipv6Addr) -> Option<Private> {
         Private::LinkLocal
     } else if (s[0] & 0xfe00) == 0xfc00 || (s[0] & 0xffc0) == 0xfec0 {
         // Unique local, and the deprecated site-local.
-        Private::Private
+        Private::Network
     } else if a.is_multicast() {
         Private::Multicast
     } else if (s[0] == 0x2001 && s[1] == 0x0db8)
@@ -314,10 +314,10 @@ mod tests {
             ("[fd00:ec2::254]", Private::Metadata),
             ("169.254.1.1", Private::LinkLocal),
             ("[fe80::1]", Private::LinkLocal),
-            ("10.1.2.3", Private::Private),
-            ("172.16.0.1", Private::Private),
-            ("192.168.1.1", Private::Private),
-            ("[fd12::1]", Private::Private),
+            ("10.1.2.3", Private::Network),
+            ("172.16.0.1", Private::Network),
+            ("192.168.1.1", Private::Network),
+            ("[fd12::1]", Private::Network),
             ("100.64.0.1", Private::SharedCgnat),
             ("224.0.0.1", Private::Multicast),
             ("[ff02::1]", Private::Multicast),
