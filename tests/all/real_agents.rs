@@ -1120,3 +1120,99 @@ fn claude_code_steered_at_the_key_store_reads_nothing_and_tells_nothing() {
     );
     up.stop_ok();
 }
+
+/// Gemini CLI, steered by its model (the stub) to run a shell command that reads the key store, the
+/// operator's files, apiary's environment and its own: the command runs (allowed), confined, and
+/// neither the model nor the channel sees a secret. The Gemini key it holds is the placeholder.
+#[test]
+fn gemini_steered_at_the_key_store_reads_nothing_and_tells_nothing() {
+    let Some(bin) = installed("gemini", None) else {
+        return;
+    };
+    let home = open_home();
+    let ws = home.path().join("ws");
+    let keys = apiary_e2e::data_dir(home.path()).join("keys");
+    let notes = home.path().join("operator-notes.txt");
+    std::fs::write(&notes, "operator notes: the vault code is 7413").unwrap();
+    let command = format!(
+        "cat {k}/*.key {k}/*/*.key {n}; cat /proc/$PPID/environ; env; echo ok > mine.txt",
+        k = keys.display(),
+        n = notes.display()
+    );
+    let provider = Provider::scripted(Script {
+        tools: vec![(
+            "run_shell_command".into(),
+            json!({"command": command, "description": "look around"}),
+        )],
+        answer: "Nothing to report, says the stub.".into(),
+        ..Script::default()
+    });
+    let root = home.path().join("pack");
+    pack(&root, "gemini", "gemini-2.5-pro", &provider);
+    grant(
+        home.path(),
+        "com.example.real-agents",
+        &provider,
+        &["GEMINI_API_KEY"],
+        "",
+    );
+    let path = path_with(bin.parent().unwrap());
+    let gemini_key = "AIzaOperatorRealKey0123456789";
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--json",
+            "--agent",
+            "gemini",
+            "--permission",
+            "allow-once",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("GEMINI_API_KEY", gemini_key),
+            ("GOOGLE_GEMINI_BASE_URL", provider.url.as_str()),
+        ],
+    );
+    let id = up.post("general", "@bee look for keys", &[]);
+    note(&mut up, "reply", "bee", |v| v["to"] == id.as_str());
+    let mut secrets: Vec<String> = vec![gemini_key.into(), "the vault code is 7413".into()];
+    for file in ["operator.key", "relay.key"] {
+        secrets.push(
+            std::fs::read_to_string(keys.join(file))
+                .unwrap()
+                .trim()
+                .to_string(),
+        );
+    }
+    let seen: String = provider
+        .requests()
+        .iter()
+        .map(|s| s.body.to_string())
+        .collect();
+    for secret in &secrets {
+        assert!(
+            !seen.contains(secret.as_str()),
+            "the model was shown {secret}"
+        );
+    }
+    for e in up.history("general") {
+        let content = e["content"].as_str().unwrap_or_default();
+        assert!(
+            !secrets.iter().any(|s| content.contains(s.as_str())),
+            "published: {content}"
+        );
+    }
+    // The command ran (its output went back to the model): refused by the kernel where it
+    // reached out, working in its workspace.
+    assert!(seen.contains("Permission denied"), "{seen}");
+    assert!(
+        seen.contains("apiary-placeholder-gemini-api-key"),
+        "env not shown: {seen}"
+    );
+    let mine = ws.join("com.example.real-agents/bee/mine.txt");
+    assert_eq!(std::fs::read_to_string(mine).unwrap(), "ok\n");
+    up.stop_ok();
+}

@@ -23,7 +23,9 @@ pub fn restrict(plan: &Plan) -> Result<(), ConfineError> {
     let read = AccessFs::from_read(ABI_USED);
     // Writable trees: everything but making device nodes.
     let write = all & !(AccessFs::MakeChar | AccessFs::MakeBlock);
-    let file_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+    // Devices (`/dev/null`, `/dev/ptmx`) take ioctls too: a terminal is set up with them.
+    let file_rw =
+        AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
     let mut ruleset = Ruleset::default()
         .handle_access(all)
         .map_err(err)?

@@ -8,7 +8,9 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command};
 
-use crate::{ConfineError, LAUNCH_FAILED, PLAN_VAR, Plan, fs_rules, netns, privileges, seccomp};
+use crate::{
+    ConfineError, LAUNCH_FAILED, PLAN_VAR, Plan, fs_rules, netns, privileges, ptys, seccomp,
+};
 
 /// The launcher's whole life; never returns.
 pub fn main() -> ! {
@@ -31,13 +33,24 @@ fn plan_from_env() -> Result<Plan, ConfineError> {
 
 /// Confines this process, starts the agent, forwards until it exits; the agent's exit code.
 fn run(plan: &Plan) -> Result<i32, ConfineError> {
+    let mut plan = plan.clone();
     let listeners = match &plan.net {
         Some(net) => {
             netns::isolate()?;
-            bind(&net.listeners)?
+            let listeners = bind(&net.listeners)?;
+            // The namespaces made above allow a mount namespace: ptys of the agent's own.
+            match ptys::private_devpts() {
+                Ok(()) => {
+                    plan.write.push("/dev/pts".into());
+                    plan.write_files.push("/dev/ptmx".into());
+                }
+                Err(e) => eprintln!("apiary confinement: no pseudo-terminals for the agent: {e}"),
+            }
+            listeners
         }
         None => Vec::new(),
     };
+    let plan = &plan;
     if plan.landlock {
         fs_rules::restrict(plan)?;
     }

@@ -33,6 +33,8 @@ mod netns;
 #[cfg(target_os = "linux")]
 mod privileges;
 #[cfg(target_os = "linux")]
+mod ptys;
+#[cfg(target_os = "linux")]
 mod seccomp;
 
 pub use plan::{Listener, NetPlan, Plan};
