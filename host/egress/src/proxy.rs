@@ -11,7 +11,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::rules::{self, Target};
+use apiary_addr::Host;
+
+use crate::rules;
 use crate::{CONNECT_TIMEOUT, PROXY, Policy, Refusal, Report, refused};
 
 type Body = BoxBody<Bytes, hyper::Error>;
@@ -78,11 +80,12 @@ pub async fn admit(host: &str, port: u16, policy: &Policy) -> Result<SocketAddr,
         ));
     };
     let addrs: Vec<SocketAddr> = match rules::normalise(host) {
-        Target::Addr(a) => vec![SocketAddr::new(a, port)],
-        Target::Name(name) => tokio::net::lookup_host((name.as_str(), port))
+        Some(Host::Addr(a)) => vec![SocketAddr::new(a, port)],
+        Some(Host::Name(name)) => tokio::net::lookup_host((name.as_str(), port))
             .await
             .map_err(|e| refused(PROXY, &shown, format!("cannot resolve: {e}")))?
             .collect(),
+        None => return Err(refused(PROXY, &shown, "not a host name or address")),
     };
     // A name that resolves inside (a rebinding name, `localhost`) is refused unless the entry is
     // that very address.

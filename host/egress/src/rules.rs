@@ -4,16 +4,18 @@
 
 use std::net::IpAddr;
 
+use apiary_addr::Host;
+
 /// One entry of the host list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostRule {
-    host: Host,
+    host: Pattern,
     /// `None`: 443 and 80.
     port: Option<u16>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Host {
+enum Pattern {
     /// A name, lowercase, without a trailing dot.
     Name(String),
     /// `*.example.com`: any name under it (not the bare name).
@@ -38,7 +40,7 @@ impl HostRule {
         let (host, port) = split_port(entry.trim()).ok_or_else(|| fail("a bad port"))?;
         if let Ok(addr) = host.trim_matches(['[', ']']).parse::<IpAddr>() {
             return Ok(HostRule {
-                host: Host::Addr(addr),
+                host: Pattern::Addr(addr),
                 port,
             });
         }
@@ -54,9 +56,9 @@ impl HostRule {
         }
         Ok(HostRule {
             host: if under {
-                Host::Under(name)
+                Pattern::Under(name)
             } else {
-                Host::Name(name)
+                Pattern::Name(name)
             },
             port,
         })
@@ -70,9 +72,9 @@ impl HostRule {
         };
         port_ok
             && match (&self.host, normalise(host)) {
-                (Host::Addr(a), Target::Addr(b)) => *a == b,
-                (Host::Name(n), Target::Name(h)) => *n == h,
-                (Host::Under(n), Target::Name(h)) => {
+                (Pattern::Addr(a), Some(Host::Addr(b))) => *a == b,
+                (Pattern::Name(n), Some(Host::Name(h))) => *n == h,
+                (Pattern::Under(n), Some(Host::Name(h))) => {
                     h.len() > n.len() + 1
                         && h.ends_with(n.as_str())
                         && h[..h.len() - n.len()].ends_with('.')
@@ -84,105 +86,26 @@ impl HostRule {
     /// The literal address this entry names, if it names one.
     pub fn address(&self) -> Option<IpAddr> {
         match self.host {
-            Host::Addr(a) => Some(a),
+            Pattern::Addr(a) => Some(a),
             _ => None,
         }
     }
 }
 
-/// A host as a client wrote it: a name, or an address in any of the numeric spellings resolvers
-/// accept (`127.1`, `2130706433`, `0x7f.0.0.1`), so a spelling never passes for a name.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Target {
-    Name(String),
-    Addr(IpAddr),
-}
-
-pub fn normalise(host: &str) -> Target {
-    let host = host.trim_matches(['[', ']']);
+/// A host as a client wrote it, read as the resolver would (`127.1`, `2130706433` and `0x7f.1` are
+/// 127.0.0.1), so a numeric spelling never passes for a name; `None` for what is neither.
+pub fn normalise(host: &str) -> Option<Host> {
     if let Ok(addr) = host.parse::<IpAddr>() {
-        return Target::Addr(addr);
+        return Some(Host::Addr(addr));
     }
-    let name = host.trim_end_matches('.').to_ascii_lowercase();
-    match inet_aton(&name) {
-        Some(v4) => Target::Addr(IpAddr::V4(v4.into())),
-        None => Target::Name(name),
-    }
-}
-
-/// The classic `inet_aton` forms: one to four parts, each decimal, octal (`0…`) or hex (`0x…`),
-/// the last filling the remaining bytes.
-fn inet_aton(s: &str) -> Option<u32> {
-    let parts: Vec<&str> = s.split('.').collect();
-    if parts.is_empty() || parts.len() > 4 {
-        return None;
-    }
-    let nums: Vec<u64> = parts.iter().map(|p| number(p)).collect::<Option<_>>()?;
-    let (last, init) = nums.split_last()?;
-    let mut value: u64 = 0;
-    for (i, n) in init.iter().enumerate() {
-        if *n > 255 {
-            return None;
-        }
-        value |= n << (24 - 8 * i);
-    }
-    let room = 32 - 8 * init.len() as u32;
-    if room < 64 && *last >= 1u64 << room {
-        return None;
-    }
-    Some((value | last) as u32)
-}
-
-fn number(p: &str) -> Option<u64> {
-    if p.is_empty() {
-        return None;
-    }
-    let (digits, radix) = if let Some(h) = p.strip_prefix("0x").or(p.strip_prefix("0X")) {
-        (h, 16)
-    } else if p.len() > 1 && p.starts_with('0') {
-        (&p[1..], 8)
-    } else {
-        (p, 10)
-    };
-    if digits.is_empty() && radix == 16 {
-        return Some(0);
-    }
-    u64::from_str_radix(digits, radix)
-        .ok()
-        .filter(|n| *n <= u32::MAX as u64)
+    Host::parse(host).ok()
 }
 
 /// Addresses an agent reaches only when an entry names them literally: this machine, its
-/// networks, link-local (cloud metadata among them), shared, multicast and reserved ranges.
+/// networks, link-local (the cloud metadata service among them), shared, multicast and reserved
+/// ranges.
 pub fn is_internal(addr: IpAddr) -> bool {
-    match addr {
-        IpAddr::V4(a) => {
-            let [b0, b1, ..] = a.octets();
-            a.is_loopback()
-                || a.is_private()
-                || a.is_link_local()
-                || a.is_unspecified()
-                || a.is_broadcast()
-                || a.is_multicast()
-                || a.is_documentation()
-                || b0 == 0
-                || (b0 == 100 && (64..128).contains(&b1))
-                || b0 >= 240
-        }
-        IpAddr::V6(a) => match a.to_ipv4_mapped() {
-            Some(v4) => is_internal(IpAddr::V4(v4)),
-            None => {
-                let s0 = a.segments()[0];
-                a.is_loopback()
-                    || a.is_unspecified()
-                    || a.is_multicast()
-                    || (s0 & 0xfe00) == 0xfc00
-                    || (s0 & 0xffc0) == 0xfe80
-                    || s0 == 0x2001 && a.segments()[1] == 0xdb8
-                    || a.segments()[..6] == [0, 0, 0, 0, 0, 0]
-            }
-        },
-    }
+    apiary_addr::private(addr).is_some()
 }
 
 fn split_port(entry: &str) -> Option<(&str, Option<u16>)> {
@@ -251,13 +174,13 @@ mod tests {
         ] {
             assert_eq!(
                 normalise(spelling),
-                Target::Addr("127.0.0.1".parse().unwrap()),
+                Some(Host::Addr("127.0.0.1".parse().unwrap())),
                 "{spelling}"
             );
         }
-        assert_eq!(normalise("[::1]"), Target::Addr("::1".parse().unwrap()));
-        assert!(matches!(normalise("localhost"), Target::Name(_)));
-        assert!(matches!(normalise("1.2.3.4.5"), Target::Name(_)));
+        assert_eq!(normalise("[::1]"), Some(Host::Addr("::1".parse().unwrap())));
+        assert!(matches!(normalise("localhost"), Some(Host::Name(_))));
+        assert_eq!(normalise("1.2.3.256"), None);
         // A name rule never admits an address spelled as a number.
         assert!(!rule("localhost").admits("2130706433", 443));
         assert!(rule("127.0.0.1:8080").admits("127.1", 8080));

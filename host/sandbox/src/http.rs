@@ -25,7 +25,7 @@ use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Limited};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-pub(crate) mod address;
+pub(crate) use apiary_addr as address;
 mod grants;
 mod pinned;
 
