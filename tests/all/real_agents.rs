@@ -1033,6 +1033,44 @@ fn claude_code_is_not_offered_what_the_policy_denies_in_any_runtime_s_names() {
     up.stop_ok();
 }
 
+/// Asserts that no key of the store, the operator's notes nor `provider_key` reached the model (the
+/// requests it was sent, tool results included) or the channel; the model's requests, as text.
+fn nothing_secret_reached(
+    up: &mut Up,
+    provider: &Provider,
+    keys: &Path,
+    provider_key: &str,
+) -> String {
+    let mut secrets: Vec<String> = vec![provider_key.into(), "the vault code is 7413".into()];
+    for file in ["operator.key", "relay.key"] {
+        secrets.push(
+            std::fs::read_to_string(keys.join(file))
+                .unwrap()
+                .trim()
+                .to_string(),
+        );
+    }
+    let seen: String = provider
+        .requests()
+        .iter()
+        .map(|s| s.body.to_string())
+        .collect();
+    for secret in &secrets {
+        assert!(
+            !seen.contains(secret.as_str()),
+            "the model was shown {secret}"
+        );
+    }
+    for e in up.history("general") {
+        let content = e["content"].as_str().unwrap_or_default();
+        assert!(
+            !secrets.iter().any(|s| content.contains(s.as_str())),
+            "published: {content}"
+        );
+    }
+    seen
+}
+
 /// Claude Code, steered by its model (the stub) at the key store, the operator's files and its
 /// own environment with Read, Grep and Bash, all allowed by `--permission allow-once`: every tool
 /// runs confined and fails, and nothing secret reaches the model (the tool results sent back) or
@@ -1077,33 +1115,7 @@ fn claude_code_steered_at_the_key_store_reads_nothing_and_tells_nothing() {
     };
     let id = up.post("general", "@eve look for keys", &[]);
     note(&mut up, "reply", "eve", |v| v["to"] == id.as_str());
-    let mut secrets: Vec<String> = vec![CLAUDE_KEY.into(), "the vault code is 7413".into()];
-    for file in ["operator.key", "relay.key"] {
-        secrets.push(
-            std::fs::read_to_string(keys.join(file))
-                .unwrap()
-                .trim()
-                .to_string(),
-        );
-    }
-    let seen: String = provider
-        .requests()
-        .iter()
-        .map(|s| s.body.to_string())
-        .collect();
-    for secret in &secrets {
-        assert!(
-            !seen.contains(secret.as_str()),
-            "the model was shown {secret}"
-        );
-    }
-    for e in up.history("general") {
-        let content = e["content"].as_str().unwrap_or_default();
-        assert!(
-            !secrets.iter().any(|s| content.contains(s.as_str())),
-            "published: {content}"
-        );
-    }
+    let seen = nothing_secret_reached(&mut up, &provider, &keys, CLAUDE_KEY);
     // The tools ran (their results went back to the model), refused by the kernel; the shell still
     // worked in the workspace, and the key it saw is the placeholder.
     assert!(
@@ -1178,33 +1190,7 @@ fn gemini_steered_at_the_key_store_reads_nothing_and_tells_nothing() {
     );
     let id = up.post("general", "@bee look for keys", &[]);
     note(&mut up, "reply", "bee", |v| v["to"] == id.as_str());
-    let mut secrets: Vec<String> = vec![gemini_key.into(), "the vault code is 7413".into()];
-    for file in ["operator.key", "relay.key"] {
-        secrets.push(
-            std::fs::read_to_string(keys.join(file))
-                .unwrap()
-                .trim()
-                .to_string(),
-        );
-    }
-    let seen: String = provider
-        .requests()
-        .iter()
-        .map(|s| s.body.to_string())
-        .collect();
-    for secret in &secrets {
-        assert!(
-            !seen.contains(secret.as_str()),
-            "the model was shown {secret}"
-        );
-    }
-    for e in up.history("general") {
-        let content = e["content"].as_str().unwrap_or_default();
-        assert!(
-            !secrets.iter().any(|s| content.contains(s.as_str())),
-            "published: {content}"
-        );
-    }
+    let seen = nothing_secret_reached(&mut up, &provider, &keys, gemini_key);
     // The command ran (its output went back to the model): refused by the kernel where it
     // reached out, working in its workspace.
     assert!(seen.contains("Permission denied"), "{seen}");
