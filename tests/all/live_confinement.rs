@@ -399,3 +399,85 @@ fn configuration_a_hook_plants_for_its_agent_stops_that_agent() {
     up.wait_for(|l| event_of(l) == "persona_ready" && l.contains("\"noisy\""));
     up.stop_ok();
 }
+
+/// `apiary up` in a user namespace that may make no more namespaces: a machine where agents
+/// cannot be confined (the network layer is missing). `None` when `unshare` is not available.
+fn on_a_machine_without_namespaces(home: &Path, args: &[&str]) -> Option<apiary_e2e::Run> {
+    let ok = std::process::Command::new("unshare")
+        .args(["-Ur", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "unshare -Ur does not work here"
+        );
+        return None;
+    }
+    let template = apiary_e2e::apiary(home);
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["-Ur", "sh", "-c"])
+        .arg(
+            "echo 0 > /proc/sys/user/max_user_namespaces && echo 0 > /proc/sys/user/max_net_namespaces && exec \"$@\"",
+        )
+        .arg("sh")
+        .arg(apiary_e2e::apiary_bin())
+        .args(["up", "--listen", "127.0.0.1:0", "--json"])
+        .args(args)
+        .env_clear()
+        .envs(template.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    Some(apiary_e2e::Run::killed_after(cmd, 20))
+}
+
+/// Where the kernel cannot confine, `up` refuses to start a runtime's agents and says what is
+/// missing and what to do; `--unconfined-agents` starts them with what works, and says so on
+/// every line that matters; the bundled agent starts there with a notice.
+#[test]
+fn where_agents_cannot_be_confined_up_refuses_unless_told() {
+    let s = scene();
+    let h = s.home.path();
+    let victim = h.join("victim");
+    let victim = victim.to_str().unwrap();
+    let Some(run) = on_a_machine_without_namespaces(h, &[victim, "--agent", hostile_agent()])
+    else {
+        return;
+    };
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let text = format!("{}{}", run.stdout, run.stderr);
+    assert!(text.contains("cannot confine agents"), "{text}");
+    assert!(text.contains("--unconfined-agents"), "{text}");
+    assert!(!text.contains("persona_ready"), "{text}");
+
+    for args in [
+        vec![victim, "--agent", hostile_agent(), "--unconfined-agents"],
+        vec![victim],
+    ] {
+        let run = on_a_machine_without_namespaces(h, &args).unwrap();
+        let confinement: Value = run
+            .stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["event"] == "confinement")
+            .unwrap_or_else(|| panic!("{}\n{}", run.stdout, run.stderr));
+        assert_eq!(confinement["complete"], false, "{confinement}");
+        assert!(
+            !confinement["layers"].as_str().unwrap().contains("network"),
+            "{confinement}"
+        );
+        assert!(
+            confinement["missing"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{confinement}"
+        );
+        let ready = run
+            .stdout
+            .lines()
+            .find(|l| l.contains("persona_ready"))
+            .unwrap_or_else(|| panic!("{}\n{}", run.stdout, run.stderr));
+        assert!(
+            !ready.contains("\"confinement\":\"files,network,seccomp\""),
+            "{ready}"
+        );
+    }
+}
