@@ -33,6 +33,9 @@
 //! Run: `cargo bench -p apiary --bench live_agents` (`APIARY_BENCH_SECS`, default 10 s of load
 //! after 1 s of warm-up; `APIARY_BENCH_RATE`, default 1000 messages/s; `APIARY_BENCH_NATIVE=1`
 //! decides wakes with the native matcher, as `apiary up --native-triggers`;
+//! `APIARY_BENCH_CONFINE=both` runs each rate with unconfined and then confined agents (as `apiary
+//! up` starts them: launcher, Landlock, network namespace, seccomp) and prints start-up and latency
+//! ratios; `=1` confined only.
 //! `APIARY_BENCH_DOOR=0` sends the replies over the harness's relay connection instead of the
 //! door; `APIARY_BENCH_VERIFY_TWICE=1` has the relay pool check every event again, as it does for a relay
 //! of another process, instead of trusting the in-process relay's check; `APIARY_BENCH_SPIN_US`,
@@ -83,6 +86,9 @@ enum RelayKind {
 
 /// One paced run's result, for the summary of a sweep.
 struct Outcome {
+    /// The agents ran confined (see `APIARY_BENCH_CONFINE`).
+    confined: bool,
+    startup: Duration,
     rate: u64,
     achieved: f64,
     e2e: Stats,
@@ -163,19 +169,33 @@ fn main() {
             }
         }
     };
+    // APIARY_BENCH_CONFINE=1: agents confined as `apiary up` starts them; `both`: each rate
+    // unconfined then confined, and their ratios; 0 (default): unconfined.
+    let modes: &[bool] = match std::env::var("APIARY_BENCH_CONFINE").as_deref() {
+        Ok("1") => &[true],
+        Ok("both") => &[false, true],
+        _ => &[false],
+    };
     let mut outcomes = Vec::new();
     for (run, &rate) in rates.iter().enumerate() {
-        let ctx = RunContext {
-            tmp: tmp.path(),
-            personas: &personas,
-            author: &author,
-            rt: &rt,
-            matcher: &matcher,
-            probes: &probes,
-            relay_kind,
-            measure_memory: run == 0,
-        };
-        outcomes.push(run_at(&ctx, rate, secs));
+        for &confined in modes {
+            let ctx = RunContext {
+                tmp: tmp.path(),
+                personas: &personas,
+                author: &author,
+                rt: &rt,
+                matcher: &matcher,
+                probes: &probes,
+                relay_kind,
+                measure_memory: run == 0 && !confined,
+                confined,
+            };
+            outcomes.push(run_at(&ctx, rate, secs));
+        }
+    }
+    if modes.len() == 2 {
+        print_confinement_cost(&outcomes);
+        outcomes.retain(|o| o.confined);
     }
     if outcomes.len() > 1 {
         println!(
@@ -214,6 +234,36 @@ fn main() {
     rt.shutdown_timeout(Duration::from_secs(2));
 }
 
+/// What confinement costs, as ratios of each rate's confined run to its unconfined one.
+fn print_confinement_cost(outcomes: &[Outcome]) {
+    println!(
+        "\nconfinement cost, {} personas (confined / unconfined, same sitting; load {})",
+        *PERSONAS,
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    for pair in outcomes.chunks(2) {
+        let [open, boxed] = pair else { continue };
+        let ratio = |a: f64, b: f64| if a > 0.0 { b / a } else { f64::NAN };
+        println!(
+            "  {:>5}/s  start-up {:>6.0} -> {:>6.0} ms ({:.2}x)  end to end p50 {:>6.0} -> {:>6.0} us ({:.2}x)  p99 {:>6.0} -> {:>6.0} us ({:.2}x)  harness p99 {:.2}x",
+            open.rate,
+            open.startup.as_secs_f64() * 1e3,
+            boxed.startup.as_secs_f64() * 1e3,
+            ratio(open.startup.as_secs_f64(), boxed.startup.as_secs_f64()),
+            us(open.e2e.p50),
+            us(boxed.e2e.p50),
+            ratio(us(open.e2e.p50), us(boxed.e2e.p50)),
+            us(open.e2e.p99),
+            us(boxed.e2e.p99),
+            ratio(us(open.e2e.p99), us(boxed.e2e.p99)),
+            ratio(us(open.overhead.p99), us(boxed.overhead.p99)),
+        );
+    }
+}
+
 /// Issue 21's start-up goals: 50 personas ready in 0.5 s, 200 in 2 s (in between, in proportion).
 fn startup_goal(personas: usize) -> Duration {
     Duration::from_millis(if personas <= 50 {
@@ -240,6 +290,8 @@ struct RunContext<'a> {
     probes: &'a Arc<Probes>,
     relay_kind: RelayKind,
     measure_memory: bool,
+    /// Agents start through the launcher, confined, as `apiary up` starts them.
+    confined: bool,
 }
 
 /// A relay for one run: the embedded one in this process, or nostr-rs-relay in its own.
@@ -404,7 +456,7 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
         cluster: Default::default(),
         sessions_dir: None,
         persona_limits: Default::default(),
-        confinement: apiary::dispatch::confine::Confinement::none("not confined in this test"),
+        confinement: confinement(ctx.confined),
         private_dirs: Vec::new(),
     };
     let roots = packs
@@ -695,6 +747,8 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
     }
     sender_rt.shutdown_timeout(Duration::from_secs(2));
     Outcome {
+        confined: ctx.confined,
+        startup,
         rate,
         achieved: events.len() as f64 / send_span.as_secs_f64().max(1e-9),
         e2e: e2e_stats,
@@ -702,6 +756,20 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
         expected,
         measured: o.n,
     }
+}
+
+/// Agents confined by this profile's `apiary` as the launcher, or not at all.
+fn confinement(confined: bool) -> apiary::dispatch::confine::Confinement {
+    use apiary::dispatch::confine::Confinement;
+    if !confined {
+        return Confinement::none("the baseline");
+    }
+    let launcher = common::apiary_bin();
+    let support = apiary_confine::Support::detect(&launcher);
+    Confinement::decide(launcher, support, None, None).unwrap_or_else(|why| {
+        eprintln!("{why}");
+        std::process::exit(2)
+    })
 }
 
 fn env_num(name: &str, default: u64) -> u64 {

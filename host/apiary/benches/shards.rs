@@ -12,7 +12,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,18 +22,7 @@ const PACK_ID: &str = "com.example.bench";
 const PERSONAS: usize = 24;
 const CHANNELS: usize = 12;
 
-fn apiary_bin() -> PathBuf {
-    let agent = common::agent_bin();
-    let bin = agent.with_file_name(format!("apiary{}", std::env::consts::EXE_SUFFIX));
-    if !bin.is_file() {
-        eprintln!(
-            "{} is missing: `cargo build --release --bins` first",
-            bin.display()
-        );
-        std::process::exit(2);
-    }
-    bin
-}
+use common::apiary_bin;
 
 fn write_pack(dir: &Path) {
     let personas: Vec<String> = (0..PERSONAS)

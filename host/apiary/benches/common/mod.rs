@@ -18,3 +18,17 @@ pub fn agent_bin() -> std::path::PathBuf {
     }
     bin
 }
+
+/// The `apiary` binary of this build profile (the agents' launcher, the shards' replicas).
+#[allow(dead_code)] // not every bench starts apiary itself
+pub fn apiary_bin() -> std::path::PathBuf {
+    let bin = agent_bin().with_file_name(format!("apiary{}", std::env::consts::EXE_SUFFIX));
+    if !bin.is_file() {
+        eprintln!(
+            "{} is missing: build it first with `cargo build --release -p apiary`",
+            bin.display()
+        );
+        std::process::exit(2);
+    }
+    bin
+}
