@@ -238,3 +238,64 @@ fn up_given_an_installed_pack_id_reloads_that_pack_only() {
     );
     up.stop_ok();
 }
+
+/// Issue 32, finding 4: `--trust-hooks` covers the packs `up` started with. A pack installed
+/// while `up` runs comes in through hot reload with its script hook and stdio MCP server held
+/// back (the store has no trust for them, and the output says `--trust-hooks` does not cover
+/// them); its persona still answers, and the pack present at start keeps its hook.
+#[test]
+fn trust_hooks_covers_only_the_packs_present_at_start_not_one_a_reload_brings_in() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let marker = |name: &str| home.join(format!("ran-{name}"));
+    let hook = |name: &str| format!("#!/bin/sh\ntouch '{}'\n", marker(name).display());
+    let hooked = "\nhooks:\n  on_start: ./hooks/start.sh";
+    let mcp = r#"{"mcpServers":{"tools":{"command":"/bin/sh","args":["-c","exit 0"]}}}"#;
+    install(
+        home,
+        ID,
+        "1.0.0",
+        &[("kit", "echo-v1", hooked)],
+        &[("hooks/start.sh", &hook("kit"))],
+    );
+    let mut up = Up::start(home, &[], &["--trust-hooks"], &[]);
+    up.wait_for(|l| l.starts_with("persona kit ready "));
+    assert!(
+        marker("kit").exists(),
+        "the pack present at start is trusted"
+    );
+
+    install(
+        home,
+        OTHER,
+        "1.0.0",
+        &[("owl", "echo-owl", hooked)],
+        &[("hooks/start.sh", &hook("owl")), (".mcp.json", mcp)],
+    );
+    up.wait_for(|l| l.starts_with(&format!("reloaded {OTHER} ")));
+    up.wait_for(|l| l.starts_with("persona owl ready "));
+    let id = up.post("general", "@owl hello", &[]);
+    up.reply_to("owl", &id);
+    up.stop_ok();
+    assert!(
+        !marker("owl").exists(),
+        "a pack installed later ran its script hook on the host: {:#?}\n{}",
+        up.seen,
+        up.stderr()
+    );
+    let stderr = up.stderr();
+    assert!(
+        stderr.contains("--trust-hooks covers only the packs"),
+        "the output says why: {stderr}"
+    );
+    let untrusted: Vec<&String> = up
+        .seen
+        .iter()
+        .filter(|l| l.starts_with("untrusted owl "))
+        .collect();
+    assert!(
+        untrusted.iter().any(|l| l.contains("hook")) && untrusted.iter().any(|l| l.contains("mcp")),
+        "an untrusted line for the hook and the MCP server: {:#?}",
+        up.seen
+    );
+}

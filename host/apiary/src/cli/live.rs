@@ -272,8 +272,10 @@ pub struct UpArgs {
     pub allow_id_conflict: bool,
     /// Trust every script (non-.wasm) hook and every stdio MCP server of these packs without
     /// asking the trust store: they run on the host, unsandboxed (for a pack you are writing).
-    /// Without it they run only when `apiary trust` recorded trust for them. MCP `${VAR}`s still
-    /// need the pack's `allow_env`.
+    /// Without it they run only when `apiary trust` recorded trust for them. The grant covers the
+    /// packs, versions and file digests present at start: a pack a reload brings in, a new
+    /// version or a changed hook file asks the trust store (an `untrusted` event says so). MCP
+    /// `${VAR}`s still need the pack's `allow_env`.
     #[arg(long)]
     pub trust_hooks: bool,
     /// Print one JSON object per line (keys listed below) instead of plain lines.
@@ -729,18 +731,30 @@ struct StoreTrust {
     packs: std::sync::RwLock<HashMap<String, PackRef>>,
     /// The install root whose store is read again when a pack is reloaded.
     root: Option<PathBuf>,
+    /// `--trust-hooks`: what `up` started with, trusted as it was then.
+    at_start: Option<Arc<TrustView>>,
 }
 
 impl StoreTrust {
-    fn new(view: TrustView, packs: &[PackRef], root: Option<PathBuf>) -> StoreTrust {
+    fn new(
+        view: TrustView,
+        packs: &[PackRef],
+        root: Option<PathBuf>,
+        at_start: Option<Arc<TrustView>>,
+    ) -> StoreTrust {
         let packs = packs.iter().map(|p| (p.id.clone(), p.clone())).collect();
         StoreTrust {
             view: std::sync::RwLock::new(view),
             packs: std::sync::RwLock::new(packs),
             root,
+            at_start,
         }
     }
 }
+
+/// What `--trust-hooks` does not cover, said with the store's refusal.
+const NOT_AT_START: &str =
+    "--trust-hooks covers only the packs, versions and files `up` started with";
 
 impl ScriptTrust for StoreTrust {
     fn script_hook(&self, pack_id: &str, command: &str) -> Result<(), Untrusted> {
@@ -752,9 +766,17 @@ impl ScriptTrust for StoreTrust {
                 remedy: Untrusted::TRUST_ALL.into(),
             });
         };
+        if let Some(start) = &self.at_start
+            && start.hook(pack, command).is_ok()
+        {
+            return Ok(());
+        }
         // The store's refusal carries the command that records trust as its help.
         view.hook(pack, command).map_err(|e| Untrusted {
-            why: e.message,
+            why: match self.at_start {
+                Some(_) => format!("{} ({NOT_AT_START})", e.message),
+                None => e.message,
+            },
             remedy: e.help.unwrap_or_else(|| view.remedy(pack)),
         })
     }
@@ -786,18 +808,30 @@ impl ScriptTrust for StoreTrust {
     }
 }
 
-/// Takes every stdio MCP server the operator's trust store does not trust out of the personas'
-/// configuration (the persona runs without it) and returns an `untrusted` note for each.
-fn withhold_untrusted_mcp(packs: &mut [PackRun], refs: &[PackRef], trust: &TrustView) -> Vec<Note> {
+/// Takes every stdio MCP server that neither the operator's trust store nor `--trust-hooks`
+/// (`at_start`) trusts out of the personas' configuration (the persona runs without it) and
+/// returns an `untrusted` note for each.
+fn withhold_untrusted_mcp(
+    packs: &mut [PackRun],
+    refs: &[PackRef],
+    trust: &TrustView,
+    at_start: Option<&TrustView>,
+) -> Vec<Note> {
     let mut notes = Vec::new();
     for (run, pack) in packs.iter_mut().zip(refs) {
         for persona in &mut run.resolved.personas {
             let name = persona.identity.name.clone();
             persona.mcp_servers.retain(|server| {
+                if at_start.is_some_and(|s| s.mcp_server(pack, server).is_ok()) {
+                    return true;
+                }
                 let Err(e) = trust.mcp_server(pack, server) else {
                     return true;
                 };
-                let why = e.message;
+                let why = match at_start {
+                    Some(_) => format!("{} ({NOT_AT_START})", e.message),
+                    None => e.message,
+                };
                 let line = crate::dist::trust::command_line(server).unwrap_or_default();
                 let help = format!(
                     "review it, then `{}` or `apiary up --trust-hooks`",
@@ -866,6 +900,8 @@ struct Plan {
     packs: Vec<PackRun>,
     pack_refs: Vec<PackRef>,
     trust: TrustView,
+    /// `--trust-hooks`: trust for what `up` started with.
+    at_start: Option<Arc<TrustView>>,
     /// `untrusted` notes for the MCP servers held back, reported once the relay is up.
     trust_notes: Vec<Note>,
     base_prompt: Option<String>,
@@ -929,11 +965,12 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
         );
     }
     let pack_refs: Vec<PackRef> = packs.iter().map(|p| PackRef::of(&p.pack)).collect();
-    let trust_notes = if args.trust_hooks {
-        Vec::new()
-    } else {
-        withhold_untrusted_mcp(&mut packs, &pack_refs, &trust)
-    };
+    // `--trust-hooks` is bound to what is here now; what a reload brings asks the store.
+    let at_start = args.trust_hooks.then(|| {
+        let start: Vec<&crate::pack::Pack> = packs.iter().map(|p| &p.pack).collect();
+        Arc::new(TrustView::granted_at_start(&root, &start))
+    });
+    let trust_notes = withhold_untrusted_mcp(&mut packs, &pack_refs, &trust, at_start.as_deref());
     let base_prompt =
         dispatch::prompt::base_from_env(&resolve::process_env).map_err(Failed::usage)?;
     let agent = match &args.agent {
@@ -975,6 +1012,7 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
         packs,
         pack_refs,
         trust,
+        at_start,
         trust_notes,
         base_prompt,
         agent,
@@ -1115,7 +1153,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
             overrides: args.overrides.clone(),
             keys: plan.keys.clone(),
             allow_conflict: args.allow_id_conflict,
-            trust_hooks: args.trust_hooks,
+            at_start: plan.at_start.clone(),
         };
         watch::start(w, known, Arc::clone(&out))
     });
@@ -1153,8 +1191,12 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         .collect();
     let trust_root = paths::install_root(args.root.as_deref()).ok();
     let hooks = SandboxHooks::new(roots)
-        .trust_all_scripts(args.trust_hooks)
-        .with_trust(StoreTrust::new(plan.trust, &plan.pack_refs, trust_root))
+        .with_trust(StoreTrust::new(
+            plan.trust,
+            &plan.pack_refs,
+            trust_root,
+            plan.at_start,
+        ))
         .report_to(Arc::clone(&out));
     let result = dispatch::run_reloading(
         config,

@@ -32,6 +32,8 @@ use super::{DistError, Result};
 use crate::pack::mcp::Transport;
 use crate::pack::{McpServer, Pack};
 
+mod at_start;
+
 pub const TRUST_FILE: &str = "trust.json";
 const MAX_STORE: u64 = 16 * 1024 * 1024;
 

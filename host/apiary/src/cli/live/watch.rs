@@ -35,7 +35,8 @@ pub(super) struct Watch {
     pub overrides: Option<PathBuf>,
     pub keys: KeyStore,
     pub allow_conflict: bool,
-    pub trust_hooks: bool,
+    /// `--trust-hooks`: what `up` started with; anything else asks the trust store.
+    pub at_start: Option<Arc<TrustView>>,
 }
 
 /// Starts watching; the harness reads the changes from the receiver. `known`: the lock entries
@@ -153,12 +154,13 @@ fn load(w: &Watch, id: &str) -> Result<Loaded, String> {
     let mut runs =
         super::load_packs(&[w.root.join(id)], w.overrides.as_deref(), &identities).map_err(why)?;
     let limits = super::persona_limits(&runs, w.overrides.as_deref(), &w.root).map_err(why)?;
-    let notes = if w.trust_hooks {
-        Vec::new()
-    } else {
-        let refs: Vec<PackRef> = runs.iter().map(|r| PackRef::of(&r.pack)).collect();
-        super::withhold_untrusted_mcp(&mut runs, &refs, &TrustView::load(&w.root))
-    };
+    let refs: Vec<PackRef> = runs.iter().map(|r| PackRef::of(&r.pack)).collect();
+    let notes = super::withhold_untrusted_mcp(
+        &mut runs,
+        &refs,
+        &TrustView::load(&w.root),
+        w.at_start.as_deref(),
+    );
     let run = runs.pop().ok_or("no pack loaded")?;
     if run.resolved.pack.id != id {
         return Err(format!(
