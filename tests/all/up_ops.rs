@@ -235,3 +235,81 @@ fn a_taken_ops_address_stops_up_with_a_clear_error() {
         run.stderr
     );
 }
+
+/// Issue 32, finding 7: idle connections cannot starve the probes; the card's `url` comes from
+/// `--public-url`, never from the request's `Host`; a pack's long words are cut in its card.
+#[test]
+fn idle_clients_do_not_starve_probes_and_cards_take_their_url_from_configuration() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("pack");
+    let long = "honey ".repeat(3000);
+    let bee = format!(
+        "---\nname: bee\ndisplay_name: bee\ndescription: {long}\nruntime: apiary-agent\nsubscribe: [\"general\"]\n---\nBe brief.\n"
+    );
+    write_pack(&pack, "com.example.ops", &[("bee", &bee)], &[]);
+    let mut up = Up::start(
+        home.path(),
+        &[&pack],
+        &[
+            "--json",
+            "--ops-addr",
+            "127.0.0.1:0",
+            "--public-url",
+            "https://bees.example.com/",
+        ],
+        &[],
+    );
+    let line = up.wait_for(|l| event_of(l) == "ops");
+    let url: Value = serde_json::from_str(&line).unwrap();
+    let addr = url["url"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+
+    // Many clients connect and send nothing (more than the endpoints would ever serve at once).
+    let idle: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    // A probe is still answered at once (a Kubernetes probe gives up after a second).
+    let asked = Instant::now();
+    assert_eq!(get(&addr, "/healthz"), (200, "ok\n".to_string()));
+    assert!(
+        asked.elapsed() < Duration::from_millis(1500),
+        "the probe waited {:?} behind idle connections",
+        asked.elapsed()
+    );
+    drop(idle);
+
+    let (status, card) = http(
+        &addr,
+        "GET /personas/com.example.ops/bee/.well-known/agent-card.json HTTP/1.1\r\nHost: attacker.example\r\n\r\n",
+    );
+    assert_eq!(status, 200, "{card}");
+    let card: Value = serde_json::from_str(&card).unwrap();
+    assert_eq!(
+        card["url"], "https://bees.example.com/personas/com.example.ops/bee",
+        "the card's url is the configured one"
+    );
+    let description = card["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("honey honey") && description.chars().count() <= 2049,
+        "the description is cut: {} characters",
+        description.chars().count()
+    );
+    assert_eq!(get(&addr, "/healthz").0, 200);
+    up.stop_ok();
+
+    // A public URL that is not one is a usage error naming the flag.
+    let mut cmd = apiary_e2e::apiary(home.path());
+    cmd.args([
+        "up",
+        "--ops-addr",
+        "127.0.0.1:0",
+        "--public-url",
+        "https://x.example/?a=1",
+    ]);
+    let run = apiary_e2e::Run::bounded(cmd, 60);
+    assert_eq!(run.code, 64, "a usage error: {}", run.stderr);
+    assert!(run.stderr.contains("--public-url"), "{}", run.stderr);
+}

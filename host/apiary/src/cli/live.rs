@@ -308,6 +308,22 @@ pub struct UpArgs {
     /// /personas/<pack-id>/<name>/.well-known/agent-card.json.
     #[arg(long, value_name = "ADDR", env = "APIARY_OPS_ADDR")]
     pub ops_addr: Option<SocketAddr>,
+    /// The URL clients reach the operations endpoints at (e.g. https://bees.example.com behind
+    /// an ingress): the base of each agent card's `url`. Default: http://<--ops-addr>.
+    #[arg(long, value_name = "URL", env = "APIARY_PUBLIC_URL", value_parser = public_url, requires = "ops_addr")]
+    pub public_url: Option<String>,
+}
+
+/// `--public-url`: an absolute http(s) URL with no query, fragment or credentials.
+fn public_url(s: &str) -> Result<String, String> {
+    let url = url::Url::parse(s).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err("give an http:// or https:// URL with a host".into());
+    }
+    if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+        return Err("give the URL without a query, fragment or credentials".into());
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
 #[derive(Debug, Args)]
@@ -1115,7 +1131,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
     let connection = Arc::new(std::sync::OnceLock::new());
     let (out, ops_url) = match args.ops_addr {
         None => (out, None),
-        Some(addr) => match start_ops(addr, &plan, &connection).await {
+        Some(addr) => match start_ops(addr, args.public_url.clone(), &plan, &connection).await {
             Ok((ops, bound)) => (ops.observe(out), Some(format!("http://{bound}"))),
             Err(f) => return render(&f, false),
         },
@@ -1249,6 +1265,7 @@ fn cluster(
 /// The operations endpoints, listening, with the agent cards of the personas this replica owns.
 async fn start_ops(
     addr: SocketAddr,
+    public_url: Option<String>,
     plan: &Plan,
     connection: &Arc<std::sync::OnceLock<Client>>,
 ) -> Result<(Arc<Ops>, SocketAddr), Failed> {
@@ -1256,7 +1273,8 @@ async fn start_ops(
         .await
         .map_err(|e| Failed::error(format_args!("--ops-addr {addr}: cannot listen: {e}")))?;
     let bound = listener.local_addr().unwrap_or(addr);
-    let mut ops = Ops::new(bound, Arc::clone(connection));
+    let public_url = public_url.unwrap_or_else(|| format!("http://{bound}"));
+    let mut ops = Ops::new(public_url, Arc::clone(connection));
     for run in &plan.packs {
         for (index, persona) in run.resolved.personas.iter().enumerate() {
             let name = &persona.identity.name;

@@ -9,6 +9,20 @@ use crate::dispatch::PackRun;
 /// The A2A protocol version the cards follow.
 const PROTOCOL_VERSION: &str = "0.3.0";
 
+/// A card's text fields are cut to these many characters, and it lists at most this many
+/// skills: a pack's words are the author's, the card is served to anyone who asks.
+const NAME_MAX: usize = 128;
+const DESCRIPTION_MAX: usize = 2048;
+const SKILLS_MAX: usize = 64;
+
+/// `text`, cut to `max` characters (an ellipsis says it was).
+fn bounded(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((at, _)) => format!("{}…", &text[..at]),
+    }
+}
+
 /// Where a persona's card is served.
 pub fn path(pack_id: &str, persona: &str) -> String {
     format!("/personas/{pack_id}/{persona}/.well-known/agent-card.json")
@@ -24,11 +38,12 @@ pub fn card(run: &PackRun, index: usize, base: &str, pubkey: Option<String>) -> 
         .pack
         .skills_for(index)
         .iter()
+        .take(SKILLS_MAX)
         .map(|s| {
             json!({
                 "id": s.name,
-                "name": s.name,
-                "description": s.description,
+                "name": bounded(&s.name, NAME_MAX),
+                "description": bounded(&s.description, DESCRIPTION_MAX),
                 "tags": [pack.id.as_str()],
             })
         })
@@ -43,8 +58,8 @@ pub fn card(run: &PackRun, index: usize, base: &str, pubkey: Option<String>) -> 
     };
     json!({
         "protocolVersion": PROTOCOL_VERSION,
-        "name": persona.identity.display_name,
-        "description": description,
+        "name": bounded(&persona.identity.display_name, NAME_MAX),
+        "description": bounded(&description, DESCRIPTION_MAX),
         "url": format!("{base}/personas/{}/{name}", pack.id),
         "version": pack.version,
         "capabilities": {"streaming": false, "pushNotifications": false},

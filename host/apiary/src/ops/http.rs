@@ -12,15 +12,15 @@ use super::Ops;
 
 /// A request head larger than this is refused (probes and scrapers send a few hundred bytes).
 const HEAD_MAX: usize = 8 * 1024;
-/// The whole request head must arrive within this.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// The whole request head must arrive within this (probes send it at once).
+const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
+/// The answer must be taken within this.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The part of a request the endpoints look at.
 pub struct Request {
     pub path: String,
     pub head_only: bool,
-    /// The `Host` header when it is a plain host[:port].
-    pub host: Option<String>,
 }
 
 pub struct Response {
@@ -43,9 +43,12 @@ impl Response {
     }
 }
 
-/// Reads one request, answers it from `ops`, closes.
-pub async fn serve_one(mut stream: TcpStream, ops: Arc<Ops>) {
-    let response = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
+/// Reads one request, answers it from `ops`, closes. `head_read` is called once the head is in
+/// (or refused), before answering.
+pub async fn serve_one(mut stream: TcpStream, ops: Arc<Ops>, head_read: impl FnOnce()) {
+    let head = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await;
+    head_read();
+    let response = match head {
         Ok(Ok(request)) => {
             let mut r = ops.respond(&request).await;
             if request.head_only {
@@ -64,6 +67,10 @@ pub async fn serve_one(mut stream: TcpStream, ops: Arc<Ops>) {
 }
 
 async fn write(stream: &mut TcpStream, r: &Response, len: usize) {
+    let _ = tokio::time::timeout(WRITE_TIMEOUT, write_all(stream, r, len)).await;
+}
+
+async fn write_all(stream: &mut TcpStream, r: &Response, len: usize) {
     let head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {len}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
         r.status,
@@ -123,21 +130,5 @@ fn request_of(req: &httparse::Request<'_, '_>) -> Result<Request, Response> {
     let target = req.path.unwrap_or("/");
     // The query string is ignored; the path is compared as it is, never mapped to a file.
     let path = target.split(['?', '#']).next().unwrap_or("/").to_string();
-    let host = req
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("host"))
-        .and_then(|h| std::str::from_utf8(h.value).ok())
-        .filter(|h| {
-            !h.is_empty()
-                && h.len() <= 255
-                && h.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
-        })
-        .map(str::to_string);
-    Ok(Request {
-        path,
-        head_only,
-        host,
-    })
+    Ok(Request { path, head_only })
 }

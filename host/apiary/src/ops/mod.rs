@@ -26,26 +26,32 @@ use crate::dispatch::{self, Note};
 use http::{Request, Response};
 pub use metrics::Metrics;
 
-/// Connections served at once; more wait to be accepted.
-const CONNECTIONS_MAX: usize = 32;
+/// Connections still sending their request head, at most; a new one past this closes the oldest
+/// of them, so idle or slow clients cannot keep a probe from being answered.
+const PENDING_MAX: usize = 64;
+/// Connections open at once (heads read, answers being written), at most; past this a new
+/// connection is closed at once.
+const CONNECTIONS_MAX: usize = 1024;
 
 /// What the endpoints serve.
 pub struct Ops {
     pub metrics: Metrics,
-    /// Card path → card (its `url` relative; the request's host completes it).
+    /// Card path → card, its `url` complete.
     cards: BTreeMap<String, Value>,
     /// The harness's relay connection, once open.
     connection: Arc<OnceLock<Client>>,
-    addr: SocketAddr,
+    /// Where clients reach these endpoints (`--public-url`, else `http://<bound address>`): the
+    /// cards' `url`. Never taken from a request's `Host`, which the client chooses.
+    public_url: String,
 }
 
 impl Ops {
-    pub fn new(addr: SocketAddr, connection: Arc<OnceLock<Client>>) -> Ops {
+    pub fn new(public_url: String, connection: Arc<OnceLock<Client>>) -> Ops {
         Ops {
             metrics: Metrics::new(),
             cards: BTreeMap::new(),
             connection,
-            addr,
+            public_url: public_url.trim_end_matches('/').to_string(),
         }
     }
 
@@ -54,7 +60,7 @@ impl Ops {
         let name = &run.resolved.personas[index].identity.name;
         self.cards.insert(
             card::path(&run.resolved.pack.id, name),
-            card::card(run, index, "", pubkey),
+            card::card(run, index, &self.public_url, pubkey),
         );
     }
 
@@ -88,13 +94,7 @@ impl Ops {
                 self.metrics.encode(self.relay_connected().await),
             ),
             path => match self.cards.get(path) {
-                Some(card) => {
-                    let mut card = card.clone();
-                    let host = req.host.clone().unwrap_or_else(|| self.addr.to_string());
-                    let url = format!("http://{host}{}", card["url"].as_str().unwrap_or_default());
-                    card["url"] = Value::from(url);
-                    Response::new(200, "application/json", card.to_string())
-                }
+                Some(card) => Response::new(200, "application/json", card.to_string()),
                 None => Response::text(404, "not found"),
             },
         }
@@ -123,22 +123,54 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves the endpoints until the runtime stops.
+/// Serves the endpoints until the runtime stops. Accepting never waits: a connection past
+/// [`CONNECTIONS_MAX`] is closed, and one past [`PENDING_MAX`] closes the oldest that has not
+/// sent its request yet (see [`Pending`]).
 pub fn serve(listener: TcpListener, ops: Arc<Ops>) {
     let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
+    let pending = Arc::new(Pending::default());
     tokio::spawn(async move {
+        let mut next_id = 0u64;
         loop {
-            let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-                return;
-            };
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            let ops = Arc::clone(&ops);
-            tokio::spawn(async move {
+            let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+                drop(stream);
+                continue;
+            };
+            next_id += 1;
+            let (id, ops, waiting) = (next_id, Arc::clone(&ops), Arc::clone(&pending));
+            let task = tokio::spawn(async move {
                 let _permit = permit;
-                http::serve_one(stream, ops).await;
+                http::serve_one(stream, ops, || waiting.done(id)).await;
             });
+            pending.add(id, task.abort_handle());
         }
     });
+}
+
+/// The connections still sending their request head, oldest first.
+#[derive(Default)]
+struct Pending(std::sync::Mutex<std::collections::VecDeque<(u64, tokio::task::AbortHandle)>>);
+
+impl Pending {
+    fn add(&self, id: u64, task: tokio::task::AbortHandle) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if task.is_finished() {
+            return;
+        }
+        q.push_back((id, task));
+        while q.len() > PENDING_MAX {
+            if let Some((_, oldest)) = q.pop_front() {
+                oldest.abort();
+            }
+        }
+    }
+
+    /// Connection `id` has sent its head: it is answered, not evicted.
+    fn done(&self, id: u64) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        q.retain(|(i, _)| *i != id);
+    }
 }
