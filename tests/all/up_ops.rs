@@ -165,6 +165,11 @@ fn up_serves_probes_metrics_and_agent_cards() {
         assert_eq!(sample(&m, "apiary_personas_ready", None), 2.0);
         assert_eq!(sample(&m, "apiary_relay_connected", None), 1.0);
     }
+    // Labelled by pack and persona: two packs' `bee`s are two series.
+    assert!(
+        text.contains(r#"apiary_replies_total{pack="com.example.ops",persona="bee"} 1"#),
+        "{text}"
+    );
 
     // The agent card of each persona, from the pack.
     let (status, card) = get(

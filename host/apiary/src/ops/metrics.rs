@@ -2,7 +2,8 @@
 //! in the OpenMetrics text format Prometheus scrapes). The harness itself knows nothing of them:
 //! every note `apiary up` prints passes through [`Metrics::observe`] on its way out.
 //!
-//! Labels are bounded: `persona` (the replica's own personas), and a `reason` reduced to a short
+//! Labels are bounded: `pack` and `persona` (the replica's own personas; the pack is learnt from
+//! the notes that name both, such as `persona_ready`), and a `reason` reduced to a short
 //! word (a wake's trigger kind, a skip's cause), never free text, ids or authors.
 
 use std::collections::HashMap;
@@ -25,17 +26,20 @@ const IN_FLIGHT_MAX: usize = 10_000;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PersonaLabel {
+    pack: String,
     persona: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
+    pack: String,
     persona: String,
     reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HookLabels {
+    pack: String,
     persona: String,
     hook: String,
     kept: String,
@@ -71,6 +75,8 @@ pub struct Metrics {
 struct State {
     status: Status,
     prompts: HashMap<(String, String), Instant>,
+    /// Each persona's pack, from the notes that name both.
+    packs: HashMap<String, String>,
 }
 
 impl Default for Metrics {
@@ -99,6 +105,7 @@ impl Metrics {
             state: Mutex::new(State {
                 status: Status::new(Instant::now()),
                 prompts: HashMap::new(),
+                packs: HashMap::new(),
             }),
         };
         registry.register(
@@ -164,15 +171,18 @@ impl Metrics {
     pub fn observe(&self, note: &Note) {
         let now = Instant::now();
         let persona = str_of(note, "persona");
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.status.apply(note, now);
+        let pack = state.pack_of(persona, str_of(note, "pack"));
         let p = || PersonaLabel {
+            pack: pack.clone(),
             persona: persona.to_string(),
         };
         let reason = || ReasonLabels {
+            pack: pack.clone(),
             persona: persona.to_string(),
             reason: short(str_of(note, "reason")),
         };
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.status.apply(note, now);
         match note.event {
             "message" => {
                 self.events.inc();
@@ -185,6 +195,7 @@ impl Metrics {
             }
             "answered_elsewhere" => {
                 let l = ReasonLabels {
+                    pack: pack.clone(),
                     persona: persona.to_string(),
                     reason: "answered_elsewhere".into(),
                 };
@@ -193,6 +204,7 @@ impl Metrics {
             }
             "limited" if str_of(note, "action") == "dropped" => {
                 let l = ReasonLabels {
+                    pack: pack.clone(),
                     persona: persona.to_string(),
                     reason: format!("limited_{}", short(str_of(note, "limit"))),
                 };
@@ -200,6 +212,7 @@ impl Metrics {
             }
             "dropped" => {
                 let l = ReasonLabels {
+                    pack: pack.clone(),
                     persona: persona.to_string(),
                     reason: "on_message".into(),
                 };
@@ -208,6 +221,7 @@ impl Metrics {
             "hook_ran" => {
                 let kept = note.get("kept").and_then(Value::as_bool).unwrap_or(false);
                 let l = HookLabels {
+                    pack: pack.clone(),
                     persona: persona.to_string(),
                     hook: short(str_of(note, "hook")),
                     kept: kept.to_string(),
@@ -257,6 +271,7 @@ impl Metrics {
             let mut ready = 0;
             for row in state.status.rows() {
                 let l = PersonaLabel {
+                    pack: state.packs.get(&row.name).cloned().unwrap_or_default(),
                     persona: row.name.clone(),
                 };
                 self.queue_depth.get_or_create(&l).set(row.queue() as i64);
@@ -284,9 +299,22 @@ impl State {
             .insert((persona.to_string(), id.to_string()), now);
     }
 
+    /// The pack of `persona`, remembering `named` (the note's own `pack`) when it has one.
+    fn pack_of(&mut self, persona: &str, named: &str) -> String {
+        if persona.is_empty() {
+            return String::new();
+        }
+        if !named.is_empty() {
+            self.packs.insert(persona.to_string(), named.to_string());
+            return named.to_string();
+        }
+        self.packs.get(persona).cloned().unwrap_or_default()
+    }
+
     fn finished(&mut self, persona: &str, id: &str, now: Instant, latency: &Latency) {
         if let Some(at) = self.prompts.remove(&(persona.to_string(), id.to_string())) {
             let l = PersonaLabel {
+                pack: self.packs.get(persona).cloned().unwrap_or_default(),
                 persona: persona.to_string(),
             };
             latency
@@ -339,7 +367,7 @@ mod tests {
     fn notes_become_counters_gauges_and_a_latency_histogram() {
         let m = Metrics::new();
         m.observe(&Note::only_json("message").with("id", "a"));
-        m.observe(&note("persona_ready", "bee", ""));
+        m.observe(&note("persona_ready", "bee", "").with("pack", "com.example.p"));
         m.observe(&note("woken", "bee", "a").with("reason", "mention"));
         m.observe(&note("woken", "bee", "b").with("reason", "keyword: honey"));
         m.observe(&note("skipped", "sage", "a").with("reason", "no trigger matched"));
@@ -355,13 +383,13 @@ mod tests {
         let text = m.encode(true);
         for line in [
             "apiary_events_received_total 1",
-            "apiary_wakes_total{persona=\"bee\",reason=\"mention\"} 1",
-            "apiary_wakes_total{persona=\"bee\",reason=\"keyword\"} 1",
-            "apiary_skips_total{persona=\"sage\",reason=\"no_trigger_matched\"} 1",
-            "apiary_replies_total{persona=\"bee\"} 1",
-            "apiary_prompt_latency_seconds_count{persona=\"bee\"} 1",
-            "apiary_queue_depth{persona=\"bee\"} 1",
-            "apiary_breaker_open{persona=\"bee\"} 1",
+            "apiary_wakes_total{pack=\"com.example.p\",persona=\"bee\",reason=\"mention\"} 1",
+            "apiary_wakes_total{pack=\"com.example.p\",persona=\"bee\",reason=\"keyword\"} 1",
+            "apiary_skips_total{pack=\"\",persona=\"sage\",reason=\"no_trigger_matched\"} 1",
+            "apiary_replies_total{pack=\"com.example.p\",persona=\"bee\"} 1",
+            "apiary_prompt_latency_seconds_count{pack=\"com.example.p\",persona=\"bee\"} 1",
+            "apiary_queue_depth{pack=\"com.example.p\",persona=\"bee\"} 1",
+            "apiary_breaker_open{pack=\"com.example.p\",persona=\"bee\"} 1",
             "apiary_relay_connected 1",
         ] {
             assert!(
