@@ -49,36 +49,118 @@ impl Cluster {
         self.shard.is_none_or(|s| s.owns(pack_id, name))
     }
 
-    /// Where the subscription starts: the kept cursor, else `replay` back from now.
+    /// Where the subscription starts: the kept cursor, else `replay` back from now. A cursor in
+    /// the future, or further back than [`CURSOR_HORIZON`] (or `replay`, if longer), is not used
+    /// as it is: a rewritten cursor must not make a replica answer very old messages.
     pub fn start(&self) -> Timestamp {
-        let now = Timestamp::now();
-        let kept = self.cursor_file.as_deref().and_then(read_cursor);
-        match kept {
-            Some(secs) if secs <= now.as_secs() => Timestamp::from(secs),
-            _ => Timestamp::from(now.as_secs().saturating_sub(self.replay.as_secs())),
-        }
+        let now = Timestamp::now().as_secs();
+        let fresh = now.saturating_sub(self.replay.as_secs());
+        let oldest = now.saturating_sub(CURSOR_HORIZON.max(self.replay).as_secs());
+        let kept = self.cursor_file.as_deref().and_then(|p| {
+            read_cursor(p)
+                .map_err(|e| tracing::warn!("the cursor {} is not used: {e}", p.display()))
+                .ok()
+                .flatten()
+        });
+        Timestamp::from(match kept {
+            Some(secs) if secs > now => fresh,
+            Some(secs) if secs < oldest => {
+                tracing::warn!(secs, "the kept cursor is older than the horizon; starting there");
+                oldest
+            }
+            Some(secs) => secs,
+            None => fresh,
+        })
     }
 
-    /// Keeps `since` as the cursor (written whole: a temporary file, then renamed).
+    /// Keeps `since` as the cursor: written whole to a new private file (never through a link
+    /// planted at its name), then renamed over the old one.
     pub fn keep(&self, since: Timestamp) {
         let Some(path) = &self.cursor_file else {
             return;
         };
-        let tmp = path.with_extension("tmp");
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|_| std::fs::write(&tmp, format!("{}\n", since.as_secs())))
-            .and_then(|_| std::fs::rename(&tmp, path));
-        if let Err(e) = written {
+        if let Err(e) = write_cursor(path, since.as_secs()) {
             tracing::warn!("keeping the cursor in {}: {e}", path.display());
         }
     }
 }
 
-fn read_cursor(path: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    text.trim().parse().ok()
+/// How far back a kept cursor may take the subscription (unless `--replay` asks for more).
+const CURSOR_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
+/// A cursor file is a number and a newline.
+const CURSOR_MAX: u64 = 32;
+
+/// The kept cursor, when the file is a regular file of ours (not a link, not writable by
+/// others) holding a number.
+fn read_cursor(path: &Path) -> std::io::Result<Option<u64>> {
+    use std::io::Read;
+    let (file, len) = match crate::safe_fs::open_regular(path, crate::safe_fs::FinalLink::Refuse) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    check_ours(&file.metadata()?)?;
+    if len > CURSOR_MAX {
+        return Err(std::io::Error::other("larger than a cursor"));
+    }
+    let mut text = String::new();
+    file.take(CURSOR_MAX).read_to_string(&mut text)?;
+    text.trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| std::io::Error::other("not a number"))
+}
+
+/// Refuses a file or directory someone else owns or may write.
+#[cfg(unix)]
+fn check_ours(meta: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me || meta.mode() & 0o022 != 0 {
+        return Err(std::io::Error::other(
+            "owned by another user or writable by others",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_ours(_: &std::fs::Metadata) -> std::io::Result<()> {
+    Ok(())
+}
+
+fn write_cursor(path: &Path, secs: u64) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    check_ours(&meta)?;
+    let tmp = path.with_extension("tmp");
+    // A leftover (or a planted link) is removed, not written through.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    writeln!(file, "{secs}")?;
+    drop(file);
+    std::fs::rename(&tmp, path)
 }
 
 /// A reply by `author` to `trigger` on the relay, if there is one: the reply tags name the trigger
@@ -133,6 +215,41 @@ mod tests {
         cluster.keep(Timestamp::from(now + 3600));
         assert!(cluster.start().as_secs() <= now - 600);
         std::fs::write(tmp.path().join("state/cursor"), "garbage").unwrap();
+        assert!(cluster.start().as_secs() <= now - 600);
+    }
+
+    /// Issue 32, finding 8: the cursor is not written through a planted link, a cursor someone
+    /// else could write is not used, and a rewritten one cannot take a replica back a year.
+    #[cfg(unix)]
+    #[test]
+    fn a_planted_link_or_a_rewritten_cursor_does_not_steer_the_subscription() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        std::fs::create_dir(&dir).unwrap();
+        let cursor = dir.join("cursor");
+        let cluster = Cluster {
+            cursor_file: Some(cursor.clone()),
+            replay: Duration::from_secs(600),
+            ..Cluster::default()
+        };
+        let now = Timestamp::now().as_secs();
+        // Links planted at the cursor and its temporary file: the target stays as it was.
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("cursor.tmp")).unwrap();
+        std::os::unix::fs::symlink(&victim, &cursor).unwrap();
+        assert!(cluster.start().as_secs() <= now - 600, "a link is not read");
+        cluster.keep(Timestamp::from(now - 42));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(cluster.start().as_secs(), now - 42, "kept in a file of its own");
+        // A year back: the subscription starts at the horizon instead.
+        cluster.keep(Timestamp::from(now - 365 * 24 * 3600));
+        let start = cluster.start().as_secs();
+        assert!(start >= now - CURSOR_HORIZON.as_secs() - 5, "{start}");
+        // A cursor others may write is not used.
+        cluster.keep(Timestamp::from(now - 42));
+        std::fs::set_permissions(&cursor, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert!(cluster.start().as_secs() <= now - 600);
     }
 
