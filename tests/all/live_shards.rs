@@ -75,13 +75,12 @@ fn setup(root: &Path) -> (PathBuf, PathBuf, Vec<Keys>) {
     let keys: Vec<Keys> = (0..PERSONAS).map(|_| Keys::generate()).collect();
     for (i, k) in keys.iter().enumerate() {
         let path = keys_dir.join(PACK_ID).join(format!("{}.key", name(i)));
-        std::fs::write(path, k.secret_key().to_secret_hex()).unwrap();
+        write_private(&path, &k.secret_key().to_secret_hex());
     }
-    std::fs::write(
-        keys_dir.join("operator.key"),
-        Keys::generate().secret_key().to_secret_hex(),
-    )
-    .unwrap();
+    write_private(
+        &keys_dir.join("operator.key"),
+        &Keys::generate().secret_key().to_secret_hex(),
+    );
     (pack, keys_dir, keys)
 }
 
@@ -382,6 +381,13 @@ fn shards_answer_every_message_once_through_a_kill_and_a_resharding() {
     }
 }
 
+/// A key file as a Secret mount gives it: readable by its owner only.
+fn write_private(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
 #[test]
 fn a_provisioned_key_store_never_generates_a_missing_key() {
     let tmp = tempfile::tempdir().unwrap();
@@ -389,6 +395,16 @@ fn a_provisioned_key_store_never_generates_a_missing_key() {
     // One persona's key is missing from the "Secret": that persona is refused, the others run.
     let missing = keys_dir.join(PACK_ID).join("p07.key");
     std::fs::remove_file(&missing).unwrap();
+    // Another is readable by every user, a third a link to a key outside the store (issue 32,
+    // finding 8): both refused, saying why.
+    use std::os::unix::fs::PermissionsExt;
+    let open = keys_dir.join(PACK_ID).join("p03.key");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let outside = tmp.path().join("elsewhere.key");
+    write_private(&outside, &Keys::generate().secret_key().to_secret_hex());
+    let linked = keys_dir.join(PACK_ID).join("p05.key");
+    std::fs::remove_file(&linked).unwrap();
+    std::os::unix::fs::symlink(&outside, &linked).unwrap();
     let keys = keys_dir.display().to_string();
     let mut up = Up::start(
         tmp.path(),
@@ -402,11 +418,19 @@ fn a_provisioned_key_store_never_generates_a_missing_key() {
         .iter()
         .filter(|l| event_of(l) == "persona_refused")
         .collect();
-    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    let of = |name: &str| {
+        refused
+            .iter()
+            .find(|l| l.contains(&format!("\"persona\":\"{name}\"")))
+            .unwrap_or_else(|| panic!("{name} not refused: {refused:?}"))
+    };
+    assert!(of("p07").contains("never generated"), "{}", of("p07"));
+    assert!(of("p03").contains("mode 0644"), "{}", of("p03"));
     assert!(
-        refused[0].contains("p07") && refused[0].contains("never generated"),
+        of("p05").contains("outside the key directory"),
         "{}",
-        refused[0]
+        of("p05")
     );
     assert!(
         !missing.exists(),

@@ -221,13 +221,12 @@ fn main() {
     std::fs::create_dir_all(keys_dir.join(PACK_ID)).unwrap();
     for i in 0..PERSONAS {
         let key = Keys::generate().secret_key().to_secret_hex();
-        std::fs::write(keys_dir.join(format!("{PACK_ID}/p{i}.key")), key).unwrap();
+        write_private(&keys_dir.join(format!("{PACK_ID}/p{i}.key")), &key);
     }
-    std::fs::write(
-        keys_dir.join("operator.key"),
-        Keys::generate().secret_key().to_secret_hex(),
-    )
-    .unwrap();
+    write_private(
+        &keys_dir.join("operator.key"),
+        &Keys::generate().secret_key().to_secret_hex(),
+    );
     println!(
         "shards: {messages} messages, {PERSONAS} personas over {CHANNELS} channels, all posted at once"
     );
@@ -241,4 +240,11 @@ fn main() {
             p99.as_secs_f64() / p99_1.as_secs_f64()
         );
     }
+}
+
+/// A key file as a Secret mount gives it: readable by its owner only (apiary refuses others).
+fn write_private(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }

@@ -45,9 +45,9 @@ impl KeyStore {
     /// Reads or, unless provisioned, creates the key at `path`.
     fn key(&self, path: &Path) -> Result<Keys, RelayError> {
         if self.provisioned {
-            return load_existing(path);
+            return load_existing(path, &self.dir);
         }
-        load_or_create(path)
+        load_or_create(path, &self.dir)
     }
 
     pub fn dir(&self) -> &Path {
@@ -148,7 +148,7 @@ impl KeyStore {
     pub fn secret_keys(&self) -> Vec<SecretKey> {
         self.key_files()
             .iter()
-            .filter_map(|p| load_existing(p).ok())
+            .filter_map(|p| load_existing(p, &self.dir).ok())
             .map(|k| k.secret_key().clone())
             .collect()
     }
@@ -272,9 +272,63 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
-/// The key in `path`, which must exist (links followed: a mounted Secret's files are links).
-fn load_existing(path: &Path) -> Result<Keys, RelayError> {
-    let text = match std::fs::read_to_string(path) {
+/// The text of the key file `path` of the store `dir`, checked first: a link is followed only
+/// when it ends inside `dir` (a mounted Kubernetes Secret's files are links into `..data/`),
+/// and the file must be a regular one owned by this user or root that other users can neither
+/// read nor write.
+fn read_key_file(path: &Path, dir: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let meta = std::fs::symlink_metadata(path)?;
+    let real = path.canonicalize()?;
+    if meta.file_type().is_symlink() {
+        let dir = dir.canonicalize()?;
+        if !real.starts_with(&dir) {
+            return Err(std::io::Error::other(format!(
+                "is a link to {}, outside the key directory",
+                real.display()
+            )));
+        }
+    }
+    let file = std::fs::File::open(&real)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("is not a regular file"));
+    }
+    check_private_key(&meta)?;
+    let mut text = String::new();
+    file.take(4096).read_to_string(&mut text)?;
+    Ok(text)
+}
+
+#[cfg(unix)]
+fn check_private_key(meta: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(std::io::Error::other(format!(
+            "belongs to user {}, not to this one ({me}) or root",
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o026 != 0 {
+        return Err(std::io::Error::other(format!(
+            "is readable or writable by other users (mode {mode:04o}): make it 0600 \
+             (a Kubernetes Secret: defaultMode: 0400)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_private_key(_: &std::fs::Metadata) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// The key in `path`, which must exist (see [`read_key_file`]).
+fn load_existing(path: &Path, dir: &Path) -> Result<Keys, RelayError> {
+    let text = match read_key_file(path, dir) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(RelayError::MissingKey {
@@ -290,17 +344,13 @@ fn load_existing(path: &Path) -> Result<Keys, RelayError> {
     Ok(Keys::new(sk))
 }
 
-fn load_or_create(path: &Path) -> Result<Keys, RelayError> {
+fn load_or_create(path: &Path, dir: &Path) -> Result<Keys, RelayError> {
     if let Some(parent) = path.parent() {
         create_private_dir(parent)
             .map_err(|e| RelayError::file("creating key directory", parent, e))?;
     }
-    if let Ok(text) = std::fs::read_to_string(path) {
-        let sk = SecretKey::from_hex(text.trim()).map_err(|error| RelayError::BadKey {
-            path: path.to_path_buf(),
-            error,
-        })?;
-        return Ok(Keys::new(sk));
+    if std::fs::symlink_metadata(path).is_ok() {
+        return load_existing(path, dir);
     }
     let keys = Keys::generate();
     let mut opts = std::fs::OpenOptions::new();
@@ -319,7 +369,8 @@ fn load_or_create(path: &Path) -> Result<Keys, RelayError> {
         }
         // Another process created it first: use theirs.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let text = std::fs::read_to_string(path)?;
+            let text =
+                read_key_file(path, dir).map_err(|e| RelayError::file("reading", path, e))?;
             Ok(Keys::new(
                 SecretKey::from_hex(text.trim()).map_err(RelayError::Key)?,
             ))
@@ -380,5 +431,53 @@ mod tests {
         assert!(missing.to_string().contains("never generated"), "{missing}");
         assert!(!tmp.path().join("p/sage.key").exists());
         assert!(store.operator().is_err() && !tmp.path().join("operator.key").exists());
+    }
+
+    /// Issue 32, finding 8: a key others can read, or a link out of the key directory, is
+    /// refused with what to do; a Secret-style link inside the directory is read.
+    #[cfg(unix)]
+    #[test]
+    fn keys_others_can_read_or_linked_from_elsewhere_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("keys");
+        let made = KeyStore::new(&dir).persona("p", "bee").unwrap();
+        let store = KeyStore::provisioned(&dir);
+        let bee = dir.join("p/bee.key");
+
+        // Kubernetes' layout: p/bee.key -> ../..data/p/bee.key
+        std::fs::create_dir_all(dir.join("..data/p")).unwrap();
+        std::fs::rename(&bee, dir.join("..data/p/bee.key")).unwrap();
+        std::os::unix::fs::symlink("../..data/p/bee.key", &bee).unwrap();
+        assert_eq!(
+            store.persona("p", "bee").unwrap().public_key(),
+            made.public_key()
+        );
+
+        std::fs::set_permissions(
+            dir.join("..data/p/bee.key"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let e = store.persona("p", "bee").unwrap_err().to_string();
+        assert!(e.contains("mode 0644") && e.contains("0600"), "{e}");
+
+        let elsewhere = tmp.path().join("stolen.key");
+        std::fs::write(
+            &elsewhere,
+            format!("{}\n", Keys::generate().secret_key().to_secret_hex()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::remove_file(&bee).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &bee).unwrap();
+        let e = store.persona("p", "bee").unwrap_err().to_string();
+        assert!(e.contains("outside the key directory"), "{e}");
+        // The generating store refuses it too, and does not replace it.
+        let e = KeyStore::new(&dir)
+            .persona("p", "bee")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("outside the key directory"), "{e}");
     }
 }

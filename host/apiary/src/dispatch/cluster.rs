@@ -65,7 +65,10 @@ impl Cluster {
         Timestamp::from(match kept {
             Some(secs) if secs > now => fresh,
             Some(secs) if secs < oldest => {
-                tracing::warn!(secs, "the kept cursor is older than the horizon; starting there");
+                tracing::warn!(
+                    secs,
+                    "the kept cursor is older than the horizon; starting there"
+                );
                 oldest
             }
             Some(secs) => secs,
@@ -242,7 +245,11 @@ mod tests {
         assert!(cluster.start().as_secs() <= now - 600, "a link is not read");
         cluster.keep(Timestamp::from(now - 42));
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
-        assert_eq!(cluster.start().as_secs(), now - 42, "kept in a file of its own");
+        assert_eq!(
+            cluster.start().as_secs(),
+            now - 42,
+            "kept in a file of its own"
+        );
         // A year back: the subscription starts at the horizon instead.
         cluster.keep(Timestamp::from(now - 365 * 24 * 3600));
         let start = cluster.start().as_secs();
