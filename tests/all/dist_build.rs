@@ -239,3 +239,55 @@ fn an_invalid_pack_is_not_built() {
     assert_eq!(v["error"]["code"], "pack.invalid");
     assert!(!v["error"]["diagnostics"].as_array().unwrap().is_empty());
 }
+
+/// Issue 32, finding 8: `--output` naming a FIFO (or a link) is refused, and the FIFO is left as it
+/// was; the same build into a plain file path is written.
+#[cfg(unix)]
+#[test]
+fn build_output_never_replaces_a_fifo_or_a_link() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("src");
+    write_pack(&pack, "com.example.dist-test", "1.2.0");
+    let fifo = home.path().join("pipe.buzzpack");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let link = home.path().join("link.buzzpack");
+    std::os::unix::fs::symlink(home.path().join("somewhere"), &link).unwrap();
+    for (target, kind) in [(&fifo, "FIFO"), (&link, "link")] {
+        let mut cmd = apiary(home.path());
+        cmd.args(["pack", "build", "--output"])
+            .arg(target)
+            .arg(&pack);
+        let run = Run::bounded(cmd, 60);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains(kind) && run.stderr.contains("choose another --output"),
+            "{}",
+            run.stderr
+        );
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let plain = home.path().join("plain.buzzpack");
+    let mut cmd = apiary(home.path());
+    cmd.args(["pack", "build", "--output"])
+        .arg(&plain)
+        .arg(&pack);
+    let run = Run::bounded(cmd, 60);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(plain.is_file());
+}

@@ -429,12 +429,35 @@ impl Output {
                 format!("output directory {} does not exist", dir.display()),
             ));
         }
+        let checksum = PathBuf::from(format!("{}.sha256", path.display()));
+        for existing in [&path, &checksum] {
+            refuse_special(existing)?;
+        }
         Ok(Output {
             path,
             file_name,
             dir,
         })
     }
+}
+
+/// An output path that exists must be a regular file to be replaced: a FIFO, a device, a socket
+/// or a link there is something else the operator keeps, not an old archive.
+fn refuse_special(path: &Path) -> Result<()> {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if meta.is_file() {
+        return Ok(());
+    }
+    let what = crate::safe_fs::kind_name(&meta.file_type());
+    Err(DistError::new(
+        "build.output",
+        format!(
+            "{} exists and is {what}, not an archive: remove it or choose another --output",
+            path.display()
+        ),
+    ))
 }
 
 /// Writes the archive of `files` beside `out` and renames it into place (so a failed build never
