@@ -299,3 +299,51 @@ fn trust_hooks_covers_only_the_packs_present_at_start_not_one_a_reload_brings_in
         up.seen
     );
 }
+
+/// Issue 32, finding 8: a reload runs only files that are what their install recorded. The
+/// installed pack's directory is taken away (its persona stops), changed in place, and put back:
+/// the reload refuses it, naming the changed file, and the changed prompt never reaches an agent.
+#[test]
+fn a_pack_changed_in_place_is_not_run_by_a_reload() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    install(home, ID, "1.0.0", &[("kit", "echo-v1", "")], &[]);
+    install(home, OTHER, "1.0.0", &[("owl", "echo-owl", "")], &[]);
+    let mut up = Up::start(home, &[], &[], &[]);
+    up.wait_for(|l| l.starts_with("persona kit ready "));
+    up.wait_for(|l| l.starts_with("persona owl ready "));
+
+    let dir = home.join(".buzz/packs").join(ID);
+    let aside = home.join(".buzz/packs/.aside");
+    std::fs::rename(&dir, &aside).unwrap();
+    up.wait_for(|l| l.starts_with("persona kit stopped"));
+    let prompt = aside.join("agents/kit.persona.md");
+    let text = std::fs::read_to_string(&prompt).unwrap();
+    std::fs::write(
+        &prompt,
+        text.replace("You are kit.", "You are kit. TAMPERED"),
+    )
+    .unwrap();
+    std::fs::rename(&aside, &dir).unwrap();
+
+    let line = up.wait_for(|l| l.starts_with(&format!("reload_failed {ID} ")));
+    assert!(
+        line.contains("agents/kit.persona.md") && line.contains("apiary verify"),
+        "{line}"
+    );
+    // The other pack still answers; kit does not run the changed files.
+    let id = up.post("general", "@owl @kit hello", &[]);
+    up.reply_to("owl", &id);
+    up.stop_ok();
+    let started = up
+        .seen
+        .iter()
+        .filter(|l| l.starts_with("persona kit ready "))
+        .count();
+    assert_eq!(started, 1, "kit started again: {:#?}", up.seen);
+    let prompts = crate::support::live::prompts(&up.capture("kit"));
+    assert!(
+        prompts.iter().all(|p| !p.contains("TAMPERED")),
+        "{prompts:?}"
+    );
+}

@@ -146,6 +146,7 @@ fn load(w: &Watch, id: &str) -> Result<Loaded, String> {
             .collect::<Vec<_>>()
             .join(" ")
     };
+    intact(&w.root, id)?;
     let identities = Identities {
         root: Some(w.root.clone()),
         keys: &w.keys,
@@ -169,6 +170,28 @@ fn load(w: &Watch, id: &str) -> Result<Loaded, String> {
         ));
     }
     Ok((run, limits, notes))
+}
+
+/// Refuses a pack whose files are not what its install recorded (`apiary verify`'s check): a
+/// file changed, added or made executable in place since is not run by a reload.
+fn intact(root: &std::path::Path, id: &str) -> Result<(), String> {
+    let report = crate::dist::verify::verify(root, Some(id)).map_err(|e| e.message)?;
+    let problems: Vec<String> = report
+        .packs
+        .iter()
+        .flat_map(|p| &p.problems)
+        .map(|p| match &p.path {
+            Some(path) => format!("{path} ({})", p.kind),
+            None => p.kind.to_string(),
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "its files differ from what was installed: {}; see `apiary verify {id}`, then reinstall it",
+        problems.join(", ")
+    ))
 }
 
 /// `reload_failed`: the version installed does not load; what runs of the pack keeps running.
