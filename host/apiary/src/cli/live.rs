@@ -1273,6 +1273,12 @@ async fn start_ops(
         .await
         .map_err(|e| Failed::error(format_args!("--ops-addr {addr}: cannot listen: {e}")))?;
     let bound = listener.local_addr().unwrap_or(addr);
+    if public_url.is_none() && bound.ip().is_unspecified() {
+        tracing::warn!(
+            %bound,
+            "agent cards name http://{bound}, which clients cannot reach: set --public-url"
+        );
+    }
     let public_url = public_url.unwrap_or_else(|| format!("http://{bound}"));
     let mut ops = Ops::new(public_url, Arc::clone(connection));
     for run in &plan.packs {
