@@ -300,7 +300,7 @@ fn trust_hooks_covers_only_the_packs_present_at_start_not_one_a_reload_brings_in
     );
 }
 
-/// Issue 32, finding 8: a reload runs only files that are what their install recorded. The
+/// Issue 32, finding 8: `up` runs only installed files that are what their install recorded. The
 /// installed pack's directory is taken away (its persona stops), changed in place, and put back:
 /// the reload refuses it, naming the changed file, and the changed prompt never reaches an agent.
 #[test]
@@ -345,5 +345,16 @@ fn a_pack_changed_in_place_is_not_run_by_a_reload() {
     assert!(
         prompts.iter().all(|p| !p.contains("TAMPERED")),
         "{prompts:?}"
+    );
+
+    // Started again, `up` refuses the changed install before anything runs, saying what to do.
+    let mut cmd = apiary_e2e::apiary(home);
+    cmd.args(["up", "--listen", "127.0.0.1:0"]);
+    let run = apiary_e2e::Run::bounded(cmd, 60);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("agents/kit.persona.md") && run.stderr.contains("apiary verify"),
+        "{}",
+        run.stderr
     );
 }

@@ -641,6 +641,11 @@ impl Identities<'_> {
         })?;
         match &identity.kind {
             Kind::Installed { source } => {
+                if let Some(root) = &self.root {
+                    watch::intact(root, id).map_err(|why| {
+                        Failed::error(format_args!("the installed pack {id}: {why}"))
+                    })?;
+                }
                 tracing::info!(pack = id, %source, "running the installed pack")
             }
             Kind::Owner => {}

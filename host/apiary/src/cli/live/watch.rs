@@ -146,7 +146,6 @@ fn load(w: &Watch, id: &str) -> Result<Loaded, String> {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    intact(&w.root, id)?;
     let identities = Identities {
         root: Some(w.root.clone()),
         keys: &w.keys,
@@ -173,8 +172,9 @@ fn load(w: &Watch, id: &str) -> Result<Loaded, String> {
 }
 
 /// Refuses a pack whose files are not what its install recorded (`apiary verify`'s check): a
-/// file changed, added or made executable in place since is not run by a reload.
-fn intact(root: &std::path::Path, id: &str) -> Result<(), String> {
+/// file changed, added or made executable in place since is not run, at start or by a reload
+/// (both load installed packs through [`super::Identities`]).
+pub(super) fn intact(root: &std::path::Path, id: &str) -> Result<(), String> {
     let report = crate::dist::verify::verify(root, Some(id)).map_err(|e| e.message)?;
     let problems: Vec<String> = report
         .packs
