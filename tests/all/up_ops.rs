@@ -32,6 +32,14 @@ fn http(addr: &str, request: &str) -> (u16, String) {
     (status, body)
 }
 
+/// The `host:port` the endpoints listen on, from `up`'s `ops` event.
+fn ops_addr(up: &mut Up) -> String {
+    let line = up.wait_for(|l| event_of(l) == "ops");
+    let url: Value = serde_json::from_str(&line).unwrap();
+    let url = url["url"].as_str().unwrap();
+    url.trim_start_matches("http://").to_string()
+}
+
 fn get(addr: &str, path: &str) -> (u16, String) {
     http(
         addr,
@@ -121,13 +129,7 @@ fn up_serves_probes_metrics_and_agent_cards() {
         &["--json", "--ops-addr", "127.0.0.1:0"],
         &[],
     );
-    let line = up.wait_for(|l| event_of(l) == "ops");
-    let url: Value = serde_json::from_str(&line).unwrap();
-    let addr = url["url"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches("http://")
-        .to_string();
+    let addr = ops_addr(&mut up);
 
     assert_eq!(get(&addr, "/healthz"), (200, "ok\n".to_string()));
     // Ready: the harness said `ready` and the relay connection is up.
@@ -264,13 +266,7 @@ fn idle_clients_do_not_starve_probes_and_cards_take_their_url_from_configuration
         ],
         &[],
     );
-    let line = up.wait_for(|l| event_of(l) == "ops");
-    let url: Value = serde_json::from_str(&line).unwrap();
-    let addr = url["url"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches("http://")
-        .to_string();
+    let addr = ops_addr(&mut up);
 
     // Many clients connect and send nothing (more than the endpoints would ever serve at once).
     let idle: Vec<TcpStream> = (0..200)

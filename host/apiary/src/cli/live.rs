@@ -642,7 +642,7 @@ impl Identities<'_> {
         match &identity.kind {
             Kind::Installed { source } => {
                 if let Some(root) = &self.root {
-                    watch::intact(root, id).map_err(|why| {
+                    packs::intact(root, id).map_err(|why| {
                         Failed::error(format_args!("the installed pack {id}: {why}"))
                     })?;
                 }

@@ -102,7 +102,7 @@ fn read_cursor(path: &Path) -> std::io::Result<Option<u64>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    check_ours(&file.metadata()?)?;
+    check_ours(path)?;
     if len > CURSOR_MAX {
         return Err(std::io::Error::other("larger than a cursor"));
     }
@@ -114,23 +114,9 @@ fn read_cursor(path: &Path) -> std::io::Result<Option<u64>> {
         .map_err(|_| std::io::Error::other("not a number"))
 }
 
-/// Refuses a file or directory someone else owns or may write.
-#[cfg(unix)]
-fn check_ours(meta: &std::fs::Metadata) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me || meta.mode() & 0o022 != 0 {
-        return Err(std::io::Error::other(
-            "owned by another user or writable by others",
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn check_ours(_: &std::fs::Metadata) -> std::io::Result<()> {
-    Ok(())
+/// Refuses a file or directory someone else owns or may write (the trust store's rule).
+fn check_ours(path: &Path) -> std::io::Result<()> {
+    crate::dist::trust::check_private(path, false).map_err(|e| std::io::Error::other(e.message))
 }
 
 fn write_cursor(path: &Path, secs: u64) -> std::io::Result<()> {
@@ -141,14 +127,8 @@ fn write_cursor(path: &Path, secs: u64) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.is_dir() {
-        return Err(std::io::Error::other(format!(
-            "{} is not a directory",
-            dir.display()
-        )));
-    }
-    check_ours(&meta)?;
+    // Not a link, ours, not writable by others.
+    check_ours(dir)?;
     let tmp = path.with_extension("tmp");
     // A leftover (or a planted link) is removed, not written through.
     match std::fs::remove_file(&tmp) {

@@ -40,6 +40,29 @@ pub fn present(root: &Path, lock: Lock) -> BTreeMap<String, LockEntry> {
         .collect()
 }
 
+/// Refuses a pack whose files are not what its install recorded (`apiary verify`'s check): a
+/// file changed, added or made executable in place since is not run, at start or by a reload
+/// (both load installed packs through `Identities`).
+pub fn intact(root: &Path, id: &str) -> Result<(), String> {
+    let report = crate::dist::verify::verify(root, Some(id)).map_err(|e| e.message)?;
+    let problems: Vec<String> = report
+        .packs
+        .iter()
+        .flat_map(|p| &p.problems)
+        .map(|p| match &p.path {
+            Some(path) => format!("{path} ({})", p.kind),
+            None => p.kind.to_string(),
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "its files differ from what was installed: {}; see `apiary verify {id}`, then reinstall it",
+        problems.join(", ")
+    ))
+}
+
 /// The directories to run for the command line's `packs`: a path that exists is a pack directory;
 /// anything else must name an installed pack (`up com.example.pack`).
 pub fn chosen(packs: &[PathBuf], root: Option<&Path>) -> Result<Vec<PathBuf>, Failed> {

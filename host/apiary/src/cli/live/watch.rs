@@ -171,29 +171,6 @@ fn load(w: &Watch, id: &str) -> Result<Loaded, String> {
     Ok((run, limits, notes))
 }
 
-/// Refuses a pack whose files are not what its install recorded (`apiary verify`'s check): a
-/// file changed, added or made executable in place since is not run, at start or by a reload
-/// (both load installed packs through [`super::Identities`]).
-pub(super) fn intact(root: &std::path::Path, id: &str) -> Result<(), String> {
-    let report = crate::dist::verify::verify(root, Some(id)).map_err(|e| e.message)?;
-    let problems: Vec<String> = report
-        .packs
-        .iter()
-        .flat_map(|p| &p.problems)
-        .map(|p| match &p.path {
-            Some(path) => format!("{path} ({})", p.kind),
-            None => p.kind.to_string(),
-        })
-        .collect();
-    if problems.is_empty() {
-        return Ok(());
-    }
-    Err(format!(
-        "its files differ from what was installed: {}; see `apiary verify {id}`, then reinstall it",
-        problems.join(", ")
-    ))
-}
-
 /// `reload_failed`: the version installed does not load; what runs of the pack keeps running.
 fn failed(id: &str, version: &str, running: bool, why: &str) -> Note {
     let keeps = if running {
