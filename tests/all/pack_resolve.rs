@@ -873,6 +873,27 @@ fn system_prompt_without_instructions_or_skills_is_the_body() {
     );
 }
 
+#[test]
+fn body_and_instructions_keep_their_first_lines_indentation() {
+    // An indented code block, a tab and a nested list at the very start are the author's text:
+    // only the blank lines around it (the frontmatter's own line breaks) are layout.
+    let body = "    let x = 1;  // indented code\n\tand a tab\n  - nested item";
+    let pack = ScratchPack::with_manifest(
+        &manifest(&["agents/a.persona.md"], ""),
+        &[(
+            "agents/a.persona.md",
+            &format!("---\nname: a\ndisplay_name: A\ndescription: d\n---\n\n  \n{body}\n\n\n"),
+        )],
+    );
+    assert_eq!(pack.persona("a")["system_prompt"], body);
+
+    pack.write("instructions.md", "\n\t- keep the tab\n  - and this\r\n\n");
+    assert_eq!(
+        pack.persona("a")["system_prompt"],
+        format!("{body}\n\n---\n# Team Instructions\n\t- keep the tab\n  - and this")
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // §7 MCP merge.
 

@@ -429,20 +429,35 @@ fn check_name(fields: &Fields<'_>, report: &mut Report, name: &str) {
 
 /// [`normalise_text`] of `body`, a part of `text`, shared with it when normalising only trims.
 fn shared_body(text: &Arc<str>, body: &str) -> SharedText {
-    let trimmed = body.trim();
-    match trimmed.contains('\r') {
-        false => SharedText::part_of(text, trimmed)
-            .unwrap_or_else(|| SharedText::from(trimmed.to_string())),
-        true => SharedText::from(normalise_text(trimmed)),
+    let kept = trim_blank_lines(body);
+    match kept.contains('\r') {
+        false => {
+            SharedText::part_of(text, kept).unwrap_or_else(|| SharedText::from(kept.to_string()))
+        }
+        true => SharedText::from(kept.replace("\r\n", "\n")),
     }
 }
 
-/// `\r\n` to `\n` and outer blank lines trimmed, so a pack saved on Windows resolves identically.
+/// `\r\n` to `\n` and blank lines before and after trimmed, so a pack saved on Windows resolves
+/// identically. The text is otherwise kept as written: the first line's indentation (a code
+/// block, a nested list, a tab) is content.
 pub fn normalise_text(text: &str) -> String {
-    let text = text.trim();
+    let text = trim_blank_lines(text);
     if text.contains('\r') {
         text.replace("\r\n", "\n")
     } else {
         text.to_string()
     }
+}
+
+/// `text` without its leading blank (whitespace-only) lines and its trailing whitespace.
+fn trim_blank_lines(text: &str) -> &str {
+    let mut start = 0;
+    while let Some(end) = text[start..].find('\n') {
+        if !text[start..start + end].trim().is_empty() {
+            break;
+        }
+        start += end + 1;
+    }
+    text[start..].trim_end()
 }
