@@ -13,6 +13,7 @@ use super::output::{Document, Failed, Human, Outcome, render};
 use super::{bounded, exit, stderr_is_terminal};
 use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
+use crate::dispatch::event;
 use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers, ScriptTrust, Untrusted};
 use crate::dispatch::shard::Shard;
 use crate::dispatch::{self, NativeTriggers, Note, PackRun, TriggerMatcher};
@@ -562,10 +563,12 @@ fn confinement_note(c: &dispatch::confine::Confinement) -> Note {
         ),
         Some(why) => format!("confinement {layers}: NOT fully confined, {why}"),
     };
-    Note::new("confinement", text)
-        .with("layers", layers)
-        .with("complete", c.complete())
-        .with("missing", c.missing.clone())
+    let confinement = event::Event::Confinement {
+        layers,
+        complete: c.complete(),
+        missing: c.missing.clone(),
+    };
+    Note::new(confinement, text)
 }
 
 /// What this machine can enforce on agents, and what `up` does about it (see
@@ -859,22 +862,20 @@ fn withhold_untrusted_mcp(
                     e.help.unwrap_or_else(|| trust.remedy(pack))
                 );
                 tracing::warn!(persona = %name, "MCP server `{}` (`{line}`) not handed to the agent: {why}; {help}", server.name);
-                notes.push(
-                    Note::new(
-                        "untrusted",
-                        format!(
-                            "untrusted {name} mcp_server {}: not handed to the agent: {why}; command: {line}; {help}",
-                            server.name
-                        ),
-                    )
-                    .with("persona", name.as_str())
-                    .with("pack", pack.id.as_str())
-                    .with("kind", "mcp_server")
-                    .with("name", server.name.as_str())
-                    .with("command", line)
-                    .with("reason", why)
-                    .with("help", help),
+                let text = format!(
+                    "untrusted {name} mcp_server {}: not handed to the agent: {why}; command: {line}; {help}",
+                    server.name
                 );
+                let untrusted = event::Event::Untrusted {
+                    persona: name.clone(),
+                    pack: pack.id.clone(),
+                    kind: "mcp_server".into(),
+                    name: server.name.clone(),
+                    command: line,
+                    reason: why,
+                    help: Some(help),
+                };
+                notes.push(Note::new(untrusted, text));
                 false
             });
         }
@@ -1156,7 +1157,8 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
     };
     let channel_authority = announce(&out, &relay_url, embedded.as_ref(), plan.authorities).await;
     if let Some(url) = ops_url {
-        out(Note::new("ops", format!("ops {url}")).with("url", url));
+        let text = format!("ops {url}");
+        out(Note::new(event::Event::Ops { url }, text));
     }
     out(confinement_note(&plan.confinement));
     for note in plan.trust_notes {
@@ -1313,7 +1315,11 @@ async fn announce(
     embedded: Option<&relay::embedded::Embedded>,
     configured: Vec<PublicKey>,
 ) -> relay::ChannelAuthority {
-    out(Note::new("relay", format!("relay {relay_url}")).with("url", relay_url));
+    let url = relay_url.to_string();
+    out(Note::new(
+        event::Event::Relay { url },
+        format!("relay {relay_url}"),
+    ));
     let relay_key = match embedded {
         Some(e) => Some(e.pubkey),
         None => relay::relay_pubkey(relay_url, Duration::from_secs(5)).await,
@@ -1322,10 +1328,12 @@ async fn announce(
         relay: relay_key,
         configured,
     };
-    let (relay_hex, configured_hex) = channel_authority.to_json();
-    out(Note::new("channel_authority", channel_authority.describe())
-        .with("relay", relay_hex)
-        .with("configured", configured_hex));
+    let (relay, configured) = channel_authority.to_json();
+    let text = channel_authority.describe();
+    out(Note::new(
+        event::Event::ChannelAuthority { relay, configured },
+        text,
+    ));
     channel_authority
 }
 
@@ -1341,10 +1349,12 @@ fn report_storage(
                     "relay storage {}% full: {} events, {} bytes stored; the oldest events of keys outside the key store are evicted",
                     f.percent, f.events, f.bytes
                 );
-                out(Note::new("relay_storage", text)
-                    .with("percent", f.percent)
-                    .with("events", f.events)
-                    .with("bytes", f.bytes));
+                let storage = event::Event::RelayStorage {
+                    percent: f.percent,
+                    events: f.events,
+                    bytes: f.bytes,
+                };
+                out(Note::new(storage, text));
             }
             if alarms.changed().await.is_err() {
                 return;

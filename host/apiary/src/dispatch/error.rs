@@ -8,6 +8,7 @@ use crate::acp::AcpError;
 use crate::acp::mcp::McpError;
 
 use super::Note;
+use super::event::Event;
 use super::hooks::HookError;
 
 #[derive(Debug, thiserror::Error)]
@@ -106,25 +107,37 @@ impl DispatchError {
     }
 }
 
-/// A failure note with what the agent said about it: the JSON-RPC error's `data` (also in the
-/// reason's text) and the last lines of its stderr (already made printable, see
-/// [`crate::acp::stderr`]), as JSON keys `data` and `stderr` and as indented lines under the plain
-/// one.
-pub(super) fn explained(mut note: Note, why: &DispatchError, stderr: &[String]) -> Note {
-    if let Some(data) = why.acp().and_then(AcpError::data) {
-        note = note.with("data", data);
+/// The `error` event of `why`: the JSON-RPC error's `data` and the last lines of the agent's
+/// stderr (already made printable, see [`crate::acp::stderr`]) with it, and whether the persona's
+/// circuit breaker is open, from the error's type.
+pub(super) fn event(
+    persona: Option<String>,
+    channel: Option<String>,
+    id: Option<String>,
+    why: &DispatchError,
+    stderr: &[String],
+) -> Event {
+    Event::Error {
+        persona,
+        channel,
+        id,
+        reason: why.to_string(),
+        breaker_open: matches!(why, DispatchError::CircuitOpen { .. }),
+        data: why.acp().and_then(AcpError::data).map(str::to_string),
+        stderr: stderr.to_vec(),
     }
-    if stderr.is_empty() {
-        return note;
-    }
-    if let Some(text) = note.text.as_mut() {
+}
+
+/// A failure's note: its plain line with the agent's last stderr lines indented under it.
+pub(super) fn explained(event: Event, mut text: String, stderr: &[String]) -> Note {
+    if !stderr.is_empty() {
         text.push_str("\n  the agent's stderr ended with:");
         for line in stderr {
             text.push_str("\n  | ");
             text.push_str(line);
         }
     }
-    note.with("stderr", stderr.to_vec())
+    Note::new(event, text)
 }
 
 #[cfg(test)]

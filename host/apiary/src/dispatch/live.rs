@@ -9,6 +9,7 @@ use std::sync::Arc;
 use agent_client_protocol_schema::v1 as acp;
 use nostr_sdk::prelude::*;
 
+use super::event::{self, Event};
 use super::sessions::SessionStore;
 use super::supervise::{Policy, Supervised, Supervisor};
 use super::{
@@ -129,12 +130,13 @@ impl Live {
         };
         let announce = |nth: usize| {
             out(Note::new(
-                "restarted",
+                Event::Restarted {
+                    persona: name.clone(),
+                    restart: u32::try_from(nth).unwrap_or(u32::MAX),
+                    window_secs: window.as_secs(),
+                },
                 format!("restarted {name} agent (restart {nth} within {window:?})"),
-            )
-            .with("persona", name.as_str())
-            .with("restart", nth)
-            .with("window_secs", window.as_secs()));
+            ));
         };
         match self.agent.restart(generation, start, announce).await {
             Ok(restarted) => Ok(restarted.agent()),
@@ -309,14 +311,16 @@ fn confine_agent(
     let operator_env = confine::env::OperatorEnv::of_process();
     let (name, out) = (persona.identity.name.clone(), Arc::clone(out));
     let report: apiary_egress::Report = Arc::new(move |r: apiary_egress::Refusal| {
+        let text = format!("egress_refused {name} {}: {}", r.target, r.why);
         out(Note::new(
-            "egress_refused",
-            format!("egress_refused {name} {}: {}", r.target, r.why),
-        )
-        .with("persona", name.as_str())
-        .with("route", r.route)
-        .with("target", r.target)
-        .with("reason", r.why));
+            Event::EgressRefused {
+                persona: name.clone(),
+                route: r.route,
+                target: r.target,
+                reason: r.why,
+            },
+            text,
+        ));
     });
     let ctx = confine::AgentContext {
         confinement: &config.confinement,
@@ -442,9 +446,7 @@ fn spawn_spec(
 /// The persona's agent events, as notes (see [`event_note`]).
 fn agent_events(persona: &str, out: &Out) -> crate::acp::AgentEvents {
     let (persona, out) = (persona.to_string(), Arc::clone(out));
-    crate::acp::AgentEvents(Arc::new(move |event| {
-        out(event_note(&persona, event).with("persona", persona.as_str()))
-    }))
+    crate::acp::AgentEvents(Arc::new(move |event| out(event_note(&persona, event))))
 }
 
 /// An agent event as a note: a permission answer in both forms (a refused tool is worth a line),
@@ -469,14 +471,17 @@ fn event_note(persona: &str, event: crate::acp::AgentEvent) -> Note {
                 None => "by --permission".to_string(),
             };
             let line = format!("permission {persona} {shown}: {verdict} {why}");
-            Note::new("permission", line)
-                .with("session", session)
-                .with("tool", tool)
-                .with("kind", kind)
-                .with("title", title)
-                .with("allowed", allowed)
-                .with("decided_by", decided_by)
-                .with("reason", reason)
+            let permission = Event::Permission {
+                persona: persona.to_string(),
+                session,
+                tool,
+                kind,
+                title,
+                allowed,
+                decided_by: decided_by.into(),
+                reason,
+            };
+            Note::new(permission, line)
         }
         E::ToolCall {
             session,
@@ -485,36 +490,37 @@ fn event_note(persona: &str, event: crate::acp::AgentEvent) -> Note {
             kind,
             title,
             status,
-        } => Note::only_json("tool_call")
-            .with("session", session)
-            .with("call", id)
-            .with("tool", tool)
-            .with("kind", kind)
-            .with("title", title)
-            .with("status", status),
+        } => Note::only_json(Event::ToolCall {
+            persona: persona.to_string(),
+            session,
+            call: id,
+            tool,
+            kind,
+            title,
+            status,
+        }),
         E::Plan {
             session,
             entries,
             completed,
-        } => Note::only_json("plan")
-            .with("session", session)
-            .with("entries", entries)
-            .with("completed", completed),
+        } => Note::only_json(Event::Plan {
+            persona: persona.to_string(),
+            session,
+            entries,
+            completed,
+        }),
         E::Usage {
             session,
             used,
             size,
             cost,
-        } => {
-            let cost = cost.map(
-                |(amount, currency)| serde_json::json!({"amount": amount, "currency": currency}),
-            );
-            Note::only_json("usage")
-                .with("session", session)
-                .with("used", used)
-                .with("size", size)
-                .with("cost", cost)
-        }
+        } => Note::only_json(Event::Usage {
+            persona: persona.to_string(),
+            session,
+            used,
+            size,
+            cost: cost.map(|(amount, currency)| event::Cost { amount, currency }),
+        }),
     }
 }
 

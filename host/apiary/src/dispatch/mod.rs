@@ -25,11 +25,11 @@ pub mod cluster;
 pub mod confine;
 mod conflict;
 mod error;
+pub mod event;
 pub mod flood;
 pub mod hooks;
 pub mod limits;
 mod live;
-pub mod note;
 pub mod profile;
 pub mod prompt;
 pub mod redact;
@@ -63,10 +63,10 @@ use crate::relay::{self, KIND_MESSAGE, Message, keys::KeyStore};
 use crate::resolve::{ResolvedPack, ResolvedPersona};
 pub use cluster::Cluster;
 pub use error::DispatchError;
+pub use event::Note;
 pub use flood::{Rate, TurnLimits};
 pub use hooks::{HookError, HookPoint, HookRunner, NoHooks};
 use live::Live;
-pub use note::Note;
 pub use reload::Reload;
 pub use trigger::{NativeTriggers, Reason, TriggerError, TriggerMatcher, TriggerPersona};
 
@@ -246,10 +246,12 @@ pub async fn run_reloading(
     summary.events = stopped.map_or(0, |r| r.routed);
     h.drain(fleet, &sub.id).await;
     summary.replies = h.replies.load(Ordering::SeqCst);
-    (h.out)(
-        Note::new("stopped", format!("stopped replies={}", summary.replies))
-            .with("replies", summary.replies),
-    );
+    (h.out)(Note::new(
+        event::Event::Stopped {
+            replies: summary.replies,
+        },
+        format!("stopped replies={}", summary.replies),
+    ));
     Ok(summary)
 }
 
@@ -387,12 +389,11 @@ impl Harness {
             .cluster
             .shard
             .map(|s| shard::owner(&run.resolved.pack.id, name, s.count));
-        (self.out)(
-            Note::only_json("persona_elsewhere")
-                .with("persona", name.as_str())
-                .with("pack", run.resolved.pack.id.as_str())
-                .with("shard", shard),
-        );
+        (self.out)(Note::only_json(event::Event::PersonaElsewhere {
+            persona: name.clone(),
+            pack: run.resolved.pack.id.clone(),
+            shard,
+        }));
     }
 
     /// Starts one persona and reports it ready or refused; a panic refuses it.
@@ -407,12 +408,15 @@ impl Harness {
         let stderr = crate::acp::StderrTail::default();
         if let Some(both) = shared_name {
             tracing::warn!(persona = %name, "{both}");
-            (self.out)(
-                Note::new("name_shared", format!("name_shared {name}: {both}"))
-                    .with("persona", name.as_str())
-                    .with("pack", run.resolved.pack.id.as_str())
-                    .with("reason", both),
-            );
+            let text = format!("name_shared {name}: {both}");
+            (self.out)(Note::new(
+                event::Event::NameShared {
+                    persona: name.clone(),
+                    pack: run.resolved.pack.id.clone(),
+                    reason: both,
+                },
+                text,
+            ));
         }
         let start = live::start_persona(
             &self.config,
@@ -451,10 +455,17 @@ impl Harness {
                 tracing::error!(persona = %name, "persona refused: {why}");
                 // A failed start stopped the agent: its stderr is complete, or soon is.
                 let stderr = stderr.lines_after_exit(STDERR_GRACE).await;
-                let note = Note::new("persona_refused", format!("persona {name} refused: {why}"))
-                    .with("persona", name.as_str())
-                    .with("reason", why.to_string());
-                (self.out)(error::explained(note, &why, &stderr));
+                let refused = event::Event::PersonaRefused {
+                    persona: name.clone(),
+                    reason: why.to_string(),
+                    data: why
+                        .acp()
+                        .and_then(crate::acp::AcpError::data)
+                        .map(str::to_string),
+                    stderr: stderr.clone(),
+                };
+                let text = format!("persona {name} refused: {why}");
+                (self.out)(error::explained(refused, text, &stderr));
                 None
             }
         }
@@ -525,14 +536,13 @@ impl Harness {
             .map_err(|e| DispatchError::Subscribe(e.to_string()))?
             .val;
         self.echoes.watch(&id);
-        (self.out)(
-            Note::new(
-                "ready",
-                format!("ready personas={} channels={}", lives.len(), channels.len()),
-            )
-            .with("personas", lives.len())
-            .with("channels", channels.len()),
-        );
+        (self.out)(Note::new(
+            event::Event::Ready {
+                personas: lives.len(),
+                channels: channels.len(),
+            },
+            format!("ready personas={} channels={}", lives.len(), channels.len()),
+        ));
         Ok(Subscription {
             id,
             channels,
@@ -665,7 +675,10 @@ impl Harness {
     /// Drain (routing stopped and took the queues): no new events; let the queues empty within
     /// the drain timeout, then `on_stop`, stop the agents, disconnect.
     async fn drain(&self, mut fleet: reload::Fleet, sub: &SubscriptionId) {
-        (self.out)(Note::new("stopping", "stopping: draining queues"));
+        (self.out)(Note::new(
+            event::Event::Stopping,
+            "stopping: draining queues",
+        ));
         self.shared.unsubscribe(sub).await;
         let drained = tokio::time::timeout(self.config.drain_timeout, async {
             for running in fleet.values_mut() {
@@ -702,28 +715,27 @@ fn ready_note(live: &Live, run: &PackRun, with_prefix: bool) -> Note {
     let channels: Vec<String> = live.channels.values().map(|n| format!("#{n}")).collect();
     let system_prompt = if with_prefix { "prefix" } else { "session" };
     let pubkey = live.keys.public_key().to_hex();
+    let text = format!(
+        "persona {name} ready pubkey={pubkey} channels={} system_prompt={system_prompt} confinement={}",
+        if channels.is_empty() {
+            "-".into()
+        } else {
+            channels.join(",")
+        },
+        live.confinement,
+    );
     Note::new(
-        "persona_ready",
-        format!(
-            "persona {name} ready pubkey={pubkey} channels={} system_prompt={system_prompt} confinement={}",
-            if channels.is_empty() {
-                "-".into()
-            } else {
-                channels.join(",")
-            },
-            live.confinement,
-        ),
+        event::Event::PersonaReady {
+            confinement: live.confinement.as_str().to_string(),
+            persona: name.clone(),
+            pack: live.pack_id.clone(),
+            identity: run.namespace.clone(),
+            pubkey,
+            channels: live.channels.values().cloned().collect(),
+            system_prompt: system_prompt.into(),
+        },
+        text,
     )
-    .with("confinement", live.confinement.as_str())
-    .with("persona", name.as_str())
-    .with("pack", live.pack_id.as_str())
-    .with("identity", run.namespace.as_str())
-    .with("pubkey", pubkey)
-    .with(
-        "channels",
-        live.channels.values().cloned().collect::<Vec<_>>(),
-    )
-    .with("system_prompt", system_prompt)
 }
 
 /// The connection a persona uses: the shared one until the relay has asked for authentication

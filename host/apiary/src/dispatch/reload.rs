@@ -21,6 +21,7 @@ use nostr_sdk::prelude::Timestamp;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
+use super::event::Event;
 use super::live::Live;
 use super::{Harness, Note, PackRun, QUEUE_CAP, Reason, conflict, limits, route, worker};
 use crate::relay::Message;
@@ -261,15 +262,17 @@ impl Upserted<'_> {
                 format!("; stopped {}", list(&stopped))
             },
         );
-        (h.out)(
-            Note::new("reloaded", text)
-                .with("pack", id)
-                .with("action", action)
-                .with("from", from.clone())
-                .with("to", version)
-                .with("personas", names)
-                .with("stopped", stopped),
-        );
+        (h.out)(Note::new(
+            Event::Reloaded {
+                pack: id.to_string(),
+                action: action.into(),
+                from: from.clone(),
+                to: Some(version.to_string()),
+                personas: names,
+                stopped,
+            },
+            text,
+        ));
         if !refused.is_empty() {
             let why = format!(
                 "{} of version {version} refused (see persona_refused); {}",
@@ -284,14 +287,18 @@ impl Upserted<'_> {
                     )
                 }
             );
-            (h.out)(
-                Note::new("reload_failed", format!("reload_failed {id}: {why}"))
-                    .with("pack", id)
-                    .with("version", version)
-                    .with("refused", refused)
-                    .with("kept", kept)
-                    .with("reason", why),
-            );
+            let text = format!("reload_failed {id}: {why}");
+            (h.out)(Note::new(
+                Event::ReloadFailed {
+                    pack: id.to_string(),
+                    version: version.to_string(),
+                    refused: Some(refused),
+                    kept: Some(kept),
+                    running: None,
+                    reason: why,
+                },
+                text,
+            ));
         }
     }
 }
@@ -317,21 +324,21 @@ async fn remove(h: &Harness, router: &route::Shared, fleet: &mut Fleet, id: &str
         .collect();
     stop_pack(h, old).await;
     h.hooks.pack_changed(id, None);
-    (h.out)(
-        Note::new(
-            "reloaded",
-            format!(
-                "reloaded {id} uninstalled {version}: stopped {}",
-                list(&names)
-            ),
-        )
-        .with("pack", id)
-        .with("action", "uninstalled")
-        .with("from", version.as_str())
-        .with("to", None::<String>)
-        .with("personas", Vec::<String>::new())
-        .with("stopped", names),
+    let text = format!(
+        "reloaded {id} uninstalled {version}: stopped {}",
+        list(&names)
     );
+    (h.out)(Note::new(
+        Event::Reloaded {
+            pack: id.to_string(),
+            action: "uninstalled".into(),
+            from: Some(version),
+            to: None,
+            personas: Vec::new(),
+            stopped: names,
+        },
+        text,
+    ));
 }
 
 /// Hands every queue of `lives` to a fresh one (the old senders go, so the old workers end once
@@ -369,11 +376,13 @@ async fn stop_pack(h: &Harness, mut running: Running) -> PackRun {
     for (_, live) in &running.lives {
         live.stop().await;
         let name = live.trigger.name.as_str();
-        (h.out)(
-            Note::new("persona_stopped", format!("persona {name} stopped"))
-                .with("persona", name)
-                .with("pack", live.pack_id.as_str()),
-        );
+        (h.out)(Note::new(
+            Event::PersonaStopped {
+                persona: name.to_string(),
+                pack: live.pack_id.clone(),
+            },
+            format!("persona {name} stopped"),
+        ));
     }
     running.run
 }
@@ -460,19 +469,25 @@ fn report_lost(h: &Harness, held: &Held) {
         let waiting = rx.len();
         if waiting > 0 {
             tracing::warn!(%persona, %channel, waiting, "messages for a persona its new version no longer runs there; not answered");
-            (h.out)(
-                Note::new(
-                    "limited",
-                    format!(
-                        "limited {persona}: {waiting} message(s) waiting for it are dropped: its pack's new version no longer runs it in that channel"
-                    ),
-                )
-                .with("persona", persona.as_str())
-                .with("channel_id", channel.as_str())
-                .with("limit", "reload")
-                .with("action", "dropped")
-                .with("count", waiting),
-            );
+            (h.out)(Note::new(
+                Event::Limited {
+                    persona: persona.clone(),
+                    channel: None,
+                    channel_id: Some(channel.clone()),
+                    id: None,
+                    author: None,
+                    limit: "reload".into(),
+                    action: "dropped".into(),
+                    allowed: None,
+                    used: None,
+                    turns: None,
+                    per_secs: None,
+                    count: Some(waiting),
+                },
+                format!(
+                    "limited {persona}: {waiting} message(s) waiting for it are dropped: its pack's new version no longer runs it in that channel"
+                ),
+            ));
         }
     }
 }

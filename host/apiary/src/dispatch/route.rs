@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use nostr_sdk::prelude::*;
 use tokio::sync::mpsc;
 
-use super::{DispatchError, Live, Note, Out, Reason, Seen, TriggerMatcher, TriggerPersona};
+use super::{DispatchError, Live, Note, Out, Reason, Seen, TriggerMatcher, TriggerPersona, event};
 use crate::relay::{self, KIND_MESSAGE, Message};
 
 /// A (persona index, channel id) queue of messages to answer.
@@ -37,14 +37,12 @@ pub(super) fn route(shared: &Shared, event: &Event) -> bool {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| router.route(event))) {
         Ok(woke) => woke,
         Err(panic) => {
-            let why = DispatchError::panicked("while routing", panic).to_string();
+            let why = DispatchError::panicked("while routing", panic);
             let id = event.id.to_hex();
             tracing::error!(event = %id, "{why}");
-            (router.out)(
-                Note::new("error", format!("error {id}: {why}"))
-                    .with("id", id)
-                    .with("reason", why),
-            );
+            let text = format!("error {id}: {why}");
+            let error = super::error::event(None, None, Some(id), &why, &[]);
+            (router.out)(Note::new(error, text));
             false
         }
     }
@@ -73,7 +71,8 @@ pub(super) struct Router {
 /// `skipped` with why it stays asleep.
 struct Decided<'a> {
     persona: &'a str,
-    event: &'static str,
+    /// `woken` (queued) or `skipped`.
+    woken: bool,
     reason: String,
 }
 
@@ -106,23 +105,23 @@ impl Router {
         let mut decided: Vec<Decided> = Vec::new();
         for (&i, decision) in targets.iter().zip(decisions) {
             let persona = self.lives[i].trigger.name.as_str();
-            let (event, reason) = match decision {
-                Err(why) => ("skipped", why),
+            let (woken, reason) = match decision {
+                Err(why) => (false, why),
                 Ok(reason) => match self.queue(i, &message, reason) {
                     Some(Ok(reason)) => {
                         woke.push(format!("{persona} ({reason})"));
-                        ("woken", reason)
+                        (true, reason)
                     }
                     Some(Err(why)) => {
                         woke.push(format!("{persona} ({why})"));
-                        ("skipped", why)
+                        (false, why)
                     }
                     None => continue,
                 },
             };
             decided.push(Decided {
                 persona,
-                event,
+                woken,
                 reason,
             });
         }
@@ -172,13 +171,18 @@ impl Router {
                 let why = format!("trigger failed: {e}");
                 for p in &personas {
                     tracing::warn!(persona = %p.name, event = %id, "{why}");
-                    (self.out)(
-                        Note::new("error", format!("error {} {id}: {why}", p.name))
-                            .with("persona", p.name.as_str())
-                            .with("channel", channel_name)
-                            .with("id", id.as_str())
-                            .with("reason", why.as_str()),
-                    );
+                    (self.out)(Note::new(
+                        event::Event::Error {
+                            persona: Some(p.name.clone()),
+                            channel: Some(channel_name.to_string()),
+                            id: Some(id.clone()),
+                            reason: why.clone(),
+                            breaker_open: false,
+                            data: None,
+                            stderr: Vec::new(),
+                        },
+                        format!("error {} {id}: {why}", p.name),
+                    ));
                 }
                 vec![Err(why); personas.len()]
             }
@@ -212,34 +216,45 @@ impl Router {
     ) -> bool {
         let id = message.id.to_hex();
         let author = message.author.to_hex();
-        (self.out)(
-            Note::new(
-                "message",
-                format!(
-                    "event {id} #{channel_name} from {}: {}",
-                    relay::short(&author),
-                    if woke.is_empty() {
-                        "no persona woke".to_string()
-                    } else {
-                        format!("woke {}", woke.join(", "))
-                    }
-                ),
-            )
-            .with("id", id.as_str())
-            .with("channel", channel_name)
-            .with("channel_id", message.channel.as_str())
-            .with("author", author)
-            .with("thread", message.root.map(|root| root.to_hex())),
+        let text = format!(
+            "event {id} #{channel_name} from {}: {}",
+            relay::short(&author),
+            if woke.is_empty() {
+                "no persona woke".to_string()
+            } else {
+                format!("woke {}", woke.join(", "))
+            }
         );
-        let woken = decided.iter().any(|d| d.event == "woken");
+        (self.out)(Note::new(
+            event::Event::Message {
+                id: id.clone(),
+                channel: channel_name.to_string(),
+                channel_id: message.channel.clone(),
+                author,
+                thread: message.root.map(|root| root.to_hex()),
+                woke: woke.to_vec(),
+            },
+            text,
+        ));
+        let woken = decided.iter().any(|d| d.woken);
         for d in decided {
-            (self.out)(
-                Note::only_json(d.event)
-                    .with("persona", d.persona)
-                    .with("channel", channel_name)
-                    .with("id", id.as_str())
-                    .with("reason", d.reason),
-            );
+            let (persona, channel, id) =
+                (d.persona.to_string(), channel_name.to_string(), id.clone());
+            let reason = d.reason;
+            (self.out)(Note::only_json(match d.woken {
+                true => event::Event::Woken {
+                    persona,
+                    channel,
+                    id,
+                    reason,
+                },
+                false => event::Event::Skipped {
+                    persona,
+                    channel,
+                    id,
+                    reason,
+                },
+            }));
         }
         woken
     }

@@ -309,21 +309,23 @@ impl SandboxHooks {
             point.as_str()
         );
         if let Some(out) = &self.out {
+            let text = format!(
+                "untrusted {name} hook {} ({}): not run: {why}; {help}",
+                apiary_core::shell::quote(hook),
+                point.as_str()
+            );
             out(super::Note::new(
-                "untrusted",
-                format!(
-                    "untrusted {name} hook {} ({}): not run: {why}; {help}",
-                    apiary_core::shell::quote(hook),
-                    point.as_str()
-                ),
-            )
-            .with("persona", name.as_str())
-            .with("pack", pack_id)
-            .with("kind", "hook")
-            .with("name", point.as_str())
-            .with("command", hook)
-            .with("reason", why.as_str())
-            .with("help", help.as_str()));
+                super::event::Event::Untrusted {
+                    persona: name.to_string(),
+                    pack: pack_id.to_string(),
+                    kind: "hook".into(),
+                    name: point.as_str().into(),
+                    command: hook.to_string(),
+                    reason: why.to_string(),
+                    help: Some(help),
+                },
+                text,
+            ));
         }
     }
 
@@ -408,11 +410,13 @@ impl SandboxHooks {
         );
         tracing::info!("{text}");
         if let Some(out) = &self.out {
-            out(super::Note::new("compiling", text)
-                .with("pack", pack_id)
-                .with("hook", hook)
-                .with("bytes", bytes)
-                .with("deadline_secs", deadline));
+            let compiling = super::event::Event::Compiling {
+                pack: pack_id.to_string(),
+                hook: hook.to_string(),
+                bytes,
+                deadline_secs: deadline,
+            };
+            out(super::Note::new(compiling, text));
         }
     }
 

@@ -10,6 +10,7 @@ use std::time::Instant;
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
 
+use super::event::Event;
 use super::live::Live;
 use super::supervise::Supervised;
 use super::{
@@ -183,9 +184,22 @@ struct Ask<'a> {
 }
 
 impl Turns {
-    /// A note naming this worker's persona and channel.
-    fn note(&self, event: &'static str, text: String) -> Note {
-        channel_note(event, text, &self.live.trigger.name, &self.channel_name)
+    /// This worker's persona and channel, for its events.
+    fn who(&self) -> (String, String) {
+        (self.live.trigger.name.clone(), self.channel_name.clone())
+    }
+
+    /// An `error` of this worker (about message `id`, if one), with what the agent said.
+    fn error(
+        &self,
+        id: Option<String>,
+        text: String,
+        why: &DispatchError,
+        stderr: &[String],
+    ) -> Note {
+        let (persona, channel) = self.who();
+        let event = super::error::event(Some(persona), Some(channel), id, why, stderr);
+        super::error::explained(event, text, stderr)
     }
 
     fn out(&self, note: Note) {
@@ -230,36 +244,36 @@ impl Turns {
             format!("limited {name} {id}: {over}; {what}")
         };
         tracing::info!(persona = %name, event = %id, "{text}");
-        let mut note = self
-            .note("limited", text)
-            .with("id", id.as_str())
-            .with("author", author)
-            .with("limit", l.limit)
-            .with("action", l.action);
-        if !over.is_empty() {
-            note = note
-                .with("turns", l.rate.turns)
-                .with("per_secs", l.rate.per.as_secs());
-        }
-        self.out(note);
+        let (persona, channel) = self.who();
+        let held = !over.is_empty();
+        self.out(Note::new(
+            Event::Limited {
+                persona,
+                channel: Some(channel),
+                channel_id: None,
+                id: Some(id),
+                author: Some(author),
+                limit: l.limit.into(),
+                action: l.action.into(),
+                allowed: None,
+                used: None,
+                turns: held.then_some(l.rate.turns),
+                per_secs: held.then_some(l.rate.per.as_secs()),
+                count: None,
+            },
+            text,
+        ));
     }
 
     /// After a panic in a turn: report it, and restart the agent (its state is unknown), which
     /// the circuit breaker counts like a crash.
     async fn panicked(&self, why: DispatchError) {
         let name = &self.live.trigger.name;
-        let why = why.to_string();
         tracing::error!(persona = %name, channel = %self.channel, "{why}");
-        self.out(
-            self.note("error", format!("error {name}: {why}"))
-                .with("reason", why),
-        );
+        self.out(self.error(None, format!("error {name}: {why}"), &why, &[]));
         let generation = self.live.current().await.generation();
         if let Err(e) = self.live.restart(generation, &self.h.out).await {
-            self.out(
-                self.note("error", format!("error {name}: {e}"))
-                    .with("reason", e.to_string()),
-            );
+            self.out(self.error(None, format!("error {name}: {e}"), &e, &[]));
         }
     }
 
@@ -294,14 +308,17 @@ impl Turns {
         let id = message.id.to_hex();
         if !earlier.is_empty() {
             let ids: Vec<String> = earlier.iter().map(|(m, _)| m.id.to_hex()).collect();
-            self.out(
-                self.note(
-                    "batch",
-                    format!("batch {name} {id}: with {}", ids.join(",")),
-                )
-                .with("id", id.as_str())
-                .with("with", ids),
-            );
+            let text = format!("batch {name} {id}: with {}", ids.join(","));
+            let (persona, channel) = self.who();
+            self.out(Note::new(
+                Event::Batch {
+                    persona,
+                    channel,
+                    id: id.clone(),
+                    with: ids,
+                },
+                text,
+            ));
         }
         let client = persona_relay(&self.live, &self.h).await;
         let thread = match message.root {
@@ -332,12 +349,9 @@ impl Turns {
             }
             Err(e) => {
                 tracing::error!(persona = %name, event = %id, "turn failed: {e}");
-                let note = self
-                    .note("error", format!("error {name} {id}: {e}"))
-                    .with("id", id.as_str())
-                    .with("reason", e.to_string());
                 let stderr = self.live.stderr().lines();
-                self.out(super::error::explained(note, &e, &stderr));
+                let text = format!("error {name} {id}: {e}");
+                self.out(self.error(Some(id.clone()), text, &e, &stderr));
             }
         }
     }
@@ -357,15 +371,24 @@ impl Turns {
                 over.limit
             );
             tracing::warn!(persona = %name, event = %id, "{text}");
-            self.out(
-                self.note("limited", text)
-                    .with("id", id.as_str())
-                    .with("author", m.author.to_hex())
-                    .with("limit", over.limit)
-                    .with("action", "dropped")
-                    .with("allowed", over.allowed)
-                    .with("used", over.used),
-            );
+            let (persona, channel) = self.who();
+            self.out(Note::new(
+                Event::Limited {
+                    persona,
+                    channel: Some(channel),
+                    channel_id: None,
+                    id: Some(id),
+                    author: Some(m.author.to_hex()),
+                    limit: over.limit.into(),
+                    action: "dropped".into(),
+                    allowed: Some(over.allowed),
+                    used: Some(over.used),
+                    turns: None,
+                    per_secs: None,
+                    count: None,
+                },
+                text,
+            ));
         }
         true
     }
@@ -376,13 +399,14 @@ impl Turns {
         let Some(t) = lock(&self.live.budget).tightest(Instant::now()) else {
             return;
         };
-        self.out(
-            self.note("budget", String::new())
-                .json_only()
-                .with("limit", t.limit)
-                .with("used", t.used)
-                .with("allowed", t.allowed),
-        );
+        let (persona, channel) = self.who();
+        self.out(Note::only_json(Event::Budget {
+            persona,
+            channel,
+            limit: t.limit.into(),
+            used: t.used,
+            allowed: t.allowed,
+        }));
     }
 
     /// The batch's messages this persona has not answered and its `on_message` hook keeps.
@@ -402,25 +426,31 @@ impl Turns {
             let verdict = live.on_message(&self.h.hooks, &message).await;
             // For the status view's hook counts (a drop is also its own `dropped` note).
             if live.resolved.hooks.on_message.is_some() {
-                self.out(
-                    self.note("hook_ran", String::new())
-                        .json_only()
-                        .with("id", message.id.to_hex())
-                        .with("hook", "on_message")
-                        .with("kept", verdict.is_ok()),
-                );
+                let (persona, channel) = self.who();
+                self.out(Note::only_json(Event::HookRan {
+                    persona,
+                    channel,
+                    id: message.id.to_hex(),
+                    hook: "on_message".into(),
+                    kept: verdict.is_ok(),
+                }));
             }
             match verdict {
                 Ok(()) => kept.push((message, reason)),
                 Err(e) => {
                     let id = message.id.to_hex();
                     tracing::warn!(persona = %name, event = %id, "message dropped by on_message: {e}");
-                    self.out(
-                        self.note("dropped", format!("dropped {name} {id}: on_message: {e}"))
-                            .with("id", id.as_str())
-                            .with("hook", "on_message")
-                            .with("reason", e.to_string()),
-                    );
+                    let (persona, channel) = self.who();
+                    self.out(Note::new(
+                        Event::Dropped {
+                            persona,
+                            channel,
+                            id: id.clone(),
+                            hook: "on_message".into(),
+                            reason: e.to_string(),
+                        },
+                        format!("dropped {name} {id}: on_message: {e}"),
+                    ));
                 }
             }
         }
@@ -453,14 +483,15 @@ impl Turns {
                 ask.message,
             );
             attempts += 1;
-            self.out(
-                self.note("prompt", String::new())
-                    .json_only()
-                    .with("id", id)
-                    .with("session", session.as_str())
-                    .with("attempt", attempts)
-                    .with("batch", ask.earlier.len() + 1),
-            );
+            let (persona, channel) = self.who();
+            self.out(Note::only_json(Event::Prompt {
+                persona,
+                channel,
+                id: id.to_string(),
+                session: session.to_string(),
+                attempt: attempts,
+                batch: ask.earlier.len() + 1,
+            }));
             match agent
                 .client
                 .prompt(&session, text, config.idle_timeout, config.turn_timeout)
@@ -469,14 +500,16 @@ impl Turns {
                 Ok(t) => return Ok(t),
                 Err(AcpError::Exited) if live.policy().retries(attempts) => {
                     tracing::warn!(persona = %name, event = %id, "agent exited during the turn; restarting and retrying");
-                    self.out(
-                        self.note(
-                            "crashed",
-                            format!("crashed {name} {id}: agent exited during the turn; retrying"),
-                        )
-                        .with("id", id)
-                        .with("attempt", attempts),
-                    );
+                    let (persona, channel) = self.who();
+                    self.out(Note::new(
+                        Event::Crashed {
+                            persona,
+                            channel,
+                            id: id.to_string(),
+                            attempt: attempts,
+                        },
+                        format!("crashed {name} {id}: agent exited during the turn; retrying"),
+                    ));
                     live.restart(agent.generation(), &self.h.out).await?;
                 }
                 Err(e) => return Err(e.into()),
@@ -501,42 +534,54 @@ impl Turns {
         let reply = turn.text.trim();
         if reply.is_empty() {
             let stop = format!("{:?}", turn.stop_reason);
-            self.out(
-                self.note("turn", format!("turn {name} {id}: no text ({stop})"))
-                    .with("id", id)
-                    .with("published", false)
-                    .with("reason", format!("no text ({stop})")),
-            );
+            let (persona, channel) = self.who();
+            self.out(Note::new(
+                Event::Turn {
+                    persona,
+                    channel,
+                    id: id.to_string(),
+                    published: false,
+                    bytes: None,
+                    reason: format!("no text ({stop})"),
+                },
+                format!("turn {name} {id}: no text ({stop})"),
+            ));
             return;
         }
         if !self.h.config.publish {
-            self.out(
-                self.note(
-                    "turn",
-                    format!(
-                        "turn {name} {id}: {} bytes, not published (--no-publish)",
-                        reply.len()
-                    ),
-                )
-                .with("id", id)
-                .with("published", false)
-                .with("bytes", reply.len())
-                .with("reason", "--no-publish"),
-            );
+            let (persona, channel) = self.who();
+            self.out(Note::new(
+                Event::Turn {
+                    persona,
+                    channel,
+                    id: id.to_string(),
+                    published: false,
+                    bytes: Some(reply.len()),
+                    reason: "--no-publish".into(),
+                },
+                format!(
+                    "turn {name} {id}: {} bytes, not published (--no-publish)",
+                    reply.len()
+                ),
+            ));
             return;
         }
         let (reply, found) = self.h.redactor.redact(reply);
         if !found.is_empty() {
             let what = found.join(" and ");
             tracing::warn!(persona = %name, event = %id, "reply contained {what}: redacted");
-            self.out(
-                self.note(
-                    "redacted",
-                    format!("redacted {name} {id}: the reply contained {what}; published with it replaced"),
-                )
-                .with("id", id)
-                .with("found", found),
-            );
+            let (persona, channel) = self.who();
+            self.out(Note::new(
+                Event::Redacted {
+                    persona,
+                    channel,
+                    id: id.to_string(),
+                    found: found.iter().map(|f| f.to_string()).collect(),
+                },
+                format!(
+                    "redacted {name} {id}: the reply contained {what}; published with it replaced"
+                ),
+            ));
         }
         // Signing and the relay's acknowledgement happen on the publisher: the next message of
         // this (persona, channel) does not wait for them.
@@ -549,13 +594,6 @@ impl Turns {
             tracing::error!(persona = %name, event = %id, "reply publisher stopped; reply lost");
         }
     }
-}
-
-/// A note about one persona in one channel (the worker's and its publisher's).
-fn channel_note(event: &'static str, text: String, persona: &str, channel: &str) -> Note {
-    Note::new(event, text)
-        .with("persona", persona)
-        .with("channel", channel)
 }
 
 /// With reply checks on (several replicas), whether the relay already holds a reply by this
@@ -583,17 +621,17 @@ async fn answered_elsewhere(
     let (name, id) = (&live.trigger.name, message.id.to_hex());
     let reply = reply.to_hex();
     tracing::info!(persona = %name, event = %id, "already answered by {reply}; skipped");
-    (h.out)(
-        channel_note(
-            "answered_elsewhere",
-            format!("answered {name} {id}: already answered by {reply} ({stage})"),
-            name,
-            channel_name,
-        )
-        .with("id", id)
-        .with("reply", reply)
-        .with("stage", stage),
-    );
+    let text = format!("answered {name} {id}: already answered by {reply} ({stage})");
+    (h.out)(Note::new(
+        Event::AnsweredElsewhere {
+            persona: name.clone(),
+            channel: channel_name.to_string(),
+            id,
+            reply,
+            stage: stage.into(),
+        },
+        text,
+    ));
     true
 }
 
@@ -614,10 +652,6 @@ struct Publisher {
 }
 
 impl Publisher {
-    fn note(&self, event: &'static str, text: String) -> Note {
-        channel_note(event, text, &self.live.trigger.name, &self.channel_name)
-    }
-
     async fn run(self, mut rx: mpsc::Receiver<Reply>) {
         let name = &self.live.trigger.name;
         while let Some(reply) = rx.recv().await {
@@ -634,18 +668,25 @@ impl Publisher {
             match published {
                 Ok(None) => {}
                 Ok(Some((reply_id, thread))) => {
-                    (self.h.out)(
-                        self.note("reply", format!("reply {name} {reply_id} to {id}"))
-                            .with("id", reply_id)
-                            .with("to", id.as_str())
-                            .with("thread", thread),
-                    );
+                    let text = format!("reply {name} {reply_id} to {id}");
+                    (self.h.out)(Note::new(
+                        Event::Reply {
+                            persona: name.clone(),
+                            channel: self.channel_name.clone(),
+                            id: reply_id,
+                            to: id,
+                            thread,
+                        },
+                        text,
+                    ));
                 }
-                Err(why) => (self.h.out)(
-                    self.note("error", format!("error {name} {id}: {why}"))
-                        .with("id", id.as_str())
-                        .with("reason", why.to_string()),
-                ),
+                Err(why) => {
+                    let text = format!("error {name} {id}: {why}");
+                    let (persona, channel) = (name.clone(), self.channel_name.clone());
+                    let event =
+                        super::error::event(Some(persona), Some(channel), Some(id), &why, &[]);
+                    (self.h.out)(super::error::explained(event, text, &[]))
+                }
             }
         }
     }

@@ -16,10 +16,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use serde_json::Value;
 
 use crate::cli::status::Status;
 use crate::dispatch::Note;
+use crate::dispatch::event::Event;
 
 /// Prompts in flight remembered for the latency histogram; past this the oldest are forgotten.
 const IN_FLIGHT_MAX: usize = 10_000;
@@ -170,80 +170,69 @@ impl Metrics {
     /// Folds one note in.
     pub fn observe(&self, note: &Note) {
         let now = Instant::now();
-        let persona = str_of(note, "persona");
+        let event = &note.event;
+        let persona = event.persona().unwrap_or_default();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.status.apply(note, now);
-        let pack = state.pack_of(persona, str_of(note, "pack"));
+        let pack = state.pack_of(persona, event.pack().unwrap_or_default());
         let p = || PersonaLabel {
             pack: pack.clone(),
             persona: persona.to_string(),
         };
-        let reason = || ReasonLabels {
+        let reason = |reason: &str| ReasonLabels {
             pack: pack.clone(),
             persona: persona.to_string(),
-            reason: short(str_of(note, "reason")),
+            reason: short(reason),
         };
-        match note.event {
-            "message" => {
+        match event {
+            Event::Message { .. } => {
                 self.events.inc();
             }
-            "woken" => {
-                self.wakes.get_or_create(&reason()).inc();
+            Event::Woken { reason: why, .. } => {
+                self.wakes.get_or_create(&reason(why)).inc();
             }
-            "skipped" => {
-                self.skips.get_or_create(&reason()).inc();
+            Event::Skipped { reason: why, .. } => {
+                self.skips.get_or_create(&reason(why)).inc();
             }
-            "answered_elsewhere" => {
-                let l = ReasonLabels {
-                    pack: pack.clone(),
-                    persona: persona.to_string(),
-                    reason: "answered_elsewhere".into(),
-                };
-                self.skips.get_or_create(&l).inc();
-                state.finished(persona, str_of(note, "id"), now, &self.latency);
+            Event::AnsweredElsewhere { id, .. } => {
+                self.skips
+                    .get_or_create(&reason("answered_elsewhere"))
+                    .inc();
+                state.finished(persona, id, now, &self.latency);
             }
-            "limited" if str_of(note, "action") == "dropped" => {
-                let l = ReasonLabels {
-                    pack: pack.clone(),
-                    persona: persona.to_string(),
-                    reason: format!("limited_{}", short(str_of(note, "limit"))),
-                };
-                self.skips.get_or_create(&l).inc();
+            Event::Limited { action, limit, .. } if action == "dropped" => {
+                let why = format!("limited_{}", short(limit));
+                self.skips.get_or_create(&reason(&why)).inc();
             }
-            "dropped" => {
-                let l = ReasonLabels {
-                    pack: pack.clone(),
-                    persona: persona.to_string(),
-                    reason: "on_message".into(),
-                };
-                self.skips.get_or_create(&l).inc();
+            Event::Dropped { .. } => {
+                self.skips.get_or_create(&reason("on_message")).inc();
             }
-            "hook_ran" => {
-                let kept = note.get("kept").and_then(Value::as_bool).unwrap_or(false);
+            Event::HookRan { hook, kept, .. } => {
                 let l = HookLabels {
                     pack: pack.clone(),
                     persona: persona.to_string(),
-                    hook: short(str_of(note, "hook")),
+                    hook: short(hook),
                     kept: kept.to_string(),
                 };
                 self.hook_runs.get_or_create(&l).inc();
             }
-            "prompt" if note.get("attempt").and_then(Value::as_u64) == Some(1) => {
-                state.started(persona, str_of(note, "id"), now);
-            }
-            "reply" => {
+            Event::Prompt { id, attempt: 1, .. } => state.started(persona, id, now),
+            Event::Reply { to, .. } => {
                 self.replies.get_or_create(&p()).inc();
-                state.finished(persona, str_of(note, "to"), now, &self.latency);
+                state.finished(persona, to, now, &self.latency);
             }
-            "turn" => state.finished(persona, str_of(note, "id"), now, &self.latency),
-            "error" => {
+            Event::Turn { id, .. } => state.finished(persona, id, now, &self.latency),
+            Event::Error {
+                id, breaker_open, ..
+            } => {
                 self.errors.get_or_create(&p()).inc();
-                if str_of(note, "reason").starts_with("circuit open") {
+                if *breaker_open {
                     self.breaker_open.get_or_create(&p()).set(1);
                 }
-                state.finished(persona, str_of(note, "id"), now, &self.latency);
+                let id = id.as_deref().unwrap_or_default();
+                state.finished(persona, id, now, &self.latency);
             }
-            "restarted" => {
+            Event::Restarted { .. } => {
                 self.restarts.get_or_create(&p()).inc();
                 self.breaker_open.get_or_create(&p()).set(0);
             }
@@ -324,10 +313,6 @@ impl State {
     }
 }
 
-fn str_of<'a>(note: &'a Note, key: &str) -> &'a str {
-    note.get(key).and_then(Value::as_str).unwrap_or_default()
-}
-
 /// A reason as a bounded label: its first words before any detail (`trigger failed: ...` →
 /// `trigger_failed`), lower case, letters, digits and `_` only, at most 32 characters.
 fn short(reason: &str) -> String {
@@ -356,30 +341,57 @@ fn short(reason: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    fn note(event: &'static str, persona: &str, id: &str) -> Note {
-        Note::only_json(event)
-            .with("persona", persona)
-            .with("id", id)
+    /// An event from its JSON line, as a script reading `up --json` would see it.
+    fn note(line: serde_json::Value) -> Note {
+        Note::only_json(serde_json::from_value(line).unwrap())
     }
 
     #[test]
     fn notes_become_counters_gauges_and_a_latency_histogram() {
         let m = Metrics::new();
-        m.observe(&Note::only_json("message").with("id", "a"));
-        m.observe(&note("persona_ready", "bee", "").with("pack", "com.example.p"));
-        m.observe(&note("woken", "bee", "a").with("reason", "mention"));
-        m.observe(&note("woken", "bee", "b").with("reason", "keyword: honey"));
-        m.observe(&note("skipped", "sage", "a").with("reason", "no trigger matched"));
-        m.observe(&note("prompt", "bee", "a").with("attempt", 1));
-        m.observe(
-            &Note::only_json("reply")
-                .with("persona", "bee")
-                .with("to", "a"),
-        );
-        m.observe(
-            &note("error", "bee", "x").with("reason", "circuit open: the agent crashed 5 times"),
-        );
+        let at =
+            |persona: &str, id: &str| json!({"persona": persona, "channel": "general", "id": id});
+        let with = |mut base: serde_json::Value, more: serde_json::Value| {
+            base.as_object_mut()
+                .unwrap()
+                .extend(more.as_object().unwrap().clone());
+            note(base)
+        };
+        m.observe(&note(
+            json!({"event": "message", "id": "a", "channel": "general",
+            "channel_id": "g", "author": "00", "thread": null}),
+        ));
+        m.observe(&note(json!({"event": "persona_ready", "persona": "bee",
+            "pack": "com.example.p", "confinement": "files", "identity": "com.example.p",
+            "pubkey": "00", "channels": ["general"], "system_prompt": "session"})));
+        m.observe(&with(
+            at("bee", "a"),
+            json!({"event": "woken", "reason": "mention"}),
+        ));
+        m.observe(&with(
+            at("bee", "b"),
+            json!({"event": "woken", "reason": "keyword: honey"}),
+        ));
+        m.observe(&with(
+            at("sage", "a"),
+            json!({"event": "skipped", "reason": "no trigger matched"}),
+        ));
+        m.observe(&with(
+            at("bee", "a"),
+            json!({"event": "prompt", "session": "s", "attempt": 1, "batch": 1}),
+        ));
+        m.observe(&with(
+            at("bee", "r"),
+            json!({"event": "reply", "to": "a", "thread": null}),
+        ));
+        // The breaker gauge follows the event's type, not its text.
+        m.observe(&with(at("bee", "x"), json!({"event": "error", "reason": "circuit open: the agent crashed 5 times", "breaker_open": true})));
+        m.observe(&with(
+            at("sage", "y"),
+            json!({"event": "error", "reason": "circuit open (said the agent)"}),
+        ));
         let text = m.encode(true);
         for line in [
             "apiary_events_received_total 1",
@@ -397,6 +409,10 @@ mod tests {
                 "{line} missing in:\n{text}"
             );
         }
+        assert!(
+            !text.contains("apiary_breaker_open{pack=\"\",persona=\"sage\"} 1"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -5,10 +5,10 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use unicode_width::UnicodeWidthChar;
 
 use crate::dispatch::Note;
+use crate::dispatch::event::Event;
 
 /// Plain log lines kept for the area under the table.
 const LOG_KEEP: usize = 64;
@@ -235,20 +235,20 @@ impl Status {
         if let Some(text) = &note.text {
             self.log_line(text);
         }
-        match note.event {
-            "relay" => self.relay = Some(str_of(note, "url").to_string()),
-            "confinement" => {
-                let complete = note.get("complete").and_then(Value::as_bool) == Some(true);
-                let layers = str_of(note, "layers");
-                self.confinement = Some(if complete {
-                    layers.to_string()
+        match &note.event {
+            Event::Relay { url } => self.relay = Some(url.clone()),
+            Event::Confinement {
+                layers, complete, ..
+            } => {
+                self.confinement = Some(if *complete {
+                    layers.clone()
                 } else {
                     format!("{layers} (INCOMPLETE)")
                 });
             }
-            "ready" => self.phase = Phase::Running,
-            "stopping" => self.phase = Phase::Stopping,
-            "stopped" => {
+            Event::Ready { .. } => self.phase = Phase::Running,
+            Event::Stopping => self.phase = Phase::Stopping,
+            Event::Stopped { .. } => {
                 self.phase = Phase::Stopped;
                 for row in &mut self.rows {
                     if row.agent != Agent::Failed {
@@ -256,34 +256,20 @@ impl Status {
                     }
                 }
             }
-            "message" => {
+            Event::Message { .. } => {
                 self.messages += 1;
                 self.last_message = Some(now);
             }
+            Event::PersonaReady { pack, .. } if !self.packs.contains(pack) => {
+                self.packs.push(pack.clone());
+            }
             _ => {}
         }
-        let persona = str_of(note, "persona");
-        if persona.is_empty() {
+        let Some(persona) = note.event.persona().filter(|p| !p.is_empty()) else {
             return;
-        }
-        if note.event == "persona_ready" {
-            let pack = str_of(note, "pack");
-            if !pack.is_empty() && !self.packs.iter().any(|p| p == pack) {
-                self.packs.push(pack.to_string());
-            }
-        }
-        self.row_mut(persona).apply(note, now);
+        };
+        self.row_mut(persona).apply(&note.event, now);
     }
-}
-
-/// A note's spending limit: (limit, used, allowed), when it names one.
-fn spending(note: &Note) -> Option<(String, u64, u64)> {
-    let number = |key| note.get(key).and_then(Value::as_u64);
-    Some((
-        str_of(note, "limit").to_string(),
-        number("used")?,
-        number("allowed")?,
-    ))
 }
 
 /// A count in at most 5 columns: `999`, `12k`, `3M`.
@@ -295,81 +281,77 @@ fn short(n: u64) -> String {
     }
 }
 
-/// A note's string value for `key` (empty when absent).
-fn str_of<'a>(note: &'a Note, key: &str) -> &'a str {
-    note.get(key).and_then(Value::as_str).unwrap_or_default()
-}
-
 impl Row {
-    /// Folds in a note about this row's persona.
-    fn apply(&mut self, note: &Note, now: Instant) {
-        let id = str_of(note, "id");
-        self.last = Some((note.event, now));
-        match note.event {
-            "persona_ready" => self.agent = Agent::Ready,
-            "persona_refused" => self.agent = Agent::Failed,
+    /// Folds in an event about this row's persona.
+    fn apply(&mut self, event: &Event, now: Instant) {
+        self.last = Some((event.kind(), now));
+        match event {
+            Event::PersonaReady { .. } => self.agent = Agent::Ready,
+            Event::PersonaRefused { .. } => self.agent = Agent::Failed,
             // Its pack was uninstalled or upgraded (a new version says `persona_ready` again).
-            "persona_stopped" => self.agent = Agent::Stopped,
-            "woken" => {
+            Event::PersonaStopped { .. } => self.agent = Agent::Stopped,
+            Event::Woken { id, .. } => {
                 self.wakes += 1;
                 self.woken(id);
             }
-            "skipped" => self.skips += 1,
-            "batch" => {
-                let with: Vec<String> = note
-                    .get("with")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(String::from)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                for w in &with {
+            Event::Skipped { .. } => self.skips += 1,
+            Event::Batch { id, with, .. } => {
+                for w in with {
                     self.woken(w);
                 }
-                self.batches.insert(id.to_string(), with);
+                self.batches.insert(id.clone(), with.clone());
             }
-            "prompt" => self.in_flight(id, true),
-            "hook_ran" => self.hook_runs += 1,
-            "dropped" => {
+            Event::Prompt { id, .. } => self.in_flight(id, true),
+            Event::HookRan { .. } => self.hook_runs += 1,
+            Event::Dropped { id, .. } => {
                 self.hook_drops += 1;
                 self.finish(id);
             }
-            "crashed" => {
+            Event::Crashed { id, .. } => {
                 // The turn goes back to waiting; it is retried once the agent is back.
                 self.agent = Agent::Restarting;
                 self.in_flight(id, false);
             }
-            "restarted" => self.agent = Agent::Ready,
+            Event::Restarted { .. } => self.agent = Agent::Ready,
             // Over a flood limit: a dropped message leaves the queue; a coalesced one stays
             // until the turn that answers it.
-            "limited" if str_of(note, "action") == "dropped" => {
+            Event::Limited {
+                id,
+                action,
+                limit,
+                allowed,
+                used,
+                ..
+            } if action == "dropped" => {
                 // Over a spending limit: the column shows it full.
-                if let Some(over) = spending(note) {
-                    self.limit = Some(over);
+                if let (Some(used), Some(allowed)) = (used, allowed) {
+                    self.limit = Some((limit.clone(), *used, *allowed));
                 }
-                self.finish(id)
+                self.finish(id.as_deref().unwrap_or_default())
             }
-            "turn" => self.finish(id),
-            "budget" => self.limit = spending(note),
+            Event::Turn { id, .. } => self.finish(id),
+            Event::Budget {
+                limit,
+                used,
+                allowed,
+                ..
+            } => self.limit = Some((limit.clone(), *used, *allowed)),
             // Another replica answered it: it leaves the queue unanswered here.
-            "answered_elsewhere" => {
+            Event::AnsweredElsewhere { id, .. } => {
                 self.skips += 1;
                 self.finish(id);
             }
-            "reply" => {
+            Event::Reply { to, .. } => {
                 self.replies += 1;
-                self.finish(str_of(note, "to"));
+                self.finish(to);
             }
-            "error" => {
+            Event::Error { id, .. } => {
                 self.errors += 1;
                 // A restart that failed (circuit open, or the agent would not come back).
                 if self.agent == Agent::Restarting {
                     self.agent = Agent::Failed;
                 }
-                self.finish(id);
+                self.finish(id.as_deref().unwrap_or_default());
             }
             _ => {}
         }
@@ -577,30 +559,144 @@ fn duration(d: Duration) -> String {
 mod tests {
     use super::*;
 
-    fn note(event: &'static str, persona: &str, id: &str) -> Note {
+    fn st(text: &str) -> String {
+        text.to_string()
+    }
+
+    fn q(event: Event) -> Note {
         Note::only_json(event)
-            .with("persona", persona)
-            .with("channel", "general")
-            .with("id", id)
+    }
+
+    fn woken(persona: &str, id: &str) -> Note {
+        q(Event::Woken {
+            persona: st(persona),
+            channel: st("general"),
+            id: st(id),
+            reason: st("mention"),
+        })
+    }
+
+    fn skipped(persona: &str, id: &str) -> Note {
+        q(Event::Skipped {
+            persona: st(persona),
+            channel: st("general"),
+            id: st(id),
+            reason: st("no trigger matched"),
+        })
+    }
+
+    fn prompt(persona: &str, id: &str) -> Note {
+        q(Event::Prompt {
+            persona: st(persona),
+            channel: st("general"),
+            id: st(id),
+            session: st("s1"),
+            attempt: 1,
+            batch: 1,
+        })
+    }
+
+    fn reply(persona: &str, id: &str, to: &str) -> Note {
+        q(Event::Reply {
+            persona: st(persona),
+            channel: st("general"),
+            id: st(id),
+            to: st(to),
+            thread: None,
+        })
+    }
+
+    fn turn(persona: &str, id: &str) -> Note {
+        q(Event::Turn {
+            persona: st(persona),
+            channel: st("general"),
+            id: st(id),
+            published: false,
+            bytes: None,
+            reason: st("no text (end_turn)"),
+        })
+    }
+
+    fn crashed(persona: &str, id: &str) -> Note {
+        q(Event::Crashed {
+            persona: st(persona),
+            channel: st("general"),
+            id: st(id),
+            attempt: 1,
+        })
+    }
+
+    fn hook_ran(persona: &str, id: &str, kept: bool) -> Note {
+        q(Event::HookRan {
+            persona: st(persona),
+            channel: st("general"),
+            id: st(id),
+            hook: st("on_message"),
+            kept,
+        })
+    }
+
+    fn limited(id: &str, action: &str, limit: &str, spent: Option<(u64, u64)>) -> Note {
+        q(Event::Limited {
+            persona: st("bee"),
+            channel: Some(st("general")),
+            channel_id: None,
+            id: Some(st(id)),
+            author: None,
+            limit: st(limit),
+            action: st(action),
+            used: spent.map(|(used, _)| used),
+            allowed: spent.map(|(_, allowed)| allowed),
+            turns: None,
+            per_secs: None,
+            count: None,
+        })
+    }
+
+    fn error(persona: &str, id: &str, breaker_open: bool) -> Note {
+        q(Event::Error {
+            persona: Some(st(persona)),
+            channel: Some(st("general")),
+            id: Some(st(id)),
+            reason: st("circuit open: ..."),
+            breaker_open,
+            data: None,
+            stderr: vec![],
+        })
+    }
+
+    fn ready(persona: &str) -> Note {
+        Note::new(
+            Event::PersonaReady {
+                confinement: st("files"),
+                persona: st(persona),
+                pack: st("com.example.hello"),
+                identity: st("com.example.hello"),
+                pubkey: st("00"),
+                channels: vec![st("general")],
+                system_prompt: st("session"),
+            },
+            format!("persona {persona} ready"),
+        )
     }
 
     fn running(now: Instant) -> Status {
         let mut s = Status::new(now);
         s.seed("com.example.hello", "bee");
         s.seed("com.example.hello", "sage");
+        let url = "ws://127.0.0.1:4869".to_string();
         s.apply(
-            &Note::new("relay", "relay ws://127.0.0.1:4869").with("url", "ws://127.0.0.1:4869"),
+            &Note::new(Event::Relay { url }, "relay ws://127.0.0.1:4869"),
             now,
         );
         for p in ["bee", "sage"] {
-            s.apply(
-                &Note::new("persona_ready", format!("persona {p} ready"))
-                    .with("persona", p)
-                    .with("pack", "com.example.hello"),
-                now,
-            );
+            s.apply(&ready(p), now);
         }
-        s.apply(&Note::new("ready", "ready personas=2 channels=1"), now);
+        let ready = Event::Ready {
+            personas: 2,
+            channels: 1,
+        };
+        s.apply(&Note::new(ready, "ready personas=2 channels=1"), now);
         s
     }
 
@@ -622,31 +718,39 @@ mod tests {
     fn queue_depth_rises_and_falls_through_a_turn() {
         let now = Instant::now();
         let mut s = running(now);
-        s.apply(&note("woken", "bee", "a"), now);
-        s.apply(&note("woken", "bee", "b"), now);
-        s.apply(&note("skipped", "sage", "a"), now);
+        s.apply(&woken("bee", "a"), now);
+        s.apply(&woken("bee", "b"), now);
+        s.apply(&skipped("sage", "a"), now);
         let bee = s.row("bee").unwrap();
         assert_eq!((bee.queue(), bee.wakes, bee.state()), (2, 2, "ready"));
         assert_eq!(s.row("sage").unwrap().skips, 1);
 
-        s.apply(&note("prompt", "bee", "a"), now);
+        s.apply(&prompt("bee", "a"), now);
         assert_eq!(s.row("bee").unwrap().state(), "busy");
-        s.apply(&note("reply", "bee", "r1").with("to", "a"), now);
+        s.apply(&reply("bee", "r1", "a"), now);
         let bee = s.row("bee").unwrap();
         assert_eq!((bee.queue(), bee.replies, bee.state()), (1, 1, "ready"));
 
         // The worker's notes can overtake the dispatch loop's `woken`: counted once.
-        s.apply(&note("prompt", "bee", "c"), now);
-        s.apply(&note("turn", "bee", "c"), now);
-        s.apply(&note("woken", "bee", "c"), now);
+        s.apply(&prompt("bee", "c"), now);
+        s.apply(&turn("bee", "c"), now);
+        s.apply(&woken("bee", "c"), now);
         assert_eq!(s.row("bee").unwrap().queue(), 1);
 
         // A batch: one turn answers b and d.
-        s.apply(&note("woken", "bee", "d"), now);
-        s.apply(&note("batch", "bee", "d").with("with", vec!["b"]), now);
-        s.apply(&note("prompt", "bee", "d"), now);
+        s.apply(&woken("bee", "d"), now);
+        s.apply(
+            &q(Event::Batch {
+                persona: st("bee"),
+                channel: st("general"),
+                id: st("d"),
+                with: vec![st("b")],
+            }),
+            now,
+        );
+        s.apply(&prompt("bee", "d"), now);
         assert_eq!(s.row("bee").unwrap().queue(), 2);
-        s.apply(&note("reply", "bee", "r2").with("to", "d"), now);
+        s.apply(&reply("bee", "r2", "d"), now);
         let bee = s.row("bee").unwrap();
         assert_eq!((bee.queue(), bee.replies, bee.state()), (0, 2, "ready"));
     }
@@ -655,19 +759,21 @@ mod tests {
     fn a_crash_shows_restarting_then_ready_then_busy_again() {
         let now = Instant::now();
         let mut s = running(now);
-        s.apply(&note("woken", "bee", "a"), now);
-        s.apply(&note("prompt", "bee", "a"), now);
-        s.apply(&note("crashed", "bee", "a"), now);
+        s.apply(&woken("bee", "a"), now);
+        s.apply(&prompt("bee", "a"), now);
+        s.apply(&crashed("bee", "a"), now);
         assert_eq!(s.row("bee").unwrap().state(), "restarting");
         assert_eq!(s.row("bee").unwrap().queue(), 1);
-        s.apply(
-            &Note::new("restarted", "restarted bee agent").with("persona", "bee"),
-            now,
-        );
+        let restarted = Event::Restarted {
+            persona: st("bee"),
+            restart: 1,
+            window_secs: 300,
+        };
+        s.apply(&Note::new(restarted, "restarted bee agent"), now);
         assert_eq!(s.row("bee").unwrap().state(), "ready");
-        s.apply(&note("prompt", "bee", "a"), now);
+        s.apply(&prompt("bee", "a"), now);
         assert_eq!(s.row("bee").unwrap().state(), "busy");
-        s.apply(&note("reply", "bee", "r").with("to", "a"), now);
+        s.apply(&reply("bee", "r", "a"), now);
         let bee = s.row("bee").unwrap();
         assert_eq!((bee.state(), bee.queue(), bee.replies), ("ready", 0, 1));
     }
@@ -676,22 +782,23 @@ mod tests {
     fn a_failed_restart_and_a_refusal_show_failed() {
         let now = Instant::now();
         let mut s = running(now);
-        s.apply(&note("prompt", "bee", "a"), now);
-        s.apply(&note("crashed", "bee", "a"), now);
-        s.apply(
-            &note("error", "bee", "a").with("reason", "circuit open: ..."),
-            now,
-        );
+        s.apply(&prompt("bee", "a"), now);
+        s.apply(&crashed("bee", "a"), now);
+        s.apply(&error("bee", "a", true), now);
         let bee = s.row("bee").unwrap();
         assert_eq!((bee.state(), bee.errors, bee.queue()), ("failed", 1, 0));
+        let refused = Event::PersonaRefused {
+            persona: st("wasp"),
+            reason: st("x"),
+            data: None,
+            stderr: vec![],
+        };
+        s.apply(&Note::new(refused, "persona wasp refused: x"), now);
+        assert_eq!(s.row("wasp").unwrap().state(), "failed");
         s.apply(
-            &Note::new("persona_refused", "persona wasp refused: x")
-                .with("persona", "wasp")
-                .with("reason", "x"),
+            &Note::new(Event::Stopped { replies: 0 }, "stopped replies=0"),
             now,
         );
-        assert_eq!(s.row("wasp").unwrap().state(), "failed");
-        s.apply(&Note::new("stopped", "stopped replies=0"), now);
         assert_eq!(s.row("sage").unwrap().state(), "stopped");
         assert_eq!(s.row("wasp").unwrap().state(), "failed");
         assert_eq!(s.phase(), Phase::Stopped);
@@ -701,16 +808,18 @@ mod tests {
     fn hook_runs_and_drops_are_counted() {
         let now = Instant::now();
         let mut s = running(now);
-        s.apply(&note("woken", "bee", "a"), now);
-        s.apply(&note("woken", "bee", "b"), now);
-        s.apply(&note("hook_ran", "bee", "a").with("kept", false), now);
-        s.apply(
-            &Note::new("dropped", "dropped bee a: on_message: no")
-                .with("persona", "bee")
-                .with("id", "a"),
-            now,
-        );
-        s.apply(&note("hook_ran", "bee", "b").with("kept", true), now);
+        s.apply(&woken("bee", "a"), now);
+        s.apply(&woken("bee", "b"), now);
+        s.apply(&hook_ran("bee", "a", false), now);
+        let dropped = Event::Dropped {
+            persona: st("bee"),
+            channel: st("general"),
+            id: st("a"),
+            hook: st("on_message"),
+            reason: st("no"),
+        };
+        s.apply(&Note::new(dropped, "dropped bee a: on_message: no"), now);
+        s.apply(&hook_ran("bee", "b", true), now);
         let bee = s.row("bee").unwrap();
         assert_eq!((bee.hook_runs, bee.hook_drops, bee.queue()), (2, 1, 1));
         assert_eq!(s.log.back().unwrap(), "dropped bee a: on_message: no");
@@ -720,14 +829,11 @@ mod tests {
     fn a_message_over_a_flood_limit_leaves_the_queue_only_when_dropped() {
         let now = Instant::now();
         let mut s = running(now);
-        s.apply(&note("woken", "bee", "a"), now);
-        s.apply(&note("woken", "bee", "b"), now);
-        s.apply(
-            &note("limited", "bee", "a").with("action", "coalesced"),
-            now,
-        );
+        s.apply(&woken("bee", "a"), now);
+        s.apply(&woken("bee", "b"), now);
+        s.apply(&limited("a", "coalesced", "author", None), now);
         assert_eq!(s.row("bee").unwrap().queue(), 2);
-        s.apply(&note("limited", "bee", "b").with("action", "dropped"), now);
+        s.apply(&limited("b", "dropped", "author", None), now);
         assert_eq!(s.row("bee").unwrap().queue(), 1);
     }
 
@@ -737,33 +843,24 @@ mod tests {
         let mut s = running(now);
         assert_eq!(s.row("bee").unwrap().limit(), "-");
         let budget = |limit: &str, used: u64, allowed: u64| {
-            Note::only_json("budget")
-                .with("persona", "bee")
-                .with("limit", limit)
-                .with("used", used)
-                .with("allowed", allowed)
+            q(Event::Budget {
+                persona: st("bee"),
+                channel: st("general"),
+                limit: st(limit),
+                used,
+                allowed,
+            })
         };
         s.apply(&budget("turns_per_hour", 3, 20), now);
         assert_eq!(s.row("bee").unwrap().limit(), "3/20h");
         s.apply(&budget("tokens_per_day", 420_000, 500_000), now);
         assert_eq!(s.row("bee").unwrap().limit(), "420k/500ktok");
         // Tripped: the `limited` note carries what was used of what is allowed.
-        s.apply(
-            &note("limited", "bee", "c")
-                .with("action", "dropped")
-                .with("limit", "turns_per_day")
-                .with("used", 200)
-                .with("allowed", 200),
-            now,
-        );
+        let tripped = limited("c", "dropped", "turns_per_day", Some((200, 200)));
+        s.apply(&tripped, now);
         assert_eq!(s.row("bee").unwrap().limit(), "200/200d");
         // A flood limit's note names no spending limit: the column keeps what it had.
-        s.apply(
-            &note("limited", "bee", "d")
-                .with("action", "dropped")
-                .with("limit", "author"),
-            now,
-        );
+        s.apply(&limited("d", "dropped", "author", None), now);
         assert_eq!(s.row("bee").unwrap().limit(), "200/200d");
         let table = render(&s, now, 200, 40, 0).join("\n");
         assert!(
@@ -776,15 +873,11 @@ mod tests {
     fn render_shows_the_rows_and_the_log() {
         let start = Instant::now();
         let mut s = running(start);
-        s.apply(&note("woken", "bee", "a"), start);
-        s.apply(&note("prompt", "bee", "a"), start);
-        s.apply(
-            &Note::new("reply", "reply bee r to a")
-                .with("persona", "bee")
-                .with("id", "r")
-                .with("to", "a"),
-            start,
-        );
+        s.apply(&woken("bee", "a"), start);
+        s.apply(&prompt("bee", "a"), start);
+        let mut answered = reply("bee", "r", "a");
+        answered.text = Some("reply bee r to a".into());
+        s.apply(&answered, start);
         let lines = render(&s, start + Duration::from_secs(75), 200, 40, 5);
         let text = lines.join("\n");
         assert!(lines[0].contains("relay ws://127.0.0.1:4869"), "{text}");
@@ -837,7 +930,7 @@ mod tests {
         let now = Instant::now();
         let mut s = running(now);
         let evil = "b\u{1b}[2J\u{1b}]0;title\u{7}ee\r\n\u{9b}x\u{7}";
-        s.apply(&note("woken", evil, "a"), now);
+        s.apply(&woken(evil, "a"), now);
         s.log_line("\u{1b}[31mred\u{1b}[0m warning\tafter a tab");
         let lines = render(&s, now, 120, 40, 5);
         for l in &lines {

@@ -180,11 +180,14 @@ fn failed(id: &str, version: &str, running: bool, why: &str) -> Note {
     };
     tracing::warn!(pack = %id, "reload of version {version} failed: {why}");
     Note::new(
-        "reload_failed",
+        crate::dispatch::event::Event::ReloadFailed {
+            pack: id.to_string(),
+            version: version.to_string(),
+            refused: None,
+            kept: None,
+            running: Some(running),
+            reason: why.to_string(),
+        },
         format!("reload_failed {id} {version}: {why}; {keeps}"),
     )
-    .with("pack", id)
-    .with("version", version)
-    .with("running", running)
-    .with("reason", why)
 }
