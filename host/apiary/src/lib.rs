@@ -5,7 +5,8 @@
 //!
 //! The layers are crates of their own, re-exported under their old names: `apiary-core` (the pack
 //! model: [`pack`], [`resolve`], [`diag`], [`migrate`]), `apiary-sandbox` ([`sandbox`]) and
-//! `apiary-relay` ([`relay`]).
+//! `apiary-relay` ([`relay`]). [`status`] folds the harness's events into the per-persona view that
+//! the terminal and `/metrics` both show.
 
 pub mod acp;
 pub mod builtin;
@@ -15,6 +16,7 @@ pub mod dispatch;
 pub mod dist;
 pub mod ops;
 pub mod paths;
+pub mod status;
 
 pub use apiary_core::{
     ENGINE_VERSION, diag, engine_version, migrate, pack, resolve, runtime, safe_fs,

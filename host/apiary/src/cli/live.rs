@@ -25,7 +25,6 @@ use crate::resolve::{self, Overrides};
 
 mod names;
 mod packs;
-pub(crate) mod status;
 mod view;
 mod watch;
 

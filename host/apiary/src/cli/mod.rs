@@ -16,7 +16,6 @@ mod components;
 mod convert;
 mod dist;
 mod live;
-pub(crate) use live::status;
 mod output;
 mod pack;
 mod precompile;
@@ -138,6 +137,12 @@ fn quiet_on_closed_pipe() {
 
 /// The `apiary` binary: parses the command line (help, version and usage errors included), sets up
 /// logging and runs the command.
+/// The whole command line, as clap defines it (the command reference in docs/ is generated from
+/// it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 pub fn main() -> ExitCode {
     let cli = match parse() {
         Ok(cli) => cli,

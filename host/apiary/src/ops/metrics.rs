@@ -17,9 +17,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::cli::status::Status;
 use crate::dispatch::Note;
 use crate::dispatch::event::Event;
+use crate::status::Status;
 
 /// Prompts in flight remembered for the latency histogram; past this the oldest are forgotten.
 const IN_FLIGHT_MAX: usize = 10_000;

@@ -114,7 +114,7 @@ impl Notes {
 }
 
 fn is(n: &Note, event: &str, key: &str, value: &str) -> bool {
-    n.event == event && n.get(key).and_then(|v| v.as_str()) == Some(value)
+    n.event.kind() == event && field(n, key).as_deref() == Some(value)
 }
 
 #[test]
@@ -189,10 +189,10 @@ fn a_panic_in_one_personas_path_is_reported_and_the_rest_runs_on() {
         ("brittle", "brittle on_start"),
     ] {
         let refused = notes.wait("refusal", |n| is(n, "persona_refused", "persona", name));
-        let reason = refused.get("reason").and_then(|v| v.as_str()).unwrap();
+        let reason = field(&refused, "reason").unwrap();
         assert!(reason.contains(panic), "{reason}");
     }
-    notes.wait("ready", |n| n.event == "ready");
+    notes.wait("ready", |n| n.event.kind() == "ready");
 
     let author = Keys::generate();
     let client = rt
@@ -213,16 +213,14 @@ fn a_panic_in_one_personas_path_is_reported_and_the_rest_runs_on() {
     let two = post("@bee two");
     let error = notes.wait("error for two", |n| {
         is(n, "error", "persona", "bee")
-            && n.get("reason")
-                .and_then(|v| v.as_str())
-                .is_some_and(|r| r.contains("second on_message deadline"))
+            && field(n, "reason").is_some_and(|r| r.contains("second on_message deadline"))
     });
     assert!(error.text.unwrap().starts_with("error bee"));
     notes.wait("restart", |n| is(n, "restarted", "persona", "bee"));
     // A panic in the hook itself (blocking side) drops that message, saying why.
     let three = post("@bee boom");
     let dropped = notes.wait("drop of three", |n| is(n, "dropped", "id", &three));
-    let reason = dropped.get("reason").and_then(|v| v.as_str()).unwrap();
+    let reason = field(&dropped, "reason").unwrap();
     assert!(reason.contains("on_message boom"), "{reason}");
     // And bee still answers.
     let four = post("@bee four");
@@ -253,4 +251,10 @@ fn agent_bin() -> std::path::PathBuf {
         bin.display()
     );
     bin
+}
+
+/// A string key of the note's event, as its JSON line has it.
+fn field(n: &Note, key: &str) -> Option<String> {
+    let line = serde_json::to_value(&n.event).ok()?;
+    line.get(key)?.as_str().map(str::to_string)
 }

@@ -9,6 +9,7 @@ mod convert_agent_plugins;
 mod convert_claude;
 mod convert_duduclaw;
 mod dispatch_panics;
+mod docs_reference;
 mod sandbox_caps;
 mod sandbox_hostile;
 mod sandbox_warm;

@@ -11,8 +11,8 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::status::{Status, render};
 use crate::dispatch::{self, Note};
+use crate::status::{Status, render};
 
 /// Redraws at most this often (4 a second); ages and uptime tick once a second.
 const FRAME: Duration = Duration::from_millis(250);
