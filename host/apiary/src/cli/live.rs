@@ -35,6 +35,16 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:4869";
 /// what a per-minute window can overflow on.
 const TURNS_MAX: u64 = 1_000_000;
 
+/// After `up -h`: the first examples and where the rest is.
+const UP_SHORT_HELP: &str = "\
+Examples:
+  apiary up                       # installed packs (none: the bundled example, in #general)
+  apiary up ./my-pack --agent claude-code
+  apiary post --channel general '@bee hello'   # from a second terminal
+
+`apiary up --help` shows every option (limits, shards, confinement, trust), the output and the
+environment; the docs: docs/operators.md.";
+
 const UP_EXAMPLES: &str = "\
 Examples:
   apiary up                                   # every installed pack (none: the bundled Hello Hive pack),
@@ -55,61 +65,8 @@ not a terminal (a pipe, a file, a service log), one line per thing that happened
   event <id> #general from <author>: woke bee (mention)
   reply bee <reply-id> to <id>
 
-With --json, one JSON object per line instead; `event` names the kind, the other keys are stable:
-  relay           url
-  ops             url                    the operations endpoints listen (--ops-addr)
-  relay_storage   percent events bytes   the embedded relay's storage passed 80% full (the oldest
-                  events of keys outside the key store are evicted from there on)
-  channel_authority relay (hex or null) configured[]   whose kind 39000 metadata names channels
-  persona_ready   persona pack identity pubkey channels[] system_prompt (\"session\" | \"prefix\")
-  persona_refused persona reason [data stderr[]]   data: the agent's JSON-RPC error data;
-                  stderr: the last lines the agent wrote to its stderr (made printable)
-  name_shared     persona pack reason                    another pack runs a persona of this name
-                  in a shared channel: `@name` wakes both, `@pack-id/name` (or a `p` tag) one
-  untrusted       persona pack kind (\"hook\" | \"mcp_server\") name command reason help
-                  a script hook not run, or a stdio MCP server not handed to the agent: the
-                  operator's trust store does not trust it (see `apiary trust`)
-  compiling       pack hook bytes deadline_secs   a hook component not in the compile cache yet is
-                  compiled before its persona starts, with more time than a cached load (its
-                  deadline_secs); `apiary trust <pack> --hooks` or `apiary install` compile ahead
-  ready           personas channels
-  message         id channel channel_id author thread (root id or null)   a message received
-  woken           persona channel id reason (mention, keyword, all_messages...)
-  skipped         persona channel id reason                               not woken, and why
-  batch           persona channel id with[]              earlier messages answered in one turn
-  prompt          persona channel id session attempt batch                session/prompt sent
-  hook_ran        persona channel id hook kept           an on_message hook ran (kept: true|false)
-  dropped         persona channel id hook reason         the on_message hook dropped the message
-  crashed         persona channel id attempt             the agent died mid-turn; retried
-  limited         persona channel id author limit action [turns per_secs] [allowed used]
-                  a message over a flood limit (limit: author | channel | queue | stopping):
-                  action \"coalesced\" waits and is answered with the author's next turn,
-                  \"dropped\" is not answered; over a persona's spending limit (limit:
-                  turns_per_hour | turns_per_day | tokens_per_day) it is dropped
-  budget          persona channel limit used allowed   after a turn is taken (and after its
-                  tokens are counted): the persona's spending limit closest to tripping
-  permission      persona session tool kind title allowed decided_by reason
-                  the agent asked to use a tool: decided_by \"tool-policy\" (the persona's
-                  x-tool-policy refused it, `reason` says why) or \"permission\" (--permission)
-  tool_call       persona session call tool kind title status   a tool call started or changed
-  plan            persona session entries completed             the agent's plan
-  usage           persona session used size cost                context usage the agent reports
-  restarted       persona restart window_secs
-  turn            persona channel id published reason [bytes]       a turn without a reply
-  reply           persona channel id to thread           reply `id` published, answering `to`
-  answered_elsewhere persona channel id reply stage      (--shard) the relay already holds `reply`
-                  by this persona to `id`: not answered again (stage: turn | publish)
-  persona_elsewhere persona pack shard                   (--shard) a persona another replica owns
-  error           persona channel id reason [data stderr[]]
-                  a failed turn, trigger or hook, or an internal error (data, stderr: as above)
-  reloaded        pack action from to personas[] stopped[]   (running the installed packs) a
-                  pack installed, upgraded or uninstalled while `up` runs (action), applied
-  reload_failed   pack version reason [running] [refused[] kept[]]   a new version that does not
-                  load (running: true when what ran stays), or personas of it refused (kept: back
-                  on the old version)
-  persona_stopped persona pack                           its pack was upgraded or uninstalled
-  stopping
-  stopped         replies
+With --json, one JSON object per line instead; `event` names the kind. Every event and its keys:
+docs/reference/events.md (generated from the code).
 
 Identity: persona keys (<data dir>/keys/<namespace>/) and workspaces
 (<workspace root>/<namespace>/<persona>/) belong to the installed pack or to the directory that owns a
@@ -166,7 +123,7 @@ Environment:
                              most 1 MiB: a FIFO or device is refused)";
 
 #[derive(Debug, Args)]
-#[command(after_help = UP_EXAMPLES)]
+#[command(after_help = UP_SHORT_HELP, after_long_help = UP_EXAMPLES)]
 pub struct UpArgs {
     /// Pack directories or ids of installed packs to run (default: every pack installed in the
     /// install root; the bundled example pack when none is).
@@ -183,14 +140,19 @@ pub struct UpArgs {
     /// The embedded relay requires NIP-42 authentication to read or publish (every persona
     /// authenticates with its own key; `post` and `tail` with the operator key). Only keys of the
     /// operator's key store and --relay-allow-key keys may authenticate.
-    #[arg(long, conflicts_with = "relay")]
+    #[arg(hide_short_help = true, long, conflicts_with = "relay")]
     pub relay_auth: bool,
     /// With --relay-auth, also let this key (hex or npub) authenticate; repeatable.
-    #[arg(long, value_name = "PUBKEY", requires = "relay_auth")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "PUBKEY",
+        requires = "relay_auth"
+    )]
     pub relay_allow_key: Vec<String>,
     /// Also accept kind 39000 channel metadata signed by this key (hex or npub); repeatable. By
     /// default only the relay's own key (NIP-11 `pubkey`) names channels.
-    #[arg(long, value_name = "PUBKEY")]
+    #[arg(hide_short_help = true, long, value_name = "PUBKEY")]
     pub channel_authority: Vec<String>,
     #[command(flatten)]
     pub limits: RelayLimitArgs,
@@ -202,26 +164,26 @@ pub struct UpArgs {
     /// How much nicer than apiary agents run, 0-19 (Unix). Below apiary's priority, on a busy
     /// machine, routing a message and writing its prompt come before the agents' own work; an idle
     /// machine still gives agents all the CPU they ask for. 0: apiary's priority.
-    #[arg(long, value_name = "N", default_value_t = crate::acp::DEFAULT_AGENT_NICE,
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = crate::acp::DEFAULT_AGENT_NICE,
           value_parser = clap::value_parser!(u8).range(0..=19))]
     pub agent_nice: u8,
     /// Start agents even where this machine cannot confine them (no Landlock, no user or network
     /// namespaces): each layer that works is still applied, and the status view, the `ready`
     /// lines and `--json` say which are missing. Without it `up` refuses to start agents there
     /// (the bundled `apiary-agent` excepted, with a notice).
-    #[arg(long)]
+    #[arg(hide_short_help = true, long)]
     pub unconfined_agents: bool,
     /// Run agents as this user (apiary running as root): its workspace, home and temporary
     /// directory become that user's. For runtimes that refuse root (Claude Code); the agent keeps
     /// no capability either way.
-    #[arg(long, value_name = "USER")]
+    #[arg(hide_short_help = true, long, value_name = "USER")]
     pub agent_user: Option<String>,
     /// Do not publish agents' replies (for agents that publish themselves).
-    #[arg(long)]
+    #[arg(hide_short_help = true, long)]
     pub no_publish: bool,
     /// How agents' permission requests are answered, for tools the persona's `x-tool-policy`
     /// admits (a tool it refuses is rejected whatever this says).
-    #[arg(long, value_enum, default_value_t = PermissionPolicy::Deny)]
+    #[arg(hide_short_help = true, long, value_enum, default_value_t = PermissionPolicy::Deny)]
     pub permission: PermissionPolicy,
     /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/; default:
     /// <data dir>/workspaces, as for `apiary hook run`). This deliberately differs from the spec's
@@ -230,45 +192,45 @@ pub struct UpArgs {
     /// persona, naming the path. Links found in a workspace (in place of it, `.agents` or
     /// `.agents/skills`) are never followed: that persona is refused with a message naming the
     /// link.
-    #[arg(long, alias = "workspace", value_name = "DIR", env = paths::WORKSPACE_ROOT_ENV)]
+    #[arg(hide_short_help = true, long, alias = "workspace", value_name = "DIR", env = paths::WORKSPACE_ROOT_ENV)]
     pub workspace_root: Option<PathBuf>,
     /// Operator overrides file (precedence level 2). Default: $APIARY_OVERRIDES, else
     /// ~/.config/apiary/overrides.toml when it exists.
-    #[arg(long, value_name = "FILE")]
+    #[arg(hide_short_help = true, long, value_name = "FILE")]
     pub overrides: Option<PathBuf>,
     /// Cancel a turn when the agent is silent this long (seconds).
-    #[arg(long, value_name = "SECS", default_value_t = 300,
+    #[arg(hide_short_help = true, long, value_name = "SECS", default_value_t = 300,
           value_parser = bounded::secs::<u64>(1, 7 * bounded::DAY))]
     pub idle_timeout: u64,
     /// Cancel a turn that runs longer than this (seconds).
-    #[arg(long, value_name = "SECS", default_value_t = 1800,
+    #[arg(hide_short_help = true, long, value_name = "SECS", default_value_t = 1800,
           value_parser = bounded::secs::<u64>(1, 7 * bounded::DAY))]
     pub turn_timeout: u64,
     /// Decide wakes with the native matcher instead of the sandboxed `trigger-default` component.
-    #[arg(long)]
+    #[arg(hide_short_help = true, long)]
     pub native_triggers: bool,
     /// Turns a minute each persona gives one author, over all its channels (0: no limit).
-    #[arg(long, value_name = "N", default_value_t = dispatch::flood::DEFAULT_AUTHOR_TURNS,
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = dispatch::flood::DEFAULT_AUTHOR_TURNS,
           value_parser = bounded::count::<u32>(0, TURNS_MAX))]
     pub author_turns: u32,
     /// Turns a minute each persona takes in one channel (0: no limit).
-    #[arg(long, value_name = "N", default_value_t = dispatch::flood::DEFAULT_CHANNEL_TURNS,
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = dispatch::flood::DEFAULT_CHANNEL_TURNS,
           value_parser = bounded::count::<u32>(0, TURNS_MAX))]
     pub channel_turns: u32,
     /// On SIGINT/SIGTERM, wait this long for queued messages (seconds).
-    #[arg(long, value_name = "SECS", default_value_t = 30,
+    #[arg(hide_short_help = true, long, value_name = "SECS", default_value_t = 30,
           value_parser = bounded::secs::<u64>(0, bounded::DAY))]
     pub drain_timeout: u64,
     /// Install root (default: $BUZZ_PACKS_DIR, else ~/.buzz/packs): its packs own their ids (a
     /// directory declaring the id of a pack installed there is refused, unless
     /// --allow-id-conflict), and its trust store decides which script hooks and stdio MCP servers
     /// run.
-    #[arg(long, env = paths::INSTALL_ROOT_ENV, value_name = "DIR")]
+    #[arg(hide_short_help = true, long, env = paths::INSTALL_ROOT_ENV, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Run a directory whose pack id belongs to another pack (installed, or first run from another
     /// directory) under an identity of its own: new persona keys and workspaces, bound to the
     /// directory (`<pack-id>@<digest>`). Without it such a directory is refused.
-    #[arg(long)]
+    #[arg(hide_short_help = true, long)]
     pub allow_id_conflict: bool,
     /// Trust every script (non-.wasm) hook and every stdio MCP server of these packs without
     /// asking the trust store: they run on the host, unsandboxed (for a pack you are writing).
@@ -276,9 +238,9 @@ pub struct UpArgs {
     /// packs, versions and file digests present at start: a pack a reload brings in, a new
     /// version or a changed hook file asks the trust store (an `untrusted` event says so). MCP
     /// `${VAR}`s still need the pack's `allow_env`.
-    #[arg(long)]
+    #[arg(hide_short_help = true, long)]
     pub trust_hooks: bool,
-    /// Print one JSON object per line (keys listed below) instead of plain lines.
+    /// Print one JSON object per line (the events: docs/reference/events.md) instead of plain lines.
     #[arg(long)]
     pub json: bool,
     /// Print plain lines even on a terminal, instead of the live status view.
@@ -291,17 +253,28 @@ pub struct UpArgs {
     /// keys (--keys-dir). Before a turn and before publishing, a replica asks the relay whether
     /// the persona already answered (`answered_elsewhere`); its subscription cursor is kept in
     /// <data dir>/cursor/shard-I, so a restarted replica answers what arrived while it was down.
-    #[arg(long, value_name = "I/N", env = "APIARY_SHARD", requires = "relay")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "I/N",
+        env = "APIARY_SHARD",
+        requires = "relay"
+    )]
     pub shard: Option<String>,
     /// With --shard, how far back (seconds) a replica without a kept cursor reads the channels
     /// (what it answered already is skipped).
-    #[arg(long, value_name = "SECS", default_value_t = 300,
+    #[arg(hide_short_help = true, long, value_name = "SECS", default_value_t = 300,
           value_parser = bounded::secs::<u64>(0, 30 * bounded::DAY))]
     pub replay: u64,
     /// Read persona keys from DIR (<pack-id>/<persona>.key, e.g. a mounted Kubernetes Secret)
     /// and never generate one there: a missing key refuses its persona. Replicas share keys this
     /// way; a generated key would differ on each.
-    #[arg(long, value_name = "DIR", env = "APIARY_KEYS_DIR")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DIR",
+        env = "APIARY_KEYS_DIR"
+    )]
     pub keys_dir: Option<PathBuf>,
     /// Serve the operations endpoints on ADDR (off by default): /healthz, /readyz (relay
     /// connected, personas started), /metrics (Prometheus) and each persona's A2A agent card at
@@ -310,7 +283,7 @@ pub struct UpArgs {
     pub ops_addr: Option<SocketAddr>,
     /// The URL clients reach the operations endpoints at (e.g. https://bees.example.com behind
     /// an ingress): the base of each agent card's `url`. Default: http://<--ops-addr>.
-    #[arg(long, value_name = "URL", env = "APIARY_PUBLIC_URL", value_parser = public_url, requires = "ops_addr")]
+    #[arg(hide_short_help = true, long, value_name = "URL", env = "APIARY_PUBLIC_URL", value_parser = public_url, requires = "ops_addr")]
     pub public_url: Option<String>,
 }
 
@@ -408,21 +381,21 @@ pub struct RelayArgs {
 pub struct RelayLimitArgs {
     /// Embedded relay: largest client message (EVENT, REQ, ...) accepted, in bytes, at least 1024
     /// [default: 65536].
-    #[arg(long, value_name = "BYTES", value_parser = bounded::bytes::<usize>(1024, 64 << 20))]
+    #[arg(hide_short_help = true, long, value_name = "BYTES", value_parser = bounded::bytes::<usize>(1024, 64 << 20))]
     pub max_event_bytes: Option<usize>,
     /// Embedded relay: events stored; past it the oldest of keys outside the key store are evicted
     /// [default: 50000].
-    #[arg(long, value_name = "N", value_parser = bounded::count::<u64>(1, 1_000_000_000))]
+    #[arg(hide_short_help = true, long, value_name = "N", value_parser = bounded::count::<u64>(1, 1_000_000_000))]
     pub max_stored_events: Option<u64>,
     /// Embedded relay: bytes of events stored; past it the oldest of keys outside the key store are
     /// evicted [default: 67108864].
-    #[arg(long, value_name = "BYTES", value_parser = bounded::bytes::<u64>(1, 1 << 40))]
+    #[arg(hide_short_help = true, long, value_name = "BYTES", value_parser = bounded::bytes::<u64>(1, 1 << 40))]
     pub max_stored_bytes: Option<u64>,
     /// Embedded relay: events a minute one key may publish [default: 120].
-    #[arg(long, value_name = "N", value_parser = bounded::count::<u32>(1, TURNS_MAX))]
+    #[arg(hide_short_help = true, long, value_name = "N", value_parser = bounded::count::<u32>(1, TURNS_MAX))]
     pub key_rate: Option<u32>,
     /// Embedded relay: events a minute one connection may publish [default: 600].
-    #[arg(long, value_name = "N", value_parser = bounded::count::<u32>(1, TURNS_MAX))]
+    #[arg(hide_short_help = true, long, value_name = "N", value_parser = bounded::count::<u32>(1, TURNS_MAX))]
     pub connection_rate: Option<u32>,
 }
 
