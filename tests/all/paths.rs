@@ -132,3 +132,23 @@ fn up_and_hook_run_document_one_flag_and_variable() {
         );
     }
 }
+
+#[test]
+fn a_listen_port_in_use_says_what_to_do_and_a_free_port_still_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let mut cmd = apiary(home.path());
+    cmd.args(["up", "--ephemeral", "--plain", "--listen", &addr]);
+    let r = Run::of(cmd);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("Address already in use"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--listen 127.0.0.1:0") && r.stderr.contains("--relay ws://"),
+        "the error says what to do next: {}",
+        r.stderr
+    );
+    // The way out it names works: any free port, the bundled example ready on it.
+    let up = Up::start(home.path(), &[], &["--ephemeral"], &[]);
+    assert!(up.url.starts_with("ws://127.0.0.1:"), "{}", up.url);
+}

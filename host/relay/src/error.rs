@@ -48,7 +48,10 @@ pub enum RelayError {
     /// The owner record another process created was gone when read.
     #[error("{} vanished", path.display())]
     OwnerVanished { path: PathBuf },
-    #[error("cannot start the embedded relay on {addr}: {error}")]
+    #[error(
+        "cannot start the embedded relay on {addr}: {error}{}",
+        bind_hint(error)
+    )]
     Bind {
         addr: SocketAddr,
         error: std::io::Error,
@@ -156,5 +159,20 @@ mod tests {
             "{e}"
         );
         assert_eq!(e.kind(), "journal");
+    }
+}
+
+/// What to do about a listen address that cannot be bound.
+fn bind_hint(error: &std::io::Error) -> &'static str {
+    match error.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "; something already listens there (another `apiary up` or `apiary relay`?): stop it, \
+             use it with `--relay ws://<addr>`, or listen elsewhere with `--listen` \
+             (`--listen 127.0.0.1:0` takes any free port)"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "; ports below 1024 need privileges: choose a higher port with `--listen`"
+        }
+        _ => "",
     }
 }
