@@ -406,11 +406,14 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
             Arc::clone(&errors),
         );
         Arc::new(move |note: dispatch::Note| match note.event {
-            "ready" => ready.store(true, Ordering::SeqCst),
-            "reply" => {
+            dispatch::event::Event::Ready { .. } => ready.store(true, Ordering::SeqCst),
+            dispatch::event::Event::Reply { .. } => {
                 replies.fetch_add(1, Ordering::Relaxed);
             }
-            "error" | "persona_refused" if errors.fetch_add(1, Ordering::Relaxed) < 5 => {
+            dispatch::event::Event::Error { .. }
+            | dispatch::event::Event::PersonaRefused { .. }
+                if errors.fetch_add(1, Ordering::Relaxed) < 5 =>
+            {
                 eprintln!("harness: {}", note.text.unwrap_or_default());
             }
             _ => {}

@@ -132,6 +132,21 @@ pub enum JournalProblem {
     },
 }
 
+/// What to do about a listen address that cannot be bound.
+fn bind_hint(error: &std::io::Error) -> &'static str {
+    match error.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "; something already listens there (another `apiary up` or `apiary relay`?): stop it, \
+             use it with `--relay ws://<addr>`, or listen elsewhere with `--listen` \
+             (`--listen 127.0.0.1:0` takes any free port)"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "; ports below 1024 need privileges: choose a higher port with `--listen`"
+        }
+        _ => "",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,20 +174,5 @@ mod tests {
             "{e}"
         );
         assert_eq!(e.kind(), "journal");
-    }
-}
-
-/// What to do about a listen address that cannot be bound.
-fn bind_hint(error: &std::io::Error) -> &'static str {
-    match error.kind() {
-        std::io::ErrorKind::AddrInUse => {
-            "; something already listens there (another `apiary up` or `apiary relay`?): stop it, \
-             use it with `--relay ws://<addr>`, or listen elsewhere with `--listen` \
-             (`--listen 127.0.0.1:0` takes any free port)"
-        }
-        std::io::ErrorKind::PermissionDenied => {
-            "; ports below 1024 need privileges: choose a higher port with `--listen`"
-        }
-        _ => "",
     }
 }

@@ -27,7 +27,7 @@ const ENTER: &str = "\x1b[?1049h\x1b[?25l\x1b[?7l\x1b[H\x1b[2J";
 const LEAVE: &str = "\x1b[?7h\x1b[?25h\x1b[?1049l";
 
 enum Feed {
-    Note(Note),
+    Note(Box<Note>),
     Log(String),
     End,
 }
@@ -57,7 +57,7 @@ pub fn start(personas: Vec<(String, String)>) -> (View, dispatch::Out) {
     let stderr = capture::Stderr::start(tx.clone());
     let sender = tx.clone();
     let out: dispatch::Out = std::sync::Arc::new(move |note: Note| {
-        let _ = sender.send(Feed::Note(note));
+        let _ = sender.send(Feed::Note(Box::new(note)));
     });
     let view = View {
         tx,
