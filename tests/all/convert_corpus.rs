@@ -343,7 +343,8 @@ fn every_corpus_item_converts_or_is_refused_with_a_reason() {
 }
 
 /// Per input format, for conversions into a pack: converted clean, converted with losses,
-/// refused, and how many came back byte for byte when converted back (the README's table).
+/// refused, and how many came back byte for byte when converted back (the table in
+/// docs/pack-authors.md).
 fn print_by_format(outcomes: &[Outcome]) {
     let mut formats: Vec<&str> = outcomes
         .iter()

@@ -1,7 +1,7 @@
-//! `apiary install <expert pack>` (seed 004 §4) through the binary: DuDuClaw expert packs from a
-//! directory, a `.zip` and an http URL, converted by the built-in sandboxed converter and installed
-//! as persona packs. Fixtures are the corpus starter packs and hand-written team packs, built in
-//! temp dirs.
+//! `apiary install <expert pack>` (the DuDuClaw Expert Pack Format v1.0, §4 Install semantics)
+//! through the binary: DuDuClaw expert packs from a directory, a `.zip` and an http URL, converted
+//! by the built-in sandboxed converter and installed as persona packs. Fixtures are the corpus
+//! starter packs and hand-written team packs, built in temp dirs.
 
 use std::path::{Path, PathBuf};
 
@@ -689,7 +689,7 @@ fn zip_fence_and_url_sources() {
     assert!(!env.path("escape.txt").exists() && !env.root().exists());
     entries.pop();
 
-    // Over 50 MiB unpacked (seed 004 §2), as two honest stored files.
+    // Over 50 MiB unpacked (Expert Pack Format v1.0, §2 Layout), as two honest stored files.
     let half = vec![b'a'; (25 << 20) + (1 << 18)];
     entries.push(RawEntry::file("wiki/big1.md", &half));
     entries.push(RawEntry::file("wiki/big2.md", &half));

@@ -165,9 +165,10 @@ fn a_workspace_that_cannot_be_created_refuses_its_persona_naming_the_path() {
 
 #[test]
 fn two_packs_with_one_persona_name_on_one_channel_both_run_and_pack_id_mentions_tell_them_apart() {
-    // The README's multi-pack policy: two packs' personas of one name in a shared channel both
-    // run (the operator is told, naming both packs); `@bee` wakes both, `@pack-id/bee` and a `p`
-    // tag of one's key exactly that one. Overlapping keywords wake each.
+    // The multi-pack policy (docs/operators.md, "Several packs at once"): two packs' personas of
+    // one name in a shared channel both run (the operator is told, naming both packs); `@bee`
+    // wakes both, `@pack-id/bee` and a `p` tag of one's key exactly that one. Overlapping
+    // keywords wake each.
     let home = tempfile::tempdir().unwrap();
     let bee = |channel: &str| {
         persona(

@@ -1,7 +1,9 @@
-//! The seeds' contracts enforced through the binary (issue 19 item 5), on packs written here in
-//! the seeds' shapes: DuDuClaw expert packs (seed 004: required keys, `[expert.requires]`,
-//! recommended prompts, wiki pages, the `trigger` hint, the format marker) and agent-compose
-//! person packages (seed 001).
+//! The contracts of the external formats enforced through the binary (issue 19 item 5), on packs
+//! written here in those formats' shapes: DuDuClaw expert packs (the DuDuClaw Expert Pack Format
+//! v1.0: §3 expert.toml for the required keys, `[expert.requires]`, the recommended prompts and
+//! the `trigger` hint, §2 Layout for the wiki pages, §6 Versioning & stability for the format
+//! marker) and agent-compose person packages (agent-compose's person contract, "Roster package
+//! contract").
 
 use std::path::Path;
 
@@ -356,7 +358,7 @@ fn the_trigger_hint_wakes_the_persona() {
     );
 }
 
-// ---- seed 001: agent-compose person packages ----
+// ---- agent-compose person packages (the person contract, "Roster package contract") ----
 
 /// Three paragraphs of role briefing, well under the word limit.
 const ROLE_BODY: &str = "# Desk\n\nThe desk answers visitors and routes them to the right room.\n\nIt keeps to what visitors ask and says when it does not know.\n\nIt hands anything medical to a person.\n";
@@ -365,9 +367,10 @@ fn skill_md(name: &str, body: &str) -> String {
     format!("---\nname: {name}\ndescription: The {name} skill.\n---\n\n{body}")
 }
 
-/// A person package in seed 001's external layout at `<home>/<dir>`: one role with a two-member
-/// meld, its role skill at `roles/desk/SKILL.md` named `role-desk`, both personality
-/// definitions and the invariant. `role` replaces the role node when given.
+/// A person package in the external layout of agent-compose's person contract ("Roster package
+/// contract") at `<home>/<dir>`: one role with a two-member meld, its role skill at
+/// `roles/desk/SKILL.md` named `role-desk`, both personality definitions and the invariant. `role`
+/// replaces the role node when given.
 fn person_package(env: &Operator, dir: &str, role: Option<&str>) -> String {
     let root = env.path(dir);
     let default_role = "role \"desk\" {\n    purpose \"Answer visitors at the front desk.\"\n    model-tier \"frontier\" \"commodity\"\n    skill \"role-desk\"\n    personality \"calm\" \"bright\"\n    identity name=\"Desk\" pronouns=\"they\"\n    agent \"claude\" tier=\"frontier\"\n}\n";

@@ -1,6 +1,7 @@
 //! Colour math of the person contract: sRGB hex <-> OKLab with Björn Ottosson's matrices (the
-//! numbers agent-compose uses), the legibility gate, and a role's favourite as the seed describes
-//! it (centroid, chroma restored to the components' minimum, lightness clamped into the band).
+//! numbers agent-compose uses), the legibility gate, and a role's favourite as the person
+//! contract's "Favorite colors" describes it (centroid, chroma restored to the components' minimum,
+//! lightness clamped into the band).
 //!
 //! The favourite is only derived when a package (which stores none) becomes a persona pack; a
 //! snapshot's `favorite_color` is always carried as written, never recomputed.

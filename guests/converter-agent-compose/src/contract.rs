@@ -1,5 +1,6 @@
-//! The person contract (seed 001) as checks over roles and personalities, shared by the package
-//! reader, the snapshot reader and the package writer. Every violation names the file and field.
+//! agent-compose's person contract ("Roster package contract", "Favorite colors", "Agent seats") as
+//! checks over roles and personalities, shared by the package reader, the snapshot reader and the
+//! package writer. Every violation names the file and field.
 
 use std::collections::BTreeMap;
 
@@ -77,12 +78,15 @@ pub enum Definition {
     Present,
 }
 
-/// The canonical model tiers (seed 001: omitting `model-tier` supports all three).
+/// The canonical model tiers (the person contract, "Roster package contract": omitting
+/// `model-tier` supports all three).
 pub const TIERS: [&str; 3] = ["frontier", "commodity", "oss"];
-/// Most words a role skill body may have after its leading title (seed 001).
+/// Most words a role skill body may have after its leading title (the person contract, "Roster
+/// package contract").
 pub const ROLE_SKILL_MAX_WORDS: usize = 400;
-/// Paragraphs a role skill body has at least after its leading title. Seed 001 says "three
-/// paragraphs"; agent-compose's own core roles have five or six, so three is the floor.
+/// Paragraphs a role skill body has at least after its leading title. The person contract
+/// ("Roster package contract") says "three paragraphs"; agent-compose's own core roles have five or
+/// six, so three is the floor.
 pub const ROLE_SKILL_PARAGRAPHS: usize = 3;
 
 /// Which rule set applies: the core roster's, or an external package's.

@@ -1,10 +1,10 @@
 //! `converter-agent-compose`: agent-compose person packages (`person.kdl` + KDL v2 roles,
 //! personalities, boundaries + SKILL.md tree) and `person.json` v3 snapshots to persona packs,
-//! and persona packs back to person packages, under the person contract of seed 001.
+//! and persona packs back to person packages, under agent-compose's person contract.
 //!
 //! Modules: [`node`] (generic KDL nodes), [`package`] (package layouts on disk), [`contract`]
-//! (seed 001 rules), [`color`] (OKLab), [`view`] (facts read from nodes), [`read`] (package ->
-//! pack), [`snapshot`] (snapshot -> pack), [`write`] (pack -> package).
+//! (the person contract's rules), [`color`] (OKLab), [`view`] (facts read from nodes), [`read`]
+//! (package -> pack), [`snapshot`] (snapshot -> pack), [`write`] (pack -> package).
 
 pub mod color;
 pub mod contract;

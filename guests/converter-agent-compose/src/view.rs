@@ -105,9 +105,9 @@ pub struct Member {
     pub color: Option<String>,
 }
 
-/// What a bundle tells the agent (seed 001, "Favorite colors"): every active personality's name,
-/// skill and colour, and the melded favourite colour; appended to the persona body by both
-/// readers, removed again by the writer. Empty for a role without a meld.
+/// What a bundle tells the agent (agent-compose's person contract, "Favorite colors"): every active
+/// personality's name, skill and colour, and the melded favourite colour; appended to the persona
+/// body by both readers, removed again by the writer. Empty for a role without a meld.
 pub fn identity_card(members: &[Member], favorite: Option<&str>) -> String {
     if members.is_empty() {
         return String::new();

@@ -5,7 +5,8 @@
 //! Any other pack lacks what a package requires (a personality meld with legible colours and
 //! personality skills, pronouns): the writer never invents them. It refuses, listing what is
 //! missing, unless the operator supplies it as an overlay (the `overlay` option: JSON of the same
-//! shape as the extension block). The package written must pass the person contract (seed 001).
+//! shape as the extension block). The package written must pass agent-compose's person contract
+//! ("Roster package contract").
 
 use std::path::Path;
 

@@ -353,7 +353,7 @@ impl Expert {
     }
 }
 
-/// The expert pack format major this converter reads (seed 004 is "Expert Pack Format v1.0").
+/// The expert pack format major this converter reads (DuDuClaw's "Expert Pack Format v1.0").
 pub const FORMAT_MAJOR: u64 = 1;
 /// Keys that may carry a format version, at the top of `expert.toml` or in `[expert]`.
 const MARKER_KEYS: &[&str] = &[
@@ -365,10 +365,11 @@ const MARKER_KEYS: &[&str] = &[
     "expert_version",
 ];
 
-/// Seed 004 §6: a breaking change comes as v2 "with a new top-level marker", and installers
-/// refuse majors they do not know (fail closed). A marker is a versioned `[expert…]` table
-/// (`[expert-v2]`, `[expert2]`, `[expert_v2]`) or a format key (`format = "expert-pack/2"`,
-/// `format_version = 2`, also inside `[expert]`) whose major version is not 1.
+/// The Expert Pack Format v1.0, §6 Versioning & stability: a breaking change comes as v2 "with a
+/// new top-level marker", and installers refuse majors they do not know (fail closed). A marker is
+/// a versioned `[expert…]` table (`[expert-v2]`, `[expert2]`, `[expert_v2]`) or a format key
+/// (`format = "expert-pack/2"`, `format_version = 2`, also inside `[expert]`) whose major version
+/// is not 1.
 pub fn check_format_marker(doc: &Map<String, Value>) -> Result<(), String> {
     let inner = doc.get("expert").and_then(Value::as_object);
     let keyed = MARKER_KEYS.iter().filter_map(|k| {

@@ -157,8 +157,9 @@ fn skills(
     }
 }
 
-/// The wiki pages as one skill every persona gets (seed 004: wiki pages are the team's shared
-/// knowledge, so they must reach the agents). Returns the skill's name.
+/// The wiki pages as one skill every persona gets (the DuDuClaw Expert Pack Format v1.0, §2
+/// Layout: wiki pages are the team's shared knowledge, so they must reach the agents). Returns the
+/// skill's name.
 fn share_wiki(
     pages: &[(String, Vec<u8>)],
     title: &str,
@@ -567,10 +568,11 @@ fn persona(
     (persona_of(file_default, fields, &agent.soul), ext)
 }
 
-/// The `trigger` mention hint (seed 004: `trigger = "@front"`) as persona triggers. `@<persona
-/// name>` is the persona's own @-mention, which wakes it in any channel (`mentions`). Any other
-/// hint (another handle, a CJK display name the @-mention syntax cannot spell) becomes a keyword,
-/// which wakes the persona only in the channels it subscribes to: reported, with the remedy.
+/// The `trigger` mention hint (the Expert Pack Format v1.0, §3 expert.toml: `trigger = "@front"`)
+/// as persona triggers. `@<persona name>` is the persona's own @-mention, which wakes it in any
+/// channel (`mentions`). Any other hint (another handle, a CJK display name the @-mention syntax
+/// cannot spell) becomes a keyword, which wakes the persona only in the channels it subscribes to:
+/// reported, with the remedy.
 fn triggers(trigger: &str, name: &str, index: usize, report: &mut Report) -> Value {
     let field = agent_field(index, "trigger");
     if trigger

@@ -1,5 +1,5 @@
-//! Parents-first order of an expert pack's agents by `reports_to` (seed 004 §4: install is
-//! topologically ordered), with cycles refused.
+//! Parents-first order of an expert pack's agents by `reports_to` (the DuDuClaw Expert Pack
+//! Format v1.0, §4.2 Topological order: install is topologically ordered), with cycles refused.
 
 use crate::expert::Agent;
 

@@ -1,7 +1,8 @@
-//! The expert pack's `wiki/<namespace>/*.md` pages (seed 004 §2: shared-knowledge pages) as one
-//! persona pack skill, so they reach the agents: every persona gets the skill, whose `SKILL.md`
-//! lists the pages and whose files are the pages at their wiki paths. The manifest block records
-//! the skill's name (`x-expert.wiki_skill`) and the way back writes its pages under `wiki/` again.
+//! The expert pack's `wiki/<namespace>/*.md` pages (the DuDuClaw Expert Pack Format v1.0, §2
+//! Layout: shared-knowledge pages) as one persona pack skill, so they reach the agents: every
+//! persona gets the skill, whose `SKILL.md` lists the pages and whose files are the pages at their
+//! wiki paths. The manifest block records the skill's name (`x-expert.wiki_skill`) and the way back
+//! writes its pages under `wiki/` again.
 
 use convert_kit::{Map, Report, Skill, Value, frontmatter};
 

@@ -16,7 +16,7 @@
 //!
 //! Arguments (after `--`): any of `trigger`, `hook`, `cache`, `lang` runs only those sections; `once`
 //! runs each measured pass a single time, for instruction counts under
-//! `valgrind --tool=callgrind` (see the README), which the machine's load does not disturb.
+//! `valgrind --tool=callgrind` (see docs/benchmarks.md), which the machine's load does not disturb.
 //! `APIARY_BENCH_CACHE=<dir>` keeps the compile cache there between runs (section 4 then shows a
 //! cached load as "compile"). `APIARY_BENCH_FRESH_ONLY=N` makes the hook section run N fresh-store calls and nothing else:
 //! two runs with different N under callgrind or `strace -c` give one fresh call's instructions

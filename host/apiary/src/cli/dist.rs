@@ -62,7 +62,7 @@ the same file path (symlinks and `..` resolved; a .buzzpack re-built at the same
 URL, the same git repository whatever the ref (by the URL cloned: github:o/r is \
 git+https://github.com/o/r.git), or the recorded source with its version replaced by the new one \
 (…/v1.2.0/team-1.2.0.buzzpack -> …/v1.3.0/team-1.3.0.buzzpack).\n\n\
-An expert pack (seed 004 §4) is converted by the built-in sandboxed converter first (a reports_to \
+An expert pack (DuDuClaw Expert Pack Format v1.0, §4 Install semantics) is converted by the built-in sandboxed converter first (a reports_to \
 cycle refuses it, nothing written); its agents install parents first; each agent.partial.toml is \
 merged into <root>/.apiary/agents/<pack-id>/<persona>/agent.toml without replacing keys already set; \
 its hooks/ are carried quarantined and never run; uninstall takes back exactly what it added. \

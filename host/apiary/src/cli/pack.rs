@@ -32,7 +32,7 @@ pub enum PackCommand {
     #[command(
         after_help = "The --json output has top-level `pack` and `personas`; each persona has identity, version, model, \
 temperature, max_context_tokens, subscribe, triggers, thread_replies, broadcast_replies, skills, mcp_servers, env, \
-system_prompt and sources. See README.md.\n\nExamples:\n  apiary pack inspect ./my-pack\n  apiary pack inspect ./my-pack --persona pip --json"
+system_prompt and sources; docs/pack-authors.md explains each.\n\nExamples:\n  apiary pack inspect ./my-pack\n  apiary pack inspect ./my-pack --persona pip --json"
     )]
     Inspect(InspectArgs),
 

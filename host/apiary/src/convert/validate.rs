@@ -704,8 +704,9 @@ fn agent_compose_package(dir: &Path) -> Validation {
         v.error("", "no top-level .kdl document (person.kdl or a roster)");
     }
     // Every SKILL.md in the package: frontmatter with name and description, the name equal to its
-    // directory, except a role skill in the external layout (seed 001): `roles/<slug>/SKILL.md`
-    // is named `role-<slug>`, the id its role's `skill` node binds.
+    // directory, except a role skill in the external layout (agent-compose's person contract,
+    // "Roster package contract"): `roles/<slug>/SKILL.md` is named `role-<slug>`, the id its role's
+    // `skill` node binds.
     for rel in markdown_files(dir, ".")
         .into_iter()
         .filter(|r| r.ends_with("/SKILL.md"))

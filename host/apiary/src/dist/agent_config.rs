@@ -1,5 +1,6 @@
 //! The operator-side agent config of personas installed from DuDuClaw expert packs, and the
-//! non-clobbering merge of their `agent.partial.toml` into it (seed 004 §4.3).
+//! non-clobbering merge of their `agent.partial.toml` into it (the DuDuClaw Expert Pack Format
+//! v1.0, §4.3 Deep-merge, never clobber).
 //!
 //! DuDuClaw scaffolds an `agents/<name>/agent.toml` for every agent it creates and deep-merges the
 //! pack's `agent.partial.toml` (model, budget, permissions, capabilities) into it. apiary's closest

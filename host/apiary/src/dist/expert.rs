@@ -1,15 +1,15 @@
 //! `apiary install <expert pack>`: installing a DuDuClaw expert pack (a directory, a `.zip` or an
 //! `https://…zip` URL) by converting it into a persona pack through the built-in, sandboxed
 //! `converter-duduclaw` component and installing the result, honouring the install semantics of
-//! seed 004 §4 as far as they apply to apiary:
+//! the DuDuClaw Expert Pack Format v1.0, §4 Install semantics, as far as they apply to apiary:
 //!
-//! 1. **Fence the archive.** The zip goes through [`super::archive::extract`] with the seed's cap
-//!    (50 MiB unpacked; zip-slip, symlinks, devices, ratios and entry counts refused as for any
-//!    `.buzzpack`); a directory is copied with the same cap, refusing symlinks that leave it. A
-//!    `<source>.sha256` beside the zip (or at `<url>.sha256`) is verified when present, or the
-//!    operator pins the digest with `--sha256`. A zip nothing vouches for is installed only when
-//!    the operator confirms it (`--yes`, or a prompt at a terminal; refused otherwise, before it is
-//!    unpacked); its digest is then recorded as found and `--locked` pins it. Plain `http://`
+//! 1. **Fence the archive.** The zip goes through [`super::archive::extract`] with the format's cap
+//!    (§2 Layout: 50 MiB unpacked; zip-slip, symlinks, devices, ratios and entry counts refused as
+//!    for any `.buzzpack`); a directory is copied with the same cap, refusing symlinks that leave
+//!    it. A `<source>.sha256` beside the zip (or at `<url>.sha256`) is verified when present, or
+//!    the operator pins the digest with `--sha256`. A zip nothing vouches for is installed only
+//!    when the operator confirms it (`--yes`, or a prompt at a terminal; refused otherwise, before
+//!    it is unpacked); its digest is then recorded as found and `--locked` pins it. Plain `http://`
 //!    needs `--sha256` as for any archive.
 //! 2. **Topological order.** The converter writes the personas parents-first by `reports_to` and
 //!    refuses a cycle (`reports-to-cycle:`); the install then fails with nothing written, because
@@ -17,13 +17,14 @@
 //!    are installed in that order.
 //! 3. **Deep-merge, never clobber.** `agent.partial.toml` goes into the operator-side agent config
 //!    ([`super::agent_config`]), adding only keys not already set. An existing pack of the same id
-//!    that was *not* installed from an expert pack is a conflict: refused, not replaced (seed 004:
-//!    "existing same-name assets are a conflict"); remove it first. An earlier install of the same
-//!    expert pack is upgraded in place.
+//!    that was *not* installed from an expert pack is a conflict: refused, not replaced (§4.3
+//!    Deep-merge, never clobber: "existing same-name assets are a conflict"); remove it first. An
+//!    earlier install of the same expert pack is upgraded in place.
 //! 4. **Hooks quarantined.** The converter carries `hooks/` under `x-expert/hooks/` and never wires
 //!    them; every such file is recorded as a quarantined script hook (mode 0644, untrusted until
 //!    `apiary trust`, shown by `trust`, `list` and `verify`). apiary has no DuDuClaw hook lifecycle,
-//!    so even trusted they are not run: the pack works without them, as the seed requires.
+//!    so even trusted they are not run: the pack works without them, as the format's §4.4 (Hooks
+//!    are quarantined) requires.
 //! 5. **Scan foreign content.** apiary has no content scanner; the converted pack passes the pack
 //!    validator before anything is installed (the converter's output is validated twice: by the
 //!    conversion and by the install).
@@ -52,12 +53,13 @@ use crate::pack::Pack;
 
 /// The format id of an expert pack.
 pub const FORMAT: &str = "duduclaw-expert";
-/// Seed 004 §2: an expert pack is at most 50 MB unpacked.
+/// The DuDuClaw Expert Pack Format v1.0, §2 Layout: an expert pack is at most 50 MB unpacked.
 pub const MAX_UNPACKED: u64 = 50 * 1024 * 1024;
 /// Where the converter carries the pack's hook files in the persona pack.
 pub const HOOKS_DIR: &str = "x-expert/hooks/";
 
-/// The archive caps for expert packs: the `.buzzpack` fence with the seed's size cap.
+/// The archive caps for expert packs: the `.buzzpack` fence with the Expert Pack Format's size cap
+/// (§2 Layout).
 pub fn limits() -> Limits {
     Limits {
         max_archive_bytes: MAX_UNPACKED + (1 << 20),
@@ -155,10 +157,11 @@ pub struct Agent {
     pub department: String,
 }
 
-/// What an expert pack declares for its operator (seed 004 §3): the variables and binaries it
-/// needs (`[expert.requires] env, bins`: declared, never fetched or installed) and the prompts to
-/// try first (`[expert.prompts] recommended`). Read from the converted manifest's `x-expert.expert`
-/// block (the `[expert]` table as written), so `install` and `list` show the same thing.
+/// What an expert pack declares for its operator (the DuDuClaw Expert Pack Format v1.0, §3
+/// expert.toml): the variables and binaries it needs (`[expert.requires] env, bins`: declared,
+/// never fetched or installed) and the prompts to try first (`[expert.prompts] recommended`). Read
+/// from the converted manifest's `x-expert.expert` block (the `[expert]` table as written), so
+/// `install` and `list` show the same thing.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Declared {
     /// `[expert] name`, when it is a non-empty string.
@@ -559,9 +562,9 @@ fn detect_expert(tree: &Path, label: &str) -> Result<PathBuf> {
 
 /// Converts the expert pack at `expert_root` into a persona pack in `out` with the built-in
 /// converter, and validates it. Returns the pack, the converter that ran, the conversion's counts
-/// (lost, synthesised, normalised, reinterpreted) and the converted manifest. Seed 004 §3: an
-/// expert pack without `name` (the install id) or `description` is refused, as is a name the id
-/// would have to be made up for.
+/// (lost, synthesised, normalised, reinterpreted) and the converted manifest. The DuDuClaw Expert
+/// Pack Format v1.0, §3 expert.toml: an expert pack without `name` (the install id) or
+/// `description` is refused, as is a name the id would have to be made up for.
 fn convert_expert(
     expert_root: PathBuf,
     out: &Path,
@@ -725,8 +728,8 @@ fn agents_and_partials(manifest: &Value, pack: &Pack) -> (Vec<Agent>, Vec<Partia
     (agents, partials)
 }
 
-/// Seed 004 §4.3: an existing pack of the same id that did not come from an expert pack is a
-/// conflict, not something to replace.
+/// The DuDuClaw Expert Pack Format v1.0, §4.3 Deep-merge, never clobber: an existing pack of the
+/// same id that did not come from an expert pack is a conflict, not something to replace.
 pub fn check_conflict(pack_id: &str, previous: Option<&LockEntry>) -> Result<()> {
     match previous {
         Some(e) if !e.extra.contains_key("converted_from") => Err(DistError::new(

@@ -301,8 +301,9 @@ pub struct Options {
     pub sha256: Option<String>,
     /// What to do with an expert `.zip` that no checksum vouches for.
     pub unverified: super::expert::Unverified,
-    /// Shows an expert pack's declared needs and recommended prompts (seed 004 §3: "installers
-    /// surface it before install") once it is converted and before anything is installed.
+    /// Shows an expert pack's declared needs and recommended prompts (the DuDuClaw Expert Pack
+    /// Format v1.0, §3 expert.toml: "installers surface it before install") once it is converted
+    /// and before anything is installed.
     pub announce: Option<fn(&[String])>,
 }
 

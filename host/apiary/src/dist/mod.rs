@@ -13,7 +13,8 @@
 //!   pack or the directory that owns an id, never to a self-declared id alone;
 //! - [`trust`]: the operator's trust decisions for script hooks and hook components;
 //! - [`verify`]: re-hashing installed packs against what was recorded at install time;
-//! - [`expert`]: installing a DuDuClaw expert pack by converting it (seed 004 §4), and
+//! - [`expert`]: installing a DuDuClaw expert pack by converting it (the DuDuClaw Expert Pack
+//!   Format v1.0, §4 Install semantics), and
 //!   [`agent_config`]: the non-clobbering merge of its `agent.partial.toml` files.
 //!
 //! Install root layout (default `~/.buzz/packs`, or `--root` / `BUZZ_PACKS_DIR`: see

@@ -1,7 +1,7 @@
 //! The agent-compose converter component (guests/converter-agent-compose) end to end through the
 //! sandbox: the core roster, the example packages and the contract fixtures of the corpus, round
-//! trips both ways, the person contract (seed 001) on input and output, a v3 snapshot, and hostile
-//! KDL.
+//! trips both ways, agent-compose's person contract ("Roster package contract") on input and
+//! output, a v3 snapshot ("Complete person snapshot"), and hostile KDL.
 
 use crate::common;
 
@@ -356,7 +356,8 @@ fn meadow_round_trips_through_a_package_with_an_overlay() {
     assert!(err.contains("role pip"), "{err}");
     assert!(err.contains("--option overlay=@FILE"), "{err}");
 
-    // A role skill has at least three paragraphs (seed 001): the bodies are given two more.
+    // A role skill has at least three paragraphs (the person contract, "Roster package contract"):
+    // the bodies are given two more.
     let copy = tempfile::tempdir().unwrap();
     copy_dir(&meadow, copy.path());
     let meadow = copy.path().to_path_buf();

@@ -381,7 +381,8 @@ fn team_pack_maps_as_formats_md_says_and_round_trips() {
     assert!(has(&report, "model-id-prefixed"), "{report:?}");
     assert_eq!(body, "\n# 前台\n\n你是前台。\n");
     let (nurse, _) = persona(&pack.path().join("agents/nurse.persona.md"));
-    // Its own skill, then the wiki every persona gets (seed 004: the pages reach the agents).
+    // Its own skill, then the wiki every persona gets (Expert Pack Format v1.0, §2 Layout: the
+    // shared-knowledge pages reach the agents).
     assert_eq!(
         nurse["skills"],
         serde_json::json!(["./skills/triage/", "./skills/wiki/"])
