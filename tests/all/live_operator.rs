@@ -93,10 +93,31 @@ fn up_runs_installed_packs_by_default_and_by_id_and_the_example_only_when_none_i
     let home = tempfile::tempdir().unwrap();
     let root = home.path().join(".buzz/packs");
 
-    // Nothing installed: the bundled example, as the README's main command promises.
+    // Nothing installed: the bundled example, as the README's main command promises, and a line
+    // saying where it is and how to start a pack from it (the copy it names is a pack).
     let mut up = Up::start(home.path(), &[], &[], &[]);
     up.wait_for(|l| l.starts_with("persona bee ready "));
     up.stop_ok();
+    let example = up
+        .seen
+        .iter()
+        .find(|l| l.starts_with("example: nothing installed"))
+        .unwrap_or_else(|| panic!("{:#?}", up.seen));
+    let dir = example
+        .split(" at ")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap();
+    assert!(
+        Path::new(dir).join(".plugin/plugin.json").is_file(),
+        "{example}"
+    );
+    assert!(
+        example.contains("cp -r ") && example.contains("apiary pack validate"),
+        "{example}"
+    );
 
     let pack = home.path().join("src");
     write_pack(
@@ -119,7 +140,9 @@ fn up_runs_installed_packs_by_default_and_by_id_and_the_example_only_when_none_i
     assert!(ready.contains("personas=1"), "{ready}");
     up.stop_ok();
     assert!(
-        !up.seen.iter().any(|l| l.starts_with("persona bee")),
+        !up.seen
+            .iter()
+            .any(|l| l.starts_with("persona bee") || l.starts_with("example:")),
         "{:#?}",
         up.seen
     );

@@ -526,6 +526,19 @@ fn write_example(dir: &Path) -> std::io::Result<()> {
     }
 }
 
+/// `example <dir>`: nothing is installed, so `up` runs the bundled example; where it is and how
+/// to start a pack of one's own from it.
+fn example_note(dir: &Path) -> Note {
+    let path = dir.display().to_string();
+    let quoted = apiary_core::shell::quote(&path);
+    let text = format!(
+        "example: nothing installed, running the bundled example pack at {path}; to start your own, \
+         copy it (cp -r {quoted} ./my-pack), give it an id of its own in .plugin/plugin.json, then \
+         `apiary pack validate ./my-pack` and `apiary up ./my-pack`"
+    );
+    Note::new(event::Event::Example { path }, text)
+}
+
 /// `confinement <layers>`, with what is missing and why when something is.
 fn confinement_note(c: &dispatch::confine::Confinement) -> Note {
     let layers = c.label();
@@ -964,7 +977,12 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
         let start: Vec<&crate::pack::Pack> = packs.iter().map(|p| &p.pack).collect();
         Arc::new(TrustView::granted_at_start(&root, &start))
     });
-    let trust_notes = withhold_untrusted_mcp(&mut packs, &pack_refs, &trust, at_start.as_deref());
+    let mut trust_notes =
+        withhold_untrusted_mcp(&mut packs, &pack_refs, &trust, at_start.as_deref());
+    let example = data.example_pack();
+    if pack_dirs == [example.clone()] {
+        trust_notes.insert(0, example_note(&example));
+    }
     let base_prompt =
         dispatch::prompt::base_from_env(&resolve::process_env).map_err(Failed::usage)?;
     let agent = match &args.agent {

@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 pub enum Event {
     /// The relay `up` uses (its own embedded one unless `--relay` names another).
     Relay { url: String },
+    /// Nothing is installed: `up` runs the bundled example pack, kept at `path`.
+    Example { path: String },
     /// Whose channel metadata (kind 39000) maps channel names to group ids: the relay's key,
     /// and the keys `--channel-authority` adds.
     ChannelAuthority {
