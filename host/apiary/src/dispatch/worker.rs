@@ -189,6 +189,20 @@ impl Turns {
         (self.live.trigger.name.clone(), self.channel_name.clone())
     }
 
+    /// A `turn` that ended without publishing a reply, and why.
+    fn unpublished(&self, id: &str, bytes: Option<usize>, reason: String, text: String) {
+        let (persona, channel) = self.who();
+        let turn = Event::Turn {
+            persona,
+            channel,
+            id: id.to_string(),
+            published: false,
+            bytes,
+            reason,
+        };
+        self.out(Note::new(turn, text));
+    }
+
     /// An `error` of this worker (about message `id`, if one), with what the agent said.
     fn error(
         &self,
@@ -534,36 +548,16 @@ impl Turns {
         let reply = turn.text.trim();
         if reply.is_empty() {
             let stop = format!("{:?}", turn.stop_reason);
-            let (persona, channel) = self.who();
-            self.out(Note::new(
-                Event::Turn {
-                    persona,
-                    channel,
-                    id: id.to_string(),
-                    published: false,
-                    bytes: None,
-                    reason: format!("no text ({stop})"),
-                },
-                format!("turn {name} {id}: no text ({stop})"),
-            ));
+            let text = format!("turn {name} {id}: no text ({stop})");
+            self.unpublished(id, None, format!("no text ({stop})"), text);
             return;
         }
         if !self.h.config.publish {
-            let (persona, channel) = self.who();
-            self.out(Note::new(
-                Event::Turn {
-                    persona,
-                    channel,
-                    id: id.to_string(),
-                    published: false,
-                    bytes: Some(reply.len()),
-                    reason: "--no-publish".into(),
-                },
-                format!(
-                    "turn {name} {id}: {} bytes, not published (--no-publish)",
-                    reply.len()
-                ),
-            ));
+            let text = format!(
+                "turn {name} {id}: {} bytes, not published (--no-publish)",
+                reply.len()
+            );
+            self.unpublished(id, Some(reply.len()), "--no-publish".into(), text);
             return;
         }
         let (reply, found) = self.h.redactor.redact(reply);
