@@ -70,7 +70,7 @@ fn main() {
     let system = "You are a persona.\n".repeat(40);
 
     let native = run(&NativeTriggers, &events, &routes, &personas, &system);
-    let sandbox = match SandboxTriggers::builtin() {
+    let sandbox = match SandboxTriggers::new(&apiary::builtin::Components) {
         Ok(t) => Some(run(&t, &events, &routes, &personas, &system)),
         Err(e) => {
             eprintln!("sandbox unavailable: {e}");
@@ -157,7 +157,10 @@ fn memory_per_persona() -> Option<f64> {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let before = rss_kib()?;
         let config = dispatch::Config {
-            relay_url: relay.url.clone(),
+            relay: dispatch::RelayLink::InProcess {
+                url: relay.url.clone(),
+                door: relay.door(),
+            },
             agent: AgentCommand {
                 program: common::agent_bin(),
                 args: vec![],
@@ -171,9 +174,6 @@ fn memory_per_persona() -> Option<f64> {
             workspace_root: tmp.path().join("ws"),
             keys: apiary::relay::keys::KeyStore::new(tmp.path().join("keys")),
             base_prompt: None,
-            // The embedded relay, as `apiary up` without `--relay`.
-            relay_in_process: true,
-            door: Some(relay.door()),
             channel_authority: Default::default(),
             // Measures the harness, not the flood limits.
             limits: dispatch::TurnLimits::UNLIMITED,

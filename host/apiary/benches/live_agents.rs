@@ -36,9 +36,9 @@
 //! `APIARY_BENCH_CONFINE=both` runs each rate with unconfined and then confined agents (as `apiary
 //! up` starts them: launcher, Landlock, network namespace, seccomp) and prints start-up and latency
 //! ratios; `=1` confined only.
-//! `APIARY_BENCH_DOOR=0` sends the replies over the harness's relay connection instead of the
-//! door; `APIARY_BENCH_VERIFY_TWICE=1` has the relay pool check every event again, as it does for a relay
-//! of another process, instead of trusting the in-process relay's check; `APIARY_BENCH_SPIN_US`,
+//! `APIARY_BENCH_REMOTE_LINK=1` links the harness to the embedded relay as to a relay of another
+//! process: the relay pool checks every event again and replies go over the connection instead of
+//! the door; `APIARY_BENCH_SPIN_US`,
 //! default 200 (at most a fifth of the interval), how long the sender spins before each send
 //! instead of sleeping; `APIARY_BENCH_GQI`
 //! sets the harness runtime's `global_queue_interval`, and `APIARY_BENCH_WORKERS` its worker
@@ -161,7 +161,7 @@ fn main() {
     let matcher: Arc<dyn TriggerMatcher> = if std::env::var_os("APIARY_BENCH_NATIVE").is_some() {
         Arc::new(NativeTriggers)
     } else {
-        match SandboxTriggers::builtin() {
+        match SandboxTriggers::new(&apiary::builtin::Components) {
             Ok(t) => Arc::new(t),
             Err(e) => {
                 eprintln!("trigger component unavailable ({e}); using the native matcher");
@@ -425,7 +425,6 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
     )
     .min(19) as u8;
     let config = dispatch::Config {
-        relay_url: url.clone(),
         agent: AgentCommand {
             program: common::agent_bin(),
             args: vec![],
@@ -440,18 +439,17 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
         workspace_root: ctx.tmp.join("ws"),
         keys: apiary::relay::keys::KeyStore::new(ctx.tmp.join("keys")),
         base_prompt: dispatch::prompt::base_from_env(&|_| None).unwrap_or(None),
-        // In-process like the embedded relay, which checks each event before fanning it out.
-        // APIARY_BENCH_VERIFY_TWICE=1: verified again by the relay pool, as for an external relay
-        // (always so for nostr-rs-relay, which is one).
-        relay_in_process: ctx.relay_kind == RelayKind::Embedded
-            && std::env::var_os("APIARY_BENCH_VERIFY_TWICE").is_none(),
-        // Replies through the embedded relay's door, as `apiary up`; APIARY_BENCH_DOOR=0 sends
-        // them over the harness's connection instead (as before the door).
-        door: match &relay {
-            BenchRelay::Embedded(e) if std::env::var("APIARY_BENCH_DOOR").as_deref() != Ok("0") => {
-                Some(e.door())
+        // In process, as `apiary up` links to its embedded relay (events checked once, replies
+        // through the door); APIARY_BENCH_REMOTE_LINK=1 links to it as to another process's relay.
+        // nostr-rs-relay is one.
+        relay: match &relay {
+            BenchRelay::Embedded(e) if std::env::var_os("APIARY_BENCH_REMOTE_LINK").is_none() => {
+                dispatch::RelayLink::InProcess {
+                    url: url.clone(),
+                    door: e.door(),
+                }
             }
-            _ => None,
+            _ => dispatch::RelayLink::Remote { url: url.clone() },
         },
         channel_authority: Default::default(),
         // Measures the harness, not the flood limits.
@@ -472,7 +470,10 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
         config,
         packs,
         Arc::clone(ctx.matcher),
-        Arc::new(SandboxHooks::new(roots)),
+        Arc::new(SandboxHooks::new(
+            roots,
+            Arc::new(apiary::builtin::Components),
+        )),
         out,
         async move {
             let _ = stop_rx.await;

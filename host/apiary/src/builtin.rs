@@ -19,3 +19,20 @@ pub fn trigger_matcher(
     use crate::sandbox::trigger::{DEFAULT_NAME, TriggerRunner};
     TriggerRunner::new(sandbox.load(DEFAULT_NAME, TRIGGER_DEFAULT_WASM)?)
 }
+
+/// The harness's components for this binary: the shared sandbox ([`crate::shared_sandbox`]) and
+/// the built-in trigger matcher.
+pub struct Components;
+
+impl crate::dispatch::sandboxed::SandboxSource for Components {
+    fn sandbox(&self) -> Result<&'static crate::sandbox::Sandbox, crate::sandbox::SandboxError> {
+        crate::shared_sandbox()
+    }
+
+    fn trigger_matcher(
+        &self,
+        sandbox: &crate::sandbox::Sandbox,
+    ) -> Result<crate::sandbox::trigger::TriggerRunner, crate::sandbox::SandboxError> {
+        trigger_matcher(sandbox)
+    }
+}

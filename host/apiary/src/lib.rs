@@ -1,18 +1,17 @@
-//! apiary: a plugin-host runtime for AI persona packs. This crate is the harness on top of the
-//! layers below it: [`acp`] (talking to agent runtimes), [`dispatch`] (the live loop), [`dist`]
-//! (archives, installs, trust), [`convert`] (format converters), [`paths`] (where things live on
-//! this host) and [`cli`]; `main.rs` only hands over to [`cli::main`].
+//! apiary: a plugin-host runtime for AI persona packs. This crate is the command line and its
+//! wiring on top of the layers below it: [`dist`] (archives, installs, trust), [`convert`] (format
+//! converters), [`paths`] (where things live on this host), [`ops`] (`/metrics`, agent cards) and
+//! [`cli`]; `main.rs` only hands over to [`cli::main`].
 //!
 //! The layers are crates of their own, re-exported under their old names: `apiary-core` (the pack
-//! model: [`pack`], [`resolve`], [`diag`], [`migrate`]), `apiary-sandbox` ([`sandbox`]) and
+//! model: [`pack`], [`resolve`], [`diag`], [`migrate`]), `apiary-harness` (the live loop,
+//! [`dispatch`], and talking to agent runtimes, [`acp`]), `apiary-sandbox` ([`sandbox`]) and
 //! `apiary-relay` ([`relay`]). [`status`] folds the harness's events into the per-persona view that
 //! the terminal and `/metrics` both show.
 
-pub mod acp;
 pub mod builtin;
 pub mod cli;
 pub mod convert;
-pub mod dispatch;
 pub mod dist;
 pub mod ops;
 pub mod paths;
@@ -21,6 +20,8 @@ pub mod status;
 pub use apiary_core::{
     ENGINE_VERSION, diag, engine_version, migrate, pack, resolve, runtime, safe_fs,
 };
+pub use apiary_harness as dispatch;
+pub use apiary_harness::acp;
 pub use apiary_relay as relay;
 pub use apiary_sandbox as sandbox;
 

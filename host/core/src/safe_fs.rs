@@ -2,7 +2,7 @@
 //! manifest, personas and skills, the install root's records. Each is opened without blocking (a
 //! FIFO with no writer would hang `open` forever, a device could stream without end), checked
 //! through the open handle, and read only when it is a regular file. Trees that a pack, a hook or an
-//! agent can write are walked through capability handles instead ([`crate::dispatch::workspace`]).
+//! agent can write are walked through capability handles instead (`apiary_harness::workspace`).
 
 use std::fs::File;
 use std::io;
@@ -108,6 +108,52 @@ pub fn read_regular(path: &Path, link: FinalLink, limit: u64) -> io::Result<Vec<
         ));
     }
     Ok(bytes)
+}
+
+/// Checks that only the current user can change `path`: it belongs to them and is not writable by
+/// group or others (like ssh's `StrictModes`). `follow`: a link is followed (the install root may
+/// be one), else a link is refused.
+pub fn check_private(path: &Path, follow: bool) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = if follow {
+            std::fs::metadata(path)
+        } else {
+            std::fs::symlink_metadata(path)
+        }
+        .map_err(|e| io::Error::other(format!("cannot check {}: {e}", path.display())))?;
+        if meta.file_type().is_symlink() {
+            return Err(io::Error::other(format!(
+                "{} is a symbolic link",
+                path.display()
+            )));
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            return Err(io::Error::other(format!(
+                "{} belongs to uid {}, not to you (uid {me})",
+                path.display(),
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(io::Error::other(format!(
+                "{} is writable by {} (mode {:o})",
+                path.display(),
+                if meta.mode() & 0o002 != 0 {
+                    "everyone"
+                } else {
+                    "its group"
+                },
+                meta.mode() & 0o7777
+            )));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, follow);
+    Ok(())
 }
 
 #[cfg(all(test, unix))]

@@ -183,8 +183,8 @@ pub struct UpArgs {
     pub no_publish: bool,
     /// How agents' permission requests are answered, for tools the persona's `x-tool-policy`
     /// admits (a tool it refuses is rejected whatever this says).
-    #[arg(hide_short_help = true, long, value_enum, default_value_t = PermissionPolicy::Deny)]
-    pub permission: PermissionPolicy,
+    #[arg(hide_short_help = true, long, value_enum, default_value_t = Permission::Deny)]
+    pub permission: Permission,
     /// Root of the persona workspaces (each persona gets <root>/<pack-id>/<persona>/; default:
     /// <data dir>/workspaces, as for `apiary hook run`). This deliberately differs from the spec's
     /// fallback to the current directory (§6, PF-4): a daemon should not write into whatever
@@ -299,6 +299,24 @@ fn public_url(s: &str) -> Result<String, String> {
     Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
+/// `up --permission`: how agents' permission requests are answered (the harness's
+/// [`PermissionPolicy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Permission {
+    /// Pick a reject option (or cancel when the agent offers none).
+    Deny,
+    /// Pick an allow-once option (or reject when the agent offers none).
+    AllowOnce,
+}
+
+impl From<Permission> for PermissionPolicy {
+    fn from(p: Permission) -> PermissionPolicy {
+        match p {
+            Permission::Deny => PermissionPolicy::Deny,
+            Permission::AllowOnce => PermissionPolicy::AllowOnce,
+        }
+    }
+}
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  apiary post --channel general 'hello @bee'\n  apiary post --channel general --reply-to <event-id> 'and honey?'\n\nPrints the new event's id. Signs with the operator key (<data dir>/keys/operator.key)."
@@ -1171,20 +1189,24 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         watch::start(w, known, Arc::clone(&out))
     });
     let config = dispatch::Config {
-        relay_url,
+        // Only our own embedded relay is in process: it checked each event before storing it.
+        relay: match &embedded {
+            Some(e) => dispatch::RelayLink::InProcess {
+                url: relay_url,
+                door: e.door(),
+            },
+            None => dispatch::RelayLink::Remote { url: relay_url },
+        },
         agent: plan.agent,
         agent_nice: args.agent_nice,
         publish: !args.no_publish,
-        policy: args.permission,
+        policy: args.permission.into(),
         idle_timeout: Duration::from_secs(args.idle_timeout.max(1)),
         turn_timeout: Duration::from_secs(args.turn_timeout.max(1)),
         drain_timeout: Duration::from_secs(args.drain_timeout),
         workspace_root: plan.data.workspace_root(args.workspace_root.as_deref()),
         keys: plan.keys,
         base_prompt: plan.base_prompt,
-        // Only our own embedded relay: it checked each event before storing it.
-        relay_in_process: embedded.is_some(),
-        door: embedded.as_ref().map(|e| e.door()),
         channel_authority,
         limits: dispatch::TurnLimits {
             per_author: dispatch::Rate::per_minute(args.author_turns),
@@ -1203,7 +1225,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         .map(|p| (p.resolved.pack.id.clone(), p.pack.root.clone()))
         .collect();
     let trust_root = paths::install_root(args.root.as_deref()).ok();
-    let hooks = SandboxHooks::new(roots)
+    let hooks = SandboxHooks::new(roots, std::sync::Arc::new(crate::builtin::Components))
         .with_trust(StoreTrust::new(
             plan.trust,
             &plan.pack_refs,
@@ -1378,7 +1400,10 @@ async fn trigger_matcher(native: bool) -> Arc<dyn TriggerMatcher> {
         let builtin = dispatch::hooks::off_async(
             "compiling the trigger component",
             dispatch::hooks::LOAD_DEADLINE,
-            || SandboxTriggers::builtin().map_err(|e| dispatch::HookError::Failed(e.to_string())),
+            || {
+                SandboxTriggers::new(&crate::builtin::Components)
+                    .map_err(|e| dispatch::HookError::Failed(e.to_string()))
+            },
         );
         match builtin.await {
             Ok(t) => Arc::new(t),

@@ -612,7 +612,7 @@ fn execute(
     };
     let roots = HashMap::from([(pack_id.clone(), resolved.pack.root.clone())]);
     let hooks = Arc::new(
-        SandboxHooks::new(roots)
+        SandboxHooks::new(roots, std::sync::Arc::new(crate::builtin::Components))
             .trust_all_scripts(args.trust_hooks)
             .with_trust(grants),
     );

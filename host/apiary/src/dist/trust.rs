@@ -141,50 +141,9 @@ fn unsafe_store(why: String) -> DistError {
         .help("the trust store decides what runs on this host: make the install root, its .apiary/ and .apiary/trust.json yours and writable only by you (chmod go-w)")
 }
 
-/// Checks that only the current user can change `path`: it belongs to them and is not writable by
-/// group or others (like ssh's `StrictModes`). `follow`: a link is followed (the install root may
-/// be one), else a link is refused.
+/// [`apiary_core::safe_fs::check_private`] as a trust-store error.
 pub fn check_private(path: &Path, follow: bool) -> Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let meta = if follow {
-            std::fs::metadata(path)
-        } else {
-            std::fs::symlink_metadata(path)
-        }
-        .map_err(|e| unsafe_store(format!("cannot check {}: {e}", path.display())))?;
-        if meta.file_type().is_symlink() {
-            return Err(unsafe_store(format!(
-                "{} is a symbolic link",
-                path.display()
-            )));
-        }
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
-        if meta.uid() != me {
-            return Err(unsafe_store(format!(
-                "{} belongs to uid {}, not to you (uid {me})",
-                path.display(),
-                meta.uid()
-            )));
-        }
-        if meta.mode() & 0o022 != 0 {
-            return Err(unsafe_store(format!(
-                "{} is writable by {} (mode {:o})",
-                path.display(),
-                if meta.mode() & 0o002 != 0 {
-                    "everyone"
-                } else {
-                    "its group"
-                },
-                meta.mode() & 0o7777
-            )));
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = (path, follow);
-    Ok(())
+    apiary_core::safe_fs::check_private(path, follow).map_err(|e| unsafe_store(e.to_string()))
 }
 
 /// [`check_private`] for the install root, its `.apiary/` and the store (when they exist).

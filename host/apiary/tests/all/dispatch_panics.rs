@@ -140,7 +140,10 @@ fn a_panic_in_one_personas_path_is_reported_and_the_rest_runs_on() {
         ))
         .unwrap();
     let config = dispatch::Config {
-        relay_url: relay.url.clone(),
+        relay: dispatch::RelayLink::InProcess {
+            url: relay.url.clone(),
+            door: relay.door(),
+        },
         agent: AgentCommand {
             program: agent_bin(),
             args: vec![],
@@ -154,8 +157,6 @@ fn a_panic_in_one_personas_path_is_reported_and_the_rest_runs_on() {
         workspace_root: tmp.path().join("ws"),
         keys: apiary::relay::keys::KeyStore::new(tmp.path().join("keys")),
         base_prompt: None,
-        relay_in_process: true,
-        door: Some(relay.door()),
         channel_authority: Default::default(),
         limits: dispatch::TurnLimits::default(),
         cluster: Default::default(),

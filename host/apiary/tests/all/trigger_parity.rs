@@ -218,3 +218,50 @@ fn random_messages_decide_alike() {
     // Every kind of wake came up.
     assert!(wakes.iter().all(|&n| n > 0), "{wakes:?}");
 }
+
+/// The harness's components without the operator's compile cache.
+struct Uncached;
+
+impl apiary::dispatch::sandboxed::SandboxSource for Uncached {
+    fn sandbox(&self) -> Result<&'static Sandbox, apiary::sandbox::SandboxError> {
+        static SANDBOX: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
+        Ok(SANDBOX.get_or_init(sandbox))
+    }
+
+    fn trigger_matcher(
+        &self,
+        sb: &Sandbox,
+    ) -> Result<TriggerRunner, apiary::sandbox::SandboxError> {
+        apiary::builtin::trigger_matcher(sb)
+    }
+}
+
+/// The harness's sandboxed matcher (what `apiary up` routes with): its one-instance-per-event path
+/// decides exactly as one call per persona and as the native matcher, mentions by key included.
+#[test]
+fn the_harness_matcher_decides_a_batch_as_one_call_each() {
+    let matcher = apiary::dispatch::sandboxed::SandboxTriggers::new(&Uncached).unwrap();
+    let personas: Vec<TriggerPersona> = (0..4)
+        .map(|i| persona(&format!("p{i}"), true, &[&format!("topic{i}")], i == 3))
+        .collect();
+    let refs: Vec<&TriggerPersona> = personas.iter().collect();
+    for (text, tagged) in [
+        ("hello @p0", vec![]),
+        ("news about topic2", vec![]),
+        ("plain chatter", vec![]),
+        // p3 has a keyword and all_messages; `é` ends a name.
+        ("topic3 for @p0é", vec![]),
+        ("for you", vec![refs[1]]),
+    ] {
+        let m = message(text, &tagged);
+        let batch = matcher.decide_all(&m, &refs).unwrap();
+        let single: Vec<Option<Reason>> = refs.iter().map(|p| matcher.decide(&m, p)).collect();
+        assert_eq!(batch, single, "{text}");
+        assert_eq!(
+            batch,
+            NativeTriggers.decide_all(&m, &refs).unwrap(),
+            "{text}"
+        );
+        assert!(batch.iter().any(Option::is_some), "{text}: someone wakes");
+    }
+}

@@ -116,7 +116,7 @@ fn read_cursor(path: &Path) -> std::io::Result<Option<u64>> {
 
 /// Refuses a file or directory someone else owns or may write (the trust store's rule).
 fn check_ours(path: &Path) -> std::io::Result<()> {
-    crate::dist::trust::check_private(path, false).map_err(|e| std::io::Error::other(e.message))
+    crate::safe_fs::check_private(path, false)
 }
 
 fn write_cursor(path: &Path, secs: u64) -> std::io::Result<()> {

@@ -719,7 +719,7 @@ impl Publisher {
         .unwrap_or_else(|e| Err(e.to_string()))
         .map_err(DispatchError::Sign)?;
         h.echoes.expect(event.id);
-        if let Some(door) = &h.config.door {
+        if let Some(door) = h.config.relay.door() {
             door.publish(&event)
                 .await
                 .map_err(|why| DispatchError::Refused(vec![why]))?;

@@ -1,4 +1,7 @@
-//! The live harness: relay events in, agent turns out, replies published back.
+//! apiary's harness: relay events in, agent turns out, replies published back. Its output is one
+//! typed stream of [`event::Event`]s (each in a [`Note`] with its plain line), which `apiary up`'s
+//! `--json`, its status view and `/metrics` all consume. The operator's trust store and the
+//! sandbox come in from the caller ([`sandboxed::ScriptTrust`], [`sandboxed::SandboxSource`]).
 //!
 //! Start-up, per persona: workspace `$AGENT_CWD` → MCP `${VAR}` check (a variable unset, or not in
 //! the pack's `allow_env`, refuses that persona, naming it) → skills copied → `on_start` → agent spawned with the projected env →
@@ -21,6 +24,7 @@
 //!
 //! Shutdown: stop taking events, let queues drain (bounded), `on_stop`, stop agents, disconnect.
 
+pub mod acp;
 pub mod cluster;
 pub mod confine;
 mod conflict;
@@ -57,17 +61,20 @@ use futures_util::{FutureExt, StreamExt};
 use nostr_sdk::prelude::*;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::acp::{AgentCommand, PermissionPolicy};
-use crate::pack::Pack;
-use crate::relay::{self, KIND_MESSAGE, Message, keys::KeyStore};
-use crate::resolve::{ResolvedPack, ResolvedPersona};
+use acp::{AgentCommand, PermissionPolicy};
+use apiary_core::{pack, resolve, safe_fs};
+use apiary_relay as relay;
+use apiary_sandbox as sandbox;
 pub use cluster::Cluster;
 pub use error::DispatchError;
 pub use event::Note;
 pub use flood::{Rate, TurnLimits};
 pub use hooks::{HookError, HookPoint, HookRunner, NoHooks};
 use live::Live;
+use pack::Pack;
+use relay::{KIND_MESSAGE, Message, keys::KeyStore};
 pub use reload::Reload;
+use resolve::{ResolvedPack, ResolvedPersona};
 pub use trigger::{NativeTriggers, Reason, TriggerError, TriggerMatcher, TriggerPersona};
 
 /// At most this many queued messages (of one author or one thread) go into one turn.
@@ -93,7 +100,8 @@ const STARTS_AT_ONCE: usize = 16;
 /// Operator settings for one `apiary up`.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub relay_url: String,
+    /// The relay the channels live on, and how it is reached.
+    pub relay: RelayLink,
     pub agent: AgentCommand,
     /// The agents' CPU niceness (see [`SpawnSpec::nice`]).
     pub agent_nice: u8,
@@ -108,14 +116,6 @@ pub struct Config {
     pub keys: KeyStore,
     /// The `[Base]` layer (`None`: off).
     pub base_prompt: Option<String>,
-    /// `relay_url` is this process's own embedded relay, which checked every event's id and
-    /// signature before storing it: the subscription's events are not checked a second time (see
-    /// `relay::echo`). Never set for a relay of another process.
-    pub relay_in_process: bool,
-    /// The embedded relay's door, when `relay_url` is this process's own: replies are stored and
-    /// fanned out through it instead of being sent over a connection (see
-    /// [`relay::embedded::Door`]).
-    pub door: Option<relay::embedded::Door>,
     /// Whose kind 39000 metadata maps channel names to group ids.
     pub channel_authority: relay::ChannelAuthority,
     /// Turns each persona gives one author and one channel (see [`flood`]).
@@ -132,6 +132,40 @@ pub struct Config {
     /// Directories no agent may read by way of its program's location (the data dir, the install
     /// root, the operator's home).
     pub private_dirs: Vec<PathBuf>,
+}
+
+/// The relay link: one of two kinds, so the harness cannot believe a relay is its own while
+/// talking to another.
+#[derive(Debug, Clone)]
+pub enum RelayLink {
+    /// A relay of another process, over a websocket: every event it sends is checked (id and
+    /// signature) and replies go out over the connection.
+    Remote { url: String },
+    /// This process's own embedded relay, which checked every event's id and signature before
+    /// storing it: the subscription's events are not checked a second time (see `relay::echo`),
+    /// and replies are stored and fanned out through its door ([`relay::embedded::Door`]) instead
+    /// of being sent over a connection.
+    InProcess {
+        url: String,
+        door: relay::embedded::Door,
+    },
+}
+
+impl RelayLink {
+    /// The relay's websocket URL (the subscription and the personas' own connections).
+    pub fn url(&self) -> &str {
+        match self {
+            RelayLink::Remote { url } | RelayLink::InProcess { url, .. } => url,
+        }
+    }
+
+    /// The embedded relay's door, when the relay is this process's own.
+    pub fn door(&self) -> Option<&relay::embedded::Door> {
+        match self {
+            RelayLink::InProcess { door, .. } => Some(door),
+            RelayLink::Remote { .. } => None,
+        }
+    }
 }
 
 /// Where the harness reports what it does, one note per event (stdout for `apiary up`).
@@ -270,7 +304,7 @@ async fn connect(
             None
         }
     };
-    let transport = if config.relay_in_process {
+    let transport = if config.relay.door().is_some() {
         let router = Arc::clone(router);
         let handover: relay::echo::Handover = Arc::new(move |event| {
             route::route(&router, &event);
@@ -280,7 +314,7 @@ async fn connect(
         relay::echo::SkipEchoes::new(Arc::clone(echoes))
     };
     Ok(
-        relay::connect_skipping_echoes(&config.relay_url, RELAY_TIMEOUT, operator, transport)
+        relay::connect_skipping_echoes(config.relay.url(), RELAY_TIMEOUT, operator, transport)
             .await?,
     )
 }
@@ -746,7 +780,7 @@ async fn persona_relay(live: &Live, h: &Harness) -> Client {
     if !h.auth.load(Ordering::SeqCst) {
         return h.shared.clone();
     }
-    let url = &h.config.relay_url;
+    let url = h.config.relay.url();
     let own = live
         .own_relay
         .get_or_try_init(|| relay::connect_as(url, RELAY_TIMEOUT, Some(live.keys.clone())))

@@ -38,7 +38,7 @@ pub const MAX_REPLY: usize = 64 * 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How permission requests from the agent are answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PermissionPolicy {
     /// Pick a reject option (or cancel when the agent offers none).
     #[default]

@@ -89,7 +89,7 @@ pub fn tree_digest(dir: &Dir) -> io::Result<String> {
     let mut hash = Sha256::new();
     let mut budget = (MAX_ENTRIES, MAX_BYTES);
     digest_into(dir, &mut hash, &mut budget, 0)?;
-    Ok(crate::dist::hex(&hash.finalize()))
+    Ok(hex::encode(hash.finalize()))
 }
 
 fn digest_into(

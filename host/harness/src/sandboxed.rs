@@ -15,7 +15,8 @@ use super::hooks::{HookError, HookPoint, HookRunner};
 use super::trigger::{Reason, TriggerError, TriggerMatcher, TriggerPersona};
 use crate::relay::Message;
 use crate::resolve::ResolvedPersona;
-use crate::sandbox::{self, Capabilities, Sandbox};
+use crate::sandbox::trigger::TriggerRunner;
+use crate::sandbox::{self, Capabilities, Sandbox, SandboxError};
 
 /// A hook component larger than this is refused before it is read whole.
 const MAX_HOOK_FILE: u64 = 64 * 1024 * 1024;
@@ -49,16 +50,27 @@ impl Untrusted {
     pub const TRUST_ALL: &'static str = "apiary up --trust-hooks";
 }
 
-/// Triggers decided by the built-in `trigger-default` component.
+/// Where the harness's components run. The caller provides it: `apiary up` hands in the process's
+/// shared sandbox (compiling into the operator's cache) and the `trigger-default` component built
+/// into its binary; the harness holds no component bytes and picks no cache directory itself.
+pub trait SandboxSource: Send + Sync {
+    /// The sandbox every hook and trigger component runs in (made on first use).
+    fn sandbox(&self) -> Result<&'static Sandbox, SandboxError>;
+
+    /// The trigger matcher that decides wakes, loaded into `sandbox`.
+    fn trigger_matcher(&self, sandbox: &Sandbox) -> Result<TriggerRunner, SandboxError>;
+}
+
+/// Triggers decided by the source's trigger component (`trigger-default` for `apiary up`).
 pub struct SandboxTriggers {
     sandbox: &'static Sandbox,
-    runner: sandbox::trigger::TriggerRunner,
+    runner: TriggerRunner,
 }
 
 impl SandboxTriggers {
-    pub fn builtin() -> Result<SandboxTriggers, TriggerError> {
-        let sandbox = crate::shared_sandbox()?;
-        let runner = crate::builtin::trigger_matcher(sandbox)?;
+    pub fn new(source: &dyn SandboxSource) -> Result<SandboxTriggers, TriggerError> {
+        let sandbox = source.sandbox()?;
+        let runner = source.trigger_matcher(sandbox)?;
         Ok(SandboxTriggers { sandbox, runner })
     }
 }
@@ -180,6 +192,8 @@ pub struct HookOutput {
 
 /// `.wasm` hooks in the sandbox; script hooks on the host when trusted, else skipped and reported.
 pub struct SandboxHooks {
+    /// Where `.wasm` hooks run.
+    source: Arc<dyn SandboxSource>,
     /// Pack roots by pack id, to find hook files (changed by a hot reload).
     roots: std::sync::RwLock<HashMap<String, PathBuf>>,
     runners: Mutex<HashMap<PathBuf, Arc<sandbox::hook::HookRunner>>>,
@@ -195,8 +209,9 @@ pub struct SandboxHooks {
 
 impl SandboxHooks {
     /// Hook runner for packs by id; without [`SandboxHooks::with_trust`] no script hook is trusted.
-    pub fn new(roots: HashMap<String, PathBuf>) -> SandboxHooks {
+    pub fn new(roots: HashMap<String, PathBuf>, source: Arc<dyn SandboxSource>) -> SandboxHooks {
         SandboxHooks {
+            source,
             roots: std::sync::RwLock::new(roots),
             runners: Mutex::new(HashMap::new()),
             trust_all_scripts: false,
@@ -373,7 +388,10 @@ impl SandboxHooks {
         }
         // Compiled without holding the lock: one slow compilation must not stall the hooks of
         // every other persona (two personas loading one file at once compile it once each).
-        let sb = crate::shared_sandbox().map_err(|e| HookError::Setup(e.to_string()))?;
+        let sb = self
+            .source
+            .sandbox()
+            .map_err(|e| HookError::Setup(e.to_string()))?;
         let bytes = crate::pack::source::read_limited(file, MAX_HOOK_FILE)
             .map_err(|e| HookError::Read(e.to_string()))?;
         let name = file
@@ -424,7 +442,7 @@ impl SandboxHooks {
     /// loaded in this process, not in the compile cache). An unreadable file counts as nothing:
     /// loading it reports the error.
     fn uncompiled_bytes(&self, pack_id: &str, persona: &ResolvedPersona) -> u64 {
-        let (Ok(root), Ok(sb)) = (self.root(pack_id), crate::shared_sandbox()) else {
+        let (Ok(root), Ok(sb)) = (self.root(pack_id), self.source.sandbox()) else {
             return 0;
         };
         let mut files: Vec<PathBuf> = [HookPoint::OnStart, HookPoint::OnMessage, HookPoint::OnStop]
@@ -517,7 +535,10 @@ impl SandboxHooks {
             return self.run_script(call, &root, hook).map(Some);
         };
         let runner = self.runner(call.pack_id, hook, &file?)?;
-        let sb = crate::shared_sandbox().map_err(|e| HookError::Setup(e.to_string()))?;
+        let sb = self
+            .source
+            .sandbox()
+            .map_err(|e| HookError::Setup(e.to_string()))?;
         let out = runner.run(
             sb,
             call.point,
@@ -716,56 +737,6 @@ impl HookRunner for SandboxHooks {
         drop(runners);
         if let Some(trust) = &self.trust {
             trust.pack_changed(pack_id, pack);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::dispatch::NativeTriggers;
-    use crate::resolve::Triggers;
-    use nostr_sdk::prelude::Keys;
-
-    /// The one-instance-per-event path decides exactly as one call per persona (and as the native
-    /// matcher), mentions by key and by name included.
-    #[test]
-    fn decide_all_matches_one_decision_per_persona() {
-        let Ok(sandbox) = SandboxTriggers::builtin() else {
-            eprintln!("trigger component not built; skipped");
-            return;
-        };
-        let personas: Vec<TriggerPersona> = (0..4)
-            .map(|i| TriggerPersona {
-                name: format!("p{i}"),
-                display_name: format!("P{i}"),
-                qualified: String::new(),
-                pubkey: Keys::generate().public_key(),
-                triggers: Triggers {
-                    mentions: true,
-                    keywords: vec![format!("topic{i}")],
-                    all_messages: i == 3,
-                },
-            })
-            .collect();
-        let refs: Vec<&TriggerPersona> = personas.iter().collect();
-        let author = Keys::generate();
-        let by_key = vec![nostr_sdk::prelude::Tag::public_key(personas[1].pubkey)];
-        for (text, tags) in [
-            ("hello @p0", vec![]),
-            ("news about topic2", vec![]),
-            ("plain chatter", vec![]),
-            // p3 has a keyword and all_messages; `é` ends a name.
-            ("topic3 for @p0é", vec![]),
-            ("for you", by_key),
-        ] {
-            let ev = crate::relay::message(&author, "general", text, tags).unwrap();
-            let m = Message::parse(&ev).unwrap();
-            let batch = sandbox.decide_all(&m, &refs).unwrap();
-            let single: Vec<Option<Reason>> = refs.iter().map(|p| sandbox.decide(&m, p)).collect();
-            let native = NativeTriggers.decide_all(&m, &refs).unwrap();
-            assert_eq!(batch, single, "{text}");
-            assert_eq!(batch, native, "{text}");
         }
     }
 }
