@@ -552,7 +552,7 @@ impl Harness {
         self.config.cluster.keep(since);
         let newest = Arc::new(AtomicU64::new(since.as_secs()));
         *router.lock().unwrap_or_else(|e| e.into_inner()) = Some(route::Router {
-            lives: lives.to_vec(),
+            personas: lives.iter().map(|l| route::Routed::of(l)).collect(),
             routes,
             own,
             queues,

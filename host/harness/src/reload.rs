@@ -408,12 +408,12 @@ fn swap_in(
         let name = live.trigger.name.clone();
         let i = match slots.remove(&name) {
             Some(i) => {
-                r.lives[i] = Arc::clone(&live);
+                r.personas[i] = route::Routed::of(&live);
                 i
             }
             None => {
-                r.lives.push(Arc::clone(&live));
-                r.lives.len() - 1
+                r.personas.push(route::Routed::of(&live));
+                r.personas.len() - 1
             }
         };
         r.own.insert(live.keys.public_key());

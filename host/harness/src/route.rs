@@ -8,7 +8,7 @@
 //! `live_agents`, 2 ms at p50 and 7 ms at p99 between the websocket frame and routing), and on a
 //! thread of its own every event paid one more thread wake-up on a busy machine (0.2 ms at p50).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -48,9 +48,27 @@ pub(super) fn route(shared: &Shared, event: &Event) -> bool {
     }
 }
 
+/// What routing knows of a running persona: who it is to the trigger matcher, and the names of
+/// its channels (the rest of the persona stays with its worker).
+pub(super) struct Routed {
+    pub trigger: TriggerPersona,
+    /// Subscribed channels: id → name.
+    pub channels: BTreeMap<String, String>,
+}
+
+impl Routed {
+    pub fn of(live: &Live) -> Routed {
+        Routed {
+            trigger: live.trigger.clone(),
+            channels: live.channels.clone(),
+        }
+    }
+}
+
 pub(super) struct Router {
-    pub lives: Vec<Arc<Live>>,
-    /// Channel id → indexes into `lives` of the personas subscribed to it.
+    /// The personas, by the indexes `routes` and `queues` use.
+    pub personas: Vec<Routed>,
+    /// Channel id → indexes into `personas` of the personas subscribed to it.
     pub routes: HashMap<String, Vec<usize>>,
     /// The personas' own keys (their replies come back on the subscription).
     pub own: HashSet<PublicKey>,
@@ -95,7 +113,7 @@ impl Router {
         {
             return false;
         }
-        let channel_name = self.lives[targets[0]]
+        let channel_name = self.personas[targets[0]]
             .channels
             .get(&message.channel)
             .map(String::as_str)
@@ -104,7 +122,7 @@ impl Router {
         let mut woke = Vec::new();
         let mut decided: Vec<Decided> = Vec::new();
         for (&i, decision) in targets.iter().zip(decisions) {
-            let persona = self.lives[i].trigger.name.as_str();
+            let persona = self.personas[i].trigger.name.as_str();
             let (woken, reason) = match decision {
                 Err(why) => (false, why),
                 Ok(reason) => match self.queue(i, &message, reason) {
@@ -160,7 +178,7 @@ impl Router {
         channel_name: &str,
     ) -> Vec<Result<Reason, String>> {
         let personas: Vec<&TriggerPersona> =
-            targets.iter().map(|&i| &self.lives[i].trigger).collect();
+            targets.iter().map(|&i| &self.personas[i].trigger).collect();
         let id = message.id.to_hex();
         match self.matcher.decide_all(message, &personas) {
             Ok(decisions) => decisions
@@ -193,7 +211,7 @@ impl Router {
     /// the persona has no worker for the channel.
     fn queue(&self, i: usize, message: &Message, reason: Reason) -> Option<Result<String, String>> {
         let tx = self.queues.get(&(i, message.channel.clone()))?;
-        let name = self.lives[i].trigger.name.as_str();
+        let name = self.personas[i].trigger.name.as_str();
         Some(match tx.try_send((message.clone(), reason.clone())) {
             Ok(()) => {
                 tracing::trace!(target: "apiary::probe", persona = %name, id = %message.id, "message queued");
@@ -257,5 +275,292 @@ impl Router {
             }));
         }
         woken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Routing without processes or sockets: signed events in, queued messages and notes out.
+
+    use super::*;
+    use crate::NativeTriggers;
+    use crate::resolve::Triggers;
+    use crate::trigger::TriggerError;
+
+    const GENERAL: &str = "g-general";
+    const OPS: &str = "g-ops";
+
+    /// A router over two personas, `ada` (mentions, keyword `deploy`) on #general and #ops and
+    /// `bob` (mentions only) on #general, with queues of `depth` each; the notes it writes.
+    struct Rig {
+        shared: Shared,
+        notes: Arc<Mutex<Vec<Note>>>,
+        queued: HashMap<(usize, String), mpsc::Receiver<(Message, Reason)>>,
+        keys: Vec<Keys>,
+    }
+
+    fn persona(name: &str, keys: &Keys, keywords: &[&str], channels: &[&str]) -> Routed {
+        Routed {
+            trigger: TriggerPersona {
+                name: name.into(),
+                display_name: name.into(),
+                qualified: String::new(),
+                pubkey: keys.public_key(),
+                triggers: Triggers {
+                    mentions: true,
+                    keywords: keywords.iter().map(|k| k.to_string()).collect(),
+                    all_messages: false,
+                },
+            },
+            channels: channels
+                .iter()
+                .map(|id| (id.to_string(), id.trim_start_matches("g-").to_string()))
+                .collect(),
+        }
+    }
+
+    fn rig(matcher: Arc<dyn TriggerMatcher>, depth: usize) -> Rig {
+        let keys = vec![Keys::generate(), Keys::generate()];
+        let personas = vec![
+            persona("ada", &keys[0], &["deploy"], &[GENERAL, OPS]),
+            persona("bob", &keys[1], &[], &[GENERAL]),
+        ];
+        let mut routes: HashMap<String, Vec<usize>> = HashMap::new();
+        let (mut queues, mut queued) = (HashMap::new(), HashMap::new());
+        for (i, p) in personas.iter().enumerate() {
+            for channel in p.channels.keys() {
+                routes.entry(channel.clone()).or_default().push(i);
+                let (tx, rx) = mpsc::channel(depth);
+                queues.insert((i, channel.clone()), tx);
+                queued.insert((i, channel.clone()), rx);
+            }
+        }
+        let notes: Arc<Mutex<Vec<Note>>> = Arc::default();
+        let sink = Arc::clone(&notes);
+        let router = Router {
+            own: keys.iter().map(Keys::public_key).collect(),
+            personas,
+            routes,
+            queues,
+            matcher,
+            out: Arc::new(move |n| sink.lock().unwrap().push(n)),
+            cursor: Arc::default(),
+            seen: Seen::default(),
+            routed: 0,
+            fresh: HashMap::new(),
+        };
+        Rig {
+            shared: Arc::new(Mutex::new(Some(router))),
+            notes,
+            queued,
+            keys,
+        }
+    }
+
+    impl Rig {
+        fn take(&mut self, persona: usize, channel: &str) -> Vec<(Message, Reason)> {
+            let rx = self.queued.get_mut(&(persona, channel.into())).unwrap();
+            std::iter::from_fn(|| rx.try_recv().ok()).collect()
+        }
+
+        fn kinds(&self) -> Vec<&'static str> {
+            self.notes
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|n| n.event.kind())
+                .collect()
+        }
+
+        fn routed(&self) -> u64 {
+            self.shared.lock().unwrap().as_ref().unwrap().routed
+        }
+    }
+
+    fn said(channel: &str, text: &str) -> Event {
+        relay::message(&Keys::generate(), channel, text, vec![]).unwrap()
+    }
+
+    #[test]
+    fn a_mention_wakes_only_that_persona_and_each_decision_is_reported() {
+        let mut r = rig(Arc::new(NativeTriggers), 8);
+        assert!(route(&r.shared, &said(GENERAL, "@bob can you look?")));
+        assert!(r.take(0, GENERAL).is_empty());
+        let bob = r.take(1, GENERAL);
+        assert_eq!(bob.len(), 1);
+        assert_eq!(bob[0].1, Reason::Mention);
+        assert_eq!(bob[0].0.content, "@bob can you look?");
+        assert_eq!(r.kinds(), ["message", "skipped", "woken"]);
+        let notes = r.notes.lock().unwrap();
+        let event::Event::Message { channel, woke, .. } = &notes[0].event else {
+            panic!("{:?}", notes[0].event)
+        };
+        assert_eq!(
+            (channel.as_str(), woke.as_slice()),
+            ("general", &["bob (mention)".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn a_keyword_wakes_in_every_channel_the_persona_holds() {
+        let mut r = rig(Arc::new(NativeTriggers), 8);
+        assert!(route(&r.shared, &said(OPS, "deploy is red")));
+        let ada = r.take(0, OPS);
+        assert_eq!(ada[0].1, Reason::Keyword("deploy".into()));
+        assert!(!route(&r.shared, &said(GENERAL, "nothing for anyone")));
+        assert!(r.take(0, GENERAL).is_empty() && r.take(1, GENERAL).is_empty());
+    }
+
+    #[test]
+    fn duplicates_own_replies_other_kinds_and_unrouted_channels_wake_nobody() {
+        let mut r = rig(Arc::new(NativeTriggers), 8);
+        let once = said(GENERAL, "@ada hi");
+        assert!(route(&r.shared, &once));
+        assert!(!route(&r.shared, &once), "a duplicate is routed once");
+        let own = relay::message(&r.keys[1], GENERAL, "@ada from bob", vec![]).unwrap();
+        assert!(
+            !route(&r.shared, &own),
+            "a persona's own message wakes nobody"
+        );
+        assert!(!route(&r.shared, &said("g-elsewhere", "@ada hi")));
+        let note = EventBuilder::text_note("@ada hi")
+            .sign_with_keys(&Keys::generate())
+            .unwrap();
+        assert!(!route(&r.shared, &note), "not a chat message");
+        assert_eq!(r.take(0, GENERAL).len(), 1);
+        // Routed: the first message and the one on a channel no persona holds.
+        assert_eq!(r.routed(), 2);
+    }
+
+    #[test]
+    fn a_full_queue_drops_the_message_and_says_so() {
+        let mut r = rig(Arc::new(NativeTriggers), 1);
+        assert!(route(&r.shared, &said(GENERAL, "@bob one")));
+        assert!(!route(&r.shared, &said(GENERAL, "@bob two")));
+        assert_eq!(r.take(1, GENERAL).len(), 1);
+        let notes = r.notes.lock().unwrap();
+        let dropped = notes.iter().find_map(|n| match &n.event {
+            event::Event::Skipped {
+                persona, reason, ..
+            } if persona == "bob" => Some(reason.clone()),
+            _ => None,
+        });
+        assert_eq!(dropped.as_deref(), Some("queue full: dropped"));
+    }
+
+    struct Failing;
+    impl TriggerMatcher for Failing {
+        fn decide(&self, _: &Message, _: &TriggerPersona) -> Option<Reason> {
+            None
+        }
+        fn decide_all(
+            &self,
+            _: &Message,
+            _: &[&TriggerPersona],
+        ) -> Result<Vec<Option<Reason>>, TriggerError> {
+            Err(TriggerError::Failed("component trapped".into()))
+        }
+        fn name(&self) -> &str {
+            "failing"
+        }
+    }
+
+    struct Panicking;
+    impl TriggerMatcher for Panicking {
+        fn decide(&self, _: &Message, _: &TriggerPersona) -> Option<Reason> {
+            panic!("a bug in the matcher")
+        }
+        fn name(&self) -> &str {
+            "panicking"
+        }
+    }
+
+    #[test]
+    fn a_failing_matcher_wakes_nobody_and_reports_each_persona() {
+        let mut r = rig(Arc::new(Failing), 8);
+        assert!(!route(&r.shared, &said(GENERAL, "@ada @bob")));
+        assert!(r.take(0, GENERAL).is_empty() && r.take(1, GENERAL).is_empty());
+        let notes = r.notes.lock().unwrap();
+        let errors: Vec<_> = notes
+            .iter()
+            .filter_map(|n| match &n.event {
+                event::Event::Error {
+                    persona, reason, ..
+                } => Some((persona.clone()?, reason.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors
+                .iter()
+                .all(|(_, why)| why.contains("component trapped"))
+        );
+    }
+
+    #[test]
+    fn a_panic_while_routing_is_an_error_and_routing_goes_on() {
+        let r = rig(Arc::new(Panicking), 8);
+        assert!(!route(&r.shared, &said(GENERAL, "@ada")));
+        assert!(!route(&r.shared, &said(GENERAL, "@bob")));
+        assert_eq!(r.kinds(), ["error", "error"]);
+        // The router is still there, not poisoned out of use.
+        assert!(r.shared.lock().unwrap().is_some());
+    }
+
+    #[test]
+    fn a_stopped_router_routes_nothing() {
+        let mut r = rig(Arc::new(NativeTriggers), 8);
+        r.shared.lock().unwrap().take();
+        assert!(!route(&r.shared, &said(GENERAL, "@bob")));
+        assert!(r.take(1, GENERAL).is_empty());
+        assert!(r.kinds().is_empty());
+    }
+
+    fn said_at(channel: &str, text: &str, at: Timestamp) -> Event {
+        EventBuilder::new(Kind::Custom(KIND_MESSAGE), text)
+            .tag(relay::channel_tag(channel))
+            .custom_created_at(at)
+            .sign_with_keys(&Keys::generate())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_freshly_subscribed_channel_ignores_messages_from_before() {
+        let mut r = rig(Arc::new(NativeTriggers), 8);
+        let now = Timestamp::now();
+        r.shared
+            .lock()
+            .unwrap()
+            .as_mut()
+            .unwrap()
+            .fresh
+            .insert(GENERAL.into(), now);
+        assert!(!route(&r.shared, &said_at(GENERAL, "@bob old", now - 120)));
+        assert!(route(&r.shared, &said_at(GENERAL, "@bob new", now)));
+        let bob = r.take(1, GENERAL);
+        assert_eq!(bob.len(), 1);
+        assert_eq!(bob[0].0.content, "@bob new");
+    }
+
+    #[test]
+    fn the_cursor_follows_the_newest_message_but_not_a_future_one() {
+        let r = rig(Arc::new(NativeTriggers), 8);
+        let cursor = Arc::clone(&r.shared.lock().unwrap().as_ref().unwrap().cursor);
+        let now = Timestamp::now();
+        route(&r.shared, &said_at(GENERAL, "a", now - 30));
+        assert_eq!(cursor.load(Ordering::Relaxed), (now - 30).as_secs());
+        route(&r.shared, &said_at(GENERAL, "b", now - 90));
+        assert_eq!(
+            cursor.load(Ordering::Relaxed),
+            (now - 30).as_secs(),
+            "never backwards"
+        );
+        route(&r.shared, &said_at(GENERAL, "c", now + 3600));
+        assert_eq!(
+            cursor.load(Ordering::Relaxed),
+            (now - 30).as_secs(),
+            "a future clock is not trusted"
+        );
     }
 }
