@@ -159,7 +159,7 @@ fn memory_per_persona() -> Option<f64> {
         let config = dispatch::Config {
             relay: dispatch::RelayLink::InProcess {
                 url: relay.url.clone(),
-                door: relay.door(),
+                door: Box::new(relay.door()),
             },
             agent: AgentCommand {
                 program: common::agent_bin(),

@@ -446,7 +446,7 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
             BenchRelay::Embedded(e) if std::env::var_os("APIARY_BENCH_REMOTE_LINK").is_none() => {
                 dispatch::RelayLink::InProcess {
                     url: url.clone(),
-                    door: e.door(),
+                    door: Box::new(e.door()),
                 }
             }
             _ => dispatch::RelayLink::Remote { url: url.clone() },

@@ -147,7 +147,7 @@ pub enum RelayLink {
     /// of being sent over a connection.
     InProcess {
         url: String,
-        door: relay::embedded::Door,
+        door: Box<relay::embedded::Door>,
     },
 }
 
@@ -162,7 +162,7 @@ impl RelayLink {
     /// The embedded relay's door, when the relay is this process's own.
     pub fn door(&self) -> Option<&relay::embedded::Door> {
         match self {
-            RelayLink::InProcess { door, .. } => Some(door),
+            RelayLink::InProcess { door, .. } => Some(door.as_ref()),
             RelayLink::Remote { .. } => None,
         }
     }

@@ -1193,7 +1193,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         relay: match &embedded {
             Some(e) => dispatch::RelayLink::InProcess {
                 url: relay_url,
-                door: e.door(),
+                door: Box::new(e.door()),
             },
             None => dispatch::RelayLink::Remote { url: relay_url },
         },

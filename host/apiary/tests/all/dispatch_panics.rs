@@ -142,7 +142,7 @@ fn a_panic_in_one_personas_path_is_reported_and_the_rest_runs_on() {
     let config = dispatch::Config {
         relay: dispatch::RelayLink::InProcess {
             url: relay.url.clone(),
-            door: relay.door(),
+            door: Box::new(relay.door()),
         },
         agent: AgentCommand {
             program: agent_bin(),
