@@ -52,7 +52,7 @@ fn the_event_reference_is_the_event_type() {
 fn events_markdown(schema: &Value) -> String {
     let mut out = String::from(
         "# `apiary up --json` events\n\n\
-         <!-- Generated from the `Event` type (host/apiary/src/dispatch/event.rs) by \
+         <!-- Generated from the `Event` type (host/harness/src/event.rs) by \
          host/apiary/tests/all/docs_reference.rs; do not edit. -->\n\n\
          With `--json`, `apiary up` prints one JSON object per line. Its `event` key names the \
          kind; the other keys are below. A key that does not apply to one event is `null` or left \
