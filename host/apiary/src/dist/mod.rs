@@ -116,15 +116,9 @@ impl DistError {
 
 pub type Result<T, E = DistError> = std::result::Result<T, E>;
 
-/// Lower-case hex of a byte string.
+/// Lower-case hex of a byte string (the `hex` crate, as the harness's skill records use).
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
+    ::hex::encode(bytes)
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
