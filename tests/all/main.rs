@@ -40,6 +40,7 @@ mod live_shards;
 mod live_status;
 mod live_supervision;
 mod live_up;
+mod module_graph;
 mod pack_corpus;
 mod pack_hostile;
 mod pack_migrate;

@@ -17,7 +17,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::dist::DistError;
 use crate::relay::keys::KeyStore;
 
 /// Overrides the data dir.
@@ -121,7 +120,7 @@ impl Data {
 }
 
 /// The install root: the flag, else `$BUZZ_PACKS_DIR`, else `~/.buzz/packs`.
-pub fn install_root(flag: Option<&Path>) -> Result<PathBuf, DistError> {
+pub fn install_root(flag: Option<&Path>) -> Result<PathBuf, NoHome> {
     if let Some(p) = flag {
         return Ok(p.to_path_buf());
     }
@@ -130,13 +129,19 @@ pub fn install_root(flag: Option<&Path>) -> Result<PathBuf, DistError> {
     }
     dirs::home_dir()
         .map(|h| h.join(".buzz").join("packs"))
-        .ok_or_else(|| {
-            DistError::new(
-                "root.home",
-                "cannot find the home directory for ~/.buzz/packs",
-            )
-            .help(format!("pass --root DIR or set {INSTALL_ROOT_ENV}"))
-        })
+        .ok_or(NoHome)
+}
+
+/// There is no home directory to put `~/.buzz/packs` in, and no flag or variable names another.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("cannot find the home directory for ~/.buzz/packs")]
+pub struct NoHome;
+
+impl NoHome {
+    /// What to do instead.
+    pub fn help(&self) -> String {
+        format!("pass --root DIR or set {INSTALL_ROOT_ENV}")
+    }
 }
 
 /// The operator overrides file to load: the flag, else `$APIARY_OVERRIDES`, else

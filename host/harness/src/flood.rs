@@ -14,8 +14,8 @@
 //! messages beyond [`MAX_WAITING_PER_AUTHOR`] (their oldest go; a turn answers the newest), and
 //! newcomers once [`MAX_WAITING`] messages wait in all.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::time::{Duration, Instant};
+use std::collections::{HashSet, VecDeque};
+use std::time::Instant;
 
 use nostr_sdk::prelude::PublicKey;
 
@@ -35,32 +35,12 @@ pub const MAX_WAITING: usize = 500;
 /// are forgotten.
 const AUTHORS_CAP: usize = 4096;
 
-/// A rate: at most `turns` turns at once, and `turns` more every `per`. `turns == 0`: no limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
-    pub turns: u32,
-    pub per: Duration,
-}
+/// A rate of turns: at most `tokens` at once, and `tokens` more every `per`; 0: no limit.
+pub use apiary_limits::{Bucket, Rate};
 
-impl Rate {
-    pub const fn per_minute(turns: u32) -> Rate {
-        Rate {
-            turns,
-            per: Duration::from_secs(60),
-        }
-    }
-
-    pub const UNLIMITED: Rate = Rate::per_minute(0);
-
-    pub fn is_limited(&self) -> bool {
-        self.turns > 0
-    }
-}
-
-impl std::fmt::Display for Rate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} turns per {} s", self.turns, self.per.as_secs())
-    }
+/// `5 turns per 60 s`, as the `limited` notes say it.
+pub fn turns(rate: Rate) -> String {
+    format!("{} turns per {} s", rate.tokens, rate.per.as_secs())
 }
 
 /// The operator's limits for one `apiary up`.
@@ -88,100 +68,32 @@ impl Default for TurnLimits {
     }
 }
 
-/// A token bucket: full at `rate.turns` tokens, refilled continuously at `rate.turns` per
-/// `rate.per`.
-#[derive(Debug, Clone)]
-pub struct Bucket {
-    rate: Rate,
-    tokens: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    pub fn new(rate: Rate, now: Instant) -> Bucket {
-        Bucket {
-            rate,
-            tokens: f64::from(rate.turns),
-            at: now,
-        }
-    }
-
-    fn refill(&mut self, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        let per_sec = f64::from(self.rate.turns) / self.rate.per.as_secs_f64().max(1e-3);
-        self.tokens = (self.tokens + elapsed * per_sec).min(f64::from(self.rate.turns));
-        self.at = now;
-    }
-
-    /// When a turn may be taken: `now` or later.
-    pub fn ready_at(&mut self, now: Instant) -> Instant {
-        if !self.rate.is_limited() {
-            return now;
-        }
-        self.refill(now);
-        // (Tolerance: refilled at exactly the instant computed below, the sum may round under 1.)
-        if self.tokens >= 1.0 - 1e-6 {
-            return now;
-        }
-        let per_token = self.rate.per.as_secs_f64() / f64::from(self.rate.turns);
-        now + Duration::from_secs_f64((1.0 - self.tokens) * per_token)
-    }
-
-    pub fn ready(&mut self, now: Instant) -> bool {
-        self.ready_at(now) <= now
-    }
-
-    /// Takes a token (the bucket may go below one; it then refills from there).
-    pub fn take(&mut self, now: Instant) {
-        if self.rate.is_limited() {
-            self.refill(now);
-            self.tokens -= 1.0;
-        }
-    }
-
-    fn is_full(&mut self, now: Instant) -> bool {
-        self.refill(now);
-        self.tokens >= f64::from(self.rate.turns)
-    }
-}
-
 /// One persona's per-author buckets (shared by its channels' workers).
 #[derive(Debug)]
 pub struct Authors {
-    rate: Rate,
-    buckets: HashMap<PublicKey, Bucket>,
+    buckets: apiary_limits::Buckets<PublicKey>,
 }
 
 impl Authors {
     pub fn new(rate: Rate) -> Authors {
         Authors {
-            rate,
-            buckets: HashMap::new(),
+            buckets: apiary_limits::Buckets::new(rate, AUTHORS_CAP),
         }
     }
 
     pub fn rate(&self) -> Rate {
-        self.rate
+        self.buckets.rate()
     }
 
+    /// When `author` may be answered again (now for an author with no bucket yet).
     pub fn ready_at(&mut self, author: &PublicKey, now: Instant) -> Instant {
-        match self.buckets.get_mut(author) {
-            Some(b) => b.ready_at(now),
-            None => now,
-        }
+        self.buckets.ready_at(author, now)
     }
 
     pub fn take(&mut self, author: &PublicKey, now: Instant) {
-        if !self.rate.is_limited() {
-            return;
+        if self.rate().is_limited() {
+            self.buckets.get(*author, now).take(now);
         }
-        if self.buckets.len() >= AUTHORS_CAP && !self.buckets.contains_key(author) {
-            self.buckets.retain(|_, b| !b.is_full(now));
-        }
-        self.buckets
-            .entry(*author)
-            .or_insert_with(|| Bucket::new(self.rate, now))
-            .take(now);
     }
 }
 
@@ -379,26 +291,6 @@ mod tests {
         Some(EventId::from_byte_array([i; 32]))
     }
 
-    #[test]
-    fn a_bucket_refills_at_its_rate() {
-        let t0 = Instant::now();
-        let mut b = Bucket::new(Rate::per_minute(2), t0);
-        assert!(b.ready(t0));
-        b.take(t0);
-        b.take(t0);
-        assert!(!b.ready(t0));
-        let at = b.ready_at(t0);
-        assert_eq!((at - t0).as_secs(), 30);
-        assert!(b.ready(t0 + Duration::from_secs(31)));
-        let mut free = Bucket::new(Rate::UNLIMITED, t0);
-        for _ in 0..1000 {
-            free.take(t0);
-        }
-        assert!(free.ready(t0));
-    }
-
-    /// Forty mentions from one author, each the root of its own thread: a few turns at once,
-    /// the rest answered together once a token is back; another author is served meanwhile.
     #[test]
     fn a_flood_of_fresh_threads_is_coalesced_and_others_still_served() {
         let t0 = Instant::now();

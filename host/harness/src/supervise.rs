@@ -6,7 +6,6 @@
 //! Kept apart from the relay and the ACP client so the decisions can be tested with a fake clock
 //! (instants passed in) and a fake agent (any [`Supervised`]).
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,37 +57,35 @@ pub(super) enum Verdict {
     Open { crashes: usize },
 }
 
-/// The recent restarts of one agent: the backoff and the circuit breaker.
+/// The recent restarts of one agent: the backoff, and apiary's circuit breaker counting restarts
+/// within the window (no cooldown: the circuit stays open while they are recent).
 #[derive(Debug)]
 pub(super) struct Breaker {
     policy: Policy,
-    recent: VecDeque<Instant>,
+    restarts: apiary_limits::Breaker,
 }
 
 impl Breaker {
     pub fn new(policy: Policy) -> Breaker {
         Breaker {
             policy,
-            recent: VecDeque::new(),
+            restarts: apiary_limits::Breaker::new(apiary_limits::BreakerPolicy {
+                threshold: u32::try_from(policy.breaker_restarts).unwrap_or(u32::MAX),
+                window: Some(policy.window),
+                cooldown: None,
+            }),
         }
     }
 
     /// Decides about a crash at `now`; a restart is counted, a refusal is not.
     pub fn crashed(&mut self, now: Instant) -> Verdict {
-        while self
-            .recent
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > self.policy.window)
-        {
-            self.recent.pop_front();
-        }
-        if self.recent.len() >= self.policy.breaker_restarts {
+        if let Err(open) = self.restarts.admit(now) {
             return Verdict::Open {
-                crashes: self.recent.len(),
+                crashes: open.failures as usize,
             };
         }
-        self.recent.push_back(now);
-        let nth = self.recent.len();
+        self.restarts.record(false, now);
+        let nth = self.restarts.counted() as usize;
         Verdict::Restart {
             nth,
             backoff: self.policy.backoff(nth),

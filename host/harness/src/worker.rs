@@ -245,10 +245,14 @@ impl Turns {
             ("coalesced", "author") => format!(
                 "author {} is over {name}'s {}",
                 relay::short(&author),
-                l.rate
+                flood::turns(l.rate)
             ),
             ("coalesced", "channel") => {
-                format!("#{} is over {name}'s {}", self.channel_name, l.rate)
+                format!(
+                    "#{} is over {name}'s {}",
+                    self.channel_name,
+                    flood::turns(l.rate)
+                )
             }
             _ => String::new(),
         };
@@ -271,7 +275,7 @@ impl Turns {
                 action: l.action.into(),
                 allowed: None,
                 used: None,
-                turns: held.then_some(l.rate.turns),
+                turns: held.then_some(l.rate.tokens),
                 per_secs: held.then_some(l.rate.per.as_secs()),
                 count: None,
             },

@@ -15,6 +15,8 @@
 //! to a subscriber held each one back until the previous one was acknowledged (6 ms at p50 in the
 //! `live_agents` bench, 0.35 ms without).
 
+mod screen;
+
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,11 +30,11 @@ use tokio_tungstenite::tungstenite::Message as Ws;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 
-use super::embedded::Door;
 use super::limits::Limits;
+use crate::door::Door;
 use crate::known_keys::KnownKeys;
 use crate::nip42::RelayIdentity;
-use crate::screen::{Screen, Step};
+use screen::{Screen, Step};
 
 /// A client that has not finished its websocket handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -4,7 +4,7 @@
 
 use nostr_sdk::prelude::{Kind, PublicKey};
 
-use crate::ledger::Owner;
+use crate::known_keys::Owner;
 
 /// NIP-94 file metadata: a pack registry's signed archive descriptions (id, version, sha256).
 pub const KIND_FILE_METADATA: u16 = 1063;

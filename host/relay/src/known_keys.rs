@@ -13,7 +13,14 @@ use std::time::{Duration, Instant, SystemTime};
 use nostr_sdk::prelude::PublicKey;
 
 use crate::keys::KeyStore;
-use crate::ledger::Owner;
+
+/// Whose an event is, for storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// A key of the operator's key store, or an event signed in this process.
+    Own,
+    Foreign,
+}
 
 /// For events, an unknown key makes the store be listed again at most this often.
 pub const RELIST_AFTER: Duration = Duration::from_secs(2);

@@ -16,15 +16,8 @@ use std::collections::{HashMap, VecDeque};
 
 use nostr_sdk::prelude::{EventId, PublicKey};
 
+pub use crate::known_keys::Owner;
 use crate::limits::Limits;
-
-/// Whose an event is, for storage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Owner {
-    /// A key of the operator's key store, or an event signed in this process.
-    Own,
-    Foreign,
-}
 
 /// Events and bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

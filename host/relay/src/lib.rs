@@ -19,6 +19,7 @@
 //! Events from a relay are hostile: [`Message::parse`] caps sizes and never panics.
 
 pub mod client_message;
+pub mod door;
 pub mod echo;
 pub mod embedded;
 pub mod error;
@@ -29,7 +30,6 @@ pub mod known_keys;
 pub mod ledger;
 pub mod limits;
 pub mod nip42;
-mod screen;
 pub mod store;
 
 use std::collections::BTreeMap;

@@ -11,17 +11,17 @@
 //! with forged ones). The size cap is enforced before that, on the websocket message (see
 //! [`client_message`](crate::client_message)).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use apiary_limits::{Buckets, Rate};
 use nostr_relay_builder::prelude::*;
 
 use crate::kinds;
+use crate::known_keys::Owner;
 use crate::known_keys::Owners;
-use crate::ledger::Owner;
 
 /// The embedded relay's caps; [`Limits::default`] is what `apiary up` and `apiary relay` use unless
 /// told otherwise (the flags of the same names).
@@ -33,7 +33,7 @@ pub struct Limits {
     pub max_stored_events: u64,
     /// Bytes of events stored (journal lines); past it the oldest foreign events are evicted.
     pub max_stored_bytes: u64,
-    /// Events a minute one key may publish (a burst of as many, then refilled evenly).
+    /// Events a minute one key may publish (a burst of as many, then refilled evenly; 0: no limit).
     pub per_key_per_minute: u32,
     /// Events a minute one connection may publish (same shape).
     pub per_connection_per_minute: u32,
@@ -68,69 +68,8 @@ impl Limits {
     }
 }
 
-/// A token bucket: `per_minute` tokens at most, refilled evenly over a minute.
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    fn full(per_minute: u32, now: Instant) -> Bucket {
-        Bucket {
-            tokens: f64::from(per_minute),
-            at: now,
-        }
-    }
-
-    fn refill(&mut self, per_minute: u32, now: Instant) {
-        let rate = f64::from(per_minute) / 60.0;
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * rate).min(f64::from(per_minute));
-        self.at = now;
-    }
-
-    fn take(&mut self, per_minute: u32, now: Instant) -> bool {
-        self.refill(per_minute, now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
-/// Buckets by key; full buckets are forgotten when the map grows (a full bucket is the same as
-/// none), so the map stays as small as the set of keys publishing within a minute.
-#[derive(Debug)]
-struct Buckets<K> {
-    per_minute: u32,
-    map: HashMap<K, Bucket>,
-}
-
-impl<K: std::hash::Hash + Eq> Buckets<K> {
-    fn new(per_minute: u32) -> Buckets<K> {
-        Buckets {
-            per_minute,
-            map: HashMap::new(),
-        }
-    }
-
-    fn take(&mut self, key: K, now: Instant) -> bool {
-        let per_minute = self.per_minute;
-        if self.map.len() >= 4096 {
-            self.map.retain(|_, b| {
-                b.refill(per_minute, now);
-                b.tokens < f64::from(per_minute)
-            });
-        }
-        self.map
-            .entry(key)
-            .or_insert_with(|| Bucket::full(per_minute, now))
-            .take(per_minute, now)
-    }
-}
+/// Keys remembered per bucket map; past it, full buckets (quiet keys) are forgotten.
+const BUCKETS_CAP: usize = 4096;
 
 /// The embedded relay's write policy for clients' events (after their id and signature were
 /// checked): the kinds it stores, group metadata from its own key only, and the rate limits.
@@ -151,8 +90,14 @@ impl Admission {
         Admission {
             limits,
             owners,
-            keys: Mutex::new(Buckets::new(limits.per_key_per_minute)),
-            connections: Mutex::new(Buckets::new(limits.per_connection_per_minute)),
+            keys: Mutex::new(Buckets::new(
+                Rate::per_minute(limits.per_key_per_minute),
+                BUCKETS_CAP,
+            )),
+            connections: Mutex::new(Buckets::new(
+                Rate::per_minute(limits.per_connection_per_minute),
+                BUCKETS_CAP,
+            )),
             limited: AtomicU64::new(0),
         }
     }
@@ -178,14 +123,14 @@ impl Admission {
         let now = Instant::now();
         // The connection first: a flood of many keys over one connection does not spend the keys'
         // budgets, and a key spread over many connections is still counted once.
-        if !lock(&self.connections).take(peer, now) {
+        if !lock(&self.connections).try_take(peer, now) {
             self.limited.fetch_add(1, Ordering::Relaxed);
             return Some(format!(
                 "rate-limited: more than {} events a minute on this connection (--connection-rate)",
                 self.limits.per_connection_per_minute
             ));
         }
-        if !lock(&self.keys).take(event.pubkey, now) {
+        if !lock(&self.keys).try_take(event.pubkey, now) {
             self.limited.fetch_add(1, Ordering::Relaxed);
             return Some(format!(
                 "rate-limited: more than {} events a minute from this key (--key-rate)",
@@ -203,7 +148,7 @@ impl Admission {
 
     /// A connection ended: its bucket goes (the address may be reused by another client).
     pub fn forget(&self, peer: SocketAddr) {
-        lock(&self.connections).map.remove(&peer);
+        lock(&self.connections).forget(&peer);
     }
 }
 

@@ -9,12 +9,11 @@
 //!   the WASI grants it needs ([`wasi::Grants`]). Hooks and triggers keep a store between calls
 //!   that ended normally ([`warm`]); after a trap, a deadline or a refused answer the store is
 //!   dropped, so a trap never poisons a later call. A component that keeps failing is switched
-//!   off by a circuit breaker ([`breaker`]).
+//!   off by a circuit breaker ([`BreakerPolicy`]).
 //! - Front ends per world: [`hook`], [`trigger`], [`converter`].
 
 pub mod bindings;
 pub mod blocking;
-pub mod breaker;
 pub mod cache;
 pub mod caps;
 pub mod converter;
@@ -35,8 +34,9 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+/// The sandbox's circuit breaker is apiary's one breaker (consecutive failures, a cooldown).
+pub use apiary_limits::BreakerPolicy;
 pub use bindings::{Identity, SUPPORTED_RANGE, World};
-pub use breaker::BreakerPolicy;
 pub use cache::{CompileCache, Provenance};
 pub use caps::{Capabilities, Capability};
 pub use limits::Limits;
@@ -311,7 +311,7 @@ pub struct Sandbox {
     linker: Linker<State>,
     cache: CompileCache,
     breaker_policy: BreakerPolicy,
-    breakers: Mutex<HashMap<String, breaker::Breaker>>,
+    breakers: Mutex<HashMap<String, apiary_limits::Breaker>>,
     loaded: Mutex<HashMap<String, Arc<Loaded>>>,
     warm_budget: Arc<Budget>,
 }
@@ -703,25 +703,26 @@ impl Sandbox {
 
     fn admit(&self, loaded: &Loaded) -> Result<(), SandboxError> {
         let mut breakers = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
-        let b = breakers.entry(loaded.digest.clone()).or_default();
+        let policy = self.breaker_policy;
+        let b = breakers
+            .entry(loaded.digest.clone())
+            .or_insert_with(|| apiary_limits::Breaker::new(policy));
         b.admit(Instant::now())
-            .map_err(
-                |breaker::Open { retry_in, failures }| SandboxError::CircuitOpen {
-                    name: loaded.name.to_string(),
-                    failures,
-                    retry_in,
-                },
-            )
+            .map_err(|open| SandboxError::CircuitOpen {
+                name: loaded.name.to_string(),
+                failures: open.failures,
+                retry_in: open.retry_in.unwrap_or(Duration::MAX),
+            })
     }
 
     /// Counts a call's outcome for the circuit breaker.
     fn record(&self, loaded: &Loaded, ok: bool) {
         let mut breakers = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
-        breakers.entry(loaded.digest.clone()).or_default().record(
-            ok,
-            &self.breaker_policy,
-            Instant::now(),
-        );
+        let policy = self.breaker_policy;
+        breakers
+            .entry(loaded.digest.clone())
+            .or_insert_with(|| apiary_limits::Breaker::new(policy))
+            .record(ok, Instant::now());
     }
 }
 

@@ -115,10 +115,10 @@ pub fn run(cmd: ComponentCommand) -> u8 {
     }
 }
 
-/// A refusal of the component store: `error: <message>`, or `{"ok": false, "error": <message>}`.
-fn failed(error: impl std::fmt::Display) -> Failed {
-    let message = error.to_string();
-    Failed::error(&message).with_json(message)
+/// A refusal of the component store: `error: <message>`, or the one error shape with the store's
+/// kind of refusal as the code.
+fn refused(error: crate::convert::store::StoreError) -> Failed {
+    Failed::error(&error).with_code(error.kind())
 }
 
 /// An added component, as `--json` shows it.
@@ -177,8 +177,8 @@ fn pairs(e: &Entry) -> String {
 pub(super) struct Added(Entry);
 
 fn add(store: &Store, args: &AddArgs) -> Result<Added, Failed> {
-    let granted = crate::sandbox::Capabilities::parse_all(&args.grants).map_err(failed)?;
-    let sb = crate::shared_sandbox().map_err(failed)?;
+    let granted = crate::sandbox::Capabilities::parse_all(&args.grants).map_err(Failed::error)?;
+    let sb = crate::shared_sandbox().map_err(Failed::error)?;
     // Progress for the compilation `add` does (seconds to minutes for a 12-18 MB component).
     let show = !args.json;
     let label = args.file.display().to_string();
@@ -187,7 +187,7 @@ fn add(store: &Store, args: &AddArgs) -> Result<Added, Failed> {
         .and_then(|bytes| super::precompile::announce(sb, &label, &bytes, show));
     let entry = store.add(sb, &args.file, (args.name.as_deref(), args.force), &granted);
     super::precompile::finish(started, entry.is_ok(), show);
-    Ok(Added(entry.map_err(failed)?))
+    Ok(Added(entry.map_err(refused)?))
 }
 
 impl Serialize for Added {
@@ -231,7 +231,7 @@ pub(super) struct Listed {
 }
 
 fn list(store: &Store, _args: &ListArgs) -> Result<Listed, Failed> {
-    let entries = store.list().map_err(failed)?;
+    let entries = store.list().map_err(refused)?;
     let entries = entries
         .into_iter()
         .map(|e| {
@@ -309,7 +309,7 @@ impl Outcome for Listed {
 pub(super) struct Removed(Entry);
 
 fn remove(store: &Store, args: &RemoveArgs) -> Result<Removed, Failed> {
-    store.remove(&args.name).map(Removed).map_err(failed)
+    store.remove(&args.name).map(Removed).map_err(refused)
 }
 
 impl Serialize for Removed {

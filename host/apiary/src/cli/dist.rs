@@ -1,12 +1,13 @@
 //! `apiary pack build`, `install`, `trust`, `list`, `uninstall`, `verify`.
 
+use crate::dist::code;
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Serialize;
 
-use super::output::{Document, Failed, Human, Outcome};
+use super::output::{Document, ErrorJson, Failed, Human, Outcome};
 use super::{exit, stderr_is_terminal};
 use crate::diag::Report;
 use crate::dist::{self, DistError, install, trust, verify};
@@ -209,16 +210,16 @@ impl From<DistError> for Failed {
         if let Some(h) = &e.help {
             text.push_str(&format!("  help: {h}\n"));
         }
-        Failed::text(exit::FAILURE, text).with_json(ErrorJson(e))
+        let mut json = ErrorJson::new(e.code, e.message);
+        json.help = e.help;
+        json.diagnostics = e.report.map(|r| r.diagnostics);
+        Failed::text(exit::FAILURE, text).with_json(json)
     }
 }
 
-/// [`DistError::to_json`], owned.
-struct ErrorJson(DistError);
-
-impl Serialize for ErrorJson {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.to_json().serialize(serializer)
+impl From<crate::paths::NoHome> for Failed {
+    fn from(e: crate::paths::NoHome) -> Failed {
+        DistError::from(e).into()
     }
 }
 
@@ -466,16 +467,16 @@ fn write_expert(err: &mut dyn Write, x: &dist::expert::Summary) -> io::Result<()
 /// can have neither).
 fn trust_target(arg: &str) -> Result<trust::Target, DistError> {
     if !(arg.contains(['/', '\\']) || arg.starts_with('.')) {
-        install::pack_dir_name(arg)?;
+        dist::root::pack_dir_name(arg)?;
         return Ok(trust::Target::Installed(arg.to_string()));
     }
     let dir = std::path::Path::new(arg)
         .canonicalize()
-        .map_err(|e| DistError::new("trust.dir", format!("cannot use {arg}: {e}")))?;
+        .map_err(|e| DistError::new(code::Trust::Dir, format!("cannot use {arg}: {e}")))?;
     let loaded = crate::pack::load(&dir);
     let pack = loaded.pack.ok_or_else(|| {
         DistError::new(
-            "pack.invalid",
+            code::Pack::Invalid,
             format!("{} is not a valid pack; nothing to trust", dir.display()),
         )
         .with_report(loaded.report)
@@ -655,9 +656,9 @@ pub(super) fn trust(args: &TrustArgs) -> Result<Trust, Failed> {
     let target = trust_target(&args.pack_id)?;
     let pack_id = target.pack_id().to_string();
     let is_dir = matches!(target, trust::Target::Dir { .. });
-    let guard = install::RootGuard::acquire(&root, is_dir)?.ok_or_else(|| {
+    let guard = dist::root::RootGuard::acquire(&root, is_dir)?.ok_or_else(|| {
         DistError::new(
-            "pack.not-installed",
+            code::Pack::NotInstalled,
             format!("{pack_id} is not installed in {}", root.display()),
         )
         .help("a pack directory is trusted as a path: `apiary trust ./my-pack`")
@@ -707,7 +708,7 @@ pub(super) fn trust(args: &TrustArgs) -> Result<Trust, Failed> {
     reviewed.compiled = compile_components(&review.dir, &reviewed.hooks, !args.json);
     if let Some(bad) = reviewed.compiled.iter().find(|c| c.outcome == "failed") {
         let e = DistError::new(
-            "trust.component",
+            code::Trust::Component,
             format!(
                 "hook component {} cannot be loaded: {}; nothing was trusted",
                 bad.path,
@@ -744,7 +745,7 @@ fn confirm(args: &TrustArgs, r: &Reviewed) -> Result<(), Failed> {
     let stdin = std::io::stdin();
     if args.json || !stdin.is_terminal() {
         let e = DistError::new(
-            "trust.confirm",
+            code::Trust::Confirm,
             "trusting hooks and MCP servers needs confirmation and there is no terminal to ask on",
         )
         .help("review the list above, then rerun with --yes");
@@ -866,7 +867,7 @@ struct ListedPack {
 
 pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
     let root = crate::paths::install_root(args.root.as_deref())?;
-    let guard = install::RootGuard::acquire(&root, false)?;
+    let guard = dist::root::RootGuard::acquire(&root, false)?;
     let lock = guard
         .as_ref()
         .map(|_| dist::lock::Lock::load(&root))
@@ -1090,7 +1091,7 @@ mod tests {
 
     #[test]
     fn a_refusal_is_an_error_document_or_the_message_and_its_help() {
-        let e = DistError::new("pack.not-installed", "x is not installed in /r").help("try y");
+        let e = DistError::new(code::Pack::NotInstalled, "x is not installed in /r").help("try y");
         let (out, err, json, code) = capture(&Failed::from(e));
         assert_eq!(out, "");
         assert_eq!(err, "error: x is not installed in /r\n  help: try y\n");

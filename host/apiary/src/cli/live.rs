@@ -14,9 +14,10 @@ use super::{bounded, exit, stderr_is_terminal};
 use crate::acp::{AgentCommand, PermissionPolicy};
 use crate::diag::Report;
 use crate::dispatch::event;
-use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers, ScriptTrust, Untrusted};
+use crate::dispatch::sandboxed::{SandboxHooks, SandboxTriggers};
 use crate::dispatch::shard::Shard;
 use crate::dispatch::{self, NativeTriggers, Note, PackRun, TriggerMatcher};
+use crate::dist::trust::policy::{NOT_AT_START, StoreTrust};
 use crate::dist::trust::{PackRef, TrustView};
 use crate::ops::Ops;
 use crate::paths::{self, Data};
@@ -750,91 +751,6 @@ fn persona_limits(
     Ok(out)
 }
 
-/// The script hooks the operator's trust store trusts, for the packs being run: the policy the
-/// dispatcher is handed (it reads no trust store itself).
-struct StoreTrust {
-    view: std::sync::RwLock<TrustView>,
-    /// Each pack as trust sees it (manifest id and version, root), by pack id.
-    packs: std::sync::RwLock<HashMap<String, PackRef>>,
-    /// The install root whose store is read again when a pack is reloaded.
-    root: Option<PathBuf>,
-    /// `--trust-hooks`: what `up` started with, trusted as it was then.
-    at_start: Option<Arc<TrustView>>,
-}
-
-impl StoreTrust {
-    fn new(
-        view: TrustView,
-        packs: &[PackRef],
-        root: Option<PathBuf>,
-        at_start: Option<Arc<TrustView>>,
-    ) -> StoreTrust {
-        let packs = packs.iter().map(|p| (p.id.clone(), p.clone())).collect();
-        StoreTrust {
-            view: std::sync::RwLock::new(view),
-            packs: std::sync::RwLock::new(packs),
-            root,
-            at_start,
-        }
-    }
-}
-
-/// What `--trust-hooks` does not cover, said with the store's refusal.
-const NOT_AT_START: &str =
-    "--trust-hooks covers only the packs, versions and files `up` started with";
-
-impl ScriptTrust for StoreTrust {
-    fn script_hook(&self, pack_id: &str, command: &str) -> Result<(), Untrusted> {
-        let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
-        let view = self.view.read().unwrap_or_else(|e| e.into_inner());
-        let Some(pack) = packs.get(pack_id) else {
-            return Err(Untrusted {
-                why: format!("pack {pack_id} is not known to the trust check"),
-                remedy: Untrusted::TRUST_ALL.into(),
-            });
-        };
-        if let Some(start) = &self.at_start
-            && start.hook(pack, command).is_ok()
-        {
-            return Ok(());
-        }
-        // The store's refusal carries the command that records trust as its help.
-        view.hook(pack, command).map_err(|e| Untrusted {
-            why: match self.at_start {
-                Some(_) => format!("{} ({NOT_AT_START})", e.message),
-                None => e.message,
-            },
-            remedy: e.help.unwrap_or_else(|| view.remedy(pack)),
-        })
-    }
-
-    fn component_grants(&self, pack_id: &str, hook: &str) -> Vec<String> {
-        let packs = self.packs.read().unwrap_or_else(|e| e.into_inner());
-        match packs.get(pack_id) {
-            Some(pack) => self
-                .view
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .component_grants(pack, hook),
-            None => Vec::new(),
-        }
-    }
-
-    /// The reloaded pack is trusted as the store (read again) says of its new version.
-    fn pack_changed(&self, pack_id: &str, pack: Option<&crate::pack::Pack>) {
-        {
-            let mut packs = self.packs.write().unwrap_or_else(|e| e.into_inner());
-            match pack {
-                Some(p) => packs.insert(pack_id.to_string(), PackRef::of(p)),
-                None => packs.remove(pack_id),
-            };
-        }
-        if let Some(root) = &self.root {
-            *self.view.write().unwrap_or_else(|e| e.into_inner()) = TrustView::load(root);
-        }
-    }
-}
-
 /// Takes every stdio MCP server that neither the operator's trust store nor `--trust-hooks`
 /// (`at_start`) trusts out of the personas' configuration (the persona runs without it) and
 /// returns an `untrusted` note for each.
@@ -981,7 +897,7 @@ fn plan(args: &UpArgs) -> Result<Plan, Failed> {
         allow_conflict: args.allow_id_conflict,
     };
     let mut packs = load_packs(&pack_dirs, args.overrides.as_deref(), &identities)?;
-    let root = paths::install_root(args.root.as_deref()).map_err(|e| Failed::error(e.message))?;
+    let root = paths::install_root(args.root.as_deref()).map_err(Failed::error)?;
     let persona_limits = persona_limits(&packs, args.overrides.as_deref(), &root)?;
     let trust = TrustView::load(&root);
     if let Some(problem) = trust.problem() {
@@ -1226,12 +1142,10 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         .collect();
     let trust_root = paths::install_root(args.root.as_deref()).ok();
     let hooks = SandboxHooks::new(roots, std::sync::Arc::new(crate::builtin::Components))
-        .with_trust(StoreTrust::new(
-            plan.trust,
-            &plan.pack_refs,
-            trust_root,
-            plan.at_start,
-        ))
+        .with_trust(
+            StoreTrust::new(plan.trust, &plan.pack_refs, trust_root)
+                .trusting_at_start(plan.at_start),
+        )
         .report_to(Arc::clone(&out));
     let result = dispatch::run_reloading(
         config,

@@ -16,7 +16,7 @@ pub(crate) trait Outcome {
     fn human(&self, to: &mut Human<'_>) -> io::Result<()>;
 
     /// The `--json` form, a document for stdout. `None`: this outcome is reported in its human form
-    /// even under `--json` (failures found before the command had anything to report).
+    /// even under `--json`.
     fn json(&self) -> Option<&dyn Document>;
 
     /// 0 unless the outcome says otherwise.
@@ -106,28 +106,68 @@ pub(crate) fn render(outcome: &dyn Outcome, json: bool) -> u8 {
     outcome.exit_code()
 }
 
-/// A command that failed: text on stderr (the same with or without `--json`, unless the failure has
-/// a JSON form of its own) and an exit code.
+/// A command that failed: text on stderr and an exit code, or with `--json` the one error shape
+/// ([`ErrorJson`]) on stdout.
 pub(crate) struct Failed {
     text: String,
-    /// The `--json` form: `{"ok": false, "error": ...}` on stdout.
-    json: Option<Box<dyn Document>>,
+    error: NotOk,
     code: u8,
 }
 
 /// `{"ok": false, "error": ...}`, the JSON of a refusal.
 #[derive(Serialize)]
-struct NotOk<E> {
+struct NotOk {
     ok: bool,
-    error: E,
+    error: ErrorJson,
+}
+
+/// The one JSON shape of a failure in every command's `--json` output (the codes are listed in
+/// docs/reference/errors.md): `code` and `message` always, `help` and `diagnostics` when there are
+/// some, and a command's own context beside them (`convert`'s `converter`, `found`).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ErrorJson {
+    /// Stable, for scripts: `error` or `usage` unless the command has its own codes.
+    pub code: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub help: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<Vec<crate::diag::Diagnostic>>,
+    #[serde(flatten)]
+    pub context: serde_json::Map<String, serde_json::Value>,
+}
+
+impl ErrorJson {
+    pub fn new(code: impl std::fmt::Display, message: impl Into<String>) -> ErrorJson {
+        ErrorJson {
+            code: code.to_string(),
+            message: message.into(),
+            help: None,
+            diagnostics: None,
+            context: serde_json::Map::new(),
+        }
+    }
 }
 
 impl Failed {
-    /// `text` (whole lines) on stderr, exit code `code`.
+    /// `text` (whole lines) on stderr, exit code `code`; under `--json` the text is the message.
     pub fn text(code: u8, text: impl Into<String>) -> Failed {
+        let text = text.into();
+        let generic = if code == exit::USAGE {
+            "usage"
+        } else {
+            "error"
+        };
+        let message = text
+            .trim_end()
+            .strip_prefix("error: ")
+            .unwrap_or(text.trim_end());
         Failed {
-            text: text.into(),
-            json: None,
+            error: NotOk {
+                ok: false,
+                error: ErrorJson::new(generic, message),
+            },
+            text,
             code,
         }
     }
@@ -142,12 +182,13 @@ impl Failed {
         Failed::text(exit::USAGE, format!("error: {message}\n"))
     }
 
-    /// A report's findings (as stderr shows them), then `text`; exit code 1.
+    /// A report's findings (as stderr shows them), then `text`; exit code 1. Under `--json` the
+    /// findings are the error's `diagnostics`.
     pub fn report(report: &Report, text: impl std::fmt::Display) -> Failed {
-        Failed::text(
-            exit::FAILURE,
-            format!("{}{text}", report.render(super::stderr_is_terminal())),
-        )
+        let mut failed = Failed::text(exit::FAILURE, text.to_string());
+        failed.text = format!("{}{text}", report.render(super::stderr_is_terminal()));
+        failed.error.error.diagnostics = Some(report.diagnostics.clone());
+        failed
     }
 
     /// The text as stderr shows it.
@@ -158,12 +199,21 @@ impl Failed {
     /// This failure's text, then `next`'s (two mistakes on one command line).
     pub fn and(mut self, next: Failed) -> Failed {
         self.text.push_str(&next.text);
+        let message = &mut self.error.error.message;
+        message.push('\n');
+        message.push_str(&next.error.error.message);
         self
     }
 
-    /// With `--json`, `{"ok": false, "error": <error>}` on stdout instead of the text.
-    pub fn with_json(mut self, error: impl Serialize + 'static) -> Failed {
-        self.json = Some(Box::new(NotOk { ok: false, error }));
+    /// Under `--json`, this error instead of the generic one (the text on stderr stays).
+    pub fn with_json(mut self, error: ErrorJson) -> Failed {
+        self.error.error = error;
+        self
+    }
+
+    /// The stable code scripts see under `--json`.
+    pub fn with_code(mut self, code: impl std::fmt::Display) -> Failed {
+        self.error.error.code = code.to_string();
         self
     }
 }
@@ -174,7 +224,7 @@ impl Outcome for Failed {
     }
 
     fn json(&self) -> Option<&dyn Document> {
-        self.json.as_deref()
+        Some(&self.error)
     }
 
     fn exit_code(&self) -> u8 {
@@ -212,26 +262,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_failure_without_a_json_form_prints_its_text_either_way() {
+    fn a_failure_prints_its_text_or_the_one_error_shape() {
         let f = Failed::usage("--agent is empty");
         let (out, err, json, code) = capture(&f);
         assert_eq!(
             (out.as_str(), err.as_str()),
             ("", "error: --agent is empty\n")
         );
-        assert!(json.is_none());
+        let v: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"ok": false, "error": {"code": "usage", "message": "--agent is empty"}})
+        );
         assert_eq!(code, exit::USAGE);
     }
 
     #[test]
-    fn a_failure_with_a_json_form_is_not_ok() {
-        let f = Failed::error("no such component").with_json("no such component");
+    fn a_failure_with_a_code_and_context_keeps_the_shape() {
+        let mut e = ErrorJson::new("component.not-found", "no such component");
+        e.help = Some("apiary component list".into());
+        e.context.insert("name".into(), "x".into());
+        let f = Failed::error("no such component").with_json(e);
         let (_, err, json, code) = capture(&f);
         assert_eq!(err, "error: no such component\n");
-        assert_eq!(
-            json.unwrap(),
-            "{\n  \"ok\": false,\n  \"error\": \"no such component\"\n}"
-        );
+        let v: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
+        assert_eq!(v["error"]["code"], "component.not-found");
+        assert_eq!(v["error"]["message"], "no such component");
+        assert_eq!(v["error"]["help"], "apiary component list");
+        assert_eq!(v["error"]["name"], "x");
         assert_eq!(code, exit::FAILURE);
     }
 

@@ -193,12 +193,7 @@ pub(super) fn inspect(args: &InspectArgs) -> Result<Inspected, Failed> {
     let Some(pack) = loaded.pack else {
         let summary = summary_line(&report, &args.dir);
         // A script asking for JSON gets the reason as JSON too, the findings as `validate` lists them.
-        let error = serde_json::json!({
-            "pack": args.dir,
-            "message": summary,
-            "diagnostics": report.diagnostics,
-        });
-        return Err(Failed::report(&report, format!("{summary}\n")).with_json(error));
+        return Err(Failed::report(&report, format!("{summary}\n")).with_code("pack.invalid"));
     };
     let overrides = match crate::paths::overrides_file(args.overrides.as_deref()) {
         Some(path) => {

@@ -11,10 +11,11 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use super::exit;
-use super::output::{Document, Failed, Human, Outcome, render};
+use super::output::{Document, ErrorJson, Failed, Human, Outcome, render};
 use crate::diag::Report;
 use crate::dispatch::HookError;
-use crate::dispatch::sandboxed::{self, HookOutput, SandboxHooks, ScriptTrust, Untrusted};
+use crate::dispatch::sandboxed::{self, HookOutput, SandboxHooks, Untrusted};
+use crate::dist::trust::policy::StoreTrust;
 use crate::dist::trust::{PackRef, TrustView};
 use crate::pack;
 use crate::paths::Data;
@@ -208,25 +209,15 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// A sandbox error as JSON: `{"kind": .., "message": ..}`.
-#[derive(Serialize)]
-struct ErrorJson {
-    kind: &'static str,
-    message: String,
+/// A sandbox refusal in the one error shape, the sandbox's kind of refusal as its code.
+fn error_json(e: &SandboxError) -> ErrorJson {
+    ErrorJson::new(e.kind(), e.to_string())
 }
 
-impl ErrorJson {
-    fn of(e: &SandboxError) -> ErrorJson {
-        ErrorJson {
-            kind: e.kind(),
-            message: e.to_string(),
-        }
-    }
-}
-
-/// A component the sandbox refused: `error: ..`, or `{"ok": false, "error": {kind, message}}`.
+/// A component the sandbox refused: `error: ..`, or `{"ok": false, "error": {code, message}}` with
+/// the sandbox's kind of refusal as the code.
 fn refused(e: &SandboxError) -> Failed {
-    Failed::error(e).with_json(ErrorJson::of(e))
+    Failed::error(e).with_code(e.kind())
 }
 
 /// `component inspect`: what the component is, what it imports and exports, what compiling and
@@ -331,7 +322,7 @@ impl Serialize for Inspected {
                 .unwrap_or_default(),
             capabilities_error: self.declared.as_ref().err().map(String::as_str),
             ok: id.is_some() && self.declared.is_ok(),
-            error: self.verdict.as_ref().err().map(ErrorJson::of),
+            error: self.verdict.as_ref().err().map(error_json),
         }
         .serialize(serializer)
     }
@@ -601,15 +592,19 @@ fn execute(
     let pack_id = &resolved.pack.id;
     Capabilities::parse_all(&args.grants).map_err(Failed::error)?;
     let root = crate::paths::install_root(args.root.as_deref())?;
-    let grants = RecordedGrants {
-        view: TrustView::load(&root),
-        pack: PackRef {
-            id: pack_id.clone(),
-            version: resolved.pack.version.clone(),
-            root: resolved.pack.root.clone(),
-        },
-        extra: args.grants.clone(),
+    let pack = PackRef {
+        id: pack_id.clone(),
+        version: resolved.pack.version.clone(),
+        root: resolved.pack.root.clone(),
     };
+    // The grants `apiary trust --hooks` recorded for the file's current digest (as `up` has them)
+    // plus `--grant`; script hooks are left to `--trust-hooks` alone.
+    let grants = StoreTrust::new(TrustView::load(&root), &[pack], None)
+        .granting(args.grants.clone())
+        .refusing_scripts(Untrusted {
+            why: "scripts run on the host outside the sandbox".into(),
+            remedy: "apiary hook run --trust-hooks".into(),
+        });
     let roots = HashMap::from([(pack_id.clone(), resolved.pack.root.clone())]);
     let hooks = Arc::new(
         SandboxHooks::new(roots, std::sync::Arc::new(crate::builtin::Components))
@@ -638,33 +633,6 @@ fn execute(
             Err(e) => Err((e.kind().to_string(), detail(&e))),
         },
     )
-}
-
-/// What `hook run` grants a component hook: the capabilities `apiary trust --hooks` recorded for
-/// its file's current digest (as `up` does) plus `--grant`. Script hooks are left to
-/// `--trust-hooks` alone.
-struct RecordedGrants {
-    view: TrustView,
-    pack: PackRef,
-    extra: Vec<String>,
-}
-
-impl ScriptTrust for RecordedGrants {
-    fn script_hook(&self, _pack_id: &str, _command: &str) -> Result<(), Untrusted> {
-        Err(Untrusted {
-            why: "scripts run on the host outside the sandbox".into(),
-            remedy: "apiary hook run --trust-hooks".into(),
-        })
-    }
-
-    fn component_grants(&self, pack_id: &str, hook: &str) -> Vec<String> {
-        let mut grants = match pack_id == self.pack.id {
-            true => self.view.component_grants(&self.pack, hook),
-            false => Vec::new(),
-        };
-        grants.extend(self.extra.iter().cloned());
-        grants
-    }
 }
 
 /// A hook error's message; a script's without the `script hook` prefix (the output names the hook).
@@ -852,7 +820,7 @@ impl Serialize for Decided {
                     wake: false,
                     reason: None,
                     why: None,
-                    error: Some(ErrorJson::of(e)),
+                    error: Some(error_json(e)),
                 },
             })
             .collect();

@@ -10,6 +10,7 @@
 //! destination unless every step succeeded.
 
 pub mod detect;
+pub mod info;
 pub mod plan;
 pub mod registry;
 pub mod report;
@@ -141,14 +142,14 @@ pub struct Used {
 pub struct Failure {
     /// Stable: input, destination, detection, no-converter, same-format, converter, output,
     /// validation, write.
-    pub kind: &'static str,
+    pub code: &'static str,
     pub message: String,
     /// The converter at fault, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub converter: Option<String>,
     /// For the sandbox's verdict on a converter (deadline, trap, memory-cap, oversized, …).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sandbox_kind: Option<&'static str>,
+    pub sandbox_code: Option<&'static str>,
     /// What detection found, when it refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub found: Vec<String>,
@@ -174,12 +175,12 @@ pub struct Outcome {
     pub error: Option<Failure>,
 }
 
-fn fail(kind: &'static str, message: impl Into<String>) -> Failure {
+fn fail(code: &'static str, message: impl Into<String>) -> Failure {
     Failure {
-        kind,
+        code,
         message: message.into(),
         converter: None,
-        sandbox_kind: None,
+        sandbox_code: None,
         found: Vec::new(),
     }
 }
@@ -235,7 +236,7 @@ fn run(sandbox: &Sandbox, reg: &Registry, job: &Job, o: &mut Outcome) -> Result<
 /// and returns it with the input converters read: the source itself when it is a plain tree
 /// ([`stage::is_plain`]), else a staged copy in the work directory.
 fn stage_input(job: &Job) -> Result<(tempfile::TempDir, PathBuf), Failure> {
-    if !registry::valid_format(&job.to) {
+    if !info::valid_format(&job.to) {
         return Err(fail(
             "no-converter",
             format!("{:?} is not a format id", job.to),
@@ -363,7 +364,7 @@ impl Run<'_> {
             .runner
             .convert(self.sandbox, &request, input, out)
             .map_err(|e| Failure {
-                sandbox_kind: Some(e.kind()),
+                sandbox_code: Some(e.kind()),
                 ..blame(conv, "converter", report::clean(&e.to_string(), 4096))
             })?;
         for (stream, c) in [("stdout", &call.stdout), ("stderr", &call.stderr)] {
@@ -421,7 +422,7 @@ fn decide_format(
     o: &mut Outcome,
 ) -> Result<(String, PathBuf), Failure> {
     if let Some(from) = &job.from {
-        if !registry::valid_format(from) {
+        if !info::valid_format(from) {
             return Err(fail("detection", format!("{from:?} is not a format id")));
         }
         o.detected_by = Some(DetectedBy::Flag);

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::info::checked_conversions;
 use super::store::{Entry, Store};
-use crate::sandbox::converter::{ConverterInfo, ConverterRunner};
+use crate::sandbox::converter::ConverterRunner;
 use crate::sandbox::{Capabilities, Sandbox};
 
 /// `(guest crate name, component bytes)` for each built-in converter that was built.
@@ -69,61 +70,6 @@ pub struct Unavailable {
 pub struct Registry {
     pub converters: Vec<Converter>,
     pub unavailable: Vec<Unavailable>,
-}
-
-/// A format id: `[a-z0-9][a-z0-9.-]*`, at most 64 (it is printed and used in directory names).
-pub fn valid_format(id: &str) -> bool {
-    let b = id.as_bytes();
-    !b.is_empty()
-        && b.len() <= 64
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b".-".contains(c))
-}
-
-/// Why a converter's `info` answer is refused; the text completes "<converter>: …".
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConversionsError {
-    /// The id as listed, cut to 80 bytes.
-    #[error(
-        "its info lists the format id {0:?}, which is not a valid format id ([a-z0-9][a-z0-9.-]*, at most 64)"
-    )]
-    BadFormat(String),
-    #[error("its info lists a conversion from {0} to itself")]
-    ToItself(String),
-}
-
-impl ConversionsError {
-    /// A short machine-readable kind, for `--json` output and tests.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ConversionsError::BadFormat(_) => "bad-format",
-            ConversionsError::ToItself(_) => "to-itself",
-        }
-    }
-}
-
-/// The conversions an `info` answer lists, refused when a format id is not one.
-pub fn checked_conversions(
-    info: &ConverterInfo,
-) -> Result<Vec<(String, String)>, ConversionsError> {
-    let mut out = Vec::new();
-    for c in &info.conversions {
-        for id in [&c.source, &c.target] {
-            if !valid_format(id) {
-                let id = crate::sandbox::truncate(id, 80).to_string();
-                return Err(ConversionsError::BadFormat(id));
-            }
-        }
-        if c.source == c.target {
-            return Err(ConversionsError::ToItself(c.source.clone()));
-        }
-        let pair = (c.source.clone(), c.target.clone());
-        if !out.contains(&pair) {
-            out.push(pair);
-        }
-    }
-    Ok(out)
 }
 
 impl Registry {
@@ -286,7 +232,7 @@ mod info_cache {
     use std::path::PathBuf;
     use std::sync::Mutex;
 
-    use super::valid_format;
+    use crate::convert::info::valid_format;
     use crate::sandbox::Sandbox;
 
     /// The version and the `(source, target)` conversions.

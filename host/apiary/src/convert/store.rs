@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::registry::ConversionsError;
+use super::info::ConversionsError;
 use crate::sandbox::caps::BadManifest;
 use crate::sandbox::converter::ConverterRunner;
 use crate::sandbox::{Capabilities, Sandbox, SandboxError, World, cache};
@@ -282,7 +282,7 @@ impl Store {
             let name = crate::sandbox::truncate(&name, 80).to_string();
             return Err(StoreError::BadName { label, name });
         }
-        let conversions = match super::registry::checked_conversions(&info) {
+        let conversions = match super::info::checked_conversions(&info) {
             Ok(c) => c,
             Err(error) => return Err(StoreError::Conversions { label, error }),
         };

@@ -30,6 +30,7 @@
 //!   its frontmatter, set by the converter). Rewriting a file that already existed
 //!   keeps its keys and values but not its comments or layout (TOML is re-serialised).
 
+use crate::dist::code;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -133,7 +134,7 @@ pub fn limits(
 /// The TOML table in `path`; `None` when there is no file.
 fn read_table(path: &Path) -> Result<Option<toml::Table>> {
     let invalid = |message: String| {
-        DistError::new("agent-config.invalid", message)
+        DistError::new(code::AgentConfig::Invalid, message)
             .help("fix or move the file; apiary never overwrites an agent config it cannot read")
     };
     let meta = match std::fs::symlink_metadata(path) {
@@ -290,7 +291,10 @@ fn plan_inner(
                 None
             } else {
                 Some(toml::to_string(&table).map_err(|e| {
-                    DistError::new("agent-config.write", format!("cannot write {file}: {e}"))
+                    DistError::new(
+                        code::AgentConfig::Write,
+                        format!("cannot write {file}: {e}"),
+                    )
                 })?)
             };
             writes.push(Write { file, content });
@@ -310,7 +314,7 @@ fn read_current(
     let Some(file) = config_file(pack_id, persona) else {
         if strict {
             return Err(DistError::new(
-                "agent-config.name",
+                code::AgentConfig::Name,
                 format!("persona `{persona}` of {pack_id} cannot name an agent config file"),
             ));
         }
@@ -368,9 +372,9 @@ pub fn apply(root: &Path, state: &Path, writes: &[Write]) -> Result<()> {
         let rel_ok = w.file.starts_with(&format!("{CONFIG_DIR}/"))
             && super::archive::check_entry_name(&w.file, &Default::default())
                 .is_ok_and(|n| n == w.file);
-        if !rel_ok || super::install::through_symlink(root, &w.file) {
+        if !rel_ok || super::through_symlink(root, &w.file) {
             return Err(DistError::new(
-                "agent-config.path",
+                code::AgentConfig::Path,
                 format!("refusing to write the agent config file `{}`", w.file),
             ));
         }
@@ -398,7 +402,7 @@ pub fn apply(root: &Path, state: &Path, writes: &[Write]) -> Result<()> {
 
 /// Removes the now-empty directories between `file` and `<root>/.apiary`.
 fn prune_up(root: &Path, file: &Path) {
-    let stop: PathBuf = root.join(super::install::STATE_DIR);
+    let stop: PathBuf = root.join(super::STATE_DIR);
     let mut dir = file.parent();
     while let Some(d) = dir {
         if d == stop || !d.starts_with(&stop) || std::fs::remove_dir(d).is_err() {

@@ -14,6 +14,7 @@
 //! is stopped at the declared size, and every file is created fresh (`create_new`) under the
 //! staging directory with mode 0644: nothing lands executable, nothing is followed.
 
+use crate::dist::code;
 use std::collections::{BTreeSet, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
@@ -76,7 +77,7 @@ pub struct FileDigest {
 pub fn check_entry_name(name: &str, limits: &Limits) -> Result<String> {
     let refuse = |why: &str| {
         DistError::new(
-            "archive.path",
+            code::Archive::Path,
             format!("archive entry `{}` {why}", name.escape_debug()),
         )
         .help("a .buzzpack may only contain relative paths inside the pack; rebuild it with `apiary pack build`")
@@ -181,7 +182,7 @@ pub fn write(out: &Path, root: &Path, files: &[String]) -> Result<()> {
         .large_file(false);
     let zerr = |e: zip::result::ZipError| {
         DistError::new(
-            "build.write",
+            code::Build::Write,
             format!("cannot write {}: {e}", out.display()),
         )
     };
@@ -223,7 +224,7 @@ fn kind_refusal(name: &str, mode: u32) -> Option<&'static str> {
 
 fn damaged(label: &str, e: impl std::fmt::Display) -> DistError {
     DistError::new(
-        "archive.damaged",
+        code::Archive::Damaged,
         format!("{label} is not a readable .buzzpack (damaged or truncated zip): {e}"),
     )
 }
@@ -254,7 +255,7 @@ type Zip = ZipArchive<BufReader<File>>;
 fn open_fenced(archive: &Path, label: &str, limits: &Limits) -> Result<(Zip, u64)> {
     let too_many = |n: u64| {
         DistError::new(
-            "archive.entries",
+            code::Archive::Entries,
             format!(
                 "{label} has {n} entries; the limit is {}",
                 limits.max_entries
@@ -268,7 +269,7 @@ fn open_fenced(archive: &Path, label: &str, limits: &Limits) -> Result<(Zip, u64
         .len();
     if len > limits.max_archive_bytes {
         return Err(DistError::new(
-            "archive.too-large",
+            code::Archive::TooLarge,
             format!(
                 "{label} is {len} bytes; the limit is {}",
                 mib(limits.max_archive_bytes)
@@ -287,7 +288,7 @@ fn open_fenced(archive: &Path, label: &str, limits: &Limits) -> Result<(Zip, u64
     let zip = ZipArchive::new(BufReader::new(file)).map_err(|e| damaged(label, e))?;
     if zip.has_duplicate_names() {
         return Err(DistError::new(
-            "archive.duplicate",
+            code::Archive::Duplicate,
             format!(
                 "{label} has duplicate entry names; refusing an archive whose contents depend on which copy wins"
             ),
@@ -332,7 +333,7 @@ fn plan_entries(zip: &mut Zip, label: &str, limits: &Limits) -> Result<Plan> {
         let entry = zip.by_index_raw(index).map_err(|e| damaged(label, e))?;
         let raw = entry.name().map_err(|e| damaged(label, e))?.into_owned();
         let normal = check_entry_name(&raw, limits)?;
-        let refuse = |code: &'static str, why: String| {
+        let refuse = |code: code::Archive, why: String| {
             DistError::new(
                 code,
                 format!("archive entry `{}` {why}", raw.escape_debug()),
@@ -341,7 +342,7 @@ fn plan_entries(zip: &mut Zip, label: &str, limits: &Limits) -> Result<Plan> {
         check_entry_kind(&entry, &raw, &normal, refuse)?;
         if !seen.insert(normal.clone()) || !seen_folded.insert(normal.to_lowercase()) {
             return Err(refuse(
-                "archive.duplicate",
+                code::Archive::Duplicate,
                 "appears twice (after normalising the path and ignoring case)".into(),
             ));
         }
@@ -354,7 +355,7 @@ fn plan_entries(zip: &mut Zip, label: &str, limits: &Limits) -> Result<Plan> {
             plan.total = plan.total.saturating_add(size);
             if plan.total > limits.max_total_bytes {
                 return Err(DistError::new(
-                    "archive.total-size",
+                    code::Archive::TotalSize,
                     format!(
                         "{label} unpacks to more than {} (zip bomb?); refusing",
                         mib(limits.max_total_bytes)
@@ -385,11 +386,11 @@ fn check_entry_kind(
     entry: &zip::read::ZipFile<'_, BufReader<File>>,
     raw: &str,
     normal: &str,
-    refuse: impl Fn(&'static str, String) -> DistError,
+    refuse: impl Fn(code::Archive, String) -> DistError,
 ) -> Result<()> {
     if entry.encrypted() {
         return Err(refuse(
-            "archive.encrypted",
+            code::Archive::Encrypted,
             "is encrypted; encrypted entries are refused".into(),
         ));
     }
@@ -398,16 +399,16 @@ fn check_entry_kind(
     {
         return Err(refuse(
             if mode & S_IFMT == S_IFLNK {
-                "archive.symlink"
+                code::Archive::Symlink
             } else {
-                "archive.special"
+                code::Archive::Special
             },
             why.into(),
         ));
     }
     if entry.is_symlink() {
         return Err(refuse(
-            "archive.symlink",
+            code::Archive::Symlink,
             "is a symbolic link; symlink entries are refused".into(),
         ));
     }
@@ -416,7 +417,7 @@ fn check_entry_kind(
         CompressionMethod::Stored | CompressionMethod::Deflated
     ) {
         return Err(refuse(
-            "archive.method",
+            code::Archive::Method,
             format!(
                 "uses compression method {:?}; only stored and deflate are accepted",
                 entry.compression()
@@ -425,7 +426,7 @@ fn check_entry_kind(
     }
     if let Some(vcs) = vcs_component(normal) {
         return Err(refuse(
-            "archive.vcs",
+            code::Archive::Vcs,
             format!("is version-control metadata (`{}`); git and other tools run commands its config names when they look at the pack directory", vcs.escape_debug()),
         )
         .help("a .buzzpack never carries VCS metadata; rebuild it with `apiary pack build`, which leaves it out"));
@@ -438,11 +439,11 @@ fn check_entry_size(
     size: u64,
     compressed: u64,
     limits: &Limits,
-    refuse: impl Fn(&'static str, String) -> DistError,
+    refuse: impl Fn(code::Archive, String) -> DistError,
 ) -> Result<()> {
     if size > limits.max_file_bytes {
         return Err(refuse(
-            "archive.file-size",
+            code::Archive::FileSize,
             format!(
                 "unpacks to {size} bytes; the per-file limit is {}",
                 mib(limits.max_file_bytes)
@@ -452,7 +453,7 @@ fn check_entry_size(
     let compressed = compressed.max(1);
     if size >= limits.ratio_floor_bytes && size / compressed > limits.max_ratio {
         return Err(refuse(
-            "archive.ratio",
+            code::Archive::Ratio,
             format!(
                 "expands {}:1 ({compressed} -> {size} bytes); the limit is {}:1 (zip bomb?)",
                 size / compressed,
@@ -471,7 +472,7 @@ impl Plan {
         // Many small entries can add up to a bomb that no single entry shows.
         if total >= limits.ratio_floor_bytes && total / len.max(1) > limits.max_ratio {
             return Err(DistError::new(
-                "archive.ratio",
+                code::Archive::Ratio,
                 format!(
                     "{label} expands {}:1 ({len} -> {total} bytes); the limit is {}:1 (zip bomb?)",
                     total / len.max(1),
@@ -481,14 +482,14 @@ impl Plan {
         }
         if let Some(repo) = embedded_git_dir(&self.files, &self.dirs) {
             return Err(DistError::new(
-                "archive.vcs",
+                code::Archive::Vcs,
                 format!("{label}: `{repo}` is laid out as a git repository (HEAD with objects/ and refs/, or commondir); git would read its config when a shell looks at that directory"),
             )
             .help("a .buzzpack never carries VCS metadata; rebuild it with `apiary pack build`"));
         }
         if let Some(clash) = self.files.intersection(&self.dirs).next() {
             return Err(DistError::new(
-                "archive.clash",
+                code::Archive::Clash,
                 format!("archive entry `{clash}` is both a file and a directory"),
             ));
         }
@@ -553,7 +554,7 @@ fn write_entry(
         *written += k as u64;
         if got > declared || *written > limits.max_total_bytes {
             return Err(DistError::new(
-                "archive.size-lie",
+                code::Archive::SizeLie,
                 format!(
                     "archive entry `{normal}` holds more data than its header declares ({declared} bytes); refusing"
                 ),

@@ -19,6 +19,7 @@
 //! with anything outside `[a-z0-9._-]` turned into `-`. The manifest `name` is a human title and is
 //! not used for file names.
 
+use crate::dist::code;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -150,7 +151,7 @@ pub fn collect(root: &Path, limits: &Limits) -> Result<Vec<String>> {
             .collect::<Vec<_>>()
             .join("\n");
         return Err(DistError::new(
-            "build.secret",
+            code::Build::Secret,
             format!(
                 "refusing to package {} file{} that look{} like secrets:\n{list}",
                 secrets.len(),
@@ -171,7 +172,7 @@ pub fn collect(root: &Path, limits: &Limits) -> Result<Vec<String>> {
         .collect();
     if let Some(repo) = archive::embedded_git_dir(&files, &dirs) {
         return Err(DistError::new(
-            "build.vcs",
+            code::Build::Vcs,
             format!("`{repo}` in {} is laid out as a git repository (HEAD with objects/ and refs/, or commondir); a pack may not carry one: git would read its config when a shell looks at that directory", root.display()),
         )
         .help("remove that directory from the pack (keep test repositories outside it)"));
@@ -234,20 +235,20 @@ impl Walk<'_> {
         let ft = meta.file_type();
         if ft.is_symlink() {
             return Err(DistError::new(
-                "build.symlink",
+                code::Build::Symlink,
                 format!("{rel} is a symbolic link; a pack may only contain regular files"),
             )
             .help("replace the link with a copy of the file it points to"));
         }
         if !ft.is_file() {
             return Err(DistError::new(
-                "build.special",
+                code::Build::Special,
                 format!("{rel} is not a regular file"),
             ));
         }
         archive::check_entry_name(&rel, self.limits).map_err(|e| {
             DistError::new(
-                "build.name",
+                code::Build::Name,
                 format!("{rel}: cannot be packaged: {}", e.message),
             )
         })?;
@@ -269,7 +270,7 @@ impl Walk<'_> {
         let limits = self.limits;
         if size > limits.max_file_bytes {
             return Err(DistError::new(
-                "build.file-size",
+                code::Build::FileSize,
                 format!(
                     "{rel} is {size} bytes; installers refuse files over {} bytes",
                     limits.max_file_bytes
@@ -279,7 +280,7 @@ impl Walk<'_> {
         self.total += size;
         if self.total > limits.max_total_bytes || self.files.len() >= limits.max_entries {
             return Err(DistError::new(
-                "build.too-large",
+                code::Build::TooLarge,
                 format!(
                     "the pack is over the install limits ({} files, {} bytes)",
                     limits.max_entries, limits.max_total_bytes
@@ -304,7 +305,7 @@ fn sorted_names(dir: &Path) -> Result<Vec<String>> {
         .map(|name| {
             name.to_str().map(str::to_string).ok_or_else(|| {
                 DistError::new(
-                    "build.name",
+                    code::Build::Name,
                     format!("{}: a file name is not UTF-8", dir.join(&name).display()),
                 )
             })
@@ -362,7 +363,7 @@ pub fn build(dir: &Path, output: Option<&Path>) -> Result<(Built, crate::diag::R
     let report = loaded.report;
     let Some(pack) = loaded.pack else {
         return Err(DistError::new(
-            "pack.invalid",
+            code::Pack::Invalid,
             format!(
                 "{} is not a valid pack; fix the errors above and build again",
                 dir.display()
@@ -411,7 +412,7 @@ impl Output {
             .filter(|n| !n.contains(char::is_whitespace))
             .ok_or_else(|| {
                 DistError::new(
-                    "build.output",
+                    code::Build::Output,
                     format!(
                         "{}: the output needs a file name without spaces",
                         path.display()
@@ -425,7 +426,7 @@ impl Output {
         };
         if !dir.is_dir() {
             return Err(DistError::new(
-                "build.output",
+                code::Build::Output,
                 format!("output directory {} does not exist", dir.display()),
             ));
         }
@@ -452,7 +453,7 @@ fn refuse_special(path: &Path) -> Result<()> {
     }
     let what = crate::safe_fs::kind_name(&meta.file_type());
     Err(DistError::new(
-        "build.output",
+        code::Build::Output,
         format!(
             "{} exists and is {what}, not an archive: remove it or choose another --output",
             path.display()

@@ -26,6 +26,7 @@
 //! `pack.lock` or the JSON output: [`redact`] drops them from URLs apiary prints, and
 //! [`scrub_error`] removes them from any error text (git's and the HTTP client's included).
 
+use crate::dist::code;
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -68,7 +69,7 @@ pub enum Source {
 
 fn bad_source(s: &str, why: &str) -> DistError {
     let s = redact(s);
-    DistError::new("source.invalid", format!("install source `{s}`: {why}")).help(
+    DistError::new(code::Source::Invalid, format!("install source `{s}`: {why}")).help(
         "use a .buzzpack path, an http(s):// URL, github:owner/repo[@ref], git+https://host/repo[#ref] or git+file:///path[#ref]",
     )
 }
@@ -335,7 +336,7 @@ pub fn parse_checksum(text: &str, origin: &str) -> Result<(String, Option<String
     let line = text.lines().map(str::trim).find(|l| !l.is_empty());
     let bad = || {
         DistError::new(
-            "checksum.invalid",
+            code::Checksum::Invalid,
             format!("{origin} is not sha256sum output (`<64 hex digits>  <file name>`)"),
         )
     };
@@ -354,7 +355,7 @@ pub fn parse_checksum(text: &str, origin: &str) -> Result<(String, Option<String
 
 fn mismatch(what: &str, expected: &str, actual: &str) -> DistError {
     DistError::new(
-        "checksum.mismatch",
+        code::Checksum::Mismatch,
         format!("checksum mismatch for {what}: the .sha256 file says {expected}, the archive is {actual}; refusing to install"),
     )
     .help("the archive was corrupted or tampered with in transit, or the checksum file belongs to another build")
@@ -390,7 +391,7 @@ fn verdict(
     if let Some(pin) = pin {
         if !pin.eq_ignore_ascii_case(actual) {
             return Err(DistError::new(
-                "checksum.mismatch",
+                code::Checksum::Mismatch,
                 format!("checksum mismatch for {what}: --sha256 pins {pin}, the archive is {actual}; refusing to install"),
             )
             .help("the archive is not the one you pinned: it was tampered with, or the digest belongs to another release"));
@@ -422,16 +423,16 @@ fn copy_hashing(
     let mut buf = vec![0u8; 64 * 1024];
     let mut total: u64 = 0;
     loop {
-        let n = from
-            .read(&mut buf)
-            .map_err(|e| DistError::new("fetch.read", format!("reading {what} failed: {e}")))?;
+        let n = from.read(&mut buf).map_err(|e| {
+            DistError::new(code::Fetch::Read, format!("reading {what} failed: {e}"))
+        })?;
         if n == 0 {
             break;
         }
         total += n as u64;
         if total > cap {
             return Err(DistError::new(
-                "archive.too-large",
+                code::Archive::TooLarge,
                 format!(
                     "{what} is larger than the {} MiB limit",
                     cap / (1024 * 1024)
@@ -475,7 +476,7 @@ pub fn fetch(
         } => {
             if pin.is_some() {
                 return Err(DistError::new(
-                    "source.sha256-git",
+                    code::Source::Sha256Git,
                     format!("--sha256 pins an archive; {} is a git source", redact(display)),
                 )
                 .help("pin a git source to a commit instead: git+https://host/repo#<commit> or github:owner/repo@<commit>"));
@@ -498,13 +499,13 @@ pub fn fetch_file_checked(
 ) -> Result<(PathBuf, String, Vouched)> {
     let meta = std::fs::metadata(path).map_err(|e| {
         DistError::new(
-            "source.not-found",
+            code::Source::NotFound,
             format!("cannot open {}: {e}", path.display()),
         )
     })?;
     if !meta.is_file() {
         return Err(DistError::new(
-            "source.not-file",
+            code::Source::NotFile,
             format!(
                 "{} is not a .buzzpack file (to install from a directory, build it first with `apiary pack build`)",
                 path.display()
@@ -544,12 +545,12 @@ fn published_beside(path: &Path, required: bool) -> Result<Option<(String, Optio
             parse_checksum(&text, &sum_path.display().to_string()).map(Some)
         }
         Ok(_) => Err(DistError::new(
-            "checksum.invalid",
+            code::Checksum::Invalid,
             format!("{} is too large to be a checksum file", sum_path.display()),
         )),
         Err(_) if !required => Ok(None),
         Err(_) => Err(DistError::new(
-            "checksum.missing",
+            code::Checksum::Missing,
             format!(
                 "no checksum file {}: a .buzzpack must ship with its .sha256 (spec §11); refusing to install",
                 sum_path.display()
@@ -574,10 +575,10 @@ fn agent(https_only: bool) -> ureq::Agent {
 fn http_error(shown: &str, e: ureq::Error) -> DistError {
     match e {
         ureq::Error::StatusCode(code) => DistError::new(
-            "fetch.http-status",
+            code::Fetch::HttpStatus,
             format!("GET {shown} answered HTTP {code}"),
         ),
-        other => DistError::new("fetch.http", format!("GET {shown} failed: {other}")),
+        other => DistError::new(code::Fetch::Http, format!("GET {shown} failed: {other}")),
     }
 }
 
@@ -597,7 +598,7 @@ pub fn fetch_http_checked(
     let https = url.starts_with("https://");
     if !https && pin.is_none() {
         return Err(DistError::new(
-            "fetch.insecure-http",
+            code::Fetch::InsecureHttp,
             format!("{shown} is plain http: its .sha256 would come from the same unauthenticated server as the archive, so it cannot vouch for it; refusing to install"),
         )
         .help("use an https:// URL, or pin the digest you got from a trusted place: apiary install --sha256 <64 hex digits> <url>"));
@@ -634,12 +635,15 @@ fn published_at(
             .limit(MAX_CHECKSUM_BYTES)
             .read_to_string()
             .map_err(|e| {
-                DistError::new("checksum.invalid", format!("cannot read {sum_shown}: {e}"))
+                DistError::new(
+                    code::Checksum::Invalid,
+                    format!("cannot read {sum_shown}: {e}"),
+                )
             })?,
         Err(ureq::Error::StatusCode(_)) if !required => return Ok(None),
         Err(ureq::Error::StatusCode(code)) => {
             return Err(DistError::new(
-                "checksum.missing",
+                code::Checksum::Missing,
                 format!("no checksum at {sum_shown} (HTTP {code}): a .buzzpack must ship with its .sha256 (spec §11); refusing to install"),
             )
             .help("publish <name>.buzzpack.sha256 beside the archive (`apiary pack build` writes it), or pin the digest with --sha256 <64 hex digits>"));
@@ -665,7 +669,7 @@ fn download(
         && n > limits.max_archive_bytes
     {
         return Err(DistError::new(
-            "archive.too-large",
+            code::Archive::TooLarge,
             format!(
                 "{shown} is {n} bytes; the limit is {} MiB",
                 limits.max_archive_bytes / (1024 * 1024)
@@ -728,7 +732,7 @@ fn env_number(name: &str, default: u64, max: u64) -> Result<u64> {
             .filter(|n| (1..=max).contains(n))
             .ok_or_else(|| {
                 DistError::new(
-                    "source.git-limit",
+                    code::Source::GitLimit,
                     format!("{name}=`{v}` is not a whole number from 1 to {max}"),
                 )
             }),
@@ -843,8 +847,11 @@ fn kill_group(child: &mut std::process::Child) {
 /// it runs. Returns stdout.
 fn run_git(mut cmd: Command, what: &str, budget: &GitBudget, watch: &Path) -> Result<String> {
     let spawn_err = |e: std::io::Error| {
-        DistError::new("git.missing", format!("cannot run git for {what}: {e}"))
-            .help("git sources need the `git` command on PATH")
+        DistError::new(
+            code::Git::Missing,
+            format!("cannot run git for {what}: {e}"),
+        )
+        .help("git sources need the `git` command on PATH")
     };
     // Files rather than pipes: nothing to drain while we poll, and a chatty git cannot block.
     let mut out = tempfile::tempfile().map_err(spawn_err)?;
@@ -862,7 +869,7 @@ fn run_git(mut cmd: Command, what: &str, budget: &GitBudget, watch: &Path) -> Re
             Err(e) => {
                 kill_group(&mut child);
                 return Err(DistError::new(
-                    "git.failed",
+                    code::Git::Failed,
                     format!("{what}: cannot wait for git: {e}"),
                 ));
             }
@@ -871,7 +878,7 @@ fn run_git(mut cmd: Command, what: &str, budget: &GitBudget, watch: &Path) -> Re
         if now >= budget.deadline {
             kill_group(&mut child);
             return Err(DistError::new(
-                "git.timeout",
+                code::Git::Timeout,
                 format!(
                     "{what} did not finish within {} s; stopped it",
                     budget.timeout.as_secs()
@@ -903,7 +910,7 @@ fn run_git(mut cmd: Command, what: &str, budget: &GitBudget, watch: &Path) -> Re
         let text = read(&mut err);
         let text: String = text.trim().chars().take(2000).collect();
         return Err(DistError::new(
-            "git.failed",
+            code::Git::Failed,
             format!("{what} failed: {}", scrub(&text, &budget.secrets)),
         ));
     }
@@ -912,7 +919,7 @@ fn run_git(mut cmd: Command, what: &str, budget: &GitBudget, watch: &Path) -> Re
 
 fn too_large(what: &str, size: u64, budget: &GitBudget) -> DistError {
     DistError::new(
-        "git.too-large",
+        code::Git::TooLarge,
         format!(
             "{what}: the clone grew past the {} MiB limit ({size} bytes so far); stopped it",
             budget.max_bytes >> 20
@@ -949,8 +956,8 @@ fn fetch_git(
     cmd.args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
         .arg(format!("{target}^{{commit}}"));
     let commit = run_git(cmd, "git rev-parse", &budget, &dir).map_err(|e| match reference {
-        Some(r) if e.code == "git.failed" => DistError::new(
-            "git.ref",
+        Some(r) if e.code == code::Code::from(code::Git::Failed) => DistError::new(
+            code::Git::Ref,
             format!("cannot find ref `{r}` in {}", redact(url)),
         ),
         _ => e,
@@ -958,7 +965,7 @@ fn fetch_git(
     if !(commit.len() == 40 || commit.len() == 64) || !commit.bytes().all(|b| b.is_ascii_hexdigit())
     {
         return Err(DistError::new(
-            "git.failed",
+            code::Git::Failed,
             format!("git reported an unexpected commit id `{commit}`"),
         ));
     }
@@ -1097,7 +1104,7 @@ mod tests {
         let clean = scrub(text, &s);
         assert!(!clean.contains("ssw0rd"), "{clean}");
         let e = scrub_error(
-            DistError::new("x", format!("GET {text}")).help("see abcdef"),
+            DistError::new(code::Fetch::Http, format!("GET {text}")).help("see abcdef"),
             "https://user:p%40ssw0rd@h/r?token=abcdef",
         );
         assert!(!e.message.contains("ssw0rd") && !e.help.unwrap().contains("abcdef"));

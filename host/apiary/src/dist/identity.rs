@@ -18,6 +18,7 @@
 //! who developed a pack in a directory and then installed it keeps its keys). A key namespace from
 //! before owner records existed is claimed by whichever pack runs under it first.
 
+use crate::dist::code;
 use std::path::{Path, PathBuf};
 
 use super::fetch::Source;
@@ -64,7 +65,7 @@ pub struct Request<'a> {
 pub fn resolve(req: &Request<'_>) -> Result<Identity> {
     let dir = req.dir.canonicalize().map_err(|e| {
         DistError::new(
-            "identity.dir",
+            code::Identity::Dir,
             format!("cannot resolve {}: {e}", req.dir.display()),
         )
     })?;
@@ -189,7 +190,7 @@ fn owned(id: &str) -> Identity {
 }
 
 fn owner_error(e: crate::relay::RelayError) -> DistError {
-    DistError::new("identity.owner", format!("{e:#}"))
+    DistError::new(code::Identity::Owner, format!("{e:#}"))
         .help("the key store's owner records are apiary's; restore or remove the file")
 }
 
@@ -204,7 +205,7 @@ fn conflict(req: &Request<'_>, dir: &Path, owner: String, remedy: String) -> Res
         });
     }
     Err(DistError::new(
-        "identity.conflict",
+        code::Identity::Conflict,
         format!(
             "{} declares the pack id `{id}`, which belongs to {owner}; refusing to run it with that pack's persona keys and workspaces",
             dir.display()

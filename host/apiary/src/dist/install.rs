@@ -26,239 +26,25 @@
 //! For the crash-safety test, `APIARY_TEST_STEP_DELAY_MS=<n>` sleeps `n` ms after each step
 //! (test-only; never set it in production).
 
+pub mod expert;
+
+use crate::dist::code;
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::agent_config;
 use super::archive::{self, FileDigest, Limits, RECORD_NAME};
 use super::fetch::{self, Fetched, Source};
-use super::lock::{HookKind, HookRecord, InstallRecord, Lock, LockEntry};
-use super::{DistError, Result, fsync_dir, nonce};
+use super::lock::{HookRecord, InstallRecord, Lock, LockEntry, hook_records};
+use super::root::{JOURNAL, Journal, RootGuard, Scratch, pack_dir_name, step};
+use super::{DistError, Result, fsync_dir, nonce, through_symlink};
 use crate::diag::Report;
-use crate::pack::{self, Pack, paths};
+use crate::pack::{self, Pack};
 
-pub const STATE_DIR: &str = ".apiary";
-pub const STEP_DELAY_ENV: &str = "APIARY_TEST_STEP_DELAY_MS";
-const JOURNAL: &str = "journal.json";
 const RECORD_FORMAT: u32 = 1;
-
-fn step(name: &str) {
-    tracing::debug!(step = name, "install step");
-    if let Some(ms) = std::env::var(STEP_DELAY_ENV)
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-    }
-}
-
-/// Exclusive use of an install root for the life of the value.
-pub struct RootGuard {
-    pub root: PathBuf,
-    pub state: PathBuf,
-    _lock: File,
-}
-
-impl RootGuard {
-    /// Takes the root's lock, creating the root when `create`; `Ok(None)` when the root does not
-    /// exist and `create` is false. Runs recovery before returning.
-    pub fn acquire(root: &Path, create: bool) -> Result<Option<RootGuard>> {
-        if !root.exists() {
-            if !create {
-                return Ok(None);
-            }
-            owner_only_dirs(true)
-                .create(root)
-                .map_err(|e| DistError::io("cannot create install root", root, e))?;
-        }
-        if !root.is_dir() {
-            return Err(DistError::new(
-                "root.not-dir",
-                format!("install root {} is not a directory", root.display()),
-            ));
-        }
-        let state = root.join(STATE_DIR);
-        for d in ["", "staging", "old", "trash"] {
-            let p = state.join(d);
-            match owner_only_dirs(false).create(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
-                Err(e) => return Err(DistError::io("cannot create", &p, e)),
-            }
-        }
-        let lock_path = state.join("lock");
-        let lock = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| DistError::io("cannot open", &lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                eprintln!(
-                    "waiting for another apiary process using {} ...",
-                    root.display()
-                );
-                lock.lock()
-                    .map_err(|e| DistError::io("cannot lock", &lock_path, e))?;
-            }
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(DistError::io("cannot lock", &lock_path, e));
-            }
-        }
-        let guard = RootGuard {
-            root: root.to_path_buf(),
-            state,
-            _lock: lock,
-        };
-        guard.recover()?;
-        Ok(Some(guard))
-    }
-
-    pub(crate) fn sub(&self, d: &str) -> PathBuf {
-        self.state.join(d)
-    }
-
-    /// Finishes or rolls back an interrupted install and empties the scratch directories.
-    fn recover(&self) -> Result<()> {
-        let jpath = self.sub(JOURNAL);
-        if jpath.exists() {
-            self.settle(&jpath)?;
-        }
-        self.empty_scratch();
-        Ok(())
-    }
-
-    /// The install the journal at `jpath` describes: finished when `pack.lock` shows it committed,
-    /// else rolled back; then the journal goes.
-    fn settle(&self, jpath: &Path) -> Result<()> {
-        let bytes = fs::read(jpath).map_err(|e| DistError::io("cannot read", jpath, e))?;
-        let journal: Journal = serde_json::from_slice(&bytes).map_err(|e| {
-            DistError::new(
-                "journal.invalid",
-                format!("{} is not a valid install journal: {e}", jpath.display()),
-            )
-            .help("apiary writes it atomically, so it was edited by hand; inspect the install root and remove the file")
-        })?;
-        pack_dir_name(&journal.pack_id)?;
-        let lock = Lock::load(&self.root)?;
-        let committed = lock.packs.get(&journal.pack_id) == Some(&journal.entry);
-        if committed {
-            tracing::info!("recovery: install of {} had committed", journal.pack_id);
-            agent_config::apply(&self.root, &self.state, &journal.config)?;
-        } else {
-            self.roll_back(&journal)?;
-        }
-        fs::remove_file(jpath).map_err(|e| DistError::io("cannot remove", jpath, e))?;
-        fsync_dir(&self.state).map_err(|e| DistError::io("cannot sync", &self.state, e))
-    }
-
-    /// Undoes an install that had not committed: its new directory (recognised by its install id)
-    /// goes to the trash, the old one is renamed back.
-    fn roll_back(&self, journal: &Journal) -> Result<()> {
-        tracing::warn!(
-            "recovery: rolling back an interrupted install of {}",
-            journal.pack_id
-        );
-        let target = self.root.join(&journal.pack_id);
-        let is_new = InstallRecord::load(&target)
-            .ok()
-            .flatten()
-            .is_some_and(|r| r.install_id.as_deref() == Some(&journal.install_id));
-        if is_new {
-            let trash = self
-                .sub("trash")
-                .join(format!("{}-{}", journal.pack_id, nonce()));
-            fs::rename(&target, &trash)
-                .map_err(|e| DistError::io("cannot move aside", &target, e))?;
-        }
-        if let Some(old) = &journal.old {
-            pack_dir_name(old)?;
-            let old = self.sub("old").join(old);
-            if old.exists() && !target.exists() {
-                fs::rename(&old, &target)
-                    .map_err(|e| DistError::io("cannot restore", &target, e))?;
-            }
-        }
-        fsync_dir(&self.root).map_err(|e| DistError::io("cannot sync", &self.root, e))
-    }
-
-    /// Removes the temporary files of interrupted atomic writes (journal, lock, trust store) and
-    /// whatever the scratch directories hold.
-    fn empty_scratch(&self) {
-        if let Ok(entries) = fs::read_dir(&self.state) {
-            for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with(".tmp-") {
-                    let _ = fs::remove_file(e.path());
-                }
-            }
-        }
-        for d in ["staging", "old", "trash"] {
-            let dir = self.sub(d);
-            if let Ok(entries) = fs::read_dir(&dir) {
-                for e in entries.flatten() {
-                    let p = e.path();
-                    let r = if p.is_dir() && !p.is_symlink() {
-                        fs::remove_dir_all(&p)
-                    } else {
-                        fs::remove_file(&p)
-                    };
-                    if let Err(err) = r {
-                        tracing::warn!("cannot remove leftover {}: {err}", p.display());
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Directories apiary creates in the root are writable by their owner only, whatever the umask:
-/// the trust store under `.apiary/` is believed only when nobody else can change it.
-fn owner_only_dirs(recursive: bool) -> fs::DirBuilder {
-    let mut b = fs::DirBuilder::new();
-    b.recursive(recursive);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o755);
-    b
-}
-
-/// The in-flight install, written before the first rename.
-#[derive(Debug, Serialize, Deserialize)]
-struct Journal {
-    pack_id: String,
-    install_id: String,
-    /// Name under `.apiary/old/` the previous version is moved to.
-    old: Option<String>,
-    /// The lock entry being committed.
-    entry: LockEntry,
-    /// Agent config files to write once committed (see [`agent_config`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    config: Vec<agent_config::Write>,
-}
-
-/// A pack id is used as a directory name in the root: it must be one safe path component and not
-/// collide with the root's own files.
-pub fn pack_dir_name(id: &str) -> Result<&str> {
-    let ok = !id.is_empty()
-        && id.len() <= 200
-        && !id.starts_with('.')
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-        && !id.eq_ignore_ascii_case(super::lock::LOCK_NAME);
-    if ok {
-        Ok(id)
-    } else {
-        Err(DistError::new(
-            "pack.id",
-            format!("`{id}` cannot be used as an install directory name"),
-        ))
-    }
-}
 
 /// Refuses an id that differs from an installed one only in case: on a case-insensitive filesystem
 /// both would be the same directory, so one would silently take the other's place.
@@ -269,21 +55,11 @@ fn check_case_twin(lock: &Lock, pack_id: &str) -> Result<()> {
         .find(|k| k.as_str() != pack_id && k.eq_ignore_ascii_case(pack_id))
     {
         Some(twin) => Err(DistError::new(
-            "install.id-case",
+            code::Install::IdCase,
             format!("{pack_id} differs only in case from the installed pack {twin}; refusing to install it beside it"),
         )
         .help(format!("`apiary uninstall {twin}` first if this pack should take its place"))),
         None => Ok(()),
-    }
-}
-
-/// Removes a scratch directory when dropped (error paths).
-pub(crate) struct Scratch(pub(crate) PathBuf);
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if self.0.exists() {
-            let _ = fs::remove_dir_all(&self.0);
-        }
     }
 }
 
@@ -300,7 +76,7 @@ pub struct Options {
     /// `--sha256`: the digest the archive must have (archive sources; stands in for its `.sha256`).
     pub sha256: Option<String>,
     /// What to do with an expert `.zip` that no checksum vouches for.
-    pub unverified: super::expert::Unverified,
+    pub unverified: expert::Unverified,
     /// Shows an expert pack's declared needs and recommended prompts (the DuDuClaw Expert Pack
     /// Format v1.0, §3 expert.toml: "installers surface it before install") once it is converted
     /// and before anything is installed.
@@ -323,7 +99,7 @@ pub struct Installed {
     #[serde(skip)]
     pub report: Report,
     /// Set when the pack was converted from a DuDuClaw expert pack.
-    pub expert: Option<super::expert::Summary>,
+    pub expert: Option<expert::Summary>,
 }
 
 /// Credentials in `source` are scrubbed from any error, whoever wrote its text.
@@ -333,11 +109,11 @@ pub fn install(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
 
 fn install_from(root: &Path, source: &str, opts: &Options) -> Result<Installed> {
     let source = Source::parse(source)?;
-    if super::expert::is_expert_source(&source)? {
-        return super::expert::install(root, &source, opts);
+    if expert::is_expert_source(&source)? {
+        return expert::install(root, &source, opts);
     }
     let guard = RootGuard::acquire(root, true)?
-        .ok_or_else(|| DistError::new("root.missing", "install root vanished"))?;
+        .ok_or_else(|| DistError::new(code::Root::Missing, "install root vanished"))?;
     let id = nonce();
     let work = Scratch(guard.sub("staging").join(format!("work-{id}")));
     let stage = Scratch(guard.sub("staging").join(format!("pack-{id}")));
@@ -363,7 +139,7 @@ fn install_from(root: &Path, source: &str, opts: &Options) -> Result<Installed> 
         && want != sha256
     {
         return Err(DistError::new(
-            "lock.mismatch",
+            code::Lock::Mismatch,
             format!(
                 "pack.lock pins sha256 {want} for {}, but the source now serves {sha256}; refusing (--locked)",
                 source.lock_source()
@@ -403,7 +179,7 @@ pub(crate) struct Provenance {
     pub sha256: Option<String>,
     pub resolved: Option<String>,
     /// Set when the pack was converted from a DuDuClaw expert pack.
-    pub expert: Option<super::expert::Converted>,
+    pub expert: Option<expert::Converted>,
 }
 
 /// Validates the pack staged in `stage` (whose files are `files`), writes its install record and
@@ -459,7 +235,7 @@ fn load_staged(stage: &Path, provenance: &Provenance) -> Result<(Pack, Report)> 
     match loaded.pack {
         Some(pack) => Ok((pack, report)),
         None => Err(DistError::new(
-            "pack.invalid",
+            code::Pack::Invalid,
             format!(
                 "the pack from {} is invalid; refusing to install it",
                 provenance.source
@@ -499,8 +275,8 @@ fn plan_commit(
     let mut extra = BTreeMap::new();
     let mut partials = Vec::new();
     if let Some(expert) = &provenance.expert {
-        super::expert::check_conflict(&pack_id, previous.as_ref())?;
-        hooks.extend(super::expert::quarantined_hooks(files, &hooks));
+        expert::check_conflict(&pack_id, previous.as_ref())?;
+        hooks.extend(expert::quarantined_hooks(files, &hooks));
         partials = expert.partials.clone();
         extra.insert("converted_from".to_string(), expert.lock_value());
     }
@@ -554,7 +330,7 @@ fn check_replace(
     }
     if !opts.replace {
         return Err(DistError::new(
-            "install.source-conflict",
+            code::Install::SourceConflict,
             format!(
                 "{pack_id} {} is installed from {}; refusing to replace it with {pack_id} {} from {}, another source",
                 prev.version, prev.source, pack.manifest.version, provenance.source
@@ -599,7 +375,7 @@ fn previous_install(target: &Path, pack_id: &str, id: &str) -> Result<Option<Pre
     }
     let prev = InstallRecord::load(target)?.ok_or_else(|| {
         DistError::new(
-            "install.foreign-dir",
+            code::Install::ForeignDir,
             format!(
                 "{} exists but was not installed by apiary (no {RECORD_NAME}); refusing to replace it",
                 target.display()
@@ -611,7 +387,7 @@ fn previous_install(target: &Path, pack_id: &str, id: &str) -> Result<Option<Pre
     if !foreign.is_empty() {
         let shown: Vec<_> = foreign.iter().take(10).map(String::as_str).collect();
         return Err(DistError::new(
-            "install.foreign-files",
+            code::Install::ForeignFiles,
             format!(
                 "{} holds {} file{} the installed pack did not bring (e.g. {}); an upgrade would discard them",
                 target.display(),
@@ -647,7 +423,7 @@ fn swap_in(
         config: plan.config_writes.clone(),
     };
     let jtext = serde_json::to_vec_pretty(&journal)
-        .map_err(|e| DistError::new("journal.write", e.to_string()))?;
+        .map_err(|e| DistError::new(code::Journal::Write, e.to_string()))?;
     let jpath = guard.sub(JOURNAL);
     super::write_atomic(&jpath, &guard.state, &jtext)
         .map_err(|e| DistError::io("cannot write", &jpath, e))?;
@@ -697,7 +473,7 @@ fn pin_from_lock(root: &Path, source: &mut Source) -> Result<Pin> {
         .find(|e| e.source == wanted)
         .ok_or_else(|| {
             DistError::new(
-                "lock.no-entry",
+                code::Lock::NoEntry,
                 format!("--locked: pack.lock has no entry with source {wanted}"),
             )
             .help("install it once without --locked to record it")
@@ -712,7 +488,7 @@ fn pin_from_lock(root: &Path, source: &mut Source) -> Result<Pin> {
                 .filter(|c| c.len() >= 7 && c.bytes().all(|b| b.is_ascii_hexdigit()))
                 .ok_or_else(|| {
                     DistError::new(
-                        "lock.no-pin",
+                        code::Lock::NoPin,
                         format!("--locked: the pack.lock entry for {wanted} records no commit"),
                     )
                 })?;
@@ -721,7 +497,7 @@ fn pin_from_lock(root: &Path, source: &mut Source) -> Result<Pin> {
         }
         _ => entry.sha256.clone().map(Pin::Sha256).ok_or_else(|| {
             DistError::new(
-                "lock.no-pin",
+                code::Lock::NoPin,
                 format!("--locked: the pack.lock entry for {wanted} records no sha256"),
             )
         }),
@@ -777,53 +553,6 @@ fn sync_tree(dir: &Path) -> Result<()> {
         }
     }
     fsync_dir(dir).map_err(|e| DistError::io("cannot sync", dir, e))
-}
-
-/// Every hook of the pack (pack-level and per persona), one record per file.
-pub fn hook_records(pack: &Pack, files: &[FileDigest]) -> Vec<HookRecord> {
-    let mut by_path: BTreeMap<String, HookRecord> = BTreeMap::new();
-    let mut add = |who: String, point: &str, command: &str| {
-        let token = command.split_whitespace().next().unwrap_or(command);
-        let Ok(abs) = paths::resolve_inside(&pack.root, token) else {
-            return;
-        };
-        let rel = paths::relative_to(&pack.root, &abs);
-        let rel = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("/");
-        let sha = files
-            .iter()
-            .find(|f| f.path == rel)
-            .map(|f| f.sha256.clone())
-            .unwrap_or_default();
-        let kind = if rel.ends_with(".wasm") {
-            HookKind::Component
-        } else {
-            HookKind::Script
-        };
-        let rec = by_path.entry(rel.clone()).or_insert_with(|| HookRecord {
-            path: rel,
-            sha256: sha,
-            kind,
-            used_by: Vec::new(),
-            commands: Vec::new(),
-        });
-        rec.used_by.push(format!("{who}:{point}"));
-        if !rec.commands.iter().any(|c| c == command) {
-            rec.commands.push(command.to_string());
-        }
-    };
-    for (point, cmd) in pack.hooks.entries() {
-        add("pack".into(), point, cmd);
-    }
-    for p in &pack.personas {
-        for (point, cmd) in p.hooks.entries() {
-            add(format!("persona {}", p.name), point, cmd);
-        }
-    }
-    by_path.into_values().collect()
 }
 
 /// Files under an installed pack directory that its record does not list.
@@ -900,7 +629,7 @@ pub fn uninstall(root: &Path, pack_id: &str) -> Result<Removed> {
     }
     if target.exists() && record.is_none() {
         return Err(DistError::new(
-            "uninstall.no-record",
+            code::Uninstall::NoRecord,
             format!(
                 "{} has no {RECORD_NAME}, so apiary cannot tell which files the pack owns; refusing to delete anything",
                 target.display()
@@ -975,22 +704,9 @@ fn remove_recorded(
     Ok((removed_files, kept))
 }
 
-/// Whether any directory between `base` and `base/rel` is a symbolic link.
-pub(crate) fn through_symlink(base: &Path, rel: &str) -> bool {
-    let mut here = base.to_path_buf();
-    let parts: Vec<&str> = rel.split('/').collect();
-    for part in &parts[..parts.len().saturating_sub(1)] {
-        here.push(part);
-        if fs::symlink_metadata(&here).is_ok_and(|m| m.file_type().is_symlink()) {
-            return true;
-        }
-    }
-    false
-}
-
 fn not_installed(root: &Path, pack_id: &str) -> DistError {
     DistError::new(
-        "pack.not-installed",
+        code::Pack::NotInstalled,
         format!("{pack_id} is not installed in {}", root.display()),
     )
     .help("`apiary list` shows the installed packs")

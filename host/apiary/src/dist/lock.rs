@@ -10,14 +10,16 @@
 //! belongs to, the digest of every file, and every hook with its digest. It lives inside the pack
 //! directory so that it is swapped together with the files it describes.
 
+use crate::dist::code;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::archive::RECORD_NAME;
+use super::archive::{FileDigest, RECORD_NAME};
 use super::{DistError, Result};
+use crate::pack::{Pack, paths};
 
 pub const LOCK_NAME: &str = "pack.lock";
 /// Lock and record files larger than this are refused rather than parsed.
@@ -46,7 +48,7 @@ pub struct Lock {
 fn read_capped(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::metadata(path) {
         Ok(m) if m.len() > MAX_LOCK_BYTES => Err(DistError::new(
-            "lock.too-large",
+            code::Lock::TooLarge,
             format!("{} is larger than {MAX_LOCK_BYTES} bytes", path.display()),
         )),
         // Not blocking on a FIFO put in its place, not reading more than the cap.
@@ -73,7 +75,7 @@ impl Lock {
         }
         serde_json::from_slice(&bytes).map_err(|e| {
             DistError::new(
-                "lock.invalid",
+                code::Lock::Invalid,
                 format!("{} is not a valid pack.lock: {e}", path.display()),
             )
             .help("fix or move the file aside; apiary will not overwrite a lock it cannot read")
@@ -84,7 +86,7 @@ impl Lock {
     pub fn save(&self, root: &Path, tmp_dir: &Path) -> Result<()> {
         let path = root.join(LOCK_NAME);
         let mut text = serde_json::to_string_pretty(self)
-            .map_err(|e| DistError::new("lock.write", e.to_string()))?;
+            .map_err(|e| DistError::new(code::Lock::Write, e.to_string()))?;
         text.push('\n');
         super::write_atomic(&path, tmp_dir, text.as_bytes())
             .map_err(|e| DistError::io("cannot write", &path, e))
@@ -139,7 +141,7 @@ impl InstallRecord {
         };
         serde_json::from_slice(&bytes).map(Some).map_err(|e| {
             DistError::new(
-                "record.invalid",
+                code::Record::Invalid,
                 format!("{} is not a valid install record: {e}", path.display()),
             )
         })
@@ -150,7 +152,7 @@ impl InstallRecord {
         use std::io::Write;
         let path = Self::path(pack_dir);
         let text = serde_json::to_string_pretty(self)
-            .map_err(|e| DistError::new("record.write", e.to_string()))?;
+            .map_err(|e| DistError::new(code::Record::Write, e.to_string()))?;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -161,6 +163,53 @@ impl InstallRecord {
             .and_then(|()| f.sync_all())
             .map_err(|e| DistError::io("cannot write", &path, e))
     }
+}
+
+/// Every hook of the pack (pack-level and per persona), one record per file.
+pub fn hook_records(pack: &Pack, files: &[FileDigest]) -> Vec<HookRecord> {
+    let mut by_path: BTreeMap<String, HookRecord> = BTreeMap::new();
+    let mut add = |who: String, point: &str, command: &str| {
+        let token = command.split_whitespace().next().unwrap_or(command);
+        let Ok(abs) = paths::resolve_inside(&pack.root, token) else {
+            return;
+        };
+        let rel = paths::relative_to(&pack.root, &abs);
+        let rel = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/");
+        let sha = files
+            .iter()
+            .find(|f| f.path == rel)
+            .map(|f| f.sha256.clone())
+            .unwrap_or_default();
+        let kind = if rel.ends_with(".wasm") {
+            HookKind::Component
+        } else {
+            HookKind::Script
+        };
+        let rec = by_path.entry(rel.clone()).or_insert_with(|| HookRecord {
+            path: rel,
+            sha256: sha,
+            kind,
+            used_by: Vec::new(),
+            commands: Vec::new(),
+        });
+        rec.used_by.push(format!("{who}:{point}"));
+        if !rec.commands.iter().any(|c| c == command) {
+            rec.commands.push(command.to_string());
+        }
+    };
+    for (point, cmd) in pack.hooks.entries() {
+        add("pack".into(), point, cmd);
+    }
+    for p in &pack.personas {
+        for (point, cmd) in p.hooks.entries() {
+            add(format!("persona {}", p.name), point, cmd);
+        }
+    }
+    by_path.into_values().collect()
 }
 
 #[cfg(test)]

@@ -33,20 +33,23 @@
 pub mod agent_config;
 pub mod archive;
 pub mod build;
-pub mod expert;
+pub mod code;
 pub mod fetch;
 pub mod identity;
 pub mod install;
 pub mod lock;
+pub mod root;
 pub mod trust;
 pub mod verify;
+
+/// Expert packs install through the install steps (a conversion in front of them).
+pub use install::expert;
 
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::diag::Report;
@@ -54,7 +57,7 @@ use crate::diag::Report;
 /// A refusal or failure, with a stable code for scripts and an optional hint for people.
 #[derive(Debug)]
 pub struct DistError {
-    pub code: &'static str,
+    pub code: code::Code,
     pub message: String,
     pub help: Option<String>,
     /// Validation findings when the refusal is "the pack is invalid".
@@ -62,9 +65,9 @@ pub struct DistError {
 }
 
 impl DistError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: impl Into<code::Code>, message: impl Into<String>) -> Self {
         DistError {
-            code,
+            code: code.into(),
             message: message.into(),
             help: None,
             report: None,
@@ -80,7 +83,13 @@ impl DistError {
     }
     /// An I/O failure on `path` while doing `what`.
     pub fn io(what: &str, path: &Path, e: io::Error) -> Self {
-        DistError::new("io", format!("{what} {}: {e}", path.display()))
+        DistError::new(code::Code::Io, format!("{what} {}: {e}", path.display()))
+    }
+}
+
+impl From<crate::paths::NoHome> for DistError {
+    fn from(e: crate::paths::NoHome) -> Self {
+        DistError::new(code::Root::Home, e.to_string()).help(e.help())
     }
 }
 
@@ -92,26 +101,20 @@ impl fmt::Display for DistError {
 
 impl std::error::Error for DistError {}
 
-/// The JSON shape of an error: `{code, message, help?, diagnostics?}`.
-#[derive(Debug, Serialize)]
-pub struct ErrorJson<'a> {
-    pub code: &'a str,
-    pub message: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub help: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diagnostics: Option<&'a [crate::diag::Diagnostic]>,
-}
+/// The install root's own directory: its lock, scratch space and journal (see [`root`]).
+pub const STATE_DIR: &str = ".apiary";
 
-impl DistError {
-    pub fn to_json(&self) -> ErrorJson<'_> {
-        ErrorJson {
-            code: self.code,
-            message: &self.message,
-            help: self.help.as_deref(),
-            diagnostics: self.report.as_ref().map(|r| r.diagnostics.as_slice()),
+/// Whether any directory between `base` and `base/rel` is a symbolic link.
+pub(crate) fn through_symlink(base: &Path, rel: &str) -> bool {
+    let mut here = base.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        here.push(part);
+        if std::fs::symlink_metadata(&here).is_ok_and(|m| m.file_type().is_symlink()) {
+            return true;
         }
     }
+    false
 }
 
 pub type Result<T, E = DistError> = std::result::Result<T, E>;

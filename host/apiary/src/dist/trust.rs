@@ -21,18 +21,21 @@
 //! ignored. The store itself is believed only when the operator alone can change it
 //! ([`check_private`]).
 
+use crate::dist::code;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::install::{RootGuard, STATE_DIR, pack_dir_name};
+use super::STATE_DIR;
 use super::lock::{HookKind, InstallRecord, Lock};
+use super::root::{RootGuard, pack_dir_name};
 use super::{DistError, Result};
 use crate::pack::mcp::Transport;
 use crate::pack::{McpServer, Pack};
 
 mod at_start;
+pub mod policy;
 
 pub const TRUST_FILE: &str = "trust.json";
 const MAX_STORE: u64 = 16 * 1024 * 1024;
@@ -101,7 +104,7 @@ impl TrustStore {
         let path = Self::path(root);
         match std::fs::metadata(&path) {
             Ok(m) if m.len() > MAX_STORE => Err(DistError::new(
-                "trust.invalid",
+                code::Trust::Invalid,
                 format!("{} is too large", path.display()),
             )),
             Ok(_) => {
@@ -114,7 +117,7 @@ impl TrustStore {
                 .map_err(|e| DistError::io("cannot read", &path, e))?;
                 serde_json::from_slice(&bytes).map_err(|e| {
                     DistError::new(
-                        "trust.invalid",
+                        code::Trust::Invalid,
                         format!("{} is not a valid trust store: {e}", path.display()),
                     )
                 })
@@ -128,7 +131,7 @@ impl TrustStore {
         check_store_private(&guard.root)?;
         let path = guard.state.join(TRUST_FILE);
         let mut text = serde_json::to_string_pretty(self)
-            .map_err(|e| DistError::new("trust.write", e.to_string()))?;
+            .map_err(|e| DistError::new(code::Trust::Write, e.to_string()))?;
         text.push('\n');
         super::write_atomic(&path, &guard.state, text.as_bytes())
             .map_err(|e| DistError::io("cannot write", &path, e))
@@ -137,7 +140,7 @@ impl TrustStore {
 
 /// The trust store (or the directories holding it) may be changed by someone else.
 fn unsafe_store(why: String) -> DistError {
-    DistError::new("trust.unsafe-store", why)
+    DistError::new(code::Trust::UnsafeStore, why)
         .help("the trust store decides what runs on this host: make the install root, its .apiary/ and .apiary/trust.json yours and writable only by you (chmod go-w)")
 }
 
@@ -227,7 +230,7 @@ impl TrustView {
     /// The trust recorded for exactly this pack: its location, id and version.
     fn entry(&self, pack: &PackRef) -> Result<&PackTrust> {
         if let Some(p) = &self.problem {
-            return Err(DistError::new("trust.unusable", p.clone()));
+            return Err(DistError::new(code::Trust::Unusable, p.clone()));
         }
         let entry = if self.is_installed_copy(pack) {
             self.store.packs.get(&pack.id).ok_or_else(|| {
@@ -252,7 +255,7 @@ impl TrustView {
         };
         if entry.version != pack.version {
             return Err(DistError::new(
-                "trust.version",
+                code::Trust::Version,
                 format!(
                     "trust was recorded for version {}, not {}",
                     entry.version, pack.version
@@ -277,7 +280,7 @@ impl TrustView {
         match entry.hooks.iter().find(|h| h.path == rel) {
             None => Err(untrusted(format!("{rel} was never trusted"))),
             Some(h) if !h.sha256.eq_ignore_ascii_case(&digest) => Err(DistError::new(
-                "trust.changed",
+                code::Trust::Changed,
                 format!("{rel} changed since it was trusted"),
             )),
             Some(h) if !h.commands.iter().any(|c| c == command) => Err(untrusted(format!(
@@ -320,7 +323,7 @@ impl TrustView {
         }
         let e = if entry.mcp_servers.iter().any(|m| m.name == server.name) {
             DistError::new(
-                "trust.changed",
+                code::Trust::Changed,
                 format!("MCP server `{}` changed since it was trusted", server.name),
             )
         } else {
@@ -352,14 +355,14 @@ impl TrustView {
 
 /// What the operator never trusted.
 fn untrusted(why: String) -> DistError {
-    DistError::new("trust.untrusted", why)
+    DistError::new(code::Trust::Untrusted, why)
 }
 
 /// The pack-relative (`/`-separated) and absolute path of the file a hook command runs.
 fn hook_file(pack_root: &Path, command: &str) -> Result<(String, PathBuf)> {
     let token = command.split_whitespace().next().unwrap_or(command);
     let abs = crate::pack::paths::resolve_inside(pack_root, token)
-        .map_err(|e| DistError::new("trust.hook-path", format!("hook `{command}`: {e}")))?;
+        .map_err(|e| DistError::new(code::Trust::HookPath, format!("hook `{command}`: {e}")))?;
     let rel = crate::pack::paths::relative_to(pack_root, &abs)
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -516,7 +519,7 @@ pub fn status(root: &Path, pack_id: &str) -> Result<(String, Vec<HookStatus>)> {
     let lock = Lock::load(root)?;
     let entry = lock.packs.get(pack_id).ok_or_else(|| {
         DistError::new(
-            "pack.not-installed",
+            code::Pack::NotInstalled,
             format!("{pack_id} is not installed in {}", root.display()),
         )
         .help("`apiary list` shows the installed packs; a pack directory is trusted as a path: `apiary trust ./my-pack`")
@@ -524,7 +527,7 @@ pub fn status(root: &Path, pack_id: &str) -> Result<(String, Vec<HookStatus>)> {
     let dir = root.join(pack_id);
     let record = InstallRecord::load(&dir)?.ok_or_else(|| {
         DistError::new(
-            "trust.no-record",
+            code::Trust::NoRecord,
             format!(
                 "{} has no install record; reinstall the pack with apiary",
                 dir.display()
@@ -575,7 +578,7 @@ fn load_pack(dir: &Path) -> Result<Pack> {
     let loaded = crate::pack::load(dir);
     loaded.pack.ok_or_else(|| {
         DistError::new(
-            "pack.invalid",
+            code::Pack::Invalid,
             format!("{} is not a valid pack; nothing to trust", dir.display()),
         )
         .with_report(loaded.report)
@@ -600,7 +603,7 @@ pub fn review(root: &Path, target: &Target) -> Result<Review> {
             let pack = load_pack(dir)?;
             if &pack.manifest.id != pack_id {
                 return Err(DistError::new(
-                    "trust.changed",
+                    code::Trust::Changed,
                     format!("{} changed while it was reviewed", dir.display()),
                 ));
             }
@@ -633,7 +636,7 @@ pub fn review(root: &Path, target: &Target) -> Result<Review> {
 
 /// The hooks of a pack directory with their files' digests now.
 fn dir_hooks(pack: &Pack) -> Vec<HookStatus> {
-    super::install::hook_records(pack, &[])
+    super::lock::hook_records(pack, &[])
         .into_iter()
         .map(|h| {
             let digest = crate::pack::paths::resolve_inside(&pack.root, &h.path)
@@ -671,7 +674,7 @@ fn declared_capabilities(dir: &Path, h: &HookStatus) -> Vec<String> {
 fn drifted(pack_id: &str, hooks: &[HookStatus]) -> Option<DistError> {
     let h = hooks.iter().find(|h| !h.intact)?;
     Some(DistError::new(
-        "trust.drift",
+        code::Trust::Drift,
         format!(
             "{} in {pack_id} no longer matches the digest recorded at install (or cannot be read); refusing to trust it",
             h.path

@@ -5,12 +5,14 @@
 //! must have its recorded SHA-256, no file may have appeared, and nothing may have become executable
 //! (installs are mode 0644; an executable hook means someone bypassed the quarantine).
 
+use crate::dist::code;
 use std::path::Path;
 
 use serde::Serialize;
 
-use super::install::{RootGuard, foreign_files};
+use super::install::foreign_files;
 use super::lock::{InstallRecord, Lock};
+use super::root::RootGuard;
 use super::{DistError, Result};
 
 #[derive(Debug, Clone, Serialize)]
@@ -56,7 +58,7 @@ pub fn verify(root: &Path, only: Option<&str>) -> Result<VerifyReport> {
         && !lock.packs.contains_key(id)
     {
         return Err(DistError::new(
-            "pack.not-installed",
+            code::Pack::NotInstalled,
             format!("{id} is not installed in {}", root.display()),
         ));
     }
@@ -171,7 +173,7 @@ fn check_record(
 /// recorded digest.
 fn check_file(dir: &Path, rel: &str, want: &str, problems: &mut Vec<Problem>) {
     let mut found = |kind, message| problems.push(problem(kind, Some(rel), message));
-    if super::install::through_symlink(dir, rel) {
+    if super::through_symlink(dir, rel) {
         return found(
             "modified",
             format!("{rel} is now reached through a symbolic link"),

@@ -1,6 +1,7 @@
 //! The reference chapters of the book are generated, and checked here so they cannot drift:
 //! `docs/reference/commands.md` from the CLI's clap definition, `docs/reference/events.md` from the
-//! schema of `up --json`'s `Event` type. After changing either, regenerate them with
+//! schema of `up --json`'s `Event` type, `docs/reference/errors.md` from the install tooling's
+//! error codes. After changing either, regenerate them with
 //! `APIARY_BLESS=1 cargo test -p apiary --test all docs_reference`.
 
 use std::path::PathBuf;
@@ -37,6 +38,13 @@ fn the_command_reference_is_the_clap_definition() {
         "every command is in it"
     );
     check("commands.md", &markdown);
+}
+
+#[test]
+fn the_error_code_reference_is_the_code_type() {
+    let markdown = apiary::dist::code::reference();
+    assert!(markdown.contains("| `archive.size-lie` |") && markdown.contains("| `io` |"));
+    check("errors.md", &markdown);
 }
 
 #[test]

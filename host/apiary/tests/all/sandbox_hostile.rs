@@ -344,7 +344,8 @@ fn circuit_breaker_opens_for_the_failing_component_only() {
         cache_dir: None,
         breaker: BreakerPolicy {
             threshold: 3,
-            cooldown: std::time::Duration::from_secs(3600),
+            window: None,
+            cooldown: Some(std::time::Duration::from_secs(3600)),
         },
         pool_instances: 8,
         ..SandboxConfig::default()

@@ -417,7 +417,7 @@ fn var_refs_with_defaults(value: &str) -> Vec<(String, bool)> {
             Some((n, _)) => (n, true),
             None => (&after[..end], false),
         };
-        if is_var_name(name) {
+        if super::is_var_name(name) {
             out.push((name.to_string(), has_default));
         }
         rest = &after[end + 1..];
@@ -439,12 +439,6 @@ impl McpServer {
         }
         out
     }
-}
-
-fn is_var_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 const SECRET_KEY_WORDS: &[&str] = &[

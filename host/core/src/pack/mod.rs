@@ -704,6 +704,13 @@ fn note_env_refs(pack_id: &str, pack: &[McpServer], personas: &[Persona], report
     }
 }
 
+/// An environment variable's name as a shell takes it: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_var_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

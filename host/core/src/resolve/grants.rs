@@ -99,7 +99,7 @@ impl AgentGrants {
 impl AgentGrants {
     fn push(&mut self, key: &str, item: &str) -> Result<(), &'static str> {
         match key {
-            AGENT_ENV if super::overrides::is_var_name(item) => self.env.push(item.to_string()),
+            AGENT_ENV if crate::pack::is_var_name(item) => self.env.push(item.to_string()),
             AGENT_ENV => return Err("not an environment variable name"),
             AGENT_NET if is_host_entry(item) => self.net.push(item.to_string()),
             AGENT_NET => return Err("not a host, `*.domain`, `host:port` or address"),

@@ -44,6 +44,7 @@ use super::tool_ceiling::{TOOL_CEILING, ToolCeilings};
 use crate::diag::{Diagnostic, Report, Severity};
 use crate::pack::ToolPolicy;
 use crate::pack::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
+use crate::pack::is_var_name;
 use crate::pack::source::{self, Fields, SourceFile, Syntax, suggest};
 
 /// The pack-level key listing the variables the pack's MCP `${VAR}`s may read.
@@ -255,12 +256,6 @@ fn read_limits(f: &Fields<'_>, report: &mut Report) -> PersonaLimits {
         report.push(f.src.diag(d, &[&f.prefix[..], &[LIMITS]].concat()));
         PersonaLimits::default()
     })
-}
-
-pub(crate) fn is_var_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn check_keys(f: &Fields<'_>, report: &mut Report) {

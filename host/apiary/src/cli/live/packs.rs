@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::super::output::Failed;
-use crate::dist::install::RootGuard;
 use crate::dist::lock::{Lock, LockEntry};
+use crate::dist::root::RootGuard;
 
 /// The pack ids installed in `root` (from its `pack.lock`), each with its directory; none when the
 /// root does not exist.

@@ -4,6 +4,7 @@
 //! sees. The listing (`git ls-tree -r -z`) is read as it streams and git is stopped as soon as the
 //! count passes the limit, so a hostile tree costs the limit's worth of names, not the whole tree.
 
+use crate::dist::code;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -35,7 +36,7 @@ pub(super) fn files_within(
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd.spawn().map_err(|e| {
-        DistError::new("git.missing", format!("cannot run git ls-tree: {e}"))
+        DistError::new(code::Git::Missing, format!("cannot run git ls-tree: {e}"))
             .help("git sources need the `git` command on PATH")
     })?;
     let counted = Arc::new(AtomicU64::new(0));
@@ -55,7 +56,7 @@ pub(super) fn files_within(
             kill_group(&mut child);
             let _ = reader.join();
             return Err(DistError::new(
-                "git.timeout",
+                code::Git::Timeout,
                 format!(
                     "listing the files of {commit} did not finish within {} s; stopped it",
                     budget.timeout.as_secs()
@@ -68,7 +69,7 @@ pub(super) fn files_within(
             Err(e) => {
                 kill_group(&mut child);
                 return Err(DistError::new(
-                    "git.failed",
+                    code::Git::Failed,
                     format!("cannot wait for git ls-tree: {e}"),
                 ));
             }
@@ -81,7 +82,7 @@ pub(super) fn files_within(
     }
     if !status.success() {
         return Err(DistError::new(
-            "git.failed",
+            code::Git::Failed,
             format!("git ls-tree {commit} failed ({status})"),
         ));
     }
@@ -108,7 +109,7 @@ fn count_names(mut from: impl Read, limit: u64, counted: &AtomicU64) {
 /// The refusal of a repository with more files than an install takes.
 pub(super) fn too_many_files(limit: usize) -> DistError {
     DistError::new(
-        "git.too-many-files",
+        code::Git::TooManyFiles,
         format!(
             "the repository holds more than {limit} files, the install limit; stopped the clone"
         ),

@@ -3,7 +3,7 @@
 //! `converter-duduclaw` component and installing the result, honouring the install semantics of
 //! the DuDuClaw Expert Pack Format v1.0, §4 Install semantics, as far as they apply to apiary:
 //!
-//! 1. **Fence the archive.** The zip goes through [`super::archive::extract`] with the format's cap
+//! 1. **Fence the archive.** The zip goes through [`crate::dist::archive::extract`] with the format's cap
 //!    (§2 Layout: 50 MiB unpacked; zip-slip, symlinks, devices, ratios and entry counts refused as
 //!    for any `.buzzpack`); a directory is copied with the same cap, refusing symlinks that leave
 //!    it. A `<source>.sha256` beside the zip (or at `<url>.sha256`) is verified when present, or
@@ -16,7 +16,7 @@
 //!    the conversion happens before the install root is touched. Personas, and their agent config,
 //!    are installed in that order.
 //! 3. **Deep-merge, never clobber.** `agent.partial.toml` goes into the operator-side agent config
-//!    ([`super::agent_config`]), adding only keys not already set. An existing pack of the same id
+//!    ([`crate::dist::agent_config`]), adding only keys not already set. An existing pack of the same id
 //!    that was *not* installed from an expert pack is a conflict: refused, not replaced (§4.3
 //!    Deep-merge, never clobber: "existing same-name assets are a conflict"); remove it first. An
 //!    earlier install of the same expert pack is upgraded in place.
@@ -36,19 +36,21 @@
 //! whether a checksum was verified. Only built-in converters take part in installs, so what
 //! converted an installed pack is part of the apiary binary the lock names by digest.
 
+use crate::dist::code;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::agent_config::{Merge, Partial};
-use super::archive::{self, FileDigest, Limits};
-use super::fetch::{self, Source, Vouched};
-use super::install::{self, Installed, Options, Provenance, RootGuard, Scratch};
-use super::lock::{HookKind, HookRecord, Lock, LockEntry};
-use super::{DistError, Result, nonce};
+use super::{self as install, Installed, Options, Provenance};
 use crate::convert::{self, Job, detect, registry::Registry};
+use crate::dist::agent_config::{Merge, Partial};
+use crate::dist::archive::{self, FileDigest, Limits};
+use crate::dist::fetch::{self, Source, Vouched};
+use crate::dist::lock::{HookKind, HookRecord, Lock, LockEntry};
+use crate::dist::root::{RootGuard, Scratch};
+use crate::dist::{DistError, Result, nonce};
 use crate::pack::Pack;
 
 /// The format id of an expert pack.
@@ -140,7 +142,7 @@ fn confirm_unverified(label: &str, sha256: &str, how: Unverified) -> Result<()> 
         return Ok(());
     }
     Err(DistError::new(
-        "expert.unverified",
+        code::Expert::Unverified,
         format!("{label} publishes no checksum (no .sha256 beside it), so nothing vouches for its contents (sha256 {sha256}); refusing to install it unconfirmed"),
     )
     .help("pass --sha256 <digest> with the digest its publisher gives you, or --yes to accept it as it is"))
@@ -252,7 +254,7 @@ impl Declared {
             .collect::<Vec<_>>()
             .join(" and ");
         Err(DistError::new(
-            "expert.required",
+            code::Expert::Required,
             format!(
                 "cannot install {label}: expert.toml [expert] has no {fields}; nothing was installed"
             ),
@@ -419,7 +421,12 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
     let tmp = tempfile::Builder::new()
         .prefix("apiary-expert-")
         .tempdir()
-        .map_err(|e| DistError::new("io", format!("cannot create a temporary directory: {e}")))?;
+        .map_err(|e| {
+            DistError::new(
+                code::Code::Io,
+                format!("cannot create a temporary directory: {e}"),
+            )
+        })?;
     let tree = tmp.path().join("expert");
     let label = source.lock_source();
     let (sha256, checksum) = stage_expert(root, source, opts, tmp.path(), &tree)?;
@@ -472,7 +479,7 @@ fn stage_expert(
         Source::File(dir) if dir.is_dir() => {
             if opts.sha256.is_some() {
                 return Err(DistError::new(
-                    "expert.sha256-directory",
+                    code::Expert::Sha256Directory,
                     format!("--sha256 pins an archive; {label} is a directory"),
                 ));
             }
@@ -482,7 +489,10 @@ fn stage_expert(
                 max_depth: limits.max_depth,
             };
             convert::stage::copy_in(dir, tree, caps).map_err(|m| {
-                DistError::new("expert.input", format!("cannot read the expert pack: {m}"))
+                DistError::new(
+                    code::Expert::Input,
+                    format!("cannot read the expert pack: {m}"),
+                )
             })?;
             Ok((None, "directory"))
         }
@@ -491,12 +501,12 @@ fn stage_expert(
             fs::create_dir(&work).map_err(|e| DistError::io("cannot create", &work, e))?;
             let (zip, sha, checksum) = fetch_expert_zip(root, source, opts, &work, tree)?;
             fs::create_dir(tree).map_err(|e| DistError::io("cannot create", tree, e))?;
-            let bar = super::progress_bar(0, "unpacking", opts.progress);
+            let bar = crate::dist::progress_bar(0, "unpacking", opts.progress);
             archive::extract(&zip, &label, tree, &limits, &bar).map_err(expert_fence_help)?;
             Ok((Some(sha), checksum))
         }
         Source::Git { .. } => Err(DistError::new(
-            "expert.source",
+            code::Expert::Source,
             "expert packs install from a directory, a .zip or an https://…zip URL",
         )),
     }
@@ -537,7 +547,7 @@ fn fetch_expert_zip(
 
 /// The fence's refusal of an expert zip, with the help that applies to expert packs.
 fn expert_fence_help(mut e: DistError) -> DistError {
-    e.help = Some(if e.code == "archive.vcs" {
+    e.help = Some(if e.code == code::Code::from(code::Archive::Vcs) {
         "an expert pack zip may not carry version-control metadata (.git/ and the like); zip the pack without it".into()
     } else {
         format!(
@@ -570,8 +580,12 @@ fn convert_expert(
     out: &Path,
     label: &str,
 ) -> Result<(Pack, convert::Used, [usize; 4], Value)> {
-    let sandbox = crate::shared_sandbox()
-        .map_err(|e| DistError::new("expert.sandbox", format!("cannot start the sandbox: {e}")))?;
+    let sandbox = crate::shared_sandbox().map_err(|e| {
+        DistError::new(
+            code::Expert::Sandbox,
+            format!("cannot start the sandbox: {e}"),
+        )
+    })?;
     let registry = Registry::load(sandbox, None, None);
     let job = Job {
         src: expert_root,
@@ -586,7 +600,7 @@ fn convert_expert(
         return Err(conversion_failed(label, f));
     }
     let Some(used) = outcome.converters.first() else {
-        return Err(DistError::new("expert.convert", "no converter ran"));
+        return Err(DistError::new(code::Expert::Convert, "no converter ran"));
     };
     let report = &outcome.report;
     let manifest = converted_manifest(out)?;
@@ -598,7 +612,7 @@ fn convert_expert(
         .find(|f| f.code == "name-synthesised" && f.field == "expert.name")
     {
         return Err(DistError::new(
-            "expert.required",
+            code::Expert::Required,
             format!(
                 "cannot install {label}: {} `{}`: {}; nothing was installed",
                 f.path, f.field, f.message
@@ -615,7 +629,7 @@ fn convert_expert(
     let loaded = crate::pack::load(out);
     let Some(pack) = loaded.pack else {
         return Err(DistError::new(
-            "pack.invalid",
+            code::Pack::Invalid,
             format!("the persona pack converted from {label} is invalid; refusing to install it"),
         )
         .with_report(loaded.report));
@@ -631,7 +645,7 @@ fn install_converted(
     opts: &Options,
 ) -> Result<Installed> {
     let guard = RootGuard::acquire(root, true)?
-        .ok_or_else(|| DistError::new("root.missing", "install root vanished"))?;
+        .ok_or_else(|| DistError::new(code::Root::Missing, "install root vanished"))?;
     let id = nonce();
     let stage = Scratch(guard.sub("staging").join(format!("pack-{id}")));
     fs::create_dir(&stage.0).map_err(|e| DistError::io("cannot create", &stage.0, e))?;
@@ -641,7 +655,7 @@ fn install_converted(
 
 fn not_expert(label: &str, why: &str) -> DistError {
     DistError::new(
-        "expert.not-expert",
+        code::Expert::NotExpert,
         format!("{label} is not a DuDuClaw expert pack: {why}"),
     )
     .help("an expert pack has expert.toml at its root (or in a single top folder); a persona pack directory is installed by building it first with `apiary pack build`")
@@ -651,16 +665,16 @@ fn conversion_failed(label: &str, f: &convert::Failure) -> DistError {
     if let Some(at) = f.message.find("reports-to-cycle:") {
         let detail = f.message[at + "reports-to-cycle:".len()..].trim();
         return DistError::new(
-            "expert.reports-to-cycle",
+            code::Expert::ReportsToCycle,
             format!("cannot install {label}: reports-to-cycle: {detail}; nothing was installed"),
         )
         .help("fix `reports_to` in expert.toml so the agents form a tree (seed 004 §4.2: agents are created parents first)");
     }
     DistError::new(
-        "expert.convert",
+        code::Expert::Convert,
         format!(
             "cannot convert {label} into a persona pack ({}): {}; nothing was installed",
-            f.kind, f.message
+            f.code, f.message
         ),
     )
 }
@@ -687,7 +701,7 @@ fn converted_manifest(out: &Path) -> Result<Value> {
         .and_then(|b| serde_json::from_slice(&b).ok())
         .ok_or_else(|| {
             DistError::new(
-                "expert.convert",
+                code::Expert::Convert,
                 "the converted pack has no readable manifest",
             )
         })
@@ -733,7 +747,7 @@ fn agents_and_partials(manifest: &Value, pack: &Pack) -> (Vec<Agent>, Vec<Partia
 pub fn check_conflict(pack_id: &str, previous: Option<&LockEntry>) -> Result<()> {
     match previous {
         Some(e) if !e.extra.contains_key("converted_from") => Err(DistError::new(
-            "install.conflict",
+            code::Install::Conflict,
             format!(
                 "{pack_id} is already installed from {} (not from an expert pack); the expert pack would replace it",
                 e.source
@@ -774,10 +788,10 @@ fn tree_digest(dir: &Path) -> Result<String> {
     let mut text = String::new();
     for rel in lines {
         let p = dir.join(&rel);
-        let sha = super::sha256_file(&p).map_err(|e| DistError::io("cannot read", &p, e))?;
+        let sha = crate::dist::sha256_file(&p).map_err(|e| DistError::io("cannot read", &p, e))?;
         text.push_str(&format!("{rel}\0{sha}\n"));
     }
-    Ok(super::sha256_hex(text.as_bytes()))
+    Ok(crate::dist::sha256_hex(text.as_bytes()))
 }
 
 /// `--locked`: the pack.lock entry with this source must pin what was fetched (the archive's
@@ -790,7 +804,7 @@ fn check_pin(root: &Path, label: &str, sha256: Option<&str>, tree: &Path) -> Res
         .find(|e| e.source == label)
         .ok_or_else(|| {
             DistError::new(
-                "lock.no-entry",
+                code::Lock::NoEntry,
                 format!("--locked: pack.lock has no entry with source {label}"),
             )
             .help("install it once without --locked to record it")
@@ -809,13 +823,13 @@ fn check_pin(root: &Path, label: &str, sha256: Option<&str>, tree: &Path) -> Res
     };
     let want = want.ok_or_else(|| {
         DistError::new(
-            "lock.no-pin",
+            code::Lock::NoPin,
             format!("--locked: the pack.lock entry for {label} pins no digest"),
         )
     })?;
     if want != got {
         return Err(DistError::new(
-            "lock.mismatch",
+            code::Lock::Mismatch,
             format!("pack.lock pins {want} for {label}, but the source is now {got}; refusing (--locked)"),
         )
         .help("install without --locked to accept the new version"));
