@@ -2,6 +2,7 @@
 //!
 //! Every built-in converter translates between one foreign format and the persona pack (the pivot
 //! format); this crate holds what all of them need, so each converter is only its mapping:
+//! - [`job`]: one conversion request, the entry shape of every converter's `convert`;
 //! - [`models`]: model names -> persona model ids, from the data table `data/models.json`;
 //! - [`pack`]: read a persona pack from a tree into an ordered model, and write one back;
 //! - [`frontmatter`]: split markdown frontmatter, parse it strictly or (for real-world files that
@@ -18,6 +19,7 @@
 //! --workspace` tests it natively, and a path dependency of the converters in `guests/`.
 
 pub mod frontmatter;
+pub mod job;
 pub mod models;
 pub mod pack;
 pub mod policy;
@@ -30,6 +32,7 @@ pub use apiary_guest_sdk::{report, tree};
 /// lists apiary's validator checks.
 pub use apiary_schema as schema;
 pub use frontmatter::{Frontmatter, ParseMode};
+pub use job::Job;
 pub use pack::{McpServer, Pack, Persona, Skill};
 pub use report::{Finding, Report};
 pub use serde_json::{Map, Value, json};
