@@ -3,6 +3,7 @@
 //! Every built-in converter translates between one foreign format and the persona pack (the pivot
 //! format); this crate holds what all of them need, so each converter is only its mapping:
 //! - [`job`]: one conversion request, the entry shape of every converter's `convert`;
+//! - [`claude`]: the Claude Code plugin layout, which the host also detects and checks;
 //! - [`models`]: model names -> persona model ids, from the data table `data/models.json`;
 //! - [`pack`]: read a persona pack from a tree into an ordered model, and write one back;
 //! - [`frontmatter`]: split markdown frontmatter, parse it strictly or (for real-world files that
@@ -16,8 +17,10 @@
 //!   depends on apiary's schema crate, which is not published).
 //!
 //! It is plain Rust with no WIT bindings: a member of the root workspace, so `cargo test
-//! --workspace` tests it natively, and a path dependency of the converters in `guests/`.
+//! --workspace` tests it natively, a path dependency of the converters in `guests/`, and a
+//! dependency of the host for what both sides must agree on (such as [`claude`]).
 
+pub mod claude;
 pub mod frontmatter;
 pub mod job;
 pub mod models;
