@@ -13,7 +13,7 @@ use apiary_schema::{behaviour, manifest, persona};
 use convert_kit::frontmatter::{self, ParseMode};
 use convert_kit::pack::{self, McpServer, Pack, Persona, Skill};
 use convert_kit::slug::{self, Rules};
-use convert_kit::{Map, Report, Value, claude, policy, tree};
+use convert_kit::{Map, Report, Value, claude, is_documentation, policy, tree};
 
 use crate::mcp;
 use crate::model::{self, ToPersona};
@@ -1536,21 +1536,6 @@ fn text_field(fields: &Map<String, Value>, key: &str) -> bool {
         .get(key)
         .and_then(Value::as_str)
         .is_some_and(|s| !s.trim().is_empty())
-}
-
-/// Names kept at the top of any tree: documentation and licences.
-pub fn is_documentation(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    [
-        "README",
-        "LICENSE",
-        "LICENCE",
-        "CHANGELOG",
-        "NOTICE",
-        "COPYING",
-    ]
-    .iter()
-    .any(|p| upper.starts_with(p))
 }
 
 #[cfg(test)]

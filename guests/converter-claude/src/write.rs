@@ -14,11 +14,11 @@ use apiary_schema::{hooks, manifest};
 use convert_kit::frontmatter;
 use convert_kit::pack::{self, Pack, Persona};
 use convert_kit::slug::{self, Rules};
-use convert_kit::{Map, Report, Value, claude, json, policy, tree};
+use convert_kit::{Map, Report, Value, claude, is_documentation, json, policy, tree};
 
 use crate::mcp;
 use crate::model::{self, ToClaude, ToPersona};
-use crate::read::{FILES_DIR, PERSONA_KEY, PERSONA_ONLY, is_documentation};
+use crate::read::{FILES_DIR, PERSONA_KEY, PERSONA_ONLY};
 use crate::util::{clean_path, loadable_agent_name, object, strings, unique};
 
 /// Pack manifest keys mapped onto `plugin.json` keys of the same name.

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use convert_kit::claude;
+use convert_kit::{claude, is_documentation};
 use serde::Serialize;
 
 use crate::pack::frontmatter;
@@ -129,22 +129,6 @@ fn pack_into(v: &mut Validation, dir: &Path, prefix: &str) {
             crate::diag::Severity::Note => {}
         }
     }
-}
-
-/// Names that may sit at the top of any format's tree: documentation and licences.
-fn is_documentation(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    [
-        "README",
-        "LICENSE",
-        "LICENCE",
-        "LICENSES",
-        "CHANGELOG",
-        "NOTICE",
-        "COPYING",
-    ]
-    .iter()
-    .any(|p| upper.starts_with(p))
 }
 
 /// Flags top-level entries outside `allowed` (and the documentation names) as errors.
