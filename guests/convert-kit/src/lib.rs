@@ -2,6 +2,9 @@
 //!
 //! Every built-in converter translates between one foreign format and the persona pack (the pivot
 //! format); this crate holds what all of them need, so each converter is only its mapping:
+//! - [`job`]: one conversion request, the entry shape of every converter's `convert`;
+//! - [`claude`]: the Claude Code plugin layout, which the host also detects and checks;
+//! - [`documentation`]: the top-level documentation and licence files any format may keep;
 //! - [`models`]: model names -> persona model ids, from the data table `data/models.json`;
 //! - [`pack`]: read a persona pack from a tree into an ordered model, and write one back;
 //! - [`frontmatter`]: split markdown frontmatter, parse it strictly or (for real-world files that
@@ -15,9 +18,13 @@
 //!   depends on apiary's schema crate, which is not published).
 //!
 //! It is plain Rust with no WIT bindings: a member of the root workspace, so `cargo test
-//! --workspace` tests it natively, and a path dependency of the converters in `guests/`.
+//! --workspace` tests it natively, a path dependency of the converters in `guests/`, and a
+//! dependency of the host for what both sides must agree on ([`claude`], [`documentation`]).
 
+pub mod claude;
+pub mod documentation;
 pub mod frontmatter;
+pub mod job;
 pub mod models;
 pub mod pack;
 pub mod policy;
@@ -29,7 +36,9 @@ pub use apiary_guest_sdk::{report, tree};
 /// The persona pack schema (keys of the manifest, persona frontmatter and MCP entries), the same
 /// lists apiary's validator checks.
 pub use apiary_schema as schema;
+pub use documentation::is_documentation;
 pub use frontmatter::{Frontmatter, ParseMode};
+pub use job::Job;
 pub use pack::{McpServer, Pack, Persona, Skill};
 pub use report::{Finding, Report};
 pub use serde_json::{Map, Value, json};

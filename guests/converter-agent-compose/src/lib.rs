@@ -17,6 +17,8 @@ pub mod write;
 
 use std::path::Path;
 
+use convert_kit::{Job, Report};
+
 /// The persona pack manifest key holding everything a persona pack has no slot for.
 pub const EXT: &str = "x-agent-compose";
 
@@ -56,43 +58,38 @@ pub fn detect(root: &Path) -> Vec<(String, f32, String)> {
     out
 }
 
-/// Runs one conversion from `input` to `output`.
-pub fn convert(
-    source: &str,
-    target: &str,
-    options: &[(String, String)],
-    input: &Path,
-    output: &Path,
-) -> Result<convert_kit::Report, String> {
-    let overlay = options
-        .iter()
-        .find(|(k, _)| k == "overlay")
-        .map(|(_, v)| v.as_str());
-    match (source, target) {
+/// The conversions offered, (source, target).
+pub const CONVERSIONS: &[(&str, &str)] = &[(PACKAGE, BUZZ), (BUZZ, PACKAGE), (SNAPSHOT, BUZZ)];
+
+/// Runs one conversion. Option: `overlay=<JSON>` supplies what a package needs and a persona pack
+/// does not have (buzz-pack -> package). Other options are ignored: the host passes a run's
+/// options to every converter of its chain.
+pub fn convert(job: &Job) -> Result<Report, String> {
+    let (input, output) = (job.input, job.output);
+    match (job.source, job.target) {
         (PACKAGE, BUZZ) => read::convert(input, output),
         (SNAPSHOT, BUZZ) => snapshot::convert(input, output),
-        (BUZZ, PACKAGE) => write::convert(input, output, overlay),
-        _ => Err(format!(
-            "converter-agent-compose does not convert {source} -> {target} (it does {PACKAGE} -> {BUZZ}, {SNAPSHOT} -> {BUZZ}, {BUZZ} -> {PACKAGE})"
-        )),
+        (BUZZ, PACKAGE) => write::convert(input, output, job.option("overlay")),
+        _ => Err(job.unsupported("converter-agent-compose", CONVERSIONS)),
     }
 }
 
 /// The `converter` world's exports (the SDK's export macro; bindings only in the wasm32 build).
 mod component {
     use apiary_guest_sdk::converter::{
-        Converter, ConverterInfo, Detection, INPUT, OUTPUT, Report, Request,
+        Converter, ConverterInfo, Detection, INPUT, Report, Request,
     };
+    use convert_kit::Job;
     use std::path::Path;
 
     struct AgentCompose;
 
     impl Converter for AgentCompose {
         fn info() -> ConverterInfo {
-            ConverterInfo::new("converter-agent-compose", env!("CARGO_PKG_VERSION"))
-                .converts(super::PACKAGE, super::BUZZ)
-                .converts(super::BUZZ, super::PACKAGE)
-                .converts(super::SNAPSHOT, super::BUZZ)
+            super::CONVERSIONS.iter().fold(
+                ConverterInfo::new("converter-agent-compose", env!("CARGO_PKG_VERSION")),
+                |info, (source, target)| info.converts(*source, *target),
+            )
         }
 
         fn detect() -> Vec<Detection> {
@@ -103,13 +100,7 @@ mod component {
         }
 
         fn convert(request: Request) -> Result<Report, String> {
-            super::convert(
-                &request.source,
-                &request.target,
-                &request.options,
-                Path::new(INPUT),
-                Path::new(OUTPUT),
-            )
+            super::convert(&Job::preopened(&request))
         }
     }
 

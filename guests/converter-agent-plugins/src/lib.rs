@@ -13,7 +13,7 @@ pub mod write;
 
 use std::path::Path;
 
-use convert_kit::{Pack, Report};
+use convert_kit::{Job, Pack, Report};
 
 pub const PACK: &str = "buzz-pack";
 pub const OPS: &str = "agent-plugins";
@@ -40,16 +40,11 @@ pub fn detect(input: &Path) -> Vec<(String, f32, String)> {
     out
 }
 
-/// Runs one conversion from `input` into `output`.
-pub fn convert(
-    input: &Path,
-    output: &Path,
-    source: &str,
-    target: &str,
-    options: &[(String, String)],
-) -> Result<Report, String> {
+/// Runs one conversion. Option: `persona=refuse|synthesise`. Any other option is refused, with
+/// the known ones named.
+pub fn convert(job: &Job) -> Result<Report, String> {
     let mut opts = read::Options::default();
-    for (key, value) in options {
+    for (key, value) in job.options {
         match (key.as_str(), value.as_str()) {
             ("persona", "refuse") => opts.refuse_synthesis = true,
             ("persona", "synthesise" | "synthesize") => opts.refuse_synthesis = false,
@@ -60,13 +55,12 @@ pub fn convert(
             }
         }
     }
-    let result = match (source, target) {
+    let (input, output) = (job.input, job.output);
+    let result = match (job.source, job.target) {
         (PACK, OPS) => write::pack_to_ops(input, output),
         (OPS, PACK) => read::ops_to_pack(input, output, opts),
         (DRAFT, PACK) => read::draft_to_pack(input, output, opts),
-        _ => Err(format!(
-            "converter-agent-plugins does not convert {source} -> {target} (it does buzz-pack -> agent-plugins, agent-plugins -> buzz-pack, agent-plugins-draft -> buzz-pack)"
-        )),
+        _ => Err(job.unsupported("converter-agent-plugins", CONVERSIONS)),
     };
     // Messages quote input values (names, paths): keep them within what a host accepts.
     match result {
@@ -104,9 +98,7 @@ pub fn clip(text: &str, max: usize) -> String {
 /// The `converter` world's exports (the SDK's export macro; bindings only in the wasm32 build).
 mod component {
     use super::*;
-    use apiary_guest_sdk::converter::{
-        Converter, ConverterInfo, Detection, INPUT, OUTPUT, Request,
-    };
+    use apiary_guest_sdk::converter::{Converter, ConverterInfo, Detection, INPUT, Request};
 
     pub struct AgentPlugins;
 
@@ -126,13 +118,7 @@ mod component {
         }
 
         fn convert(request: Request) -> Result<Report, String> {
-            super::convert(
-                Path::new(INPUT),
-                Path::new(OUTPUT),
-                &request.source,
-                &request.target,
-                &request.options,
-            )
+            super::convert(&Job::preopened(&request))
         }
     }
 
@@ -142,6 +128,16 @@ mod component {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn job<'a>(source: &'a str, target: &'a str, input: &'a Path, output: &'a Path) -> Job<'a> {
+        Job {
+            source,
+            target,
+            options: &[],
+            input,
+            output,
+        }
+    }
 
     fn tmp(tag: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("agentplugins-{tag}-{}", std::process::id()));
@@ -155,7 +151,7 @@ mod tests {
     fn meadow_round_trip_natively() {
         let meadow = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/meadow");
         let (ops, there) = (tmp("ops"), tmp("back"));
-        let report = convert(&meadow, &ops, PACK, OPS, &[]).unwrap();
+        let report = convert(&job(PACK, OPS, &meadow, &ops)).unwrap();
         if std::env::var_os("AGENTPLUGINS_KEEP").is_some() {
             for f in report
                 .lost
@@ -168,7 +164,7 @@ mod tests {
             }
         }
         assert!(report.lost.is_empty(), "{report:#?}");
-        let (report, back) = (convert(&ops, &there, OPS, PACK, &[]).unwrap(), there);
+        let (report, back) = (convert(&job(OPS, PACK, &ops, &there)).unwrap(), there);
         assert!(report.lost.is_empty(), "{report:#?}");
         let (a, _) = Pack::read(&meadow).unwrap();
         let (b, _) = Pack::read(&back).unwrap();

@@ -16,7 +16,14 @@ fn main() {
         .collect();
     let out = std::path::Path::new(&args[3]);
     let _ = std::fs::create_dir_all(out);
-    match converter_claude::run(&args[0], &args[1], &options, args[2].as_ref(), out) {
+    let job = convert_kit::Job {
+        source: &args[0],
+        target: &args[1],
+        options: &options,
+        input: args[2].as_ref(),
+        output: out,
+    };
+    match converter_claude::convert(&job) {
         Ok(report) => {
             for (list, findings) in [
                 ("lost", &report.lost),

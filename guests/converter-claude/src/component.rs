@@ -1,25 +1,20 @@
-//! The `converter` world's exports over [`crate::run`] and [`crate::detect`].
+//! The `converter` world's exports over [`crate::convert`] and [`crate::detect`].
 
 use std::path::Path;
 
-use apiary_guest_sdk::converter::{
-    Converter, ConverterInfo, Detection, INPUT, OUTPUT, Report, Request,
-};
+use apiary_guest_sdk::converter::{Converter, ConverterInfo, Detection, INPUT, Report, Request};
+use convert_kit::Job;
 
-use crate::{PLUGIN_FORMATS, detect, run};
+use crate::{conversions, detect};
 
 struct Component;
 
 impl Converter for Component {
     fn info() -> ConverterInfo {
-        PLUGIN_FORMATS
-            .iter()
-            .fold(
-                ConverterInfo::new("converter-claude", env!("CARGO_PKG_VERSION")),
-                |info, source| info.converts(*source, "buzz-pack"),
-            )
-            .converts("claude-marketplace", "buzz-pack")
-            .converts("buzz-pack", "claude-plugin")
+        conversions().into_iter().fold(
+            ConverterInfo::new("converter-claude", env!("CARGO_PKG_VERSION")),
+            |info, (source, target)| info.converts(source, target),
+        )
     }
 
     fn detect() -> Vec<Detection> {
@@ -30,13 +25,7 @@ impl Converter for Component {
     }
 
     fn convert(request: Request) -> Result<Report, String> {
-        run(
-            &request.source,
-            &request.target,
-            &request.options,
-            Path::new(INPUT),
-            Path::new(OUTPUT),
-        )
+        crate::convert(&Job::preopened(&request))
     }
 }
 

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use convert_kit::frontmatter::{self, ParseMode};
 use convert_kit::pack::Pack;
-use convert_kit::{Value, tree};
+use convert_kit::{Value, claude, tree};
 
 use crate::marketplace;
 use crate::read::Host;
@@ -28,7 +28,7 @@ fn manifest_name(root: &Path, file: &str) -> Option<Option<String>> {
 
 /// Agent files with frontmatter under `agents/` (a manifest-less Claude plugin).
 fn agent_count(root: &Path) -> usize {
-    tree::walk(root, "agents")
+    tree::walk(root, claude::AGENTS_DIR)
         .unwrap_or_default()
         .iter()
         .filter(|f| f.ends_with(".md"))
@@ -42,9 +42,9 @@ fn agent_count(root: &Path) -> usize {
 }
 
 fn skill_count(root: &Path) -> usize {
-    tree::list(root, "skills")
+    tree::list(root, claude::SKILLS_DIR)
         .iter()
-        .filter(|d| tree::is_file(root, &format!("skills/{d}/SKILL.md")))
+        .filter(|d| tree::is_file(root, &format!("{}/{d}/SKILL.md", claude::SKILLS_DIR)))
         .count()
 }
 
@@ -55,12 +55,12 @@ pub fn detect(root: &Path) -> Vec<Detection> {
         Some(Some(name)) => out.push(Detection {
             format: "claude-plugin",
             confidence: 0.95,
-            evidence: format!("found .claude-plugin/plugin.json (plugin `{name}`)"),
+            evidence: format!("found {} (plugin `{name}`)", claude::MANIFEST),
         }),
         Some(None) => out.push(Detection {
             format: "claude-plugin",
             confidence: 0.6,
-            evidence: ".claude-plugin/plugin.json without a readable `name`".into(),
+            evidence: format!("{} without a readable `name`", claude::MANIFEST),
         }),
         None => {
             let (agents, skills) = (agent_count(root), skill_count(root));

@@ -14,9 +14,7 @@ pub mod read;
 pub mod util;
 pub mod write;
 
-use std::path::Path;
-
-use convert_kit::Report;
+use convert_kit::{Job, Report};
 
 /// Input formats read into a persona pack (`agents-dir`: loose agent files, no manifest).
 pub const PLUGIN_FORMATS: &[&str] = &[
@@ -27,26 +25,29 @@ pub const PLUGIN_FORMATS: &[&str] = &[
     "gemini-extension",
 ];
 
-/// Runs one conversion between two trees (the guest passes `/input` and `/output`; tests pass
-/// temp dirs).
-pub fn run(
-    source: &str,
-    target: &str,
-    options: &[(String, String)],
-    input: &Path,
-    output: &Path,
-) -> Result<Report, String> {
-    let option = |k: &str| {
-        options
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
-    match (source, target) {
+/// The conversions offered, (source, target): every plugin format and a marketplace into a
+/// persona pack, a persona pack into a Claude plugin.
+pub fn conversions() -> Vec<(&'static str, &'static str)> {
+    PLUGIN_FORMATS
+        .iter()
+        .map(|source| (*source, "buzz-pack"))
+        .chain([
+            ("claude-marketplace", "buzz-pack"),
+            ("buzz-pack", "claude-plugin"),
+        ])
+        .collect()
+}
+
+/// Runs one conversion. Options: `name=<name>` names a plugin that has no name of its own (plugin
+/// formats), `plugin=<name>` converts only that plugin of a marketplace. Other options are
+/// ignored: the host passes a run's options to every converter of its chain.
+pub fn convert(job: &Job) -> Result<Report, String> {
+    let (input, output) = (job.input, job.output);
+    match (job.source, job.target) {
         (s, "buzz-pack") if PLUGIN_FORMATS.contains(&s) => {
             let host = read::Host::from_format(s).ok_or("unknown host")?;
             let ctx = read::Context {
-                fallback_name: option("name").map(str::to_string),
+                fallback_name: job.option("name").map(str::to_string),
                 loose_agents: s == "agents-dir",
                 ..read::Context::default()
             };
@@ -55,12 +56,10 @@ pub fn run(
             Ok(converted.report)
         }
         ("claude-marketplace", "buzz-pack") => {
-            marketplace::convert(input, output, option("plugin"))
+            marketplace::convert(input, output, job.option("plugin"))
         }
         ("buzz-pack", "claude-plugin") => write::convert(input, output),
-        _ => Err(format!(
-            "converter-claude does not convert {source} -> {target}"
-        )),
+        _ => Err(job.unsupported("converter-claude", &conversions())),
     }
 }
 

@@ -13,28 +13,24 @@
 use std::path::{Path, PathBuf};
 
 use convert_kit::slug::{self, Rules};
-use convert_kit::{Report, Value, tree};
+use convert_kit::{Report, Value, claude, tree};
 
 use crate::read::{self, Context, Host};
 use crate::util::{clean_path, unique};
 
-/// Where marketplaces live, in the order they are looked for.
-pub const FILES: &[&str] = &[
-    ".claude-plugin/marketplace.json",
-    ".github/plugin/marketplace.json",
-    ".agents/plugins/marketplace.json",
-];
-
 /// The marketplace file of the tree at `input`, if it has one.
 pub fn file(input: &Path) -> Option<&'static str> {
-    FILES.iter().copied().find(|f| tree::is_file(input, f))
+    claude::MARKETPLACES
+        .iter()
+        .copied()
+        .find(|f| tree::is_file(input, f))
 }
 
 pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, String> {
     let Some(file) = file(input) else {
         return Err(format!(
             "no marketplace here: expected one of {}",
-            FILES.join(", ")
+            claude::MARKETPLACES.join(", ")
         ));
     };
     let market = match tree::read_json(input, file)? {

@@ -13,7 +13,7 @@ use apiary_schema::{behaviour, manifest, persona};
 use convert_kit::frontmatter::{self, ParseMode};
 use convert_kit::pack::{self, McpServer, Pack, Persona, Skill};
 use convert_kit::slug::{self, Rules};
-use convert_kit::{Map, Report, Value, policy, tree};
+use convert_kit::{Map, Report, Value, claude, is_documentation, policy, tree};
 
 use crate::mcp;
 use crate::model::{self, ToPersona};
@@ -47,10 +47,10 @@ impl Host {
 
     pub fn manifest(self) -> &'static str {
         match self {
-            Host::Claude => ".claude-plugin/plugin.json",
-            Host::Codex => ".codex-plugin/plugin.json",
-            Host::Cursor => ".cursor-plugin/plugin.json",
-            Host::Gemini => "gemini-extension.json",
+            Host::Claude => claude::MANIFEST,
+            Host::Codex => claude::CODEX_MANIFEST,
+            Host::Cursor => claude::CURSOR_MANIFEST,
+            Host::Gemini => claude::GEMINI_MANIFEST,
         }
     }
 
@@ -450,8 +450,7 @@ impl Reader<'_> {
     fn report_unmapped_keys(&mut self, plugin: &Map<String, Value>, file: &str) {
         for key in plugin.keys().filter(|k| !MAPPED_KEYS.contains(&k.as_str())) {
             let why = match key.as_str() {
-                "agents" | "skills" | "commands" | "hooks" | "mcpServers" | "outputStyles"
-                | "lspServers" | "themes" | "monitors" => {
+                k if claude::COMPONENT_FIELDS.contains(&k) => {
                     "a component path or inline definition; read where the pack has a slot"
                 }
                 "$schema" => "the persona pack writes its own `$schema`",
@@ -472,7 +471,7 @@ impl Reader<'_> {
     /// Skill directories: every child of `skills/` plus the manifest's `skills` paths.
     fn skills(&mut self, plugin: &Map<String, Value>) -> Result<(), String> {
         let mut dirs: Vec<String> = Vec::new();
-        let mut roots = vec!["skills".to_string()];
+        let mut roots = vec![claude::SKILLS_DIR.to_string()];
         for p in strings(plugin.get("skills")) {
             match clean_path(&p) {
                 Ok(rel) if tree::is_dir(self.root, &rel) => roots.push(rel),
@@ -626,9 +625,9 @@ impl Reader<'_> {
         if self.ctx.loose_agents {
             files.extend(loose_agent_files(self.root));
         }
-        if tree::is_dir(self.root, "agents") {
+        if tree::is_dir(self.root, claude::AGENTS_DIR) {
             files.extend(
-                tree::walk(self.root, "agents")?
+                tree::walk(self.root, claude::AGENTS_DIR)?
                     .into_iter()
                     .filter(|f| f.ends_with(".md")),
             );
@@ -1062,7 +1061,7 @@ impl Reader<'_> {
         let mut info = Map::new();
         let default_file = match self.host {
             Host::Cursor => "mcp.json",
-            _ => ".mcp.json",
+            _ => claude::MCP_CONFIG,
         };
         let (sources, inline_names) = self.mcp_sources(plugin, default_file);
         let mut inactive = Map::new();
@@ -1236,7 +1235,7 @@ impl Reader<'_> {
             }
             self.pack.hooks = Some(hooks);
             if self.xp.get("hooks_json").and_then(Value::as_str) == Some("generated") {
-                self.consumed.insert("hooks/hooks.json".into());
+                self.consumed.insert(claude::HOOKS_CONFIG.into());
             }
         }
         if let Some(v) = plugin.get("hooks").filter(|v| v.is_object()) {
@@ -1397,12 +1396,12 @@ impl Reader<'_> {
         for (top, n) in groups {
             let hooks_note;
             let (code, what) = match top.as_str() {
-                "commands" => (
+                claude::COMMANDS_DIR => (
                     "commands-carried",
                     "slash commands: persona packs have none",
                 ),
-                "hooks" => {
-                    let events = tree::read_json(self.root, "hooks/hooks.json")
+                claude::HOOKS_DIR => {
+                    let events = tree::read_json(self.root, claude::HOOKS_CONFIG)
                         .map(|v| events_phrase(&hook_events(&v)))
                         .unwrap_or_default();
                     hooks_note = format!(
@@ -1411,8 +1410,12 @@ impl Reader<'_> {
                     );
                     ("hooks-quarantined", hooks_note.as_str())
                 }
-                ".lsp.json" => ("lsp-carried", "LSP servers: persona packs have none"),
-                "output-styles" | "themes" | "monitors" | "settings.json" | "bin" => (
+                claude::LSP_CONFIG => ("lsp-carried", "LSP servers: persona packs have none"),
+                claude::OUTPUT_STYLES_DIR
+                | claude::THEMES_DIR
+                | claude::MONITORS_DIR
+                | claude::SETTINGS
+                | claude::BIN_DIR => (
                     "component-carried",
                     "a Claude component persona packs have no slot for",
                 ),
@@ -1533,21 +1536,6 @@ fn text_field(fields: &Map<String, Value>, key: &str) -> bool {
         .get(key)
         .and_then(Value::as_str)
         .is_some_and(|s| !s.trim().is_empty())
-}
-
-/// Names kept at the top of any tree: documentation and licences.
-pub fn is_documentation(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    [
-        "README",
-        "LICENSE",
-        "LICENCE",
-        "CHANGELOG",
-        "NOTICE",
-        "COPYING",
-    ]
-    .iter()
-    .any(|p| upper.starts_with(p))
 }
 
 #[cfg(test)]

@@ -14,29 +14,12 @@ use apiary_schema::{hooks, manifest};
 use convert_kit::frontmatter;
 use convert_kit::pack::{self, Pack, Persona};
 use convert_kit::slug::{self, Rules};
-use convert_kit::{Map, Report, Value, json, policy, tree};
+use convert_kit::{Map, Report, Value, claude, is_documentation, json, policy, tree};
 
 use crate::mcp;
 use crate::model::{self, ToClaude, ToPersona};
-use crate::read::{FILES_DIR, PERSONA_KEY, PERSONA_ONLY, is_documentation};
+use crate::read::{FILES_DIR, PERSONA_KEY, PERSONA_ONLY};
 use crate::util::{clean_path, loadable_agent_name, object, strings, unique};
-
-/// Top-level names a Claude plugin may have (besides documentation).
-const CLAUDE_LAYOUT: &[&str] = &[
-    ".claude-plugin",
-    "agents",
-    "skills",
-    "commands",
-    "hooks",
-    ".mcp.json",
-    ".lsp.json",
-    "output-styles",
-    "themes",
-    "monitors",
-    "settings.json",
-    "bin",
-    "scripts",
-];
 
 /// Pack manifest keys mapped onto `plugin.json` keys of the same name.
 const SAME_KEYS: &[&str] = &[
@@ -245,7 +228,7 @@ impl Writer<'_> {
                     format!("skills/{} -> skills/{name} (Claude skills live in a directory named after their `name`)", skill.name),
                 );
             }
-            let dir = format!("skills/{name}");
+            let dir = format!("{}/{name}", claude::SKILLS_DIR);
             for (path, bytes) in &skill.files {
                 self.write(&format!("{dir}/{path}"), bytes)?;
             }
@@ -278,7 +261,7 @@ impl Writer<'_> {
             if renamed {
                 self.report.normalised(
                     "mcp-transport-renamed",
-                    ".mcp.json",
+                    claude::MCP_CONFIG,
                     &format!("mcpServers.{}", server.name),
                     "streamable HTTP is `type: http` in Claude",
                 );
@@ -503,10 +486,10 @@ impl Writer<'_> {
             None => {}
         }
         let stem = slug::normalise(name, Rules::Claude).unwrap_or_else(|| "agent".into());
-        let mut file = format!("agents/{stem}.md");
+        let mut file = format!("{}/{stem}.md", claude::AGENTS_DIR);
         let mut n = 2;
         while self.written.contains(&file) {
-            file = format!("agents/{stem}-{n}.md");
+            file = format!("{}/{stem}-{n}.md", claude::AGENTS_DIR);
             n += 1;
         }
         file
@@ -702,13 +685,13 @@ impl Writer<'_> {
         for (rel, bytes) in &self.pack.hook_files {
             if let Ok(rel) = clean_path(rel) {
                 let top = rel.split('/').next().unwrap_or_default();
-                if CLAUDE_LAYOUT.contains(&top) && !rel.ends_with(".wasm") {
+                if claude::TOP_LEVEL.contains(&top) && !rel.ends_with(".wasm") {
                     self.write(&rel, bytes)?;
                 }
             }
         }
-        let existing = if self.written.contains("hooks/hooks.json") {
-            tree::read_json(self.out, "hooks/hooks.json").ok()
+        let existing = if self.written.contains(claude::HOOKS_CONFIG) {
+            tree::read_json(self.out, claude::HOOKS_CONFIG).ok()
         } else {
             None
         };
@@ -721,7 +704,7 @@ impl Writer<'_> {
             self.hook(&mut file, event, &command, &from);
         }
         if !file.is_empty() {
-            self.write("hooks/hooks.json", format!("{}\n", Value::Object(file)))?;
+            self.write(claude::HOOKS_CONFIG, format!("{}\n", Value::Object(file)))?;
             if generated {
                 self.xp.insert("hooks_json".into(), "generated".into());
             }
@@ -826,8 +809,8 @@ impl Writer<'_> {
         } else {
             servers
         };
-        let text = self.json_text(".mcp.json", &value)?;
-        self.write(".mcp.json", text)
+        let text = self.json_text(claude::MCP_CONFIG, &value)?;
+        self.write(claude::MCP_CONFIG, text)
     }
 
     fn plugin_json(&mut self, name: &str) -> Result<(), String> {
@@ -866,7 +849,7 @@ impl Writer<'_> {
             plugin.remove("agents");
             self.report.normalised(
                 "agents-relocated",
-                ".claude-plugin/plugin.json",
+                claude::MANIFEST,
                 "agents",
                 "agents are written to agents/ (read by default); the manifest's `agents` paths are dropped",
             );
@@ -904,8 +887,8 @@ impl Writer<'_> {
                 Value::Object(std::mem::take(&mut self.xp)),
             );
         }
-        let text = self.json_text(".claude-plugin/plugin.json", &Value::Object(plugin))?;
-        self.write(".claude-plugin/plugin.json", text)
+        let text = self.json_text(claude::MANIFEST, &Value::Object(plugin))?;
+        self.write(claude::MANIFEST, text)
     }
 
     /// Pack files nothing above wrote: documentation is copied, the rest is reported lost.

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use apiary_schema::{behaviour, manifest, persona};
 use convert_kit::slug::{self, Rules};
-use convert_kit::{Map, Pack, Persona, Report, Value, json, tree};
+use convert_kit::{Map, Pack, Persona, Report, Value, is_documentation, json, tree};
 
 use crate::expert::{Agent, Expert, MANIFEST, is_safe_segment, str_of};
 use crate::{EXT_BUZZ, EXT_EXPERT, EXT_FILES, strip_provider};
@@ -798,21 +798,6 @@ fn carried_files(
         }
     }
     Ok(out)
-}
-
-/// README, LICENSE and the like: allowed at the top of any layout.
-fn is_documentation(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    [
-        "README",
-        "LICENSE",
-        "LICENCE",
-        "CHANGELOG",
-        "NOTICE",
-        "COPYING",
-    ]
-    .iter()
-    .any(|p| upper.starts_with(p))
 }
 
 /// Adds every `${VAR}` named in the agents' `.mcp.json` files to `requires.env`.

@@ -19,6 +19,8 @@ pub mod wiki;
 
 use std::path::Path;
 
+use convert_kit::Job;
+
 /// The expert pack format id.
 pub const EXPERT: &str = "duduclaw-expert";
 /// The persona pack format id.
@@ -128,14 +130,14 @@ pub fn detect(root: &Path) -> Vec<(String, f32, String)> {
     out
 }
 
-/// Runs one conversion from `input` to `output`.
-pub fn convert(
-    source: &str,
-    target: &str,
-    input: &Path,
-    output: &Path,
-) -> Result<convert_kit::Report, String> {
-    match (source, target) {
+/// The conversions offered, (source, target).
+pub const CONVERSIONS: &[(&str, &str)] = &[(EXPERT, BUZZ), (BUZZ, EXPERT)];
+
+/// Runs one conversion. It takes no options and ignores any given: the host passes a run's
+/// options to every converter of its chain (`--option plugin=NAME` is for the marketplace step).
+pub fn convert(job: &Job) -> Result<convert_kit::Report, String> {
+    let (input, output) = (job.input, job.output);
+    match (job.source, job.target) {
         (EXPERT, BUZZ) => match expert_root(input) {
             Some(dir) => to_pack::convert(&dir, output),
             None => {
@@ -145,26 +147,26 @@ pub fn convert(
             }
         },
         (BUZZ, EXPERT) => from_pack::convert(input, output),
-        _ => Err(format!(
-            "converter-duduclaw converts {EXPERT} <-> {BUZZ}, not {source} -> {target}"
-        )),
+        _ => Err(job.unsupported("converter-duduclaw", CONVERSIONS)),
     }
 }
 
 /// The `converter` world's exports (the SDK's export macro; bindings only in the wasm32 build).
 mod component {
     use apiary_guest_sdk::converter::{
-        Converter, ConverterInfo, Detection, INPUT, OUTPUT, Report, Request,
+        Converter, ConverterInfo, Detection, INPUT, Report, Request,
     };
+    use convert_kit::Job;
     use std::path::Path;
 
     struct DuDuClaw;
 
     impl Converter for DuDuClaw {
         fn info() -> ConverterInfo {
-            ConverterInfo::new("converter-duduclaw", env!("CARGO_PKG_VERSION"))
-                .converts(super::EXPERT, super::BUZZ)
-                .converts(super::BUZZ, super::EXPERT)
+            super::CONVERSIONS.iter().fold(
+                ConverterInfo::new("converter-duduclaw", env!("CARGO_PKG_VERSION")),
+                |info, (source, target)| info.converts(*source, *target),
+            )
         }
 
         fn detect() -> Vec<Detection> {
@@ -175,12 +177,7 @@ mod component {
         }
 
         fn convert(request: Request) -> Result<Report, String> {
-            super::convert(
-                &request.source,
-                &request.target,
-                Path::new(INPUT),
-                Path::new(OUTPUT),
-            )
+            super::convert(&Job::preopened(&request))
         }
     }
 

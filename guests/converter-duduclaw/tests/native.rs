@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use converter_duduclaw::{BUZZ, EXPERT, convert};
+use convert_kit::{Job, Report};
+use converter_duduclaw::{BUZZ, EXPERT};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -21,6 +22,17 @@ fn corpus() -> PathBuf {
     .into_iter()
     .find(|p| p.is_dir())
     .expect("the shared corpus (../shared/corpus beside the repository)")
+}
+
+/// One conversion, no options.
+fn convert(source: &str, target: &str, input: &Path, output: &Path) -> Result<Report, String> {
+    converter_duduclaw::convert(&Job {
+        source,
+        target,
+        options: &[],
+        input,
+        output,
+    })
 }
 
 fn temp(tag: &str) -> PathBuf {

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use convert_kit::claude;
 use serde::Serialize;
 
 /// Manifests read by the rules are small; anything bigger is not one.
@@ -38,13 +39,6 @@ pub struct Refusal {
     /// True when a rule matched but its manifest is broken (fail closed: no third-party guessing).
     pub fatal: bool,
 }
-
-/// Plugin marketplaces (Claude, Copilot, Agent Plugins), one shape, read by one converter.
-const MARKETPLACES: &[&str] = &[
-    ".claude-plugin/marketplace.json",
-    ".github/plugin/marketplace.json",
-    ".agents/plugins/marketplace.json",
-];
 
 /// Formats the host recognises but no built-in converter reads; named so the refusal can say so.
 pub const NAMED_ONLY: &[(&str, &str)] = &[
@@ -138,14 +132,15 @@ fn rules(dir: &Path, notes: &mut Vec<String>) -> Result<Option<Detected>, Refusa
     {
         return Ok(Some(d));
     }
-    if dir.join(".claude-plugin/plugin.json").is_file() {
+    if dir.join(claude::MANIFEST).is_file() {
         return Ok(found(
             "claude-plugin",
             "claude-plugin-json",
-            "found .claude-plugin/plugin.json",
+            format!("found {}", claude::MANIFEST),
         ));
     }
-    for file in MARKETPLACES {
+    // Plugin marketplaces (Claude, Copilot, Agent Plugins): one shape, read by one converter.
+    for file in claude::MARKETPLACES {
         if dir.join(file).is_file() {
             return Ok(found(
                 "claude-marketplace",
@@ -155,9 +150,9 @@ fn rules(dir: &Path, notes: &mut Vec<String>) -> Result<Option<Detected>, Refusa
         }
     }
     for (file, format) in [
-        (".codex-plugin/plugin.json", "codex-plugin"),
-        (".cursor-plugin/plugin.json", "cursor-plugin"),
-        ("gemini-extension.json", "gemini-extension"),
+        (claude::CODEX_MANIFEST, "codex-plugin"),
+        (claude::CURSOR_MANIFEST, "cursor-plugin"),
+        (claude::GEMINI_MANIFEST, "gemini-extension"),
     ] {
         if dir.join(file).is_file() {
             return Ok(found(format, "named-manifest", format!("found {file}")));
@@ -351,7 +346,7 @@ fn read_capped(path: &Path) -> std::io::Result<String> {
 
 /// How many `agents/*.md` files `dir` has (one level; Claude also allows subdirectories).
 fn agent_markdown(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir.join("agents")) else {
+    let Ok(entries) = std::fs::read_dir(dir.join(claude::AGENTS_DIR)) else {
         return 0;
     };
     entries

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use convert_kit::{claude, is_documentation};
 use serde::Serialize;
 
 use crate::pack::frontmatter;
@@ -128,22 +129,6 @@ fn pack_into(v: &mut Validation, dir: &Path, prefix: &str) {
             crate::diag::Severity::Note => {}
         }
     }
-}
-
-/// Names that may sit at the top of any format's tree: documentation and licences.
-fn is_documentation(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    [
-        "README",
-        "LICENSE",
-        "LICENCE",
-        "LICENSES",
-        "CHANGELOG",
-        "NOTICE",
-        "COPYING",
-    ]
-    .iter()
-    .any(|p| upper.starts_with(p))
 }
 
 /// Flags top-level entries outside `allowed` (and the documentation names) as errors.
@@ -400,44 +385,24 @@ fn agent_plugins(dir: &Path) -> Validation {
 
 fn claude_plugin(dir: &Path) -> Validation {
     let mut v = Validation::new("claude-plugin", "structural");
-    layout_as(
-        &mut v,
-        dir,
-        &[
-            ".claude-plugin",
-            "agents",
-            "skills",
-            "commands",
-            "hooks",
-            ".mcp.json",
-            ".lsp.json",
-            "output-styles",
-            "themes",
-            "monitors",
-            "settings.json",
-            "bin",
-            "scripts",
-        ],
-        false,
-        Severity::Warning,
-    );
-    let manifest = ".claude-plugin/plugin.json";
+    layout_as(&mut v, dir, claude::TOP_LEVEL, false, Severity::Warning);
+    let manifest = claude::MANIFEST;
     if dir.join(manifest).is_file() {
         if let Some(m) = json(&mut v, dir, manifest) {
             claude_manifest(&mut v, dir, manifest, &m);
         }
-    } else if !dir.join("agents").is_dir() && !dir.join("skills").is_dir() {
+    } else if !dir.join(claude::AGENTS_DIR).is_dir() && !dir.join(claude::SKILLS_DIR).is_dir() {
         v.error(
             "",
             "neither .claude-plugin/plugin.json nor agents/ or skills/: not a Claude plugin",
         );
     }
     for extra in [
-        ".claude-plugin/marketplace.json",
-        ".mcp.json",
-        ".lsp.json",
-        "hooks/hooks.json",
-        "settings.json",
+        claude::MARKETPLACE,
+        claude::MCP_CONFIG,
+        claude::LSP_CONFIG,
+        claude::HOOKS_CONFIG,
+        claude::SETTINGS,
     ] {
         if dir.join(extra).is_file()
             && let Some(j) = json(&mut v, dir, extra)
@@ -446,7 +411,7 @@ fn claude_plugin(dir: &Path) -> Validation {
             v.error(extra, "must be a JSON object");
         }
     }
-    for rel in markdown_files(dir, "agents") {
+    for rel in markdown_files(dir, claude::AGENTS_DIR) {
         let Some(name) = markdown(&mut v, dir, &rel, &["name", "description"]) else {
             continue;
         };
@@ -463,7 +428,7 @@ fn claude_plugin(dir: &Path) -> Validation {
             );
         }
     }
-    skills(&mut v, dir, "skills");
+    skills(&mut v, dir, claude::SKILLS_DIR);
     v
 }
 
@@ -487,17 +452,7 @@ fn claude_manifest(v: &mut Validation, dir: &Path, manifest: &str, m: &serde_jso
         ),
         None => v.error(manifest, "`name` is required"),
     }
-    for field in [
-        "agents",
-        "skills",
-        "commands",
-        "hooks",
-        "mcpServers",
-        "outputStyles",
-        "lspServers",
-        "themes",
-        "monitors",
-    ] {
+    for &field in claude::COMPONENT_FIELDS {
         let paths: Vec<&str> = match m.get(field) {
             Some(serde_json::Value::String(s)) => vec![s.as_str()],
             Some(serde_json::Value::Array(a)) => a.iter().filter_map(|x| x.as_str()).collect(),
