@@ -313,7 +313,7 @@ fn a_component_importing_what_apiary_does_not_offer_is_refused_naming_it() {
     let r = env.run(&["component", "inspect", &file, "--json"]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     let v = r.json();
-    assert_eq!(v["error"]["kind"], "link", "{v:#}");
+    assert_eq!(v["error"]["code"], "link", "{v:#}");
     assert!(
         v["error"]["message"]
             .as_str()

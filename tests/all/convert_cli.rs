@@ -199,7 +199,7 @@ fn unknown_input_is_refused_listing_what_was_found() {
     let r = env.run(&["convert", &src, "--to", "buzz-pack", "--json"]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     let v = r.json();
-    assert_eq!(v["error"]["kind"], "detection", "{v:#}");
+    assert_eq!(v["error"]["code"], "detection", "{v:#}");
     let found: Vec<&str> = v["error"]["found"]
         .as_array()
         .unwrap()
@@ -246,7 +246,7 @@ fn broken_manifest_refuses_fail_closed() {
     let r = env.run(&["convert", &src, "--to", "hostile-out", "--json"]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     let v = r.json();
-    assert_eq!(v["error"]["kind"], "detection", "{v:#}");
+    assert_eq!(v["error"]["code"], "detection", "{v:#}");
     let msg = v["error"]["message"].as_str().unwrap();
     assert!(
         msg.contains(".plugin/plugin.json is not valid JSON (line 1"),
@@ -280,7 +280,7 @@ fn a_single_wrapper_directory_is_descended_once() {
     let v = env
         .run(&["convert", &src, "--to", NOWHERE, "--json"])
         .json();
-    assert_eq!(v["error"]["kind"], "detection", "{v:#}");
+    assert_eq!(v["error"]["code"], "detection", "{v:#}");
     let found = v["error"]["found"].to_string();
     assert!(
         found.contains("outer/") && found.contains("outer/inner/"),
@@ -299,7 +299,7 @@ fn a_single_wrapper_directory_is_descended_once() {
     let v = env
         .run(&["convert", &src, "--to", NOWHERE, "--json"])
         .json();
-    assert_eq!(v["error"]["kind"], "detection", "{v:#}");
+    assert_eq!(v["error"]["code"], "detection", "{v:#}");
 }
 
 #[test]
@@ -619,14 +619,14 @@ fn a_hostile_converter_is_contained_and_reported() {
     assert!(!env.path("in-write-outside/planted").exists());
 
     let v = contained(&env, "symlink-out", "hostile-out", &[]);
-    assert_eq!(v["error"]["kind"], "output", "{v:#}");
+    assert_eq!(v["error"]["code"], "output", "{v:#}");
     assert!(
         v["error"]["message"].as_str().unwrap().contains("symlink"),
         "{v:#}"
     );
 
     let v = contained(&env, "loop", "hostile-out", &["--timeout", "1"]);
-    assert_eq!(v["error"]["sandbox_kind"], "deadline", "{v:#}");
+    assert_eq!(v["error"]["sandbox_code"], "deadline", "{v:#}");
 
     let v = contained(&env, "flood-stdout", "hostile-out", &[]);
     assert!(
@@ -638,10 +638,10 @@ fn a_hostile_converter_is_contained_and_reported() {
     );
 
     let v = contained(&env, "giant-report", "hostile-out", &[]);
-    assert_eq!(v["error"]["sandbox_kind"], "oversized", "{v:#}");
+    assert_eq!(v["error"]["sandbox_code"], "oversized", "{v:#}");
 
     let v = contained(&env, "giant-error", "hostile-out", &[]);
-    assert_eq!(v["error"]["sandbox_kind"], "oversized", "{v:#}");
+    assert_eq!(v["error"]["sandbox_code"], "oversized", "{v:#}");
     assert!(v["error"]["message"].as_str().unwrap().len() < 4200);
 
     // The host is still fine: the same converter, well-behaved, converts; terminal escapes in its
@@ -658,7 +658,7 @@ fn invalid_output_is_refused_by_validation() {
     let env = Operator::new();
     add(&env, "hostile_converter");
     let v = contained(&env, "invalid-pack", "buzz-pack", &[]);
-    assert_eq!(v["error"]["kind"], "validation", "{v:#}");
+    assert_eq!(v["error"]["code"], "validation", "{v:#}");
     let msg = v["error"]["message"].as_str().unwrap();
     assert!(
         msg.starts_with("hostile-converter wrote an invalid buzz-pack"),
@@ -678,7 +678,7 @@ fn an_input_symlink_leaving_the_tree_is_refused_before_any_converter_runs() {
     let r = env.run(&["convert", &src, "--to", "hostile-out", "--json"]);
     assert_eq!(r.code, 1);
     let v = r.json();
-    assert_eq!(v["error"]["kind"], "input", "{v:#}");
+    assert_eq!(v["error"]["code"], "input", "{v:#}");
     assert!(
         v["error"]["message"]
             .as_str()
@@ -789,7 +789,7 @@ fn a_marketplace_gives_one_validated_pack_per_plugin_and_a_chain_needs_one() {
     let v = env
         .run(&["convert", &src, "--to", "pack-listing", "--json"])
         .json();
-    assert_eq!(v["error"]["kind"], "output", "{v:#}");
+    assert_eq!(v["error"]["code"], "output", "{v:#}");
     assert!(
         v["error"]["message"]
             .as_str()

@@ -142,7 +142,7 @@ fn round_trip(
         &back.display().to_string(),
     ]);
     let diffs = if r.code == 1 {
-        let why = r.json()["error"]["kind"]
+        let why = r.json()["error"]["code"]
             .as_str()
             .unwrap_or("?")
             .to_string();
@@ -244,7 +244,7 @@ fn check(op: &Operator, n: usize, src: &Path, to: &'static str) -> Result<Outcom
         });
     }
     let e = &v["error"];
-    let kind = e["kind"].as_str().unwrap_or_default();
+    let kind = e["code"].as_str().unwrap_or_default();
     let message = e["message"].as_str().unwrap_or_default();
     if r.code != 1 || !KINDS.contains(&kind) || message.trim().is_empty() {
         return Err(format!(
@@ -253,7 +253,7 @@ fn check(op: &Operator, n: usize, src: &Path, to: &'static str) -> Result<Outcom
         ));
     }
     // A built-in converter may refuse an input (its own error result), never be contained.
-    if let Some(sk) = e["sandbox_kind"].as_str()
+    if let Some(sk) = e["sandbox_code"].as_str()
         && sk != "guest-error"
     {
         return Err(format!(

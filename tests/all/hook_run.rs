@@ -55,7 +55,7 @@ fn script_hooks_get_the_harness_deadlines_and_environment() {
     let r = hook_run(home.path(), &dir, "on_message");
     assert_eq!(r.code, 1, "{}", r.stdout);
     let v = r.json();
-    assert_eq!(v["error"]["kind"], "deadline", "{v}");
+    assert_eq!(v["error"]["code"], "deadline", "{v}");
     assert!(
         v["error"]["message"]
             .as_str()

@@ -197,7 +197,7 @@ fn component_inspect_refuses_another_wit_version_naming_the_range() {
         guest("future_hook").to_str().unwrap(),
         "--json",
     ]);
-    assert_eq!(r.json()["error"]["kind"], "unsupported-version");
+    assert_eq!(r.json()["error"]["code"], "unsupported-version");
 }
 
 #[test]
@@ -365,7 +365,7 @@ fn hostile_hooks_are_contained_and_the_error_says_what_happened() {
         assert_eq!(r.code, 1, "{text}: {}", r.stdout);
         let v = r.json();
         assert_eq!(v["ok"], false, "{text}");
-        assert_eq!(v["error"]["kind"], kind, "{text}: {v}");
+        assert_eq!(v["error"]["code"], kind, "{text}: {v}");
         let message = v["error"]["message"].as_str().unwrap();
         assert!(message.contains(says), "{text}: {message}");
         assert!(!message.contains("ESCAPED"), "{text}: {message}");
@@ -509,7 +509,7 @@ fn trigger_test_with_a_custom_matcher_and_bad_input() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     let v = r.json();
     assert_eq!(v["woken"], serde_json::json!([]));
-    assert_eq!(v["personas"][0]["error"]["kind"], "invalid-answer");
+    assert_eq!(v["personas"][0]["error"]["code"], "invalid-answer");
     // A hook component is not a matcher.
     let r = env.run(&[
         "trigger",

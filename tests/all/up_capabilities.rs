@@ -260,7 +260,7 @@ fn hook_run_gives_a_hook_its_recorded_grants_and_ends_http_waits_at_its_deadline
     let r = hook_run(home.path(), &format!("get http://127.0.0.1:{slow}/"), &[]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     let v = r.json();
-    assert_eq!(v["error"]["kind"], "deadline", "{v:#}");
+    assert_eq!(v["error"]["code"], "deadline", "{v:#}");
     assert!(
         v["error"]["message"]
             .as_str()

@@ -6,6 +6,7 @@
 //! - `write`: a persona pack -> a Claude plugin (persona-only data carried in `x-persona`);
 //! - `detect`: which of those formats `/input` is; `model`, `mcp`, `util`: the pieces between.
 
+pub mod carry;
 pub mod detect;
 pub mod marketplace;
 pub mod mcp;

@@ -9,21 +9,16 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use apiary_schema::{behaviour, manifest, persona};
+use apiary_schema::manifest;
 use convert_kit::frontmatter::{self, ParseMode};
 use convert_kit::pack::{self, McpServer, Pack, Persona, Skill};
 use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Report, Value, claude, is_documentation, policy, tree};
 
+use crate::carry::{AGENT_MAPPED, FILES_DIR, PERSONA_KEY};
 use crate::mcp;
 use crate::model::{self, ToPersona};
 use crate::util::{clean_path, first_line, object, strings, text, title_case, unique};
-
-/// Where carried files go inside the persona pack.
-pub const FILES_DIR: &str = "x-claude/files";
-/// The manifest key a persona pack written by `write.rs` keeps persona-only data under, inside a
-/// Claude `plugin.json`.
-pub const PERSONA_KEY: &str = "x-persona";
 
 /// The plugin dialect being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,35 +122,6 @@ const MAPPED_KEYS: &[&str] = &[
     manifest::HOMEPAGE,
     manifest::REPOSITORY,
     manifest::KEYWORDS,
-];
-
-/// Persona keys with a Claude agent slot (the tool policy's are `tools` and `disallowedTools`);
-/// every other agent key is carried in the extension.
-const AGENT_MAPPED: &[&str] = &[
-    persona::NAME,
-    persona::DESCRIPTION,
-    behaviour::MODEL,
-    persona::TOOL_POLICY,
-];
-
-/// Persona fields a Claude agent has no slot for (kept in `x-persona` by the writer), in the order
-/// the writer keeps them: every persona key but [`AGENT_MAPPED`].
-pub const PERSONA_ONLY: &[&str] = &[
-    persona::DISPLAY_NAME,
-    persona::AVATAR,
-    persona::VERSION,
-    persona::AUTHOR,
-    persona::SKILLS,
-    persona::MCP_SERVERS,
-    behaviour::SUBSCRIBE,
-    behaviour::TRIGGERS,
-    behaviour::RESPOND_TO,
-    persona::RUNTIME,
-    behaviour::TEMPERATURE,
-    behaviour::MAX_CONTEXT_TOKENS,
-    behaviour::THREAD_REPLIES,
-    behaviour::BROADCAST_REPLIES,
-    persona::HOOKS,
 ];
 
 struct Reader<'a> {
@@ -811,7 +777,7 @@ impl Reader<'_> {
 
         let mut body = fm.body;
         if let Some(block) = self.xp.get("instructions").and_then(Value::as_str) {
-            let block = crate::write::instructions_block(block);
+            let block = crate::carry::instructions_block(block);
             if let Some(stripped) = body.strip_suffix(&block) {
                 body = stripped.to_string();
             }
@@ -1536,18 +1502,4 @@ fn text_field(fields: &Map<String, Value>, key: &str) -> bool {
         .get(key)
         .and_then(Value::as_str)
         .is_some_and(|s| !s.trim().is_empty())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_persona_key_has_a_claude_slot_or_is_carried() {
-        let mut handled: Vec<&str> = AGENT_MAPPED.iter().chain(PERSONA_ONLY).copied().collect();
-        let mut schema = persona::KEYS.to_vec();
-        handled.sort_unstable();
-        schema.sort_unstable();
-        assert_eq!(handled, schema);
-    }
 }

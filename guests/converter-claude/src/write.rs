@@ -16,9 +16,9 @@ use convert_kit::pack::{self, Pack, Persona};
 use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Report, Value, claude, is_documentation, json, policy, tree};
 
+use crate::carry::{FILES_DIR, PERSONA_KEY, PERSONA_ONLY, instructions_block};
 use crate::mcp;
 use crate::model::{self, ToClaude, ToPersona};
-use crate::read::{FILES_DIR, PERSONA_KEY, PERSONA_ONLY};
 use crate::util::{clean_path, loadable_agent_name, object, strings, unique};
 
 /// Pack manifest keys mapped onto `plugin.json` keys of the same name.
@@ -34,14 +34,6 @@ const SAME_KEYS: &[&str] = &[
 
 /// Pack manifest keys the writer derives from the files, never carried.
 const FILE_KEYS: &[&str] = manifest::FILE_KEYS;
-
-/// The text appended to every agent body for the pack instructions; the reader strips it.
-pub fn instructions_block(instructions: &str) -> String {
-    format!(
-        "\n\n<!-- persona pack instructions -->\n{}\n",
-        instructions.trim_end()
-    )
-}
 
 /// Lifecycle hook point -> Claude event.
 const HOOK_EVENTS: &[(&str, &str)] = &[

@@ -353,6 +353,15 @@ impl Expert {
     }
 }
 
+impl crate::topo::ReportsTo for Agent {
+    fn name(&self) -> &str {
+        Agent::name(self)
+    }
+    fn reports_to(&self) -> &str {
+        Agent::reports_to(self)
+    }
+}
+
 /// The expert pack format major this converter reads (DuDuClaw's "Expert Pack Format v1.0").
 pub const FORMAT_MAJOR: u64 = 1;
 /// Keys that may carry a format version, at the top of `expert.toml` or in `[expert]`.

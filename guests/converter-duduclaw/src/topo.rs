@@ -1,12 +1,17 @@
 //! Parents-first order of an expert pack's agents by `reports_to` (the DuDuClaw Expert Pack
 //! Format v1.0, §4.2 Topological order: install is topologically ordered), with cycles refused.
 
-use crate::expert::Agent;
+/// What the order needs of an agent.
+pub trait ReportsTo {
+    fn name(&self) -> &str;
+    /// The name of the agent this one reports to; empty for none.
+    fn reports_to(&self) -> &str;
+}
 
 /// Agent indexes, parents before children; siblings keep their file order. An agent whose
 /// `reports_to` is empty or names no agent of the pack is a root (the caller reports the latter).
 /// A cycle is an error starting with `reports-to-cycle:` and naming the agents in it.
-pub fn order(agents: &[Agent]) -> Result<Vec<usize>, String> {
+pub fn order<A: ReportsTo>(agents: &[A]) -> Result<Vec<usize>, String> {
     let parent: Vec<Option<usize>> = agents
         .iter()
         .map(|a| {

@@ -138,7 +138,7 @@ fn plan(sb: &Sandbox, reg: &Registry, corpus: &Path, keep: &Path) -> Vec<Item> {
         let out = keep.join(n.to_string());
         let o = run(sb, reg, &src, to, &out);
         if !o.ok {
-            let e = o.error.as_ref().map(|e| e.kind).unwrap_or("?");
+            let e = o.error.as_ref().map(|e| e.code).unwrap_or("?");
             refused.push(format!("{} -> {to} ({e})", rel(corpus, &src)));
             continue;
         }

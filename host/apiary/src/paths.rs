@@ -104,6 +104,12 @@ impl Data {
         self.dir.join("relay.url")
     }
 
+    /// Where `up` records the channels it serves, one name a line, for `post` and `tail` run
+    /// without `--channel`.
+    pub fn channels_file(&self) -> PathBuf {
+        self.dir.join("channels")
+    }
+
     /// Where the bundled example pack is written.
     pub fn example_pack(&self) -> PathBuf {
         self.dir.join("examples").join("hello")

@@ -163,7 +163,10 @@ pub struct Status {
     rows: Vec<Row>,
     messages: u64,
     last_message: Option<Instant>,
-    log: VecDeque<String>,
+    /// The events' plain lines, newest last.
+    events: VecDeque<String>,
+    /// What the process wrote to stderr meanwhile (tracing logs, errors), newest last.
+    stderr: VecDeque<String>,
 }
 
 impl Status {
@@ -177,7 +180,8 @@ impl Status {
             rows: Vec::new(),
             messages: 0,
             last_message: None,
-            log: VecDeque::new(),
+            events: VecDeque::new(),
+            stderr: VecDeque::new(),
         }
     }
 
@@ -220,20 +224,15 @@ impl Status {
         &mut self.rows[at]
     }
 
-    /// A line for the log area (a note's plain line, or a line the process wrote to stderr).
-    pub fn log_line(&mut self, line: &str) {
-        for l in line.lines() {
-            self.log.push_back(l.to_string());
-        }
-        while self.log.len() > LOG_KEEP {
-            self.log.pop_front();
-        }
+    /// A line the process wrote to stderr (a log line, an error), for the view's own area.
+    pub fn stderr_line(&mut self, line: &str) {
+        keep(&mut self.stderr, line);
     }
 
     /// Folds one note in.
     pub fn apply(&mut self, note: &Note, now: Instant) {
         if let Some(text) = &note.text {
-            self.log_line(text);
+            keep(&mut self.events, text);
         }
         match &note.event {
             Event::Relay { url } => self.relay = Some(url.clone()),
@@ -370,15 +369,81 @@ pub fn render(
     let mut lines = summary(status, now).to_vec();
     lines.push(String::new());
     table(&mut lines, status, now, height);
-    let room = height.saturating_sub(lines.len() + 2).min(log_max);
-    if room > 0 && !status.log.is_empty() {
-        lines.push(String::new());
-        lines.push("log:".to_string());
-        let skip = status.log.len().saturating_sub(room);
-        lines.extend(status.log.iter().skip(skip).map(|l| format!("  {l}")));
-    }
+    let mut lines: Vec<String> = lines.iter().map(|l| fit(l, width)).collect();
+    // The events first; stderr (logs) gets a third of the room when it has something to say.
+    let room = height.saturating_sub(lines.len()).min(log_max + 4);
+    let stderr_room = match status.stderr.is_empty() {
+        true => 0,
+        false => (room / 3).max(3).min(room),
+    };
+    area(
+        &mut lines,
+        "events:",
+        &status.events,
+        room - stderr_room,
+        width,
+    );
+    area(
+        &mut lines,
+        "log (stderr):",
+        &status.stderr,
+        stderr_room,
+        width,
+    );
     lines.truncate(height);
-    lines.iter().map(|l| fit(l, width)).collect()
+    lines
+}
+
+/// Keeps `line` (each of its lines) at the end of `log`, forgetting the oldest past [`LOG_KEEP`].
+fn keep(log: &mut VecDeque<String>, line: &str) {
+    for l in line.lines() {
+        log.push_back(l.to_string());
+    }
+    while log.len() > LOG_KEEP {
+        log.pop_front();
+    }
+}
+
+/// A blank line, `title`, then as many of the newest `log` lines as fit in `room` lines in all,
+/// each wrapped to `width` (never cut: a long path or error is read whole).
+fn area(lines: &mut Vec<String>, title: &str, log: &VecDeque<String>, room: usize, width: usize) {
+    if room < 3 || log.is_empty() {
+        return;
+    }
+    let mut shown: Vec<String> = Vec::new();
+    for entry in log.iter().rev() {
+        let wrapped = wrap(entry, width, 2, 4);
+        if shown.len() + wrapped.len() > room - 2 {
+            break;
+        }
+        shown.splice(0..0, wrapped);
+    }
+    if shown.is_empty() {
+        return;
+    }
+    lines.push(String::new());
+    lines.push(fit(title, width));
+    lines.extend(shown);
+}
+
+/// `text` made safe (as [`fit`]) and broken into lines of at most `width` columns: the first
+/// indented by `first`, the rest by `rest`.
+pub fn wrap(text: &str, width: usize, first: usize, rest: usize) -> Vec<String> {
+    let clean = sanitize(text);
+    let mut out = Vec::new();
+    let mut line = " ".repeat(first);
+    let mut used = first;
+    for c in clean.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > width && used > rest {
+            out.push(std::mem::replace(&mut line, " ".repeat(rest)));
+            used = rest;
+        }
+        line.push(c);
+        used += w;
+    }
+    out.push(line);
+    out.into_iter().map(|l| fit(&l, width)).collect()
 }
 
 /// The harness's two lines: phase, relay, packs and uptime; then personas and message counts.
@@ -822,7 +887,7 @@ mod tests {
         s.apply(&hook_ran("bee", "b", true), now);
         let bee = s.row("bee").unwrap();
         assert_eq!((bee.hook_runs, bee.hook_drops, bee.queue()), (2, 1, 1));
-        assert_eq!(s.log.back().unwrap(), "dropped bee a: on_message: no");
+        assert_eq!(s.events.back().unwrap(), "dropped bee a: on_message: no");
     }
 
     #[test]
@@ -904,8 +969,8 @@ mod tests {
         );
         for i in 0..30 {
             s.seed("p", &format!("worker-{i}"));
-            s.log_line(&format!(
-                "event {i} from somebody with a long line of text 蜂蜜"
+            s.stderr_line(&format!(
+                "log {i} from somebody with a long line of text 蜂蜜"
             ));
         }
         for width in [0, 1, 2, 10, 40, 79, 80, 132] {
@@ -926,12 +991,48 @@ mod tests {
     }
 
     #[test]
+    fn long_lines_wrap_whole_and_logs_stay_apart_from_events() {
+        let now = Instant::now();
+        let mut s = running(now);
+        let path = format!("/very/long/{}/path/to/the/file.md", "x".repeat(90));
+        let mut note = reply("bee", "r", "a");
+        note.text = Some(format!("reply bee wrote {path}"));
+        s.apply(&note, now);
+        s.stderr_line("2026-12-07T14:00:00Z  INFO apiary: embedded relay listening");
+        let lines = render(&s, now, 60, 40, 8);
+        let text = lines.join("\n");
+        assert!(lines.iter().all(|l| text_width(l) <= 60), "{text}");
+        let events = lines
+            .iter()
+            .position(|l| l == "events:")
+            .expect("an events area");
+        let logs = lines
+            .iter()
+            .position(|l| l == "log (stderr):")
+            .expect("a log area");
+        assert!(events < logs, "{text}");
+        let joined: String = lines[events + 1..logs]
+            .iter()
+            .map(|l| l.trim_start())
+            .collect();
+        assert!(
+            joined.contains(&path),
+            "the path is shown whole, over lines: {text}"
+        );
+        assert!(
+            !lines[events + 1..logs].iter().any(|l| l.contains("INFO")),
+            "{text}"
+        );
+        assert!(lines[logs + 1].contains("INFO apiary"), "{text}");
+    }
+
+    #[test]
     fn hostile_text_cannot_drive_the_terminal() {
         let now = Instant::now();
         let mut s = running(now);
         let evil = "b\u{1b}[2J\u{1b}]0;title\u{7}ee\r\n\u{9b}x\u{7}";
         s.apply(&woken(evil, "a"), now);
-        s.log_line("\u{1b}[31mred\u{1b}[0m warning\tafter a tab");
+        s.stderr_line("\u{1b}[31mred\u{1b}[0m warning\tafter a tab");
         let lines = render(&s, now, 120, 40, 5);
         for l in &lines {
             assert!(!l.chars().any(char::is_control), "{l:?}");

@@ -442,21 +442,23 @@ impl ChannelAuthority {
         keys
     }
 
-    /// One line for humans: who names channels.
+    /// One line for humans: who may give channels their names (keys cut to 16 hex digits; the
+    /// `--json` event has them whole).
     pub fn describe(&self) -> String {
-        if self.relay.is_none() && self.configured.is_empty() {
-            return "channel-authority none (channel metadata ignored: names are ids)".into();
+        let short = |k: &PublicKey| k.to_hex()[..16].to_string();
+        let mut by: Vec<String> = self
+            .relay
+            .iter()
+            .map(|k| format!("the relay's key {}", short(k)))
+            .collect();
+        if !self.configured.is_empty() {
+            let keys: Vec<String> = self.configured.iter().map(short).collect();
+            by.push(format!("--channel-authority {}", keys.join(", ")));
         }
-        let relay = self.relay.map_or("-".to_string(), |k| k.to_hex());
-        let configured: Vec<String> = self.configured.iter().map(|k| k.to_hex()).collect();
-        format!(
-            "channel-authority relay={relay} configured={}",
-            if configured.is_empty() {
-                "-".to_string()
-            } else {
-                configured.join(",")
-            }
-        )
+        match by.is_empty() {
+            true => "channels are named by nobody: channel names are used as ids".to_string(),
+            false => format!("channels are named by {}", by.join(" and ")),
+        }
     }
 
     /// For `--json`: `{"relay": hex|null, "configured": [hex]}`.

@@ -60,7 +60,7 @@ wakes and skips, hook runs and drops, replies, errors, last event; the latest li
 redrawn in place; the final table stays on screen when `up` stops. With --plain, or when stdout is
 not a terminal (a pipe, a file, a service log), one line per thing that happened:
   relay ws://127.0.0.1:4869
-  channel-authority relay=<hex> configured=-
+  channels are named by the relay's key <16 hex>
   persona bee ready pubkey=<hex> channels=#general system_prompt=session
   ready personas=2 channels=1
   event <id> #general from <author>: woke bee (mention)
@@ -320,15 +320,16 @@ impl From<Permission> for PermissionPolicy {
 }
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  apiary post --channel general 'hello @bee'\n  apiary post --channel general --reply-to <event-id> 'and honey?'\n\nPrints the new event's id. Signs with the operator key (<data dir>/keys/operator.key)."
+    after_help = "Examples:\n  apiary post 'hello @bee'\n  apiary post --channel general 'hello @bee'\n  apiary post --channel general --reply-to <event-id> 'and honey?'\n\nPrints the new event's id. Signs with the operator key (<data dir>/keys/operator.key)."
 )]
 pub struct PostArgs {
     /// Relay URL (default: the last `apiary up` embedded relay, else ws://127.0.0.1:4869).
     #[arg(long, value_name = "URL")]
     pub relay: Option<String>,
-    /// Channel name (a leading # is ignored).
+    /// Channel name (a leading # is ignored); default: the channel the last `apiary up` serves,
+    /// when it serves one.
     #[arg(long, value_name = "NAME")]
-    pub channel: String,
+    pub channel: Option<String>,
     /// Reply in the thread of this event (hex id).
     #[arg(long, value_name = "EVENT")]
     pub reply_to: Option<String>,
@@ -344,15 +345,16 @@ pub struct PostArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  apiary tail --channel general\n  apiary tail --channel general --json --count 2 --timeout 30\n\nPrints the last --history messages, then new ones as they arrive. Authenticates (NIP-42), when the relay asks, with the operator key. Authors from the operator's key store are named for what they sign for (`bee (pack com.x, <16 hex>)`, `operator (you, ...)`); any other key is shown whole as `unknown key <npub>`, after the name its profile claims. Control characters, bidirectional overrides and other invisible formatting in message text are shown escaped (`\\u{1b}`); --json prints events as received, with a `signer` field added: {\"npub\", \"key_store\": null or {\"role\": \"operator\"|\"relay\"|\"persona\", \"pack\", \"persona\"}}."
+    after_help = "Examples:\n  apiary tail\n  apiary tail --channel general\n  apiary tail --channel general --json --count 2 --timeout 30\n\nPrints the last --history messages, then new ones as they arrive. Authenticates (NIP-42), when the relay asks, with the operator key. Authors from the operator's key store are named for what they sign for (`bee (pack com.x, <16 hex>)`, `operator (you, ...)`); any other key is shown whole as `unknown key <npub>`, after the name its profile claims. Control characters, bidirectional overrides and other invisible formatting in message text are shown escaped (`\\u{1b}`); --json prints events as received, with a `signer` field added: {\"npub\", \"key_store\": null or {\"role\": \"operator\"|\"relay\"|\"persona\", \"pack\", \"persona\"}}."
 )]
 pub struct TailArgs {
     /// Relay URL (default: the last `apiary up` embedded relay, else ws://127.0.0.1:4869).
     #[arg(long, value_name = "URL")]
     pub relay: Option<String>,
-    /// Channel name (a leading # is ignored).
+    /// Channel name (a leading # is ignored); default: the channel the last `apiary up` serves,
+    /// when it serves one.
     #[arg(long, value_name = "NAME")]
-    pub channel: String,
+    pub channel: Option<String>,
     /// One JSON event per line.
     #[arg(long)]
     pub json: bool,
@@ -1090,6 +1092,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
     }
     if let Some(e) = &embedded {
         remember_embedded(&plan.data, &relay_url, e.restored, journal.as_deref());
+        remember_channels(&plan.data, &plan.packs);
         report_storage(e.storage_alarms(), Arc::clone(&out));
     }
     let cluster = cluster(args, plan.shard, &plan.data, connection);
@@ -1163,6 +1166,44 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
     match result {
         Ok(_) => exit::OK,
         Err(e) => render(&Failed::error(format_args!("{e:#}")), false),
+    }
+}
+
+/// The channels this `up` serves, for `post` and `tail` without `--channel`.
+fn remember_channels(data: &Data, packs: &[PackRun]) {
+    let channels: std::collections::BTreeSet<&str> = packs
+        .iter()
+        .flat_map(|p| &p.resolved.personas)
+        .flat_map(|p| &p.subscribe)
+        .map(String::as_str)
+        .collect();
+    let text: String = channels.iter().map(|c| format!("{c}\n")).collect();
+    let _ = std::fs::write(data.channels_file(), text);
+}
+
+/// The channel `post` and `tail` use: `--channel`, else the one channel the last `up` serves.
+fn channel_arg(arg: Option<&str>) -> Result<String, Failed> {
+    if let Some(c) = arg {
+        return Ok(c.trim_start_matches('#').to_string());
+    }
+    let known = std::fs::read_to_string(Data::locate().channels_file()).unwrap_or_default();
+    let known: Vec<&str> = known
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    match known.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => Err(Failed::usage(
+            "which channel? pass --channel NAME (no `apiary up` has recorded the channels it serves)",
+        )),
+        many => Err(Failed::usage(format_args!(
+            "which channel? the last `apiary up` serves {}; pass --channel NAME",
+            many.iter()
+                .map(|c| format!("#{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
     }
 }
 
@@ -1441,7 +1482,7 @@ impl Outcome for Posted {
 fn post_message(args: &PostArgs) -> Result<Posted, Failed> {
     let authorities = parse_keys("--channel-authority", &args.channel_authority)?;
     let url = relay_url(&args.relay);
-    let channel = args.channel.trim_start_matches('#').to_string();
+    let channel = channel_arg(args.channel.as_deref())?;
     let rt = runtime()?;
     let posted = rt.block_on(async {
         let (keys, client, channel_id) = operator_connection(&url, &channel, &authorities).await?;
@@ -1641,7 +1682,10 @@ pub fn tail(args: TailArgs) -> u8 {
         Err(f) => return render(&f, false),
     };
     let url = relay_url(&args.relay);
-    let channel = args.channel.trim_start_matches('#').to_string();
+    let channel = match channel_arg(args.channel.as_deref()) {
+        Ok(c) => c,
+        Err(f) => return render(&f, false),
+    };
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(f) => return render(&f, false),

@@ -110,7 +110,8 @@ pub(crate) fn render(outcome: &dyn Outcome, json: bool) -> u8 {
 /// ([`ErrorJson`]) on stdout.
 pub(crate) struct Failed {
     text: String,
-    error: NotOk,
+    /// Boxed: a `Result<_, Failed>` stays small on the happy path.
+    error: Box<NotOk>,
     code: u8,
 }
 
@@ -163,10 +164,10 @@ impl Failed {
             .strip_prefix("error: ")
             .unwrap_or(text.trim_end());
         Failed {
-            error: NotOk {
+            error: Box::new(NotOk {
                 ok: false,
                 error: ErrorJson::new(generic, message),
-            },
+            }),
             text,
             code,
         }
@@ -224,7 +225,7 @@ impl Outcome for Failed {
     }
 
     fn json(&self) -> Option<&dyn Document> {
-        Some(&self.error)
+        Some(&*self.error)
     }
 
     fn exit_code(&self) -> u8 {

@@ -757,7 +757,7 @@ mod tests {
     }
 
     #[test]
-    fn inspect_of_a_missing_persona_is_a_failure_without_json() {
+    fn inspect_of_a_missing_persona_is_a_failure_in_the_one_error_shape() {
         let dir = tempfile::tempdir().unwrap();
         scratch_pack(dir.path());
         let overrides = dir.path().join("overrides.toml");
@@ -774,7 +774,13 @@ mod tests {
             err,
             "error: pack com.example.stream has no persona `nobody` (it has: a, b, c)\n"
         );
-        assert!(json.is_none(), "printed as text even with --json");
+        let v: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["error"]["code"], "error");
+        assert_eq!(
+            v["error"]["message"],
+            "pack com.example.stream has no persona `nobody` (it has: a, b, c)"
+        );
         assert_eq!(code, exit::FAILURE);
     }
 

@@ -484,7 +484,7 @@ fn workspace_for(root: &Path, namespace: &str, persona: &str) -> std::io::Result
 #[serde(untagged)]
 pub(super) enum HookRun {
     Absent(Absent),
-    Ran(Ran),
+    Ran(Box<Ran>),
 }
 
 /// Nothing to run; the message says so.
@@ -511,13 +511,7 @@ pub(super) struct Ran {
     elapsed: Option<Duration>,
     stdout: String,
     stderr: String,
-    error: Option<HookFailure>,
-}
-
-#[derive(Serialize)]
-struct HookFailure {
-    kind: String,
-    message: String,
+    error: Option<ErrorJson>,
 }
 
 fn micros<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -552,15 +546,15 @@ fn hook_run(args: &HookRunArgs) -> Result<HookRun, Failed> {
     let (ok, error, stdout, stderr, elapsed) =
         match execute(args, &resolved, persona, &hook, &workspace)? {
             Ok(o) => (true, None, o.stdout, o.stderr, Some(o.elapsed)),
-            Err((kind, message)) => (
+            Err((code, message)) => (
                 false,
-                Some(HookFailure { kind, message }),
+                Some(ErrorJson::new(code, message)),
                 String::new(),
                 String::new(),
                 None,
             ),
         };
-    Ok(HookRun::Ran(Ran {
+    Ok(HookRun::Ran(Box::new(Ran {
         ok,
         ran: true,
         pack: pack_id.clone(),
@@ -577,7 +571,7 @@ fn hook_run(args: &HookRunArgs) -> Result<HookRun, Failed> {
         stdout,
         stderr,
         error,
-    }))
+    })))
 }
 
 /// Runs the hook through the live harness's own runner, for this one pack: its deadlines,

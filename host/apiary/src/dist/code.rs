@@ -87,7 +87,15 @@ impl serde::Serialize for Code {
 /// `e.code == "archive.clash"`, as scripts see it.
 impl PartialEq<&str> for Code {
     fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
+        match self.parts() {
+            (area, Some(kind), _) => {
+                other
+                    .strip_prefix(area)
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    == Some(kind)
+            }
+            (area, None, _) => *other == area,
+        }
     }
 }
 
@@ -397,9 +405,12 @@ pub fn reference() -> String {
         "# Error codes\n\n<!-- Generated from host/apiary/src/dist/code.rs; do not edit. -->\n\n\
          With `--json`, a command that fails prints `{\"ok\": false, \"error\": {\"code\", \"message\", \
          \"help\"?, \"diagnostics\"?}}` on stdout. The install tooling (`pack build`, `install`, \
-         `uninstall`, `verify`, `list`, `trust`, `lock`) uses the codes below; other commands use \
-         `error` (a failure, exit 1), `usage` (a wrong command line, exit 64) or their own codes, \
-         listed with the command.\n\n| code | meaning |\n|---|---|\n",
+         `uninstall`, `verify`, `list`, `trust`) uses the codes below. `component` refusals carry \
+         the component store's code (`exists`, `not-granted`, `digest-mismatch`, ...), sandbox \
+         refusals the sandbox's (`link`, `deadline`, `memory-cap`, ...), `convert` failures the \
+         step that failed (`detection`, `converter`, `output`, `validation`, ...), `pack inspect` \
+         `pack.invalid`; anything else is `error` (a failure, exit 1) or `usage` (a wrong command \
+         line, exit 64).\n\n| code | meaning |\n|---|---|\n",
     );
     for code in Code::all() {
         out.push_str(&format!("| `{code}` | {} |\n", code.meaning()));

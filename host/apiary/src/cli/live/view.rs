@@ -3,8 +3,9 @@
 //! at most [`FRAME`] apart), with the latest plain lines under the table. On the way out it leaves
 //! the alternate screen and prints the final table, so the run's outcome stays in the scrollback.
 //!
-//! While the view is up, whatever the process writes to stderr (logs, errors) goes to the view's log
-//! area instead of scribbling over the table; stderr is given back before the final table.
+//! While the view is up, whatever the process writes to stderr (logs, errors) goes to the view's
+//! own `log (stderr)` area, apart from the events, instead of scribbling over the table; stderr is
+//! given back before the final table.
 
 use std::io::Write;
 use std::sync::mpsc;
@@ -117,7 +118,7 @@ fn run(mut status: Status, rx: mpsc::Receiver<Feed>) {
                 dirty = true;
             }
             Ok(Feed::Log(line)) => {
-                status.log_line(&line);
+                status.stderr_line(&line);
                 dirty = true;
             }
             Ok(Feed::End) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -128,7 +129,7 @@ fn run(mut status: Status, rx: mpsc::Receiver<Feed>) {
     while let Ok(feed) = rx.try_recv() {
         match feed {
             Feed::Note(note) => status.apply(&note, Instant::now()),
-            Feed::Log(line) => status.log_line(&line),
+            Feed::Log(line) => status.stderr_line(&line),
             Feed::End => {}
         }
     }
