@@ -115,7 +115,7 @@ fn up_runs_installed_packs_by_default_and_by_id_and_the_example_only_when_none_i
         "{example}"
     );
     assert!(
-        example.contains("cp -r ") && example.contains("apiary pack validate"),
+        example.contains("apiary pack new ./my-pack") && example.contains("apiary pack validate"),
         "{example}"
     );
 

@@ -44,6 +44,7 @@ mod module_graph;
 mod pack_corpus;
 mod pack_hostile;
 mod pack_migrate;
+mod pack_new;
 mod pack_resolve;
 mod pack_validate;
 mod paths;

@@ -249,7 +249,19 @@ fn json_persona_filter_with_an_unknown_name_fails_listing_the_names() {
     let pack = meadow();
     let run = pack.inspect_run(pack.cmd(), &["--persona", "nobody"]);
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    // Scripts get the one error shape on stdout; people the same words on stderr.
+    let v = run.json();
+    assert_eq!(
+        (v["ok"].clone(), v["error"]["code"].clone()),
+        (json!(false), json!("error"))
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no persona `nobody`"),
+        "{v}"
+    );
     assert!(
         run.stderr.contains("no persona `nobody`")
             && run.stderr.contains("pip, lep, thistle, berry"),
@@ -982,11 +994,7 @@ fn persona_filter_keeps_one_and_unknown_persona_is_an_error() {
 
     let run = pack.inspect_run(pack.cmd(), &["--persona", "bramble"]);
     assert_eq!(run.code, 1);
-    assert!(
-        run.stdout.trim().is_empty(),
-        "no JSON on failure: {}",
-        run.stdout
-    );
+    assert_eq!(run.json()["ok"], false, "the one error shape on failure");
     assert!(run.stderr.contains("bramble"), "{}", run.stderr);
     assert!(
         run.stderr.contains("pip") && run.stderr.contains("berry"),

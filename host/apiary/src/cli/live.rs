@@ -554,8 +554,8 @@ fn example_note(dir: &Path) -> Note {
     let quoted = apiary_core::shell::quote(&path);
     let text = format!(
         "example: nothing installed, running the bundled example pack at {path}; to start your own, \
-         copy it (cp -r {quoted} ./my-pack), give it an id of its own in .plugin/plugin.json, then \
-         `apiary pack validate ./my-pack` and `apiary up ./my-pack`"
+         `apiary pack new ./my-pack` (or copy this one: cp -r {quoted} ./my-pack, with an id of its \
+         own in .plugin/plugin.json), then `apiary pack validate ./my-pack` and `apiary up ./my-pack`"
     );
     Note::new(event::Event::Example { path }, text)
 }

@@ -18,6 +18,7 @@ mod dist;
 mod live;
 mod output;
 mod pack;
+mod pack_new;
 mod precompile;
 mod pretty_json;
 mod sandbox;

@@ -23,6 +23,12 @@ pub(crate) trait Outcome {
     fn exit_code(&self) -> u8 {
         exit::OK
     }
+
+    /// Under `--json`, what still goes to stderr for the person watching: a failure's text (the
+    /// document on stdout is for scripts, as cargo's JSON messages are).
+    fn json_stderr(&self, _err: &mut dyn Write) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A value written as pretty JSON (any [`Serialize`] type): the object-safe face of `Serialize`.
@@ -74,6 +80,13 @@ impl<T: Outcome, E: Outcome> Outcome for Result<T, E> {
             Err(e) => e.exit_code(),
         }
     }
+
+    fn json_stderr(&self, err: &mut dyn Write) -> io::Result<()> {
+        match self {
+            Ok(o) => o.json_stderr(err),
+            Err(e) => e.json_stderr(err),
+        }
+    }
 }
 
 /// Prints `outcome` (its `--json` form with `json`, else its human form) and gives its exit code.
@@ -86,6 +99,7 @@ pub(crate) fn render(outcome: &dyn Outcome, json: bool) -> u8 {
                 .map_err(io::Error::from)
                 .and_then(|()| writeln!(out))
                 .and_then(|()| out.flush())
+                .and_then(|()| outcome.json_stderr(&mut io::stderr().lock()))
         }
         None => {
             // Line-buffered stdout and unbuffered stderr, as `println!` and `eprintln!`: on one
@@ -116,7 +130,7 @@ pub(crate) struct Failed {
 }
 
 /// `{"ok": false, "error": ...}`, the JSON of a refusal.
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 struct NotOk {
     ok: bool,
     error: ErrorJson,
@@ -219,6 +233,13 @@ impl Failed {
     }
 }
 
+/// Its text, as stderr shows it (for tests' `unwrap`).
+impl std::fmt::Debug for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 impl Outcome for Failed {
     fn human(&self, to: &mut Human<'_>) -> io::Result<()> {
         to.err.write_all(self.text.as_bytes())
@@ -226,6 +247,10 @@ impl Outcome for Failed {
 
     fn json(&self) -> Option<&dyn Document> {
         Some(&*self.error)
+    }
+
+    fn json_stderr(&self, err: &mut dyn Write) -> io::Result<()> {
+        err.write_all(self.text.as_bytes())
     }
 
     fn exit_code(&self) -> u8 {

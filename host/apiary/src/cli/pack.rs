@@ -15,6 +15,10 @@ use crate::resolve::{self, Level, Overrides, ResolvedPersona};
 
 #[derive(Debug, Subcommand)]
 pub enum PackCommand {
+    /// Start a pack of your own: a manifest, personas, a skill and instructions that validate
+    /// clean and run with `apiary up` at once.
+    New(super::pack_new::NewArgs),
+
     /// Check a pack against the Persona Pack Specification.
     ///
     /// Reports every problem with its file, line and a source snippet. Exit code: 0 clean, 1 errors,
@@ -85,6 +89,7 @@ pub struct MigrateArgs {
 
 pub fn run(cmd: PackCommand) -> u8 {
     match cmd {
+        PackCommand::New(a) => render(&super::pack_new::new(&a), a.json),
         PackCommand::Validate(a) => render_at_exit(validate(&a), a.json),
         PackCommand::Inspect(a) => render_at_exit(inspect(&a), a.json),
         PackCommand::Migrate(a) => render(&migrate(&a), a.json),
