@@ -24,6 +24,7 @@ mod dist_expert;
 mod dist_hostile;
 mod dist_install;
 mod hook_run;
+mod keys;
 mod live_auth;
 mod live_confinement;
 mod live_continuity;

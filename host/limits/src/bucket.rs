@@ -122,7 +122,8 @@ impl<K: Hash + Eq> Buckets<K> {
 
     /// `key`'s bucket, made full when it has none.
     pub fn get(&mut self, key: K, now: Instant) -> &mut Bucket {
-        if self.map.len() >= self.cap {
+        // Only a newcomer makes room: a known key's lookup stays O(1) however many keys there are.
+        if self.map.len() >= self.cap && !self.map.contains_key(&key) {
             self.map.retain(|_, b| !b.is_full(now));
         }
         let rate = self.rate;

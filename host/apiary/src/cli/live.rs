@@ -1108,14 +1108,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         watch::start(w, known, Arc::clone(&out))
     });
     let config = dispatch::Config {
-        // Only our own embedded relay is in process: it checked each event before storing it.
-        relay: match &embedded {
-            Some(e) => dispatch::RelayLink::InProcess {
-                url: relay_url,
-                door: Box::new(e.door()),
-            },
-            None => dispatch::RelayLink::Remote { url: relay_url },
-        },
+        relay: relay_link(embedded.as_ref(), relay_url),
         agent: plan.agent,
         agent_nice: args.agent_nice,
         publish: !args.no_publish,
@@ -1138,18 +1131,13 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         private_dirs: plan.private_dirs,
     };
     let matcher = trigger_matcher(args.native_triggers).await;
-    let roots = plan
-        .packs
-        .iter()
-        .map(|p| (p.resolved.pack.id.clone(), p.pack.root.clone()))
-        .collect();
-    let trust_root = paths::install_root(args.root.as_deref()).ok();
-    let hooks = SandboxHooks::new(roots, std::sync::Arc::new(crate::builtin::Components))
-        .with_trust(
-            StoreTrust::new(plan.trust, &plan.pack_refs, trust_root)
-                .trusting_at_start(plan.at_start),
-        )
-        .report_to(Arc::clone(&out));
+    let trust = StoreTrust::new(
+        plan.trust,
+        &plan.pack_refs,
+        paths::install_root(args.root.as_deref()).ok(),
+    )
+    .trusting_at_start(plan.at_start);
+    let hooks = sandbox_hooks(&plan.packs, trust, &out);
     let result = dispatch::run_reloading(
         config,
         plan.packs,
@@ -1167,6 +1155,29 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         Ok(_) => exit::OK,
         Err(e) => render(&Failed::error(format_args!("{e:#}")), false),
     }
+}
+
+/// The harness's link to the relay. Only our own embedded relay is in process: it checked each
+/// event before storing it.
+fn relay_link(embedded: Option<&relay::embedded::Embedded>, url: String) -> dispatch::RelayLink {
+    match embedded {
+        Some(e) => dispatch::RelayLink::InProcess {
+            url,
+            door: Box::new(e.door()),
+        },
+        None => dispatch::RelayLink::Remote { url },
+    }
+}
+
+/// The packs' hooks, run in the binary's sandbox, trusted as `trust` says, reported on `out`.
+fn sandbox_hooks(packs: &[PackRun], trust: StoreTrust, out: &dispatch::Out) -> SandboxHooks {
+    let roots = packs
+        .iter()
+        .map(|p| (p.resolved.pack.id.clone(), p.pack.root.clone()))
+        .collect();
+    SandboxHooks::new(roots, Arc::new(crate::builtin::Components))
+        .with_trust(trust)
+        .report_to(Arc::clone(out))
 }
 
 /// The channels this `up` serves, for `post` and `tail` without `--channel`.

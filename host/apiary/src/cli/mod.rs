@@ -15,6 +15,7 @@ mod component_test;
 mod components;
 mod convert;
 mod dist;
+mod keys;
 mod live;
 mod output;
 mod pack;
@@ -113,6 +114,10 @@ enum Command {
 
     /// Run only the embedded Nostr relay (for `apiary up --relay URL` set-ups).
     Relay(live::RelayArgs),
+
+    /// The key store: make a pack's keys ahead of time, list them, export them as a Kubernetes Secret.
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
 }
 
 fn version_line() -> &'static str {
@@ -184,6 +189,7 @@ pub fn main() -> ExitCode {
         Command::Post(a) => live::post(a),
         Command::Tail(a) => live::tail(a),
         Command::Relay(a) => live::relay(a),
+        Command::Keys(cmd) => keys::run(cmd),
     };
     ExitCode::from(code)
 }

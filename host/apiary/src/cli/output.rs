@@ -138,7 +138,7 @@ struct NotOk {
 
 /// The one JSON shape of a failure in every command's `--json` output (the codes are listed in
 /// docs/reference/errors.md): `code` and `message` always, `help` and `diagnostics` when there are
-/// some, and a command's own context beside them (`convert`'s `converter`, `found`).
+/// some; `convert` keeps its context beside them (`converter`, `found`, `sandbox_code`).
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct ErrorJson {
     /// Stable, for scripts: `error` or `usage` unless the command has its own codes.
@@ -148,8 +148,6 @@ pub(crate) struct ErrorJson {
     pub help: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diagnostics: Option<Vec<crate::diag::Diagnostic>>,
-    #[serde(flatten)]
-    pub context: serde_json::Map<String, serde_json::Value>,
 }
 
 impl ErrorJson {
@@ -159,7 +157,6 @@ impl ErrorJson {
             message: message.into(),
             help: None,
             diagnostics: None,
-            context: serde_json::Map::new(),
         }
     }
 }
@@ -304,10 +301,9 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_with_a_code_and_context_keeps_the_shape() {
+    fn a_failure_with_its_own_code_and_help_keeps_the_shape() {
         let mut e = ErrorJson::new("component.not-found", "no such component");
         e.help = Some("apiary component list".into());
-        e.context.insert("name".into(), "x".into());
         let f = Failed::error("no such component").with_json(e);
         let (_, err, json, code) = capture(&f);
         assert_eq!(err, "error: no such component\n");
@@ -315,7 +311,6 @@ mod tests {
         assert_eq!(v["error"]["code"], "component.not-found");
         assert_eq!(v["error"]["message"], "no such component");
         assert_eq!(v["error"]["help"], "apiary component list");
-        assert_eq!(v["error"]["name"], "x");
         assert_eq!(code, exit::FAILURE);
     }
 

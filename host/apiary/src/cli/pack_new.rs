@@ -293,7 +293,7 @@ impl Outcome for Created {
         let dir = apiary_core::shell::quote(&self.dir.to_string_lossy());
         writeln!(
             to.err,
-            "next: edit {dir}/README.md's list, then `apiary pack validate {dir}` and `apiary up {dir}`; talk to it with `apiary post \"@{} hello\"`",
+            "next: {dir}/README.md says what to edit; then `apiary pack validate {dir}` and `apiary up {dir}`, and talk to it with `apiary post \"@{} hello\"`",
             self.personas[0]
         )
     }

@@ -430,6 +430,10 @@ mod tests {
             "agent-config.invalid"
         );
         assert_eq!(Code::Io.to_string(), "io");
+        assert!(Code::from(Archive::SizeLie) == "archive.size-lie");
+        assert!(Code::from(Archive::SizeLie) != "archive.size");
+        assert!(Code::from(Archive::SizeLie) != "build.size-lie");
+        assert!(Code::Io == "io" && Code::Io != "io.x");
         let all: Vec<String> = Code::all().iter().map(Code::to_string).collect();
         let distinct: std::collections::BTreeSet<_> = all.iter().collect();
         assert_eq!(distinct.len(), all.len());
