@@ -83,6 +83,11 @@ assert up["livenessProbe"]["httpGet"]["path"] == "/healthz"
 assert up["resources"]["requests"]["memory"]
 assert spec["securityContext"]["runAsNonRoot"] is True
 assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == mounts["data"]["name"]
+# The install step runs on a read-only root filesystem too: it gets a writable /tmp.
+init = spec["initContainers"][0]
+assert init["securityContext"]["readOnlyRootFilesystem"] is True
+init_mounts = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
+assert "emptyDir" in volumes[init_mounts["/tmp"]], init_mounts
 print("ok")
 "#;
     let out = Command::new(ci_python())
@@ -96,8 +101,14 @@ print("ok")
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The image runs as a user, not root.
+    // The image runs as a user, not root, and has git for git sources; the build context leaves
+    // the build output out.
     let dockerfile = std::fs::read_to_string(repo_root().join("deploy/Dockerfile")).unwrap();
+    let runtime = dockerfile.split("AS runtime").nth(1).unwrap();
+    assert!(runtime.contains(" git "), "{runtime}");
+    let ignore =
+        std::fs::read_to_string(repo_root().join("deploy/Dockerfile.dockerignore")).unwrap();
+    assert!(ignore.lines().any(|l| l.trim() == "target/"), "{ignore}");
     assert!(
         dockerfile
             .lines()

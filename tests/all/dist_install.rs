@@ -475,3 +475,44 @@ fn uninstall_does_not_delete_through_a_symlinked_directory() {
         "not the pack's"
     );
 }
+
+#[test]
+fn a_git_install_without_scratch_space_says_so_instead_of_blaming_git() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("root");
+    let repo = home.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    write_pack(&repo, ID, "1.0.0");
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "v1"]);
+    let src = format!("git+file://{}", repo.display());
+    let install = |tmpdir: &Path| {
+        let mut cmd = apiary(home.path());
+        cmd.env("TMPDIR", tmpdir)
+            .args(["install", "--json", &src, "--root"])
+            .arg(&root);
+        Run::of(cmd)
+    };
+    // A read-only root filesystem with nothing at /tmp, as in a pod without a scratch volume.
+    let run = install(&home.path().join("no-such-tmp"));
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let error = &run.json()["error"];
+    assert_eq!(error["code"], "io", "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("scratch file"),
+        "{error}"
+    );
+    assert!(
+        error["help"].as_str().unwrap().contains("TMPDIR"),
+        "{error}"
+    );
+    assert!(!run.stderr.contains("on PATH"), "{}", run.stderr);
+    assert!(!root.join(ID).exists());
+    // With scratch space, the same install goes through.
+    let tmp = home.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let run = install(&tmp);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(lock(&root)[ID]["version"], "1.0.0");
+}

@@ -843,24 +843,47 @@ fn kill_group(child: &mut std::process::Child) {
     let _ = child.wait();
 }
 
-/// Runs a git command within `budget`, watching the size of `watch` (the clone directory) while
-/// it runs. Returns stdout.
-fn run_git(mut cmd: Command, what: &str, budget: &GitBudget, watch: &Path) -> Result<String> {
-    let spawn_err = |e: std::io::Error| {
+/// Why git could not be started: not on `PATH` (the hint says so), or something else (said as
+/// it is; a git that exists is not "missing").
+pub(super) fn git_spawn_error(what: &str, e: std::io::Error) -> DistError {
+    if e.kind() == std::io::ErrorKind::NotFound {
         DistError::new(
             code::Git::Missing,
             format!("cannot run git for {what}: {e}"),
         )
         .help("git sources need the `git` command on PATH")
-    };
+    } else {
+        DistError::new(
+            code::Git::Failed,
+            format!("cannot start git for {what}: {e}"),
+        )
+    }
+}
+
+/// The scratch files a git run writes its output to could not be made: the temporary directory
+/// is not writable (a read-only root filesystem without a volume at /tmp).
+fn scratch_error(e: std::io::Error) -> DistError {
+    let dir = std::env::temp_dir();
+    DistError::new(
+        code::Code::Io,
+        format!("cannot make a scratch file in {}: {e}", dir.display()),
+    )
+    .help(
+        "point TMPDIR at a writable directory (on Kubernetes: an emptyDir volume mounted at /tmp)",
+    )
+}
+
+/// Runs a git command within `budget`, watching the size of `watch` (the clone directory) while
+/// it runs. Returns stdout.
+fn run_git(mut cmd: Command, what: &str, budget: &GitBudget, watch: &Path) -> Result<String> {
     // Files rather than pipes: nothing to drain while we poll, and a chatty git cannot block.
-    let mut out = tempfile::tempfile().map_err(spawn_err)?;
-    let mut err = tempfile::tempfile().map_err(spawn_err)?;
-    cmd.stdout(out.try_clone().map_err(spawn_err)?)
-        .stderr(err.try_clone().map_err(spawn_err)?);
+    let scratch = || tempfile::tempfile().map_err(scratch_error);
+    let (mut out, mut err) = (scratch()?, scratch()?);
+    cmd.stdout(out.try_clone().map_err(scratch_error)?)
+        .stderr(err.try_clone().map_err(scratch_error)?);
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().map_err(spawn_err)?;
+    let mut child = cmd.spawn().map_err(|e| git_spawn_error(what, e))?;
     let mut next_size_check = Instant::now();
     let status = loop {
         match child.try_wait() {

@@ -35,10 +35,9 @@ pub(super) fn files_within(
     .stderr(Stdio::null());
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().map_err(|e| {
-        DistError::new(code::Git::Missing, format!("cannot run git ls-tree: {e}"))
-            .help("git sources need the `git` command on PATH")
-    })?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| super::git_spawn_error("git ls-tree", e))?;
     let counted = Arc::new(AtomicU64::new(0));
     let stdout = child.stdout.take().expect("stdout is piped");
     let reader = std::thread::spawn({
