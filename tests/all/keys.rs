@@ -133,6 +133,35 @@ fn keys_made_ahead_are_listed_exported_and_read_by_up_keys_dir() {
         "{}",
         shown.stdout
     );
+    // A key `up` would refuse (readable by others) is listed as unusable, the rest as they are.
+    std::fs::set_permissions(&scout_file, PermissionsExt::from_mode(0o644)).unwrap();
+    let open = run(
+        h,
+        &[
+            "keys",
+            "list",
+            "--keys-dir",
+            store_s,
+            "--json",
+            "--show-secret",
+        ],
+    );
+    assert_eq!(open.code, 1, "{}", open.stdout);
+    let listed = open.json();
+    let of = |who: &str| {
+        listed["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["persona"] == who)
+            .unwrap()
+            .clone()
+    };
+    assert!(of("scout")["problem"].is_string(), "{listed}");
+    assert!(of("scout")["secret"].is_null(), "{listed}");
+    assert_eq!(of("scout")["npub"], made["scout"].as_str());
+    assert!(of("scribe")["problem"].is_null(), "{listed}");
+    std::fs::set_permissions(&scout_file, PermissionsExt::from_mode(0o600)).unwrap();
 
     // Exported as a Secret (0600, never over an existing file) the Kubernetes schemas accept.
     let secret = h.join("secret.yaml");

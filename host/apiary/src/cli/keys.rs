@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use clap::{Args, Subcommand, ValueEnum};
-use nostr_sdk::prelude::{Keys, ToBech32};
+use nostr_sdk::prelude::{Keys, PublicKey, ToBech32};
 use serde::Serialize;
 
 use super::output::{Document, Failed, Human, Outcome, render};
@@ -125,10 +125,26 @@ struct Entry {
     npub: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     secret: Option<String>,
+    /// Why `up` would refuse this key (readable by others, a link out of the store, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<String>,
 }
 
 impl Entry {
     fn of(role: &KeyRole, keys: &Keys, show_secret: bool) -> Entry {
+        let mut entry = Entry::named(role, keys.public_key().to_bech32().unwrap_or_default());
+        entry.secret = show_secret.then(|| keys.secret_key().to_secret_hex());
+        entry
+    }
+
+    /// A key known by its public half only (its secret could not be used).
+    fn unusable(role: &KeyRole, public: &PublicKey, problem: String) -> Entry {
+        let mut entry = Entry::named(role, public.to_bech32().unwrap_or_default());
+        entry.problem = Some(problem);
+        entry
+    }
+
+    fn named(role: &KeyRole, npub: String) -> Entry {
         let (role, namespace, persona) = match role {
             KeyRole::Operator => ("operator", None, None),
             KeyRole::Relay => ("relay", None, None),
@@ -140,8 +156,9 @@ impl Entry {
             role,
             namespace,
             persona,
-            npub: npub(keys),
-            secret: show_secret.then(|| keys.secret_key().to_secret_hex()),
+            npub,
+            secret: None,
+            problem: None,
         }
     }
 
@@ -150,17 +167,12 @@ impl Entry {
             (Some(ns), Some(p)) => format!("persona {p} of {ns}"),
             _ => self.role.to_string(),
         };
-        match &self.secret {
-            Some(s) => format!("{who}  {}  secret {s}", self.npub),
-            None => format!("{who}  {}", self.npub),
+        match (&self.secret, &self.problem) {
+            (_, Some(p)) => format!("{who}  {}  unusable: {p}", self.npub),
+            (Some(s), None) => format!("{who}  {}  secret {s}", self.npub),
+            (None, None) => format!("{who}  {}", self.npub),
         }
     }
-}
-
-fn npub(keys: &Keys) -> String {
-    keys.public_key()
-        .to_bech32()
-        .unwrap_or_else(|_| keys.public_key().to_hex())
 }
 
 /// The keys of a store.
@@ -175,14 +187,17 @@ fn list(args: &ListArgs) -> Result<Listed, Failed> {
     // A provisioned store only reads: listing never creates a key.
     let reader = KeyStore::provisioned(store.dir());
     let mut keys = Vec::new();
-    for (_, role) in reader.roles() {
+    for (public, role) in reader.roles() {
+        // Loaded with the checks `up` applies, so a key it would refuse is listed as unusable.
         let loaded = match &role {
             KeyRole::Operator => reader.operator(),
             KeyRole::Relay => reader.relay(),
             KeyRole::Persona { namespace, persona } => reader.persona(namespace, persona),
         };
-        let k = loaded.map_err(|e| Failed::error(format_args!("{e:#}")))?;
-        keys.push(Entry::of(&role, &k, args.show_secret));
+        keys.push(match loaded {
+            Ok(k) => Entry::of(&role, &k, args.show_secret),
+            Err(e) => Entry::unusable(&role, &public, format!("{e:#}")),
+        });
     }
     Ok(Listed {
         dir: store.dir().to_path_buf(),
@@ -207,6 +222,14 @@ impl Outcome for Listed {
 
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
+    }
+
+    /// 1 when a key is unusable: `up` would refuse its persona.
+    fn exit_code(&self) -> u8 {
+        match self.keys.iter().any(|k| k.problem.is_some()) {
+            true => super::exit::FAILURE,
+            false => super::exit::OK,
+        }
     }
 }
 
