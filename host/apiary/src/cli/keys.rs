@@ -32,7 +32,7 @@ pub enum KeysCommand {
     )]
     List(ListArgs),
 
-    /// Write a pack's persona keys and the operator key as a Kubernetes Secret (on stdout).
+    /// Write a pack's persona keys and the operator key as a Kubernetes Secret (stdout or --out).
     ///
     /// A Secret's keys cannot hold `/`, so each key file is named `<pack-id>.<persona>.key` in the
     /// Secret and the manifest's comment lists the `items:` that mount it where `up --keys-dir`
