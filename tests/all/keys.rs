@@ -11,6 +11,7 @@ use base64::Engine as _;
 use nostr::prelude::{FromBech32, PublicKey};
 
 use crate::support::live::Up;
+use crate::support::pack::pack_new;
 
 /// persona (or `operator`) -> npub, from `keys new`/`keys list --json`.
 fn npubs(v: &serde_json::Value) -> BTreeMap<String, String> {
@@ -57,95 +58,120 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
+/// A pack `com.example.crew` (scout, scribe) made with `pack new`, and a key store beside it.
+struct Crew {
+    home: tempfile::TempDir,
+}
+
+impl Crew {
+    fn new() -> Crew {
+        let home = tempfile::tempdir().unwrap();
+        let crew = Crew { home };
+        pack_new(
+            crew.h(),
+            &crew.pack(),
+            "com.example.crew",
+            &["scout", "scribe"],
+        );
+        crew
+    }
+
+    fn h(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn pack(&self) -> std::path::PathBuf {
+        self.h().join("crew")
+    }
+
+    fn store(&self) -> std::path::PathBuf {
+        self.h().join("keys")
+    }
+
+    /// `apiary keys <command> [--pack crew] --keys-dir <store> <extra>`.
+    fn keys(&self, command: &str, extra: &[&str]) -> apiary_e2e::Run {
+        let (pack, store) = (self.pack(), self.store());
+        let mut args = vec!["keys", command];
+        if command != "list" {
+            args.extend(["--pack", pack.to_str().unwrap()]);
+        }
+        args.extend(["--keys-dir", store.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        run(self.h(), &args)
+    }
+
+    /// `keys export --format k8s-secret --out <file>`.
+    fn export_to(&self, file: &Path) -> apiary_e2e::Run {
+        self.keys(
+            "export",
+            &["--format", "k8s-secret", "--out", file.to_str().unwrap()],
+        )
+    }
+}
+
 #[test]
 fn keys_made_ahead_are_listed_exported_and_read_by_up_keys_dir() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let pack = h.join("crew");
-    let pack_s = pack.to_str().unwrap();
-    let made = run(
-        h,
-        &[
-            "pack",
-            "new",
-            pack_s,
-            "--id",
-            "com.example.crew",
-            "--persona",
-            "scout",
-            "--persona",
-            "scribe",
-        ],
-    );
-    assert_eq!(made.code, 0, "{}", made.stderr);
-    let store = h.join("keys");
-    let store_s = store.to_str().unwrap();
+    let crew = Crew::new();
+    let made = made_twice_the_same(&crew);
+    listed_without_secrets_and_with_unusable_keys_marked(&crew, &made);
+    let secret = exported_as_a_valid_secret(&crew);
+    let mount = mounted_as_deploy_base_mounts_it(&secret, &crew.h().join("mounted"));
+    let mount_s = mount.to_str().unwrap().to_string();
+    let mut up = Up::start(crew.h(), &[&crew.pack()], &["--keys-dir", &mount_s], &[]);
+    for persona in ["scout", "scribe"] {
+        let line = up.wait_for(|l| l.starts_with(&format!("persona {persona} ready ")));
+        let hex = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("pubkey="))
+            .unwrap();
+        let expected = PublicKey::from_bech32(&made[persona]).unwrap().to_hex();
+        assert_eq!(hex, expected, "{persona}");
+    }
+    up.stop_ok();
+}
 
-    let new = run(
-        h,
-        &[
-            "keys",
-            "new",
-            "--pack",
-            pack_s,
-            "--keys-dir",
-            store_s,
-            "--json",
-        ],
-    );
+/// `keys new` makes the operator's and each persona's key (0600); made again, they are kept.
+fn made_twice_the_same(crew: &Crew) -> BTreeMap<String, String> {
+    let new = crew.keys("new", &["--json"]);
     assert_eq!(new.code, 0, "{}", new.stderr);
     let made = npubs(&new.json());
     assert_eq!(
         made.keys().collect::<Vec<_>>(),
         ["operator", "scout", "scribe"]
     );
-    let scout_file = store.join("com.example.crew/scout.key");
-    assert_eq!(mode(&scout_file), 0o600);
-    let scout_secret = std::fs::read_to_string(&scout_file).unwrap();
-
-    // Made again: the same keys, kept.
-    let again = run(
-        h,
-        &[
-            "keys",
-            "new",
-            "--pack",
-            pack_s,
-            "--keys-dir",
-            store_s,
-            "--json",
-        ],
+    assert_eq!(
+        mode(&crew.store().join("com.example.crew/scout.key")),
+        0o600
     );
-    assert_eq!(npubs(&again.json()), made);
+    assert_eq!(npubs(&crew.keys("new", &["--json"]).json()), made);
+    made
+}
 
-    // Listed without secrets unless asked for.
-    let list = run(h, &["keys", "list", "--keys-dir", store_s, "--json"]);
+/// Listed without secrets unless asked for; a key `up` would refuse (readable by others) is
+/// listed as unusable, the rest as they are.
+fn listed_without_secrets_and_with_unusable_keys_marked(
+    crew: &Crew,
+    made: &BTreeMap<String, String>,
+) {
+    let scout_file = crew.store().join("com.example.crew/scout.key");
+    let scout_secret = std::fs::read_to_string(&scout_file).unwrap();
+    let list = crew.keys("list", &["--json"]);
     assert_eq!(list.code, 0, "{}", list.stderr);
-    assert_eq!(npubs(&list.json()), made);
+    assert_eq!(&npubs(&list.json()), made);
     assert!(
         !list.stdout.contains(scout_secret.trim()),
         "{}",
         list.stdout
     );
-    let shown = run(h, &["keys", "list", "--keys-dir", store_s, "--show-secret"]);
+    let shown = crew.keys("list", &["--show-secret"]);
     assert!(
         shown.stdout.contains(scout_secret.trim()),
         "{}",
         shown.stdout
     );
-    // A key `up` would refuse (readable by others) is listed as unusable, the rest as they are.
+
     std::fs::set_permissions(&scout_file, PermissionsExt::from_mode(0o644)).unwrap();
-    let open = run(
-        h,
-        &[
-            "keys",
-            "list",
-            "--keys-dir",
-            store_s,
-            "--json",
-            "--show-secret",
-        ],
-    );
+    let open = crew.keys("list", &["--json", "--show-secret"]);
     assert_eq!(open.code, 1, "{}", open.stdout);
     let listed = open.json();
     let of = |who: &str| {
@@ -162,29 +188,19 @@ fn keys_made_ahead_are_listed_exported_and_read_by_up_keys_dir() {
     assert_eq!(of("scout")["npub"], made["scout"].as_str());
     assert!(of("scribe")["problem"].is_null(), "{listed}");
     std::fs::set_permissions(&scout_file, PermissionsExt::from_mode(0o600)).unwrap();
+}
 
-    // Exported as a Secret (0600, never over an existing file) the Kubernetes schemas accept.
-    let secret = h.join("secret.yaml");
-    let secret_s = secret.to_str().unwrap();
-    let export = [
-        "keys",
-        "export",
-        "--pack",
-        pack_s,
-        "--format",
-        "k8s-secret",
-        "--keys-dir",
-        store_s,
-        "--out",
-        secret_s,
-    ];
-    let exported = run(h, &export);
+/// Exported as a Secret (0600, never over an existing file) the Kubernetes schemas accept.
+fn exported_as_a_valid_secret(crew: &Crew) -> std::path::PathBuf {
+    let secret = crew.h().join("secret.yaml");
+    let exported = crew.export_to(&secret);
     assert_eq!(exported.code, 0, "{}", exported.stderr);
     assert_eq!(mode(&secret), 0o600);
-    let refused = run(h, &export);
+    let refused = crew.export_to(&secret);
     assert_eq!(refused.code, 1, "an existing file is not overwritten");
     let checked = std::process::Command::new(ci_python())
-        .args(["-m", "kubernetes_validate", "--strict", "--quiet", secret_s])
+        .args(["-m", "kubernetes_validate", "--strict", "--quiet"])
+        .arg(&secret)
         .output()
         .expect("run kubernetes-validate");
     assert!(
@@ -193,11 +209,13 @@ fn keys_made_ahead_are_listed_exported_and_read_by_up_keys_dir() {
         String::from_utf8_lossy(&checked.stdout),
         String::from_utf8_lossy(&checked.stderr)
     );
+    secret
+}
 
-    // Mounted as the items say (files 0400), it is what `up --keys-dir` signs with.
-    let (items, data) = parse_secret(&std::fs::read_to_string(&secret).unwrap());
+/// The Secret's files under `mount` as its items say (files 0400, directories 0700).
+fn mounted_as_deploy_base_mounts_it(secret: &Path, mount: &Path) -> std::path::PathBuf {
+    let (items, data) = parse_secret(&std::fs::read_to_string(secret).unwrap());
     assert_eq!(items.len(), 3, "{items:?}");
-    let mount = h.join("mounted");
     for (key, path) in &items {
         let file = mount.join(path);
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
@@ -205,59 +223,25 @@ fn keys_made_ahead_are_listed_exported_and_read_by_up_keys_dir() {
         std::fs::write(&file, &data[key]).unwrap();
         std::fs::set_permissions(&file, PermissionsExt::from_mode(0o400)).unwrap();
     }
-    let mount_s = mount.to_str().unwrap().to_string();
-    let mut up = Up::start(h, &[&pack], &["--keys-dir", &mount_s], &[]);
-    for persona in ["scout", "scribe"] {
-        let line = up.wait_for(|l| l.starts_with(&format!("persona {persona} ready ")));
-        let hex = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("pubkey="))
-            .unwrap();
-        let expected = PublicKey::from_bech32(&made[persona]).unwrap().to_hex();
-        assert_eq!(hex, expected, "{persona}");
-    }
-    up.stop_ok();
+    mount.to_path_buf()
 }
 
 #[test]
 fn an_export_of_keys_never_made_is_refused_and_writes_nothing() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let pack = h.join("crew");
-    let pack_s = pack.to_str().unwrap();
-    assert_eq!(
-        run(h, &["pack", "new", pack_s, "--id", "com.example.crew"]).code,
-        0
-    );
-    let store = h.join("empty-store");
-    let out = h.join("secret.yaml");
-    let r = run(
-        h,
-        &[
-            "keys",
-            "export",
-            "--pack",
-            pack_s,
-            "--format",
-            "k8s-secret",
-            "--keys-dir",
-            store.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
+    let crew = Crew::new();
+    let out = crew.h().join("secret.yaml");
+    let r = crew.export_to(&out);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("apiary keys new --pack"), "{}", r.stderr);
-    assert!(!out.exists() && !store.exists(), "an export only reads");
+    assert!(
+        !out.exists() && !crew.store().exists(),
+        "an export only reads"
+    );
 
     // A name that is not a Kubernetes name is a usage error.
-    let r = run(
-        h,
+    let r = crew.keys(
+        "export",
         &[
-            "keys",
-            "export",
-            "--pack",
-            pack_s,
             "--format",
             "k8s-secret",
             "--name",

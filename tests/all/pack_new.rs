@@ -4,28 +4,14 @@
 use apiary_e2e::{data_dir, run};
 
 use crate::support::live::Up;
+use crate::support::pack::pack_new;
 
 #[test]
 fn a_new_pack_validates_clean_and_answers_a_mention_through_up() {
     let home = tempfile::tempdir().unwrap();
     let dir = home.path().join("crew");
     let dir_s = dir.to_str().unwrap();
-    let made = run(
-        home.path(),
-        &[
-            "pack",
-            "new",
-            dir_s,
-            "--id",
-            "com.example.crew",
-            "--persona",
-            "scout",
-            "--persona",
-            "scribe",
-            "--json",
-        ],
-    );
-    assert_eq!(made.code, 0, "{}{}", made.stdout, made.stderr);
+    let made = pack_new(home.path(), &dir, "com.example.crew", &["scout", "scribe"]);
     let v = made.json();
     assert_eq!(v["id"], "com.example.crew");
     assert_eq!(v["personas"], serde_json::json!(["scout", "scribe"]));

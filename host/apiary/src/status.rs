@@ -410,20 +410,23 @@ fn area(lines: &mut Vec<String>, title: &str, log: &VecDeque<String>, room: usiz
     if room < 3 || log.is_empty() {
         return;
     }
-    let mut shown: Vec<String> = Vec::new();
+    // Newest first until the room is used, then put back in reading order.
+    let mut newest_first: Vec<Vec<String>> = Vec::new();
+    let mut used = 0;
     for entry in log.iter().rev() {
         let wrapped = wrap(entry, width, 2, 4);
-        if shown.len() + wrapped.len() > room - 2 {
+        used += wrapped.len();
+        if used > room - 2 {
             break;
         }
-        shown.splice(0..0, wrapped);
+        newest_first.push(wrapped);
     }
-    if shown.is_empty() {
+    if newest_first.is_empty() {
         return;
     }
     lines.push(String::new());
     lines.push(fit(title, width));
-    lines.extend(shown);
+    lines.extend(newest_first.into_iter().rev().flatten());
 }
 
 /// `text` made safe (as [`fit`]) and broken into lines of at most `width` columns: the first

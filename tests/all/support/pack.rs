@@ -263,3 +263,14 @@ pub fn assert_at(d: &Value, file: &str, line: u64) {
     assert_eq!(d["file"], file, "wrong file in {d:#}");
     assert_eq!(d["line"], line, "wrong line in {d:#}");
 }
+
+/// `apiary pack new <dir> --id <id> [--persona NAME]...` with `home` as HOME; asserts it succeeded.
+pub fn pack_new(home: &Path, dir: &Path, id: &str, personas: &[&str]) -> Run {
+    let mut args = vec!["pack", "new", dir.to_str().unwrap(), "--id", id, "--json"];
+    for p in personas {
+        args.extend(["--persona", p]);
+    }
+    let made = apiary_e2e::run(home, &args);
+    assert_eq!(made.code, 0, "{}{}", made.stdout, made.stderr);
+    made
+}

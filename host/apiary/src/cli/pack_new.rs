@@ -53,7 +53,7 @@ pub(super) fn new(args: &NewArgs) -> Result<Created, Failed> {
         Some(id) => id.clone(),
         None => default_id(&args.dir)?,
     };
-    if !valid_id(&id) {
+    if !pack::manifest::is_valid_id(&id) {
         return Err(Failed::usage(format_args!(
             "`{}` cannot be a pack id: use letters, digits, `.`, `-` and `_` (reverse-DNS style, e.g. com.example.my-pack), at most 128, not starting with `.`",
             id.escape_debug()
@@ -104,16 +104,6 @@ fn default_id(dir: &Path) -> Result<String, Failed> {
         )));
     }
     Ok(format!("local.{slug}"))
-}
-
-/// As the pack validator takes it (`manifest.id`).
-fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && !id.starts_with('.')
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
 }
 
 /// Lowercase agent ids (the validator's rule, without its case warning), each once.

@@ -193,14 +193,19 @@ fn required(fields: &Fields<'_>, report: &mut Report, key: &str) -> Option<Strin
     }
 }
 
-/// The id names the install directory, so it must be a safe single path component.
-fn check_id(fields: &Fields<'_>, report: &mut Report, id: &str) {
-    let ok = id.len() <= 128
+/// Whether `id` can be a pack id: it names the install directory, so it must be a safe single
+/// path component (letters, digits, `.`, `-`, `_`; at most 128; not starting with `.`).
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
         && !id.starts_with('.')
         && id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
-    if !ok {
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
+fn check_id(fields: &Fields<'_>, report: &mut Report, id: &str) {
+    if !is_valid_id(id) {
         let d = Diagnostic::error("manifest.id", format!("`id` \"{id}\" is not a valid pack id"))
             .help("use letters, digits, `.`, `-` and `_` (reverse-DNS style, e.g. com.example.my-pack), at most 128 characters, not starting with `.`");
         report.push(fields.src.diag(d, &["id"]));
