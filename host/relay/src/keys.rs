@@ -130,6 +130,17 @@ impl KeyStore {
         Ok(())
     }
 
+    /// The pack author's key (`apiary keys new --author`): it signs pack archives
+    /// (`apiary pack sign`, `publish`), never relay messages.
+    pub fn author(&self) -> Result<Keys, RelayError> {
+        self.key(&self.author_path())
+    }
+
+    /// Where [`Self::author`] lives: `<dir>/author.key`.
+    pub fn author_path(&self) -> PathBuf {
+        self.dir.join("author.key")
+    }
+
     /// The embedded relay's own key: it advertises it (NIP-11 `pubkey`) and only group metadata
     /// signed with it is authoritative.
     pub fn relay(&self) -> Result<Keys, RelayError> {
@@ -167,6 +178,7 @@ impl KeyStore {
         match parts.as_slice() {
             ["operator.key"] => Some(KeyRole::Operator),
             ["relay.key"] => Some(KeyRole::Relay),
+            ["author.key"] => Some(KeyRole::Author),
             [namespace, file] => Some(KeyRole::Persona {
                 namespace: namespace.to_string(),
                 persona: file.strip_suffix(".key")?.to_string(),
@@ -190,6 +202,8 @@ pub enum KeyRole {
     Operator,
     /// The embedded relay (group metadata).
     Relay,
+    /// A pack author's (signs archives).
+    Author,
     /// A persona of the pack whose identity namespace this is (`<pack-id>`, or
     /// `<pack-id>@<digest>` for another directory with the same id).
     Persona { namespace: String, persona: String },
@@ -212,6 +226,26 @@ fn owner_json(owner: &Owner) -> Vec<u8> {
     let mut text = serde_json::to_vec_pretty(owner).unwrap_or_default();
     text.push(b'\n');
     text
+}
+
+/// The key in the file `path` given on a command line (`--sign-with`), with the checks the store's
+/// keys get (a regular file, this user's, not readable by others); hex or `nsec1…`.
+pub fn load_key_file(path: &Path) -> Result<Keys, RelayError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let text = match read_key_file(path, dir) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RelayError::MissingKey {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(e) => return Err(RelayError::file("reading", path, e)),
+    };
+    let sk = SecretKey::parse(text.trim()).map_err(|error| RelayError::BadKey {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    Ok(Keys::new(sk))
 }
 
 /// The public key of the secret key in `path`; `None` when unreadable or invalid.

@@ -32,6 +32,9 @@ pub struct BuildArgs {
     /// Default: the current directory.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also sign the archive with this author key file (see `apiary pack sign`).
+    #[arg(long, value_name = "KEY_FILE")]
+    pub sign_with: Option<PathBuf>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -93,6 +96,23 @@ pub struct InstallArgs {
     /// Install an expert pack .zip that publishes no checksum without asking.
     #[arg(long, short)]
     pub yes: bool,
+    /// Refuse a pack its author did not sign (also `require_signed = true` in the overrides file).
+    #[arg(long)]
+    pub require_signed: bool,
+    /// Accept a pack signed by another author than the one pinned for its id (or unsigned where
+    /// the installed one was signed); the new author is pinned.
+    #[arg(long)]
+    pub replace_author: bool,
+    /// Look SOURCE up as a pack id (`<pack-id>[@version]`) on this Nostr relay (repeatable).
+    #[arg(long = "relay", value_name = "URL")]
+    pub relays: Vec<String>,
+    /// Also download from this Blossom blob server (repeatable), besides those the pack's event lists.
+    #[arg(long = "blobs", value_name = "URL", requires = "relays")]
+    pub blobs: Vec<String>,
+    /// Operator overrides file (its top-level `require_signed`). Default: $APIARY_OVERRIDES, else
+    /// ~/.config/apiary/overrides.toml when it exists.
+    #[arg(long, value_name = "FILE")]
+    pub overrides: Option<PathBuf>,
     #[arg(long, env = crate::paths::INSTALL_ROOT_ENV, value_name = "DIR", help = ROOT_HELP)]
     pub root: Option<PathBuf>,
     /// Print the result as JSON on stdout.
@@ -227,11 +247,20 @@ impl From<crate::paths::NoHome> for Failed {
 pub(super) struct Built {
     built: dist::build::Built,
     report: Report,
+    signed: Option<super::registry::SignedArchive>,
 }
 
 pub(super) fn build(args: &BuildArgs) -> Result<Built, Failed> {
     let (built, report) = dist::build::build(&args.dir, args.output.as_deref())?;
-    Ok(Built { built, report })
+    let signed = match &args.sign_with {
+        Some(key) => Some(super::registry::sign_archive(&built.archive, key)?),
+        None => None,
+    };
+    Ok(Built {
+        built,
+        report,
+        signed,
+    })
 }
 
 impl Serialize for Built {
@@ -240,11 +269,14 @@ impl Serialize for Built {
         struct Json<'a> {
             ok: bool,
             build: &'a dist::build::Built,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            signature: Option<&'a super::registry::SignedArchive>,
             warnings: usize,
         }
         Json {
             ok: true,
             build: &self.built,
+            signature: self.signed.as_ref(),
             warnings: self.report.warnings(),
         }
         .serialize(serializer)
@@ -267,7 +299,11 @@ impl Outcome for Built {
             b.archive.display(),
             b.checksum_file.display(),
             b.sha256
-        )
+        )?;
+        match &self.signed {
+            Some(s) => writeln!(to.err, "{}", s.line()),
+            None => Ok(()),
+        }
     }
 
     fn json(&self) -> Option<&dyn Document> {
@@ -287,6 +323,16 @@ pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
     } else {
         dist::expert::Unverified::Refuse
     };
+    let registry = (!args.relays.is_empty()).then(|| dist::registry::Where {
+        relays: args.relays.clone(),
+        blobs: args.blobs.clone(),
+    });
+    let source = match &registry {
+        Some(_) if !args.source.starts_with(dist::fetch::NOSTR_PREFIX) => {
+            format!("{}{}", dist::fetch::NOSTR_PREFIX, args.source)
+        }
+        _ => args.source.clone(),
+    };
     let opts = install::Options {
         progress: !args.json && stderr_is_terminal(),
         locked: args.locked,
@@ -294,9 +340,13 @@ pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
         sha256: args.sha256.clone(),
         unverified,
         announce: (!args.json).then_some(announce as fn(&[String])),
+        require_signed: args.require_signed
+            || require_signed_by_overrides(args.overrides.as_deref())?,
+        replace_author: args.replace_author,
+        registry,
         ..Default::default()
     };
-    let done = install::install(&root, &args.source, &opts)?;
+    let done = install::install(&root, &source, &opts)?;
     // Sandboxed hooks run without trust: compiled now, so `up` loads them from the cache.
     let components = done
         .hooks
@@ -333,6 +383,8 @@ impl Serialize for Installed {
             files: usize,
             hooks: &'a [dist::lock::HookRecord],
             expert: &'a Option<dist::expert::Summary>,
+            /// The author who signed the pack (`npub1…`), pinned for its id; null when unsigned.
+            author: &'a Option<String>,
             warnings: usize,
             #[serde(skip_serializing_if = "<[_]>::is_empty")]
             compiled: &'a [super::precompile::Precompiled],
@@ -350,6 +402,7 @@ impl Serialize for Installed {
             files: done.files,
             hooks: &done.hooks,
             expert: &done.expert,
+            author: &done.author,
             warnings: done.report.warnings(),
             compiled: &self.1,
         }
@@ -385,6 +438,15 @@ impl Outcome for Installed {
         if let Some(r) = &done.lock_entry.resolved {
             writeln!(err, "  resolved {r}")?;
         }
+        if let Some(a) = &done.author {
+            writeln!(
+                err,
+                "  author   {a} (signature verified; pinned for this pack id)"
+            )?;
+        }
+        for w in &done.warnings {
+            writeln!(err, "  warning: {w}")?;
+        }
         if let Some(x) = &done.expert {
             write_expert(err, x)?;
         }
@@ -411,6 +473,24 @@ impl Outcome for Installed {
     fn json(&self) -> Option<&dyn Document> {
         Some(self)
     }
+}
+
+/// The overrides file's top-level `require_signed` (an unreadable file is an error: the operator
+/// asked for it).
+fn require_signed_by_overrides(flag: Option<&Path>) -> Result<bool, Failed> {
+    let Some(path) = crate::paths::overrides_file(flag) else {
+        return Ok(false);
+    };
+    let mut report = Report::default();
+    let overrides = crate::resolve::overrides::Overrides::load(&path, &mut report);
+    if report.has_errors() {
+        return Err(Failed::report(
+            &report,
+            format!("error: the overrides file {} has errors\n", path.display()),
+        )
+        .with_code("overrides.invalid"));
+    }
+    Ok(overrides.require_signed)
 }
 
 /// Asks `question` on the terminal; only `y`/`yes` is a yes.
@@ -859,6 +939,8 @@ struct ListedPack {
     dir: PathBuf,
     hooks: usize,
     trusted_hooks: usize,
+    /// Who signed it (`npub1…`), pinned for the id; null when unsigned.
+    author: Option<String>,
     converted_from: Option<serde_json::Value>,
     /// An expert pack's `[expert.requires]` and recommended prompts (converted packs only).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -883,6 +965,11 @@ pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
                 Err(_) => (0, 0),
             };
             let converted_from = entry.extra.get("converted_from").cloned();
+            let author = entry
+                .extra
+                .get(install::AUTHOR_KEY)
+                .and_then(|v| v.as_str())
+                .map(str::to_string);
             let declared = converted_from
                 .as_ref()
                 .map(|_| installed_declared(&root, &id));
@@ -896,6 +983,7 @@ pub(super) fn list(args: &ListArgs) -> Result<Listed, Failed> {
                 installed_at: entry.installed_at,
                 hooks,
                 trusted_hooks,
+                author,
                 converted_from,
                 declared,
             }
@@ -930,6 +1018,11 @@ impl Outcome for Listed {
                 "{:<40} {:<12} {:<20} {:<7} {}",
                 p.pack_id, p.version, p.installed_at, hooks, p.source,
             )?;
+            let signed = match &p.author {
+                Some(a) => format!("signed by {a}"),
+                None => "unsigned".to_string(),
+            };
+            writeln!(to.out, "{:<40} {signed}", "")?;
             let format = p.converted_from.as_ref().and_then(|c| c.get("format"));
             if let Some(f) = format.and_then(serde_json::Value::as_str) {
                 writeln!(to.out, "{:<40} (converted from {f})", "")?;
@@ -1063,10 +1156,14 @@ fn write_pack_check(err: &mut dyn Write, p: &verify::PackCheck) -> io::Result<()
     } else {
         String::new()
     };
+    let author = match &p.author {
+        Some(a) => format!(", signed by {a}"),
+        None => ", unsigned".to_string(),
+    };
     if p.ok {
         return writeln!(
             err,
-            "✓ {} {} ({} files{hooks})",
+            "✓ {} {} ({} files{hooks}{author})",
             p.pack_id, p.version, p.files
         );
     }

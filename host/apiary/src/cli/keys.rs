@@ -18,11 +18,15 @@ use crate::relay::keys::{KeyRole, KeyStore};
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
-    /// Make the persona keys of a pack (and the operator's key) where none exist yet.
+    /// Make the persona keys of a pack (and the operator's key), or your author key, where none
+    /// exist yet.
     ///
     /// Existing keys are kept: a key is an identity, replacing one would orphan what it signed.
+    /// The author key (`--author`, `<keys dir>/author.key`) signs the packs you build
+    /// (`apiary pack build --sign-with`, `apiary pack sign`, `apiary publish`); its npub is who
+    /// installers see as the pack's author.
     #[command(
-        after_help = "Examples:\n  apiary keys new --pack ./my-pack\n  apiary keys new --pack ./my-pack --keys-dir ./keys-for-k8s"
+        after_help = "Examples:\n  apiary keys new --pack ./my-pack\n  apiary keys new --pack ./my-pack --keys-dir ./keys-for-k8s\n  apiary keys new --author\n  apiary pack build ./my-pack --sign-with ~/.local/share/apiary/keys/author.key"
     )]
     New(NewArgs),
 
@@ -46,8 +50,11 @@ pub enum KeysCommand {
 #[derive(Debug, Args)]
 pub struct NewArgs {
     /// The pack directory whose personas get keys (its manifest id names their namespace).
-    #[arg(long, value_name = "DIR")]
-    pub pack: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "author")]
+    pub pack: Option<PathBuf>,
+    /// Make your pack-signing author key (`<keys dir>/author.key`) instead.
+    #[arg(long, conflicts_with = "pack")]
+    pub author: bool,
     #[arg(long, value_name = "DIR", help = KEYS_DIR_HELP)]
     pub keys_dir: Option<PathBuf>,
     /// Print the result as JSON on stdout.
@@ -148,6 +155,7 @@ impl Entry {
         let (role, namespace, persona) = match role {
             KeyRole::Operator => ("operator", None, None),
             KeyRole::Relay => ("relay", None, None),
+            KeyRole::Author => ("author", None, None),
             KeyRole::Persona { namespace, persona } => {
                 ("persona", Some(namespace.clone()), Some(persona.clone()))
             }
@@ -192,6 +200,7 @@ fn list(args: &ListArgs) -> Result<Listed, Failed> {
         let loaded = match &role {
             KeyRole::Operator => reader.operator(),
             KeyRole::Relay => reader.relay(),
+            KeyRole::Author => reader.author(),
             KeyRole::Persona { namespace, persona } => reader.persona(namespace, persona),
         };
         keys.push(match loaded {
@@ -251,18 +260,31 @@ fn pack_personas(dir: &Path) -> Result<(String, Vec<String>), Failed> {
     Ok((pack.manifest.id.clone(), names))
 }
 
-/// The keys made (or found) for a pack.
+/// The keys made (or found) for a pack, or the author key.
 #[derive(Serialize)]
 struct Made {
     dir: PathBuf,
-    pack: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pack: Option<String>,
+    /// The author key's file, for `--sign-with`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    author_key: Option<PathBuf>,
     keys: Vec<Entry>,
 }
 
 fn new(args: &NewArgs) -> Result<Made, Failed> {
-    let (id, personas) = pack_personas(&args.pack)?;
     let store = store(args.keys_dir.as_deref());
     let failed = |e: crate::relay::RelayError| Failed::error(format_args!("{e:#}"));
+    let Some(pack) = &args.pack else {
+        let author = store.author().map_err(failed)?;
+        return Ok(Made {
+            dir: store.dir().to_path_buf(),
+            pack: None,
+            author_key: Some(store.author_path()),
+            keys: vec![Entry::of(&KeyRole::Author, &author, false)],
+        });
+    };
+    let (id, personas) = pack_personas(pack)?;
     let mut keys = vec![Entry::of(
         &KeyRole::Operator,
         &store.operator().map_err(failed)?,
@@ -278,7 +300,8 @@ fn new(args: &NewArgs) -> Result<Made, Failed> {
     }
     Ok(Made {
         dir: store.dir().to_path_buf(),
-        pack: id,
+        pack: Some(id),
+        author_key: None,
         keys,
     })
 }
@@ -288,12 +311,20 @@ impl Outcome for Made {
         for k in &self.keys {
             writeln!(to.out, "{}", k.line())?;
         }
-        writeln!(
-            to.err,
-            "✓ keys for {} in {} (existing ones kept); `apiary keys export --pack DIR --format k8s-secret` writes them as a Secret",
-            self.pack,
-            self.dir.display()
-        )
+        match (&self.pack, &self.author_key) {
+            (Some(pack), _) => writeln!(
+                to.err,
+                "✓ keys for {pack} in {} (existing ones kept); `apiary keys export --pack DIR --format k8s-secret` writes them as a Secret",
+                self.dir.display()
+            ),
+            (None, Some(path)) => writeln!(
+                to.err,
+                "✓ your author key is {} (kept if it existed; back it up, it is who installers pin as your packs' author); sign with `apiary pack build DIR --sign-with {}`",
+                path.display(),
+                path.display()
+            ),
+            (None, None) => Ok(()),
+        }
     }
 
     fn json(&self) -> Option<&dyn Document> {

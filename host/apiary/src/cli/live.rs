@@ -1668,7 +1668,7 @@ fn event_json(ev: &Event, names: &names::Names) -> String {
 /// invisible formatting that can re-order or hide what is shown (bidirectional overrides and
 /// isolates, line and paragraph separators, zero-width characters) become visible `\u{..}` escapes;
 /// a backslash before `u{` is doubled so an escape cannot be faked.
-fn terminal_safe(text: &str) -> String {
+pub(super) fn terminal_safe(text: &str) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();

@@ -22,6 +22,7 @@ mod pack;
 mod pack_new;
 mod precompile;
 mod pretty_json;
+mod registry;
 mod sandbox;
 
 /// Exit codes shared by every subcommand.
@@ -86,8 +87,9 @@ enum Command {
     #[command(subcommand)]
     Trigger(sandbox::TriggerCommand),
 
-    /// Install a pack from a .buzzpack file, an http(s) URL or a git repository (verified, fenced, atomic),
-    /// or a DuDuClaw expert pack (directory, .zip or https zip), converted to a persona pack first.
+    /// Install a pack from a .buzzpack file, an http(s) URL, a git repository or by id from Nostr
+    /// relays (verified, fenced, atomic, its author pinned), or a DuDuClaw expert pack (directory,
+    /// .zip or https zip), converted to a persona pack first.
     Install(dist::InstallArgs),
 
     /// Review what a pack runs on this host (script hooks, stdio MCP servers) and record trust for
@@ -102,6 +104,12 @@ enum Command {
 
     /// Re-hash installed packs against what was installed and report drift.
     Verify(dist::VerifyArgs),
+
+    /// Publish a signed pack: the archive to Blossom blob servers, its signed event to Nostr relays.
+    Publish(registry::PublishArgs),
+
+    /// List the signed packs Nostr relays have (id, version, author, description, published at).
+    Search(registry::SearchArgs),
 
     /// Run packs' personas as live agents on a relay (default: the bundled example, embedded relay).
     Up(Box<live::UpArgs>),
@@ -185,6 +193,8 @@ pub fn main() -> ExitCode {
         Command::List(a) => render(&dist::list(&a), a.json),
         Command::Uninstall(a) => render(&dist::uninstall(&a), a.json),
         Command::Verify(a) => render(&dist::verify(&a), a.json),
+        Command::Publish(a) => render(&registry::publish(&a), a.json),
+        Command::Search(a) => render(&registry::search(&a), a.json),
         Command::Up(a) => live::up(*a),
         Command::Post(a) => live::post(a),
         Command::Tail(a) => live::tail(a),

@@ -46,8 +46,12 @@ system_prompt and sources; docs/pack-authors.md explains each.\n\nExamples:\n  a
     )]
     Migrate(MigrateArgs),
 
-    /// Build a reproducible `.buzzpack` archive and its `.sha256` from a valid pack.
+    /// Build a reproducible `.buzzpack` archive and its `.sha256` from a valid pack (and sign it
+    /// with --sign-with).
     Build(super::dist::BuildArgs),
+
+    /// Sign a `.buzzpack` as its author: writes `<archive>.sig.json`, which `install` checks.
+    Sign(super::registry::SignArgs),
 }
 
 #[derive(Debug, Args)]
@@ -94,6 +98,7 @@ pub fn run(cmd: PackCommand) -> u8 {
         PackCommand::Inspect(a) => render_at_exit(inspect(&a), a.json),
         PackCommand::Migrate(a) => render(&migrate(&a), a.json),
         PackCommand::Build(a) => render(&super::dist::build(&a), a.json),
+        PackCommand::Sign(a) => render(&super::registry::sign(&a), a.json),
     }
 }
 

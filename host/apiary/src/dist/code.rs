@@ -45,6 +45,7 @@ macro_rules! areas {
 areas! {
     AgentConfig = "agent-config",
     Archive = "archive",
+    Blob = "blob",
     Build = "build",
     Checksum = "checksum",
     Expert = "expert",
@@ -56,7 +57,9 @@ areas! {
     Lock = "lock",
     Pack = "pack",
     Record = "record",
+    Registry = "registry",
     Root = "root",
+    Signature = "signature",
     Source = "source",
     Trust = "trust",
     Uninstall = "uninstall",
@@ -388,6 +391,62 @@ area! {
         Version,
         /// The trust store could not be written.
         Write,
+    }
+}
+
+area! {
+    /// Blob servers (Blossom) that `publish` uploads to and `install --relay` downloads from.
+    Blob {
+        /// No blob server had the archive (each one's answer is in the message).
+        Download,
+        /// A blob server sent bytes whose sha256 is not the one asked for.
+        DigestMismatch,
+        /// No blob server to download from: the event lists none and no `--blobs` was given.
+        NoServer,
+        /// A blob is larger than the signed size or the archive size cap.
+        TooLarge,
+        /// A blob server refused the upload (or answered with another blob).
+        Upload,
+    }
+}
+
+area! {
+    /// Finding and publishing packs on Nostr relays.
+    Registry {
+        /// No valid pack event for the id (or the version) on the relays.
+        NotFound,
+        /// A relay refused the event (`OK false`).
+        Refused,
+        /// A relay could not be reached or queried.
+        Relay,
+    }
+}
+
+area! {
+    /// Authors' signatures over archives (NIP-94 kind 1063 events).
+    Signature {
+        /// An upgrade is signed by another key than the one pinned for the pack id (`--replace-author`).
+        AuthorChanged,
+        /// The archive's sha256 is not the one the signature names (changed after signing).
+        DigestMismatch,
+        /// The signature's id or Schnorr signature does not verify (forged or altered).
+        Invalid,
+        /// The author key cannot be read (missing, not private, not a key).
+        Key,
+        /// The event is not a pack signature (another kind).
+        Kind,
+        /// The signature file or event is not a pack signature (not JSON, tags missing, too large).
+        Malformed,
+        /// The pack is unsigned and signatures are required (`--require-signed`, `require_signed`).
+        Missing,
+        /// A signature already beside the archive is by another author.
+        OtherAuthor,
+        /// The signature names another pack id or version than the archive holds.
+        PackMismatch,
+        /// The event could not be signed.
+        Sign,
+        /// The installed pack is signed and this one is not (`--replace-author` to accept it).
+        Unsigned,
     }
 }
 

@@ -65,6 +65,12 @@ pub enum Source {
         /// `file` or `https` (or `http` for a mirror given as such): the only transport allowed.
         protocol: &'static str,
     },
+    /// `nostr:<pack-id>[@version]`: a pack published on Nostr relays (`install --relay`), found
+    /// by its signed event and downloaded from a blob server by sha256 ([`super::registry`]).
+    Nostr {
+        pack_id: String,
+        version: Option<String>,
+    },
 }
 
 fn bad_source(s: &str, why: &str) -> DistError {
@@ -106,6 +112,9 @@ impl Source {
         if let Some(rest) = s_trim.strip_prefix("git+") {
             return parse_git(s, rest);
         }
+        if let Some(rest) = s_trim.strip_prefix(NOSTR_PREFIX) {
+            return parse_nostr(s, rest);
+        }
         if s_trim.starts_with("https://") || s_trim.starts_with("http://") {
             if s_trim.contains(char::is_whitespace) {
                 return Err(bad_source(s, "URLs cannot contain spaces"));
@@ -127,8 +136,32 @@ impl Source {
                 .to_string(),
             Source::Http(u) => redact(u),
             Source::Git { display, .. } => redact(display),
+            Source::Nostr { pack_id, .. } => format!("{NOSTR_PREFIX}{pack_id}"),
         }
     }
+}
+
+/// The prefix of a pack found on Nostr relays: `nostr:<pack-id>[@version]`.
+pub const NOSTR_PREFIX: &str = "nostr:";
+
+/// `nostr:<pack-id>[@version]` (`rest` follows the prefix).
+fn parse_nostr(s: &str, rest: &str) -> Result<Source> {
+    let (id, version) = match rest.split_once('@') {
+        Some((id, v)) => (id, Some(v)),
+        None => (rest, None),
+    };
+    if !crate::pack::manifest::is_valid_id(id) {
+        return Err(bad_source(s, &format!("`{id}` is not a pack id")));
+    }
+    if let Some(v) = version
+        && semver::Version::parse(v).is_err()
+    {
+        return Err(bad_source(s, &format!("`{v}` is not a version (x.y.z)")));
+    }
+    Ok(Source::Nostr {
+        pack_id: id.to_string(),
+        version: version.map(str::to_string),
+    })
 }
 
 /// `github:owner/repo[@ref]` (`rest` follows the prefix), cloned from `$APIARY_GITHUB_URL`, else
@@ -411,7 +444,7 @@ fn verdict(
 }
 
 /// Copies `from` to `to` while hashing, stopping at `cap` bytes.
-fn copy_hashing(
+pub(super) fn copy_hashing(
     from: &mut dyn Read,
     to: &Path,
     cap: u64,
@@ -483,6 +516,10 @@ pub fn fetch(
             }
             fetch_git(url, reference.as_deref(), protocol, work, limits)
         }
+        Source::Nostr { .. } => Err(DistError::new(
+            code::Source::Invalid,
+            "a nostr: source is installed from relays: give them with --relay URL",
+        )),
     }
 }
 
@@ -561,7 +598,7 @@ fn published_beside(path: &Path, required: bool) -> Result<Option<(String, Optio
 }
 
 /// Over `https://`, redirects to plain `http://` are refused too.
-fn agent(https_only: bool) -> ureq::Agent {
+pub(super) fn agent(https_only: bool) -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(300)))
         .max_redirects(5)
@@ -651,6 +688,32 @@ fn published_at(
         Err(e) => return Err(http_error(&sum_shown, e)),
     };
     parse_checksum(&text, &sum_shown).map(Some)
+}
+
+/// The author's signature published at `<url>.sig.json` (beside the archive, as `pack sign`
+/// writes it), checked: `None` when the server has none.
+pub fn signature_at(url: &str) -> Result<Option<super::signature::Signed>> {
+    let sig_url = match url.find(['?', '#']) {
+        Some(i) => format!("{}{}{}", &url[..i], super::signature::SUFFIX, &url[i..]),
+        None => format!("{url}{}", super::signature::SUFFIX),
+    };
+    let shown = redact(&sig_url);
+    let text = match agent(url.starts_with("https://")).get(&sig_url).call() {
+        Ok(mut resp) => resp
+            .body_mut()
+            .with_config()
+            .limit(super::signature::MAX_EVENT_BYTES)
+            .read_to_string()
+            .map_err(|e| {
+                DistError::new(
+                    code::Signature::Malformed,
+                    format!("cannot read {shown}: {e}"),
+                )
+            })?,
+        Err(ureq::Error::StatusCode(404 | 410)) => return Ok(None),
+        Err(e) => return Err(http_error(&shown, e)),
+    };
+    super::signature::parse(&text, &shown).map(Some)
 }
 
 /// Downloads `url` to `<work>/download`, within the archive size limit; returns the file and its

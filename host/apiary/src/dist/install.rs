@@ -77,6 +77,13 @@ pub struct Options {
     pub sha256: Option<String>,
     /// What to do with an expert `.zip` that no checksum vouches for.
     pub unverified: expert::Unverified,
+    /// Refuse a pack no author signed (`--require-signed`, the overrides file's `require_signed`).
+    pub require_signed: bool,
+    /// Accept a pack signed by another author than the one pinned for its id, or unsigned where
+    /// the installed one was signed (`--replace-author`); the new author is pinned.
+    pub replace_author: bool,
+    /// Where a `nostr:<pack-id>` source is looked up (`--relay`, `--blobs`).
+    pub registry: Option<super::registry::Where>,
     /// Shows an expert pack's declared needs and recommended prompts (the DuDuClaw Expert Pack
     /// Format v1.0, §3 expert.toml: "installers surface it before install") once it is converted
     /// and before anything is installed.
@@ -100,6 +107,10 @@ pub struct Installed {
     pub report: Report,
     /// Set when the pack was converted from a DuDuClaw expert pack.
     pub expert: Option<expert::Summary>,
+    /// The author who signed it (`npub1…`), pinned for its id; `None` when unsigned.
+    pub author: Option<String>,
+    /// What the operator should know (an unsigned pack).
+    pub warnings: Vec<String>,
 }
 
 /// Credentials in `source` are scrubbed from any error, whoever wrote its text.
@@ -128,13 +139,33 @@ fn install_from(root: &Path, source: &str, opts: &Options) -> Result<Installed> 
     } else {
         None
     };
-    let fetched = fetch::fetch(
-        &source,
-        &work.0,
-        &limits,
-        opts.progress,
-        opts.sha256.as_deref(),
-    )?;
+    let (fetched, signature) = match &source {
+        Source::Nostr { pack_id, version } => {
+            let pinned = pinned_author(&Lock::load(&guard.root)?, pack_id);
+            let found = super::registry::fetch(
+                pack_id,
+                version.as_deref(),
+                opts.registry.as_ref(),
+                pinned.as_deref().filter(|_| !opts.replace_author),
+                &work.0,
+                &limits,
+            )?;
+            (found.fetched, Some(found.signed))
+        }
+        _ => {
+            let fetched = fetch::fetch(
+                &source,
+                &work.0,
+                &limits,
+                opts.progress,
+                opts.sha256.as_deref(),
+            )?;
+            (fetched, signature_beside(&source)?)
+        }
+    };
+    if let (Some(signed), Fetched::Archive { sha256, .. }) = (&signature, &fetched) {
+        signed.vouches_for_digest(sha256, &source.lock_source())?;
+    }
     if let (Some(Pin::Sha256(want)), Fetched::Archive { sha256, .. }) = (&pinned, &fetched)
         && want != sha256
     {
@@ -168,8 +199,68 @@ fn install_from(root: &Path, source: &str, opts: &Options) -> Result<Installed> 
         sha256,
         resolved,
         expert: None,
+        signature,
     };
     commit(&guard, &id, stage, files, provenance, opts)
+}
+
+/// The author's signature shipped beside an archive source (`<archive>.sig.json`), checked.
+fn signature_beside(source: &Source) -> Result<Option<super::signature::Signed>> {
+    match source {
+        Source::File(path) => super::signature::read_beside(path, &source.lock_source()),
+        Source::Http(url) => fetch::signature_at(url),
+        Source::Git { .. } | Source::Nostr { .. } => Ok(None),
+    }
+}
+
+/// The key pinned as `pack_id`'s author in `lock` (`npub1…`).
+fn pinned_author(lock: &Lock, pack_id: &str) -> Option<String> {
+    lock.packs
+        .get(pack_id)?
+        .extra
+        .get(AUTHOR_KEY)?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The lock entry's field pinning the pack's author.
+pub const AUTHOR_KEY: &str = "author";
+
+/// The author to pin for `pack_id`, and a warning: a signature must be by the pinned author (or
+/// `--replace-author`), an unsigned pack replaces a signed one only with `--replace-author`, and
+/// is refused outright under `--require-signed`.
+fn check_author(
+    pack_id: &str,
+    pinned: Option<&str>,
+    signed: Option<&super::signature::Signed>,
+    opts: &Options,
+) -> Result<(Option<String>, Vec<String>)> {
+    use super::code::Signature;
+    match (signed, pinned) {
+        (Some(s), Some(p)) if s.npub() != p && !opts.replace_author => Err(DistError::new(
+            Signature::AuthorChanged,
+            format!(
+                "{pack_id} was signed by {p} when it was installed; this one is signed by {}, another author; refusing to install it",
+                s.npub()
+            ),
+        )
+        .help("if the author really changed keys (ask them through a channel you trust), install again with --replace-author: the new key is pinned")),
+        (Some(s), _) => Ok((Some(s.npub()), Vec::new())),
+        (None, _) if opts.require_signed => Err(DistError::new(
+            Signature::Missing,
+            format!("{pack_id} is not signed by its author and signatures are required; refusing to install it"),
+        )
+        .help("ask the author for the archive's .sig.json (`apiary pack sign`), or install without --require-signed (and without require_signed in the overrides file)")),
+        (None, Some(p)) if !opts.replace_author => Err(DistError::new(
+            Signature::Unsigned,
+            format!("{pack_id} was signed by {p} when it was installed; this one is not signed; refusing to install it"),
+        )
+        .help("get the signature (<archive>.sig.json) with the archive, or install again with --replace-author to accept an unsigned pack")),
+        (None, _) => Ok((
+            None,
+            vec![format!("{pack_id} is not signed: nothing says who made it (an author signs with `apiary pack sign`)")],
+        )),
+    }
 }
 
 /// Where a staged pack came from, for its lock entry.
@@ -180,6 +271,8 @@ pub(crate) struct Provenance {
     pub resolved: Option<String>,
     /// Set when the pack was converted from a DuDuClaw expert pack.
     pub expert: Option<expert::Converted>,
+    /// The author's signature, verified against the archive's digest.
+    pub signature: Option<super::signature::Signed>,
 }
 
 /// Validates the pack staged in `stage` (whose files are `files`), writes its install record and
@@ -211,8 +304,14 @@ pub(crate) fn commit(
         replaced_source,
         merges,
         entry,
+        warnings,
         ..
     } = plan;
+    let author = entry
+        .extra
+        .get(AUTHOR_KEY)
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
     Ok(Installed {
         pack_id,
         name: pack.manifest.name.clone(),
@@ -225,6 +324,8 @@ pub(crate) fn commit(
         hooks,
         report,
         expert: provenance.expert.map(|e| e.summary(&pack, merges)),
+        author,
+        warnings,
     })
 }
 
@@ -256,6 +357,7 @@ struct CommitPlan {
     merges: Vec<agent_config::Merge>,
     config_writes: Vec<agent_config::Write>,
     entry: LockEntry,
+    warnings: Vec<String>,
 }
 
 /// Step 3, the checks against what is installed (an id differing only in case, an expert pack's
@@ -281,6 +383,18 @@ fn plan_commit(
         extra.insert("converted_from".to_string(), expert.lock_value());
     }
     let replaced_source = check_replace(&pack_id, pack, previous.as_ref(), provenance, opts)?;
+    if let Some(signed) = &provenance.signature {
+        signed.vouches_for_pack(&pack.manifest.id, &pack.manifest.version)?;
+    }
+    let (author, warnings) = check_author(
+        &pack_id,
+        pinned_author(&lock, &pack_id).as_deref(),
+        provenance.signature.as_ref(),
+        opts,
+    )?;
+    if let Some(author) = author {
+        extra.insert(AUTHOR_KEY.to_string(), author.into());
+    }
     // The operator-side agent config: the previous install's additions are taken back (where the
     // operator left them unchanged) and this pack's `agent.partial.toml` keys merged in.
     let before = previous
@@ -310,6 +424,7 @@ fn plan_commit(
         merges,
         config_writes,
         entry,
+        warnings,
     })
 }
 

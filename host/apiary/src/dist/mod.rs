@@ -32,13 +32,16 @@
 
 pub mod agent_config;
 pub mod archive;
+pub mod blossom;
 pub mod build;
 pub mod code;
 pub mod fetch;
 pub mod identity;
 pub mod install;
 pub mod lock;
+pub mod registry;
 pub mod root;
+pub mod signature;
 pub mod trust;
 pub mod verify;
 
@@ -157,7 +160,7 @@ pub fn now_rfc3339() -> String {
     rfc3339(secs)
 }
 
-fn rfc3339(secs: u64) -> String {
+pub(crate) fn rfc3339(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Civil date from days since 1970-01-01 (proleptic Gregorian).

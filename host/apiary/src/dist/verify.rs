@@ -25,6 +25,8 @@ pub struct PackCheck {
     /// quarantined (never run).
     pub hooks: usize,
     pub trusted_hooks: usize,
+    /// The author whose signature was verified at install (`npub1…`), pinned for the id.
+    pub author: Option<String>,
     pub problems: Vec<Problem>,
 }
 
@@ -140,6 +142,11 @@ fn check_pack(root: &Path, id: &str, entry: &super::lock::LockEntry) -> PackChec
         files,
         hooks,
         trusted_hooks,
+        author: entry
+            .extra
+            .get(super::install::AUTHOR_KEY)
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
         problems,
     }
 }

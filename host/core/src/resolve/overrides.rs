@@ -30,6 +30,9 @@
 //! tool_ceiling = { deny = ["kind:execute"], read_only = true }
 //! ```
 //!
+//! One key sits at the top, outside every pack's table: `require_signed = true` makes
+//! `apiary install` refuse a pack no author signed (as `--require-signed` does).
+//!
 //! (So a persona named `allow_env`, `tool_ceiling` or like a grant key cannot be given
 //! overrides.) Where the file is comes from the caller (`apiary`'s paths module).
 
@@ -46,6 +49,9 @@ use crate::pack::ToolPolicy;
 use crate::pack::behaviour::{BEHAVIOUR_KEYS, BehaviourLayer};
 use crate::pack::is_var_name;
 use crate::pack::source::{self, Fields, SourceFile, Syntax, suggest};
+
+/// The top-level key that makes installs refuse unsigned packs.
+pub const REQUIRE_SIGNED: &str = "require_signed";
 
 /// The pack-level key listing the variables the pack's MCP `${VAR}`s may read.
 pub const ALLOW_ENV: &str = "allow_env";
@@ -71,6 +77,8 @@ pub struct Overrides {
     pack_grants: HashMap<String, AgentGrants>,
     /// The operator's `tool_ceiling`s, by pack and persona.
     tool_ceilings: ToolCeilings,
+    /// `require_signed = true`: installs refuse a pack no author signed.
+    pub require_signed: bool,
 }
 
 impl Overrides {
@@ -148,7 +156,15 @@ impl Overrides {
             prefix: vec![],
             area: "overrides",
         };
+        let mut require_signed = false;
         for (pack_id, personas) in &packs {
+            if pack_id == REQUIRE_SIGNED {
+                match personas {
+                    Value::Bool(b) => require_signed = *b,
+                    other => top.type_error(report, pack_id, "true or false", other),
+                }
+                continue;
+            }
             let Value::Object(personas) = personas else {
                 top.type_error(report, pack_id, "a table of persona names", personas);
                 continue;
@@ -196,6 +212,7 @@ impl Overrides {
             allow_env,
             pack_grants,
             tool_ceilings,
+            require_signed,
         }
     }
 }

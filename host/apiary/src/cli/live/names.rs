@@ -40,6 +40,7 @@ impl Names {
         let role = self.store.get(author).map(|r| match r {
             KeyRole::Operator => serde_json::json!({"role": "operator"}),
             KeyRole::Relay => serde_json::json!({"role": "relay"}),
+            KeyRole::Author => serde_json::json!({"role": "author"}),
             KeyRole::Persona { namespace, persona } => {
                 serde_json::json!({"role": "persona", "pack": namespace, "persona": persona})
             }
@@ -85,6 +86,7 @@ impl Names {
             return match role {
                 KeyRole::Operator => format!("operator (you, {short})"),
                 KeyRole::Relay => format!("relay (this relay's key, {short})"),
+                KeyRole::Author => format!("author (your pack-signing key, {short})"),
                 KeyRole::Persona { namespace, persona } => {
                     format!(
                         "{} (pack {}, {short})",

@@ -86,7 +86,7 @@ pub fn is_expert_source(source: &Source) -> Result<bool> {
             let path = url.split(['?', '#']).next().unwrap_or("");
             Ok(path.to_ascii_lowercase().ends_with(".zip"))
         }
-        Source::Git { .. } => Ok(false),
+        Source::Git { .. } | Source::Nostr { .. } => Ok(false),
     }
 }
 
@@ -460,6 +460,7 @@ pub fn install(root: &Path, source: &Source, opts: &Options) -> Result<Installed
         sha256,
         resolved: None,
         expert: Some(converted),
+        signature: None,
     };
     install_converted(root, &out, provenance, opts)
 }
@@ -505,7 +506,7 @@ fn stage_expert(
             archive::extract(&zip, &label, tree, &limits, &bar).map_err(expert_fence_help)?;
             Ok((Some(sha), checksum))
         }
-        Source::Git { .. } => Err(DistError::new(
+        Source::Git { .. } | Source::Nostr { .. } => Err(DistError::new(
             code::Expert::Source,
             "expert packs install from a directory, a .zip or an https://…zip URL",
         )),
@@ -527,7 +528,9 @@ fn fetch_expert_zip(
     let (zip, sha, vouched) = match source {
         Source::File(p) => fetch::fetch_file_checked(p, work, &limits, opts.progress, pin, false)?,
         Source::Http(u) => fetch::fetch_http_checked(u, work, &limits, opts.progress, pin, false)?,
-        Source::Git { .. } => unreachable!("git sources are refused before"),
+        Source::Git { .. } | Source::Nostr { .. } => {
+            unreachable!("git and nostr sources are refused before")
+        }
     };
     let checksum = match vouched {
         Vouched::Checksum => "verified",
