@@ -25,6 +25,8 @@ pub enum Event {
     },
     /// The ops endpoints (`/healthz`, `/readyz`, `/metrics`, agent cards) listen here.
     Ops { url: String },
+    /// The embedded relay's port also serves a Blossom blob server (`--blobs`) at this URL.
+    Blobs { url: String },
     /// What confines the agents on this machine; `missing` says what is not enforced and why.
     Confinement {
         layers: String,

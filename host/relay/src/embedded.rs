@@ -39,6 +39,17 @@ pub struct Settings {
     pub key_store: Option<KeyStore>,
     /// `Some`: NIP-42 is required; the keys besides the key store's that may authenticate.
     pub auth: Option<Vec<PublicKey>>,
+    /// `Some`: the relay's port also serves a Blossom blob server (pack archives).
+    pub blobs: Option<BlobSettings>,
+}
+
+/// The blob server on the relay's port.
+#[derive(Debug, Clone)]
+pub struct BlobSettings {
+    pub dir: PathBuf,
+    pub caps: apiary_blobs::Caps,
+    /// The URL blobs are announced at (`<url>/<sha256>`); default `http://<listen address>`.
+    pub public_url: Option<String>,
 }
 
 impl Settings {
@@ -50,6 +61,7 @@ impl Settings {
             limits: Limits::default(),
             key_store: None,
             auth: None,
+            blobs: None,
         }
     }
 }
@@ -59,6 +71,8 @@ pub struct Embedded {
     door: Door,
     accept: tokio::task::AbortHandle,
     pub url: String,
+    /// Where the blob server on the relay's port announces blobs, when it runs one.
+    pub blobs_url: Option<String>,
     /// The relay's public key (advertised in its NIP-11 document).
     pub pubkey: PublicKey,
     /// Events replayed from the journal at start.
@@ -87,6 +101,7 @@ impl Embedded {
             limits,
             key_store,
             auth,
+            blobs,
         } = settings;
         let pubkey = keys.public_key();
         let known = Arc::new(KnownKeys::new(key_store));
@@ -115,7 +130,18 @@ impl Embedded {
             store,
             admission: Arc::clone(&admission),
         };
+        let blobs = match blobs {
+            Some(b) => {
+                let store = apiary_blobs::BlobStore::open(&b.dir, b.caps)
+                    .map_err(|e| RelayError::file("opening the blob store", &b.dir, e))?;
+                let public_url = b.public_url.unwrap_or_else(|| format!("http://{local}"));
+                Some(Arc::new(apiary_blobs::BlobServer { store, public_url }))
+            }
+            None => None,
+        };
+        let blobs_url = blobs.as_ref().map(|b| b.public_url.clone());
         let front = Front {
+            blobs,
             info: Front::info_document(&pubkey, &limits, auth.is_some()),
             limits,
             allow: auth.map(|extra| AllowList::new(known, extra)),
@@ -127,6 +153,7 @@ impl Embedded {
             door,
             accept,
             url: format!("ws://{local}"),
+            blobs_url,
             pubkey,
             restored,
             admission,

@@ -82,6 +82,8 @@ pub struct Front {
     pub identity: RelayIdentity,
     /// Where the front stores and fans out a client's events itself.
     pub door: Door,
+    /// The Blossom blob server plain HTTP requests go to, when the relay runs one.
+    pub blobs: Option<Arc<apiary_blobs::BlobServer>>,
 }
 
 impl Front {
@@ -203,11 +205,18 @@ fn pipe_config() -> WebSocketConfig {
 /// handshake with the message caps set.
 async fn handshake(stream: TcpStream, front: &Front) -> Result<Option<ClientSocket>, Ended> {
     stream.set_nodelay(true)?;
-    let head = tokio::time::timeout(HANDSHAKE_TIMEOUT, peek_head(&stream))
+    let blobs = front.blobs.as_deref();
+    let head = tokio::time::timeout(HANDSHAKE_TIMEOUT, peek_head(&stream, blobs.is_some()))
         .await
         .map_err(|_| Ended::NoRequest)??;
     if wants_info(&head) {
         serve_info(stream, head.len(), &front.info).await?;
+        return Ok(None);
+    }
+    if let Some(blobs) = blobs
+        && !is_upgrade(&head)
+    {
+        apiary_blobs::serve_connection(stream, blobs).await?;
         return Ok(None);
     }
     let max = front.limits.max_message_bytes();
@@ -277,16 +286,20 @@ const BINARY_REFUSED: &str = r#"["NOTICE","invalid: this relay reads text messag
 
 /// Waits until the request head (up to the blank line) has arrived, without consuming it: the
 /// websocket handshake reads it again.
-async fn peek_head(stream: &TcpStream) -> Result<Vec<u8>, Ended> {
+async fn peek_head(stream: &TcpStream, blobs: bool) -> Result<Vec<u8>, Ended> {
     let mut buf = vec![0u8; MAX_REQUEST_HEAD];
     loop {
         let n = stream.peek(&mut buf).await?;
         if n == 0 {
             return Err(Ended::ClosedEarly);
         }
-        // Only GET is served (NIP-11 and the websocket upgrade): anything else is dropped at once.
+        // Only GET is served (NIP-11 and the websocket upgrade), and the blob server's methods
+        // when it runs: anything else is dropped at once.
         let start = &buf[..n.min(4)];
-        if !b"GET ".starts_with(start) {
+        let blob_method = [b"PUT ", b"HEAD", b"OPTI"]
+            .iter()
+            .any(|m| m.starts_with(start));
+        if !b"GET ".starts_with(start) && !(blobs && blob_method) {
             return Err(Ended::NotGet);
         }
         if let Some(end) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n") {
@@ -301,20 +314,28 @@ async fn peek_head(stream: &TcpStream) -> Result<Vec<u8>, Ended> {
     }
 }
 
+/// The values of header `name` in a request head (lower-cased).
+fn header_values(head: &[u8], name: &str) -> Vec<String> {
+    let text = String::from_utf8_lossy(head).to_ascii_lowercase();
+    text.lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| k.trim() == name)
+        .map(|(_, v)| v.trim().to_string())
+        .collect()
+}
+
+/// A websocket upgrade request.
+fn is_upgrade(head: &[u8]) -> bool {
+    header_values(head, "upgrade")
+        .iter()
+        .any(|v| v.contains("websocket"))
+}
+
 /// A NIP-11 request: `Accept: application/nostr+json` and no websocket upgrade.
 fn wants_info(head: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(head).to_ascii_lowercase();
-    let header = |name: &str| {
-        text.lines()
-            .skip(1)
-            .filter_map(|l| l.split_once(':'))
-            .filter(|(k, _)| k.trim() == name)
-            .map(|(_, v)| v.trim().to_string())
-            .collect::<Vec<_>>()
-    };
-    let upgrade = header("upgrade").iter().any(|v| v.contains("websocket"));
-    !upgrade
-        && header("accept")
+    !is_upgrade(head)
+        && header_values(head, "accept")
             .iter()
             .any(|v| v.contains("application/nostr+json"))
 }

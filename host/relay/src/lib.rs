@@ -37,6 +37,8 @@ use std::time::Duration;
 
 use nostr_sdk::prelude::*;
 
+/// The Blossom blob server the embedded relay can run on its port.
+pub use apiary_blobs as blobs;
 pub use error::{JournalProblem, RelayError};
 
 /// NIP-29 chat message.

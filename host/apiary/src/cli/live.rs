@@ -418,6 +418,20 @@ pub struct RelayLimitArgs {
     /// Embedded relay: events a minute one connection may publish [default: 600].
     #[arg(hide_short_help = true, long, value_name = "N", value_parser = bounded::count::<u32>(1, TURNS_MAX))]
     pub connection_rate: Option<u32>,
+    /// Embedded relay: also serve a Blossom blob server (pack archives for `apiary publish` and
+    /// `install --relay`) on the relay's port, storing blobs in DIR.
+    #[arg(long, value_name = "DIR")]
+    pub blobs: Option<PathBuf>,
+    /// Embedded relay: the largest blob the blob server takes, in bytes [default: 67108864].
+    #[arg(hide_short_help = true, long, value_name = "BYTES", requires = "blobs", value_parser = bounded::bytes::<u64>(1, 1 << 40))]
+    pub blobs_max_bytes: Option<u64>,
+    /// Embedded relay: all blobs together, in bytes [default: 1073741824].
+    #[arg(hide_short_help = true, long, value_name = "BYTES", requires = "blobs", value_parser = bounded::bytes::<u64>(1, 1 << 44))]
+    pub blobs_total_bytes: Option<u64>,
+    /// Embedded relay: the URL the blob server announces blobs at (behind a proxy)
+    /// [default: http://<listen address>].
+    #[arg(hide_short_help = true, long, value_name = "URL", requires = "blobs")]
+    pub blobs_url: Option<String>,
 }
 
 impl RelayLimitArgs {
@@ -427,6 +441,20 @@ impl RelayLimitArgs {
             || self.max_stored_bytes.is_some()
             || self.key_rate.is_some()
             || self.connection_rate.is_some()
+            || self.blobs.is_some()
+    }
+
+    /// The blob server's settings, with `--blobs`.
+    fn blobs(&self) -> Option<relay::embedded::BlobSettings> {
+        let d = relay::blobs::Caps::default();
+        Some(relay::embedded::BlobSettings {
+            dir: self.blobs.clone()?,
+            caps: relay::blobs::Caps {
+                max_blob_bytes: self.blobs_max_bytes.unwrap_or(d.max_blob_bytes),
+                max_total_bytes: self.blobs_total_bytes.unwrap_or(d.max_total_bytes),
+            },
+            public_url: self.blobs_url.clone(),
+        })
     }
 
     fn limits(&self) -> relay::limits::Limits {
@@ -477,6 +505,7 @@ fn embedded_settings(
         limits: limits.limits(),
         key_store: Some(store),
         auth: auth.then_some(allow),
+        blobs: limits.blobs(),
     })
 }
 
@@ -1086,6 +1115,10 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         let text = format!("ops {url}");
         out(Note::new(event::Event::Ops { url }, text));
     }
+    if let Some(url) = embedded.as_ref().and_then(|e| e.blobs_url.clone()) {
+        let text = format!("blobs {url} (Blossom: apiary publish --blobs {url})");
+        out(Note::new(event::Event::Blobs { url }, text));
+    }
     out(confinement_note(&plan.confinement));
     for note in plan.trust_notes {
         out(note);
@@ -1451,6 +1484,9 @@ pub fn relay(args: RelayArgs) -> u8 {
         };
         say(format!("relay {}", relay.url));
         say(format!("pubkey {}", relay.pubkey.to_hex()));
+        if let Some(url) = &relay.blobs_url {
+            say(format!("blobs {url}"));
+        }
         shutdown.await;
         relay.shutdown();
         say("stopped".to_string());
