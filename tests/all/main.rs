@@ -50,6 +50,7 @@ mod pack_resolve;
 mod pack_validate;
 mod paths;
 mod real_agents;
+mod registry;
 mod relay_front;
 mod relay_hostile;
 mod relay_storage;
