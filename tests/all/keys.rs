@@ -7,9 +7,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use apiary_e2e::{ci_python, run};
-use base64::Engine as _;
 use nostr::prelude::{FromBech32, PublicKey};
 
+use crate::support::k8s::{mount_secret, parse_secret};
 use crate::support::live::Up;
 use crate::support::pack::pack_new;
 
@@ -24,34 +24,6 @@ fn npubs(v: &serde_json::Value) -> BTreeMap<String, String> {
             (who.to_string(), k["npub"].as_str().unwrap().to_string())
         })
         .collect()
-}
-
-/// The Secret's `items:` comment (key, path) pairs.
-type Items = Vec<(String, String)>;
-
-/// The Secret's `items:` comment and its `data` (key -> decoded bytes).
-fn parse_secret(yaml: &str) -> (Items, BTreeMap<String, Vec<u8>>) {
-    let mut items = Vec::new();
-    let mut key = None;
-    for line in yaml.lines() {
-        if let Some(k) = line.strip_prefix("#     - key: ") {
-            key = Some(k.to_string());
-        } else if let Some(p) = line.strip_prefix("#       path: ") {
-            items.push((key.take().unwrap(), p.to_string()));
-        }
-    }
-    let data = yaml
-        .split("\ndata:\n")
-        .nth(1)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let (k, v) = l.trim().split_once(": ").unwrap();
-            let bytes = base64::engine::general_purpose::STANDARD.decode(v).unwrap();
-            (k.to_string(), bytes)
-        })
-        .collect();
-    (items, data)
 }
 
 fn mode(path: &Path) -> u32 {
@@ -115,7 +87,13 @@ fn keys_made_ahead_are_listed_exported_and_read_by_up_keys_dir() {
     let made = made_twice_the_same(&crew);
     listed_without_secrets_and_with_unusable_keys_marked(&crew, &made);
     let secret = exported_as_a_valid_secret(&crew);
-    let mount = mounted_as_deploy_base_mounts_it(&secret, &crew.h().join("mounted"));
+    assert_eq!(
+        parse_secret(&std::fs::read_to_string(&secret).unwrap())
+            .0
+            .len(),
+        3
+    );
+    let mount = mount_secret(&secret, &crew.h().join("mounted"));
     let mount_s = mount.to_str().unwrap().to_string();
     let mut up = Up::start(crew.h(), &[&crew.pack()], &["--keys-dir", &mount_s], &[]);
     for persona in ["scout", "scribe"] {
@@ -210,20 +188,6 @@ fn exported_as_a_valid_secret(crew: &Crew) -> std::path::PathBuf {
         String::from_utf8_lossy(&checked.stderr)
     );
     secret
-}
-
-/// The Secret's files under `mount` as its items say (files 0400, directories 0700).
-fn mounted_as_deploy_base_mounts_it(secret: &Path, mount: &Path) -> std::path::PathBuf {
-    let (items, data) = parse_secret(&std::fs::read_to_string(secret).unwrap());
-    assert_eq!(items.len(), 3, "{items:?}");
-    for (key, path) in &items {
-        let file = mount.join(path);
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::set_permissions(file.parent().unwrap(), PermissionsExt::from_mode(0o700)).unwrap();
-        std::fs::write(&file, &data[key]).unwrap();
-        std::fs::set_permissions(&file, PermissionsExt::from_mode(0o400)).unwrap();
-    }
-    mount.to_path_buf()
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Sharded replicas on loopback, as a StatefulSet would run them: one `apiary relay`, three
-//! `apiary up --shard i/3` (30 personas over 20 channels, persona keys provisioned in one
-//! `--keys-dir`, a data dir each), messages posted throughout. One replica is killed mid-run and
-//! started again; then the set goes from 3 to 4 shards as a rolling update does (the new replica
+//! `apiary up --shard i/3` (30 personas over 20 channels, persona keys made with `keys new`,
+//! exported as a Secret and mounted as one `--keys-dir`, a data dir each), messages posted
+//! throughout. One replica is killed mid-run and started again; then the set goes from 3 to 4 shards as a rolling update does (the new replica
 //! first, then each old one restarted with the new count, messages still arriving).
 //!
 //! Checked on the relay, as a user sees it: every message is answered by the persona it
@@ -19,6 +19,7 @@ use nostr::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::support::k8s::provisioned_keys;
 use crate::support::live::relays::{Kind as RelayKind, Options, TestRelay};
 use crate::support::live::wire::Wire;
 use crate::support::live::{Up, WAIT, event_of, persona, write_pack};
@@ -55,7 +56,9 @@ fn predicted(persona: &str, count: u32) -> u32 {
     (0..count).max_by_key(|&s| score(s)).unwrap()
 }
 
-/// The pack and the provisioned keys (`<keys>/<pack-id>/<persona>.key`, and the operator's).
+/// The pack and the provisioned keys (`<keys>/<pack-id>/<persona>.key`, and the operator's):
+/// made with `apiary keys new --pack`, exported with `keys export --format k8s-secret` and
+/// mounted as the StatefulSet mounts the Secret.
 fn setup(root: &Path) -> (PathBuf, PathBuf, Vec<Keys>) {
     let pack = root.join("pack");
     let files: Vec<(String, String)> = (0..PERSONAS)
@@ -70,17 +73,14 @@ fn setup(root: &Path) -> (PathBuf, PathBuf, Vec<Keys>) {
         .map(|(n, t)| (n.as_str(), t.as_str()))
         .collect();
     write_pack(&pack, PACK_ID, &refs, &[]);
-    let keys_dir = root.join("keys");
-    std::fs::create_dir_all(keys_dir.join(PACK_ID)).unwrap();
-    let keys: Vec<Keys> = (0..PERSONAS).map(|_| Keys::generate()).collect();
-    for (i, k) in keys.iter().enumerate() {
-        let path = keys_dir.join(PACK_ID).join(format!("{}.key", name(i)));
-        write_private(&path, &k.secret_key().to_secret_hex());
-    }
-    write_private(
-        &keys_dir.join("operator.key"),
-        &Keys::generate().secret_key().to_secret_hex(),
-    );
+    // Made ahead, exported as the Secret and mounted as a pod would see it.
+    let keys_dir = provisioned_keys(root, &pack, &root.join("keys"));
+    let keys: Vec<Keys> = (0..PERSONAS)
+        .map(|i| {
+            let path = keys_dir.join(PACK_ID).join(format!("{}.key", name(i)));
+            Keys::parse(std::fs::read_to_string(path).unwrap().trim()).unwrap()
+        })
+        .collect();
     (pack, keys_dir, keys)
 }
 
