@@ -227,9 +227,18 @@ fn found_by_search_on_both_relays(author: &Author, embedded: &str, nostr_rs: &Ex
 }
 
 /// On a fresh machine: found on nostr-rs-relay (which holds the event only), downloaded from the
-/// blob server the event names, its author pinned; `list` and `verify` show it.
+/// blob server the event names, its author pinned (named up front with `--author`: another key
+/// is refused even on a first install); `list` and `verify` show it.
 fn installed_by_id_and_verified(operator: &Path, relay: &str, author: &Author) {
-    let installed = install_by_id(operator, ID, relay, &[]);
+    let someone = "npub1w06c8w3qcacd4ntrct8dspt6vcx48hkv4zxq0frmkkqd45xex6yqs4yynh";
+    let refused = install_by_id(operator, ID, relay, &["--author", someone]);
+    assert_eq!(
+        error_code(&refused),
+        "signature.author-changed",
+        "--author is a pin from the start"
+    );
+    let npub = author.npub();
+    let installed = install_by_id(operator, ID, relay, &["--author", &npub]);
     assert_eq!(installed.code, 0, "{}", installed.stderr);
     let v = installed.json();
     assert_eq!(v["version"], "0.1.0");
@@ -594,4 +603,28 @@ fn a_hostile_relay_with_forged_or_replayed_events_installs_nothing() {
     // and the blob's digest are what count.
     let installed = install_by_id(operator.path(), ID, &url, &[]);
     assert_eq!(installed.code, 0, "{}", installed.stderr);
+}
+
+#[test]
+fn up_serves_blobs_on_its_embedded_relay_for_a_publish_and_an_install() {
+    let author = Author::new();
+    let blobs = author.h().join("up-blobs");
+    let pack = author.pack();
+    let mut up = crate::support::live::Up::start(
+        author.h(),
+        &[&pack],
+        &["--blobs", blobs.to_str().unwrap()],
+        &[],
+    );
+    let line = up.wait_for(|l| l.starts_with("blobs http://"));
+    let blob_url = line.split_whitespace().nth(1).unwrap().to_string();
+    let relay_url = up.url.clone();
+    let archive = author.build("0.1.0", None);
+    let published = author.publish(&archive, &author.key(), &[&relay_url], &blob_url);
+    assert_eq!(published.code, 0, "{}", published.stderr);
+    let operator = tempfile::tempdir().unwrap();
+    let installed = install_by_id(operator.path(), ID, &relay_url, &[]);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    assert_eq!(installed.json()["author"], author.npub().as_str());
+    up.stop_ok();
 }

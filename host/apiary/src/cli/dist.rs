@@ -73,7 +73,18 @@ its hooks/ are carried quarantined and never run; uninstall takes back exactly w
 One without `name` or `description`, or with a format marker of another major version \
 (`[expert-v2]`), is refused; what it declares in [expert.requires] (variables, binaries) and \
 [expert.prompts] recommended is printed before the install and shown by `apiary list`.\n\n\
-Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install github:example/meadow-team@v1.2.0 --json\n  \
+Authors' signatures: an archive may ship with <archive>.sig.json (`apiary pack sign`), a Nostr \
+event signed by its author's key naming the pack id, version and sha256. It is checked before \
+anything is unpacked; the first signed install pins the author (npub) for the pack id in pack.lock \
+(`--author NPUB` pins it from the start); later installs must be signed by the same key \
+(`--replace-author` to accept another, or an unsigned pack). Unsigned packs install with a warning, \
+or are refused under --require-signed (or `require_signed = true` at the top of the overrides file).\n\n\
+By id from Nostr relays (`--relay URL`, repeatable): SOURCE is `<pack-id>[@version]`; the newest \
+version signed by the pinned author (any author on a first install, unless --author) is found, its \
+archive downloaded by sha256 from the blob servers its event lists (and --blobs), verified and \
+installed; pack.lock records `nostr:<pack-id>`. Events that do not verify, name another pack or \
+version, and bytes that do not hash to the signed sha256 are refused.\n\n\
+Examples:\n  apiary install ./meadow-team-1.2.0.buzzpack\n  apiary install com.example.meadow-team --relay wss://relay.example --author npub1…\n  apiary install github:example/meadow-team@v1.2.0 --json\n  \
 apiary install --sha256 <64 hex digits> http://mirror.internal/meadow-team-1.2.0.buzzpack\n  apiary install --locked github:example/meadow-team   (the commit pack.lock pins)\n  \
 apiary install --replace github:mirror/meadow-team   (the same id from another source)\n  \
 BUZZ_PACKS_DIR=/srv/packs apiary install https://example.com/meadow-team-1.2.0.buzzpack"
@@ -103,6 +114,10 @@ pub struct InstallArgs {
     /// the installed one was signed); the new author is pinned.
     #[arg(long)]
     pub replace_author: bool,
+    /// Require the pack to be signed by this author (npub or hex), even on its first install
+    /// (otherwise the first install's signer is pinned).
+    #[arg(long, value_name = "NPUB", value_parser = parse_author)]
+    pub author: Option<String>,
     /// Look SOURCE up as a pack id (`<pack-id>[@version]`) on this Nostr relay (repeatable).
     #[arg(long = "relay", value_name = "URL")]
     pub relays: Vec<String>,
@@ -118,6 +133,15 @@ pub struct InstallArgs {
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// An author's public key as `npub1…`.
+fn parse_author(s: &str) -> Result<String, String> {
+    use nostr_sdk::prelude::{PublicKey, ToBech32};
+    PublicKey::parse(s.trim())
+        .ok()
+        .and_then(|k| k.to_bech32().ok())
+        .ok_or_else(|| "expected a public key (npub1… or 64 hex digits)".into())
 }
 
 fn parse_sha256(s: &str) -> Result<String, String> {
@@ -343,6 +367,7 @@ pub(super) fn install(args: &InstallArgs) -> Result<Installed, Failed> {
         require_signed: args.require_signed
             || require_signed_by_overrides(args.overrides.as_deref())?,
         replace_author: args.replace_author,
+        author: args.author.clone(),
         registry,
         ..Default::default()
     };

@@ -82,6 +82,8 @@ pub struct Options {
     /// Accept a pack signed by another author than the one pinned for its id, or unsigned where
     /// the installed one was signed (`--replace-author`); the new author is pinned.
     pub replace_author: bool,
+    /// `--author`: the pack must be signed by this key (`npub1…`), from the first install on.
+    pub author: Option<String>,
     /// Where a `nostr:<pack-id>` source is looked up (`--relay`, `--blobs`).
     pub registry: Option<super::registry::Where>,
     /// Shows an expert pack's declared needs and recommended prompts (the DuDuClaw Expert Pack
@@ -141,12 +143,16 @@ fn install_from(root: &Path, source: &str, opts: &Options) -> Result<Installed> 
     };
     let (fetched, signature) = match &source {
         Source::Nostr { pack_id, version } => {
-            let pinned = pinned_author(&Lock::load(&guard.root)?, pack_id);
+            let pinned = match &opts.author {
+                Some(named) => Some(named.clone()),
+                None => pinned_author(&Lock::load(&guard.root)?, pack_id)
+                    .filter(|_| !opts.replace_author),
+            };
             let found = super::registry::fetch(
                 pack_id,
                 version.as_deref(),
                 opts.registry.as_ref(),
-                pinned.as_deref().filter(|_| !opts.replace_author),
+                pinned.as_deref(),
                 &work.0,
                 &limits,
             )?;
@@ -236,6 +242,24 @@ fn check_author(
     opts: &Options,
 ) -> Result<(Option<String>, Vec<String>)> {
     use super::code::Signature;
+    if let Some(named) = &opts.author {
+        return match signed {
+            Some(s) if &s.npub() == named => Ok((Some(s.npub()), Vec::new())),
+            Some(s) => Err(DistError::new(
+                Signature::AuthorChanged,
+                format!(
+                    "{pack_id} is signed by {}, not by {named} (--author); refusing to install it",
+                    s.npub()
+                ),
+            )),
+            None => Err(DistError::new(
+                Signature::Missing,
+                format!(
+                    "{pack_id} is not signed, and --author {named} asks for its signature; refusing to install it"
+                ),
+            )),
+        };
+    }
     match (signed, pinned) {
         (Some(s), Some(p)) if s.npub() != p && !opts.replace_author => Err(DistError::new(
             Signature::AuthorChanged,

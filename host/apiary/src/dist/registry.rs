@@ -273,7 +273,10 @@ pub struct Published {
 /// Uploads `archive` to every blob server, signs its event naming where they serve it, writes it
 /// beside the archive and publishes it to every relay. Any server or relay refusing fails it.
 pub fn publish(archive: &Path, keys: &Keys, place: &Where) -> Result<Published> {
-    let bytes = std::fs::read(archive).map_err(|e| DistError::io("cannot read", archive, e))?;
+    let max = Limits::default().max_archive_bytes;
+    // Within the size installs accept: a larger archive could be published but never installed.
+    let bytes = crate::safe_fs::read_regular(archive, crate::safe_fs::FinalLink::Follow, max)
+        .map_err(|e| DistError::io("cannot read", archive, e))?;
     let sha256 = super::sha256_hex(&bytes);
     let mut urls = Vec::new();
     for server in &place.blobs {
