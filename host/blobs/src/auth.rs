@@ -113,7 +113,7 @@ mod tests {
         let later = now.as_secs() + 300;
         let x = "ab".repeat(32);
         let (_, blobs) = check_upload(Some(&header(24242, "upload", later, &x)), now).unwrap();
-        assert_eq!(blobs, [x.clone()]);
+        assert_eq!(blobs, vec![x.clone()]);
         let refused = |h: &str| check_upload(Some(h), now).unwrap_err();
         assert_eq!(refused(&header(1, "upload", later, &x)), Refusal::Kind(1));
         assert_eq!(refused(&header(24242, "delete", later, &x)), Refusal::Verb);

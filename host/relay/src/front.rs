@@ -299,7 +299,8 @@ async fn peek_head(stream: &TcpStream, blobs: bool) -> Result<Vec<u8>, Ended> {
         let blob_method = [b"PUT ", b"HEAD", b"OPTI"]
             .iter()
             .any(|m| m.starts_with(start));
-        if !b"GET ".starts_with(start) && !(blobs && blob_method) {
+        let served = b"GET ".starts_with(start) || (blobs && blob_method);
+        if !served {
             return Err(Ended::NotGet);
         }
         if let Some(end) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n") {
