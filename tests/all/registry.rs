@@ -628,3 +628,48 @@ fn up_serves_blobs_on_its_embedded_relay_for_a_publish_and_an_install() {
     assert_eq!(installed.json()["author"], author.npub().as_str());
     up.stop_ok();
 }
+
+#[test]
+fn a_signature_published_beside_an_archive_url_is_checked_too() {
+    let author = Author::new();
+    let archive = author.build("0.1.0", Some(&author.key()));
+    let site = author.h().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    let name = archive.file_name().unwrap().to_str().unwrap().to_string();
+    for suffix in ["", ".sha256", ".sig.json"] {
+        let from = format!("{}{suffix}", archive.display());
+        std::fs::copy(&from, site.join(format!("{name}{suffix}"))).unwrap();
+    }
+    let base = crate::support::dist::serve(&site);
+    let url = format!("{base}/{name}");
+    let sha256 = crate::support::dist::sha256_hex(&std::fs::read(&archive).unwrap());
+    let operator = tempfile::tempdir().unwrap();
+    let install = |what: &str| {
+        run(
+            operator.path(),
+            &["install", "--sha256", &sha256, what, "--json"],
+        )
+    };
+
+    let installed = install(&url);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    assert_eq!(installed.json()["author"], author.npub().as_str());
+
+    // The server's signature swapped for a stranger's over the same archive.
+    let stranger = tempfile::tempdir().unwrap();
+    let made = run(stranger.path(), &["keys", "new", "--author", "--json"]);
+    let key = made.json()["author_key"].as_str().unwrap().to_string();
+    let copy = stranger.path().join(&name);
+    std::fs::copy(&archive, &copy).unwrap();
+    let signed = run(
+        stranger.path(),
+        &["pack", "sign", copy.to_str().unwrap(), "--sign-with", &key],
+    );
+    assert_eq!(signed.code, 0, "{}", signed.stderr);
+    std::fs::copy(
+        format!("{}.sig.json", copy.display()),
+        site.join(format!("{name}.sig.json")),
+    )
+    .unwrap();
+    assert_eq!(error_code(&install(&url)), "signature.author-changed");
+}

@@ -710,7 +710,9 @@ pub fn signature_at(url: &str) -> Result<Option<super::signature::Signed>> {
                     format!("cannot read {shown}: {e}"),
                 )
             })?,
-        Err(ureq::Error::StatusCode(404 | 410)) => return Ok(None),
+        // No signature published (object stores answer 403 for a missing file): unsigned, which
+        // the author pin refuses for a pack installed signed.
+        Err(ureq::Error::StatusCode(_)) => return Ok(None),
         Err(e) => return Err(http_error(&shown, e)),
     };
     super::signature::parse(&text, &shown).map(Some)
