@@ -9,6 +9,7 @@
 //! `apiary-relay` ([`relay`]). [`status`] folds the harness's events into the per-persona view that
 //! the terminal and `/metrics` both show.
 
+pub mod a2a;
 pub mod builtin;
 pub mod cli;
 pub mod convert;

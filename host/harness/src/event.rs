@@ -25,6 +25,16 @@ pub enum Event {
     },
     /// The ops endpoints (`/healthz`, `/readyz`, `/metrics`, agent cards) listen here.
     Ops { url: String },
+    /// The A2A server listens: each persona at `<url>/a2a/<pack-id>/<name>`.
+    A2a { url: String },
+    /// A turn asked for over A2A (`up --a2a-addr`) ended: `outcome` is the agent's stop reason
+    /// (`end_turn`, …) or `failed`.
+    A2aTurn {
+        persona: String,
+        pack: String,
+        context: String,
+        outcome: String,
+    },
     /// The embedded relay's port also serves a Blossom blob server (`--blobs`) at this URL.
     Blobs { url: String },
     /// What confines the agents on this machine; `missing` says what is not enforced and why.

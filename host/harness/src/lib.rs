@@ -38,6 +38,7 @@ pub mod profile;
 pub mod prompt;
 pub mod redact;
 pub mod reload;
+pub mod remote;
 mod route;
 pub mod sandboxed;
 pub mod script;
@@ -132,6 +133,8 @@ pub struct Config {
     /// Directories no agent may read by way of its program's location (the data dir, the install
     /// root, the operator's home).
     pub private_dirs: Vec<PathBuf>,
+    /// Where the running personas are registered for turns asked for over A2A (see [`remote`]).
+    pub desk: Option<Arc<remote::Desk>>,
 }
 
 /// The relay link: one of two kinds, so the harness cannot believe a relay is its own while
@@ -243,6 +246,9 @@ pub async fn run_reloading(
     if lives.is_empty() {
         relay::shutdown(&h.shared).await;
         return Err(DispatchError::NoPersona);
+    }
+    if let Some(desk) = &h.config.desk {
+        desk.register(&h, &lives);
     }
     let (routes, queues, fleet) = h.spawn_workers(packs, &lives);
     let mut sub = h

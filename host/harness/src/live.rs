@@ -65,6 +65,9 @@ pub(super) struct Agent {
     pub sessions: BTreeMap<String, String>,
     /// `Some((base, system))` when the agent lacks `systemPrompt`: the prefix goes in every prompt.
     pub prefix: Option<(Option<String>, String)>,
+    /// The `session/new` its channels' sessions were opened with, for the sessions opened later
+    /// (an A2A conversation: see [`super::remote`]).
+    pub template: acp::NewSessionRequest,
     generation: u64,
 }
 
@@ -591,21 +594,21 @@ async fn connect_agent(
         .then(|| system_prompt(base_prompt.as_deref(), &persona.system_prompt));
     let mut sessions = BTreeMap::new();
     let agent_name = agent.info.name.clone();
+    let mut template =
+        acp::NewSessionRequest::new(spec.cwd.to_path_buf()).mcp_servers(servers.clone());
+    // The tool policy, to runtimes that take a deny list of their own (Claude Code), and no
+    // project settings.
+    let meta = crate::acp::tools::session_meta(&spec.tools);
+    template = template.meta(confine::without_project_settings(meta));
+    if let Some(sp) = &system_prompt {
+        template = template.system_prompt(sp.clone());
+    }
     for (id, channel_name) in channels {
         if let Some(session) = reopen(&agent, store, id, &spec.cwd, &servers, name).await {
             sessions.insert(id.clone(), session);
             continue;
         }
-        let mut req =
-            acp::NewSessionRequest::new(spec.cwd.to_path_buf()).mcp_servers(servers.clone());
-        // The tool policy, to runtimes that take a deny list of their own (Claude Code), and
-        // no project settings.
-        let meta = crate::acp::tools::session_meta(&spec.tools);
-        req = req.meta(confine::without_project_settings(meta));
-        if let Some(sp) = &system_prompt {
-            req = req.system_prompt(sp.clone());
-        }
-        match open_session(&agent, req, persona).await {
+        match open_session(&agent, template.clone(), persona).await {
             Ok(session) => {
                 if let Some(store) = store {
                     store.put(agent_name.as_deref(), id, &session);
@@ -625,6 +628,7 @@ async fn connect_agent(
         client: agent,
         sessions,
         prefix,
+        template,
         generation,
     })
 }
@@ -661,6 +665,13 @@ fn system_prompt(base: Option<&str>, persona: &str) -> acp::SystemPrompt {
     }
     content.push(acp::ContentBlock::from(persona.to_string()));
     acp::SystemPrompt::new(content).mode(acp::SystemPromptMode::Append)
+}
+
+impl Live {
+    /// A new session on `agent`, opened as its channels' were.
+    pub async fn new_session(&self, agent: &Agent) -> Result<String, crate::acp::AcpError> {
+        open_session(&agent.client, agent.template.clone(), &self.resolved).await
+    }
 }
 
 /// `session/new`, then the agent's own model switch when it offers the persona's model.

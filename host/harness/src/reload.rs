@@ -182,6 +182,9 @@ async fn upsert(h: &Harness, router: &route::Shared, fleet: &mut Fleet, run: Pac
             kept.push(name.clone());
         }
     }
+    if let Some(desk) = &h.config.desk {
+        desk.register(h, &started);
+    }
     let mut running = Running::new(run);
     running.lives = swap_in(
         h,

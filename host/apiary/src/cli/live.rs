@@ -286,6 +286,29 @@ pub struct UpArgs {
     /// an ingress): the base of each agent card's `url`. Default: http://<--ops-addr>.
     #[arg(hide_short_help = true, long, value_name = "URL", env = "APIARY_PUBLIC_URL", value_parser = public_url, requires = "ops_addr")]
     pub public_url: Option<String>,
+    /// Let other agents talk to the personas over A2A 1.0 (JSON-RPC) on ADDR (off by default):
+    /// each persona at <URL>/a2a/<pack-id>/<name>, its card at that base's
+    /// /.well-known/agent-card.json. Needs --a2a-tokens.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "APIARY_A2A_ADDR",
+        requires = "a2a_tokens"
+    )]
+    pub a2a_addr: Option<SocketAddr>,
+    /// The bearer tokens A2A clients may use: lines of `<client> sha256:<hex of the token's
+    /// SHA-256>` (`printf %s "$TOKEN" | sha256sum`); no token, no turn.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "APIARY_A2A_TOKENS",
+        requires = "a2a_addr"
+    )]
+    pub a2a_tokens: Option<PathBuf>,
+    /// The URL A2A clients reach --a2a-addr at (behind an ingress): the base of the cards' URLs.
+    /// Default: http://<--a2a-addr>.
+    #[arg(hide_short_help = true, long, value_name = "URL", env = "APIARY_A2A_PUBLIC_URL", value_parser = public_url, requires = "a2a_addr")]
+    pub a2a_public_url: Option<String>,
 }
 
 /// `--public-url`: an absolute http(s) URL with no query, fragment or credentials.
@@ -1097,6 +1120,17 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
             Err(f) => return render(&f, false),
         },
     };
+    let desk = match args.a2a_addr {
+        None => None,
+        Some(addr) => match start_a2a(addr, args, &plan).await {
+            Ok((desk, url)) => {
+                let text = format!("a2a {url}");
+                out(Note::new(event::Event::A2a { url }, text));
+                Some(desk)
+            }
+            Err(f) => return render(&f, false),
+        },
+    };
     let journal = plan.settings.as_ref().and_then(|s| s.journal.clone());
     let embedded = match plan.settings {
         None => None,
@@ -1162,6 +1196,7 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         persona_limits: plan.persona_limits,
         confinement: plan.confinement,
         private_dirs: plan.private_dirs,
+        desk,
     };
     let matcher = trigger_matcher(args.native_triggers).await;
     let trust = StoreTrust::new(
@@ -1278,6 +1313,46 @@ fn cluster(
         replay: Duration::from_secs(if shard.is_some() { args.replay } else { 0 }),
         connection: Some(connection),
     }
+}
+
+/// The A2A server, listening, serving the personas this replica owns; its URL.
+async fn start_a2a(
+    addr: SocketAddr,
+    args: &UpArgs,
+    plan: &Plan,
+) -> Result<(Arc<dispatch::remote::Desk>, String), Failed> {
+    let path = args.a2a_tokens.as_deref().unwrap_or(Path::new(""));
+    let tokens = crate::a2a::tokens::Tokens::load(path)
+        .map_err(|e| Failed::usage(format_args!("--a2a-tokens: {e}")))?;
+    if tokens.is_empty() {
+        return Err(Failed::usage(format_args!(
+            "--a2a-tokens {} lists no token: no client could talk to the personas",
+            path.display()
+        )));
+    }
+    let listener = crate::a2a::bind(addr)
+        .await
+        .map_err(|e| Failed::error(format_args!("--a2a-addr {addr}: cannot listen: {e}")))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    let public_url = args
+        .a2a_public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{bound}"));
+    let desk = Arc::new(dispatch::remote::Desk::default());
+    let mut a2a = crate::a2a::A2a::new(Arc::clone(&desk), tokens);
+    for run in &plan.packs {
+        for (index, persona) in run.resolved.personas.iter().enumerate() {
+            if plan
+                .shard
+                .is_some_and(|s| !s.owns(&run.resolved.pack.id, &persona.identity.name))
+            {
+                continue;
+            }
+            a2a.add(run, index, &public_url);
+        }
+    }
+    crate::a2a::serve(listener, Arc::new(a2a));
+    Ok((desk, public_url))
 }
 
 /// The operations endpoints, listening, with the agent cards of the personas this replica owns.
