@@ -8,6 +8,7 @@
 
 mod support;
 
+mod a2a;
 mod agent_failures;
 mod cli_hostile;
 mod compile_ahead;

@@ -309,7 +309,7 @@ pub fn ci_python() -> PathBuf {
     let p = repo_root().join(".ci/venv/bin/python3");
     assert!(
         p.is_file(),
-        "{} is missing: run ./.ci/setup (it installs kubernetes-validate and prometheus-client from PyPI there)",
+        "{} is missing: run ./.ci/setup (it installs kubernetes-validate, prometheus-client and a2a-sdk from PyPI there)",
         p.display()
     );
     p

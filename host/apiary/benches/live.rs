@@ -182,6 +182,7 @@ fn memory_per_persona() -> Option<f64> {
             persona_limits: Default::default(),
             confinement: apiary::dispatch::confine::Confinement::none("not confined in this test"),
             private_dirs: Vec::new(),
+            desk: None,
         };
         let out: dispatch::Out = Arc::new(move |n: dispatch::Note| {
             if let Some(l) = n.text {

@@ -459,6 +459,7 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
         persona_limits: Default::default(),
         confinement: confinement(ctx.confined),
         private_dirs: Vec::new(),
+        desk: None,
     };
     let roots = packs
         .iter()

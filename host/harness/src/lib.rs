@@ -272,6 +272,9 @@ pub async fn run_reloading(
         shutdown,
     )
     .await;
+    if let Some(desk) = &h.config.desk {
+        desk.clear();
+    }
     // A reload under way finishes first (its personas are then drained with the others).
     let _ = stop_reloads.send(());
     let fleet = match reloader.await {

@@ -81,6 +81,12 @@ impl Desk {
         }
     }
 
+    /// Forgets every persona (the harness is stopping): no new turn starts, and nothing here keeps
+    /// a stopped persona (its agent, its egress socket) alive.
+    pub(super) fn clear(&self) {
+        lock(&self.personas).clear();
+    }
+
     /// Whether persona `persona` of pack `pack` runs here.
     pub fn has(&self, pack: &str, persona: &str) -> bool {
         lock(&self.personas).contains_key(&(pack.to_string(), persona.to_string()))
@@ -182,7 +188,11 @@ impl Desked {
         let (text, _found) = self.h.redactor.redact(turn.text.trim());
         Ok(Answer {
             text,
-            stop_reason: format!("{:?}", turn.stop_reason).to_lowercase(),
+            // As ACP spells it (`end_turn`).
+            stop_reason: serde_json::to_value(turn.stop_reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("{:?}", turn.stop_reason)),
         })
     }
 

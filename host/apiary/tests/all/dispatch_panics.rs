@@ -164,6 +164,7 @@ fn a_panic_in_one_personas_path_is_reported_and_the_rest_runs_on() {
         persona_limits: Default::default(),
         confinement: apiary::dispatch::confine::Confinement::none("not confined in this test"),
         private_dirs: Vec::new(),
+        desk: None,
     };
     let (tx, rx) = std::sync::mpsc::channel::<Note>();
     let out: dispatch::Out = Arc::new(move |n: Note| {
