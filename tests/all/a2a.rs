@@ -2,7 +2,8 @@
 //! PyPI `a2a-sdk` 1.x (`a2a_client.py`): the card resolves and parses strictly, a message gets the
 //! persona's reply as a completed task (through its real agent process), a stream gives the task's
 //! events in order, a task is got and a running one canceled (the agent's turn ends), and a missing
-//! or wrong token, or an A2A 0.3 client, is refused.
+//! or wrong token, or an A2A 0.3 client, is refused. The card is signed with the persona's Nostr
+//! key (ES256K) and verified by the SDK's own verifier.
 
 use std::path::Path;
 use std::process::Command;
@@ -21,7 +22,7 @@ fn token_line(client: &str, token: &str) -> String {
     format!("{client} sha256:{hex}\n")
 }
 
-fn start(home: &Path, tokens: &str) -> (Up, String) {
+fn start(home: &Path, tokens: &str) -> (Up, String, String) {
     let pack = home.join("crew");
     pack_new(home, &pack, "com.example.crew", &["scout"]);
     let file = home.join("a2a-tokens");
@@ -39,16 +40,22 @@ fn start(home: &Path, tokens: &str) -> (Up, String) {
     );
     let line = up.wait_for(|l| l.starts_with("a2a http://"));
     let url = line.split_whitespace().nth(1).unwrap().to_string();
-    (up, format!("{url}/a2a/com.example.crew/scout"))
+    let ready = up.wait_for(|l| l.starts_with("persona scout ready "));
+    let pubkey = ready
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pubkey="))
+        .unwrap()
+        .to_string();
+    (up, format!("{url}/a2a/com.example.crew/scout"), pubkey)
 }
 
 #[test]
 fn a_persona_answers_the_official_a2a_client_and_refuses_strangers() {
     let home = tempfile::tempdir().unwrap();
-    let (mut up, base) = start(home.path(), &token_line("tester", "t0ken-of-tester"));
+    let (mut up, base, pubkey) = start(home.path(), &token_line("tester", "t0ken-of-tester"));
     let out = Command::new(ci_python())
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("all/a2a_client.py"))
-        .args([&base, "t0ken-of-tester"])
+        .args([&base, "t0ken-of-tester", &pubkey])
         .output()
         .expect("run the a2a-sdk client");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -61,6 +68,17 @@ fn a_persona_answers_the_official_a2a_client_and_refuses_strangers() {
         "the card names its own base URL"
     );
     assert_eq!(seen["card"]["schemes"], serde_json::json!(["bearer"]));
+    // Signed with the persona's own key (ES256K), verified by the SDK's verifier with the key
+    // taken from the persona's Nostr public key; a rewritten card fails it.
+    assert_eq!(seen["signature"], true, "{seen}");
+    assert!(seen["kid"].as_str().unwrap().starts_with("npub1"), "{seen}");
+    assert!(
+        seen["forged_signature"]
+            .as_str()
+            .unwrap()
+            .contains("Signature"),
+        "{seen}"
+    );
     assert_eq!(seen["send"]["state"], "TASK_STATE_COMPLETED");
     let reply = seen["send"]["reply"].as_str().unwrap();
     assert!(

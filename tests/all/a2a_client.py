@@ -1,6 +1,6 @@
 """An A2A 1.0 client session against one persona of `apiary up --a2a-addr`, driven by the
-official SDK (a2a-sdk). argv: the persona's base URL, a valid token. Prints one JSON object with
-what each step saw; the Rust test asserts on it."""
+official SDK (a2a-sdk). argv: the persona's base URL, a valid token, the persona's public key (hex,
+as `up` printed it). Prints one JSON object with what each step saw; the Rust test asserts on it."""
 
 import asyncio
 import json
@@ -11,9 +11,22 @@ import httpx
 from a2a.client import ClientConfig, ClientFactory
 from a2a.client.card_resolver import A2ACardResolver
 from a2a.types import a2a_pb2 as pb
+from a2a.utils.signing import create_signature_verifier
+from cryptography.hazmat.primitives.asymmetric import ec
 from google.protobuf import json_format
 
-BASE, TOKEN = sys.argv[1], sys.argv[2]
+
+def verified(card):
+    """The SDK's own verifier, with the key taken from the persona's Nostr key (x-only, even y),
+    not from anything the card says."""
+    key = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256K1(), bytes.fromhex("02" + PUBKEY))
+    try:
+        create_signature_verifier(lambda kid, jku: key, ["ES256K"])(card)
+        return True
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+BASE, TOKEN, PUBKEY = sys.argv[1], sys.argv[2], sys.argv[3]
 
 
 def message(text, context=None):
@@ -49,6 +62,13 @@ async def main():
         seen["card"] = {"name": strict.name, "url": strict.supported_interfaces[0].url,
                         "schemes": list(strict.security_schemes.keys())}
         card = await A2ACardResolver(http, BASE).get_agent_card()
+        seen["signature"] = verified(card)
+        seen["kid"] = json.loads(__import__("base64").urlsafe_b64decode(
+            card.signatures[0].protected + "==").decode())["kid"]
+        forged = pb.AgentCard()
+        forged.CopyFrom(card)
+        forged.description = "a card someone else rewrote"
+        seen["forged_signature"] = verified(forged)
 
         # SendMessage: a completed task with the reply as its artifact; same context, same session.
         plain = client_for(http, card, False)

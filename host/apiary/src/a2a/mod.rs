@@ -15,6 +15,7 @@
 
 pub mod card;
 mod http;
+pub mod sign;
 pub mod tokens;
 
 use std::collections::{BTreeMap, HashMap};
@@ -23,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use apiary_limits::{Buckets, Rate};
+use nostr_sdk::prelude::Keys;
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -92,13 +94,20 @@ impl A2a {
         }
     }
 
-    /// Serves persona `index` of `run` at `<public_url>/a2a/<pack-id>/<persona>`.
-    pub fn add(&mut self, run: &PackRun, index: usize, public_url: &str) {
+    /// Serves persona `index` of `run` at `<public_url>/a2a/<pack-id>/<persona>`, its card signed
+    /// with its key when known.
+    pub fn add(&mut self, run: &PackRun, index: usize, public_url: &str, keys: Option<&Keys>) {
         let pack = run.resolved.pack.id.clone();
         let persona = run.resolved.personas[index].identity.name.clone();
         let path = card::base_path(&pack, &persona);
         let base = format!("{}{path}", public_url.trim_end_matches('/'));
-        let card = card::card(run, index, &base);
+        let mut card = card::card(run, index, &base);
+        if let Some(k) = keys {
+            match sign::sign(&card, k) {
+                Ok(signed) => card = signed,
+                Err(e) => tracing::warn!(persona = %persona, "the agent card is not signed: {e}"),
+            }
+        }
         self.personas.insert(
             path,
             Served {

@@ -1348,7 +1348,11 @@ async fn start_a2a(
             {
                 continue;
             }
-            a2a.add(run, index, &public_url);
+            let keys = plan
+                .keys
+                .persona(&run.namespace, &persona.identity.name)
+                .ok();
+            a2a.add(run, index, &public_url, keys.as_ref());
         }
     }
     crate::a2a::serve(listener, Arc::new(a2a));
