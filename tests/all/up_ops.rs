@@ -47,6 +47,40 @@ fn get(addr: &str, path: &str) -> (u16, String) {
     )
 }
 
+/// `promtool check metrics` (the Prometheus project's linter, unpacked by `.ci/setup`) finds
+/// nothing to say about `text`.
+fn promtool_accepts(text: &str) {
+    let bin = apiary_e2e::repo_root().join("target/toolchains/promtool/usr/bin/promtool");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run ./.ci/setup",
+        bin.display()
+    );
+    let mut child = Command::new(&bin)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool: {said}\n{text}"
+    );
+}
+
 /// The metric families the Python parsers read from `text`: name → [(labels, value)], as JSON.
 fn parse_metrics(text: &str, parser: &str) -> Value {
     let script = format!(
@@ -167,6 +201,40 @@ fn up_serves_probes_metrics_and_agent_cards() {
         assert_eq!(sample(&m, "apiary_personas_ready", None), 2.0);
         assert_eq!(sample(&m, "apiary_relay_connected", None), 1.0);
     }
+    // Every family has its help text, in OpenMetrics and in the classic format a scraper gets
+    // when it asks for `text/plain`, which the classic parser reads with the same values.
+    let classic_text = http(
+        &addr,
+        &format!(
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain;version=0.0.4\r\n\r\n"
+        ),
+    )
+    .1;
+    assert!(
+        !classic_text.contains("# EOF") && text.contains("# EOF"),
+        "{classic_text}"
+    );
+    for exposition in [&text, &classic_text] {
+        for line in exposition.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let name = line.split_whitespace().nth(2).unwrap();
+            let help = format!("# HELP {name} ");
+            assert!(
+                exposition
+                    .lines()
+                    .any(|l| l.starts_with(&help) && l.len() > help.len()),
+                "{name} has no help text:\n{exposition}"
+            );
+        }
+    }
+    promtool_accepts(&classic_text);
+    let m = parse_metrics(&classic_text, "prometheus_client.parser");
+    assert_eq!(sample(&m, "apiary_replies_total", Some("bee")), 1.0);
+    assert_eq!(sample(&m, "apiary_personas_ready", None), 2.0);
+    assert!(
+        classic_text.contains("# TYPE apiary_replies_total counter"),
+        "{classic_text}"
+    );
+
     // Labelled by pack and persona: two packs' `bee`s are two series.
     assert!(
         text.contains(r#"apiary_replies_total{pack="com.example.ops",persona="bee"} 1"#),

@@ -21,6 +21,8 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Request {
     pub path: String,
     pub head_only: bool,
+    /// The `Accept` header, when sent.
+    pub accept: Option<String>,
 }
 
 pub struct Response {
@@ -130,5 +132,15 @@ fn request_of(req: &httparse::Request<'_, '_>) -> Result<Request, Response> {
     let target = req.path.unwrap_or("/");
     // The query string is ignored; the path is compared as it is, never mapped to a file.
     let path = target.split(['?', '#']).next().unwrap_or("/").to_string();
-    Ok(Request { path, head_only })
+    let accept = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("accept"))
+        .and_then(|h| std::str::from_utf8(h.value).ok())
+        .map(str::to_string);
+    Ok(Request {
+        path,
+        head_only,
+        accept,
+    })
 }

@@ -422,3 +422,78 @@ mod tests {
         assert_eq!(short(&"x".repeat(500)).len(), 32);
     }
 }
+
+/// Whether a scraper's `Accept` asks for the classic text format rather than OpenMetrics (which
+/// is what Prometheus prefers and what is served without an `Accept`).
+pub fn wants_classic(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| {
+        let a = a.to_ascii_lowercase();
+        a.contains("text/plain") && !a.contains("application/openmetrics-text")
+    })
+}
+
+/// The OpenMetrics exposition `text` in the classic text format (0.0.4): a counter's `# HELP` and
+/// `# TYPE` name its `_total` samples, `# UNIT`, `_created` samples and `# EOF` go, `unknown`
+/// is `untyped` and `info` a gauge.
+pub fn classic(text: &str) -> String {
+    let mut counters = std::collections::HashSet::new();
+    for line in text.lines() {
+        if let Some(name) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|r| r.strip_suffix(" counter"))
+        {
+            counters.insert(name.to_string());
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find(|p| line.starts_with(p));
+        if let Some(prefix) = meta {
+            let rest = &line[prefix.len()..];
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            let name = match counters.contains(name) {
+                true => format!("{name}_total"),
+                false => name.to_string(),
+            };
+            let tail = match (prefix, tail) {
+                ("# TYPE ", "unknown") => "untyped",
+                ("# TYPE ", "info") => "gauge",
+                (_, t) => t,
+            };
+            out.push_str(&format!("{prefix}{name} {tail}\n"));
+            continue;
+        }
+        let sample = line.split(['{', ' ']).next().unwrap_or("");
+        if sample.ends_with("_created") && counters.contains(sample.trim_end_matches("_created")) {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::*;
+
+    #[test]
+    fn the_classic_format_names_counters_by_their_samples_and_has_no_openmetrics_lines() {
+        let om = "# HELP apiary_replies Replies published.\n# TYPE apiary_replies counter\napiary_replies_total{persona=\"bee\"} 1\napiary_replies_created{persona=\"bee\"} 1.7e9\n# HELP apiary_queue_depth Messages waiting.\n# TYPE apiary_queue_depth gauge\n# UNIT apiary_queue_depth messages\napiary_queue_depth 0\n# EOF\n";
+        let c = classic(om);
+        assert_eq!(
+            c,
+            "# HELP apiary_replies_total Replies published.\n# TYPE apiary_replies_total counter\napiary_replies_total{persona=\"bee\"} 1\n# HELP apiary_queue_depth Messages waiting.\n# TYPE apiary_queue_depth gauge\napiary_queue_depth 0\n"
+        );
+        assert!(wants_classic(Some("text/plain;version=0.0.4;q=0.9")));
+        assert!(!wants_classic(Some(
+            "application/openmetrics-text;version=1.0.0,text/plain;q=0.5"
+        )));
+        assert!(!wants_classic(None));
+    }
+}

@@ -3,7 +3,8 @@
 //! - `/healthz`: 200 while the process serves.
 //! - `/readyz`: 200 once the harness runs (every owned persona started or refused, the
 //!   subscription open) and the relay connection is up; 503 otherwise, with why, as JSON.
-//! - `/metrics`: Prometheus metrics ([`metrics`]).
+//! - `/metrics`: Prometheus metrics ([`metrics`]): OpenMetrics, or the classic text format (0.0.4)
+//!   when `Accept` asks for `text/plain` and not for OpenMetrics.
 //! - `/personas/<pack-id>/<name>/.well-known/agent-card.json`: each owned persona's A2A agent card
 //!   ([`card`]).
 //!
@@ -88,11 +89,21 @@ impl Ops {
         match req.path.as_str() {
             "/healthz" => Response::text(200, "ok"),
             "/readyz" => self.readiness().await,
-            "/metrics" => Response::new(
-                200,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                self.metrics.encode(self.relay_connected().await),
-            ),
+            "/metrics" => {
+                let text = self.metrics.encode(self.relay_connected().await);
+                match metrics::wants_classic(req.accept.as_deref()) {
+                    true => Response::new(
+                        200,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                        metrics::classic(&text),
+                    ),
+                    false => Response::new(
+                        200,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        text,
+                    ),
+                }
+            }
             path => match self.cards.get(path) {
                 Some(card) => Response::new(200, "application/json", card.to_string()),
                 None => Response::text(404, "not found"),
