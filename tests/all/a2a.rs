@@ -155,36 +155,25 @@ fn up_refuses_an_a2a_listener_without_tokens() {
     let pack = home.path().join("crew");
     pack_new(home.path(), &pack, "com.example.crew", &["scout"]);
     let file = home.path().join("a2a-tokens");
-    std::fs::write(&file, "# nobody yet\n").unwrap();
-    let r = apiary_e2e::run(
-        home.path(),
-        &[
+    let up_with_tokens = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        let (pack, file) = (pack.to_str().unwrap(), file.to_str().unwrap());
+        let args = [
             "up",
-            pack.to_str().unwrap(),
+            pack,
             "--listen",
             "127.0.0.1:0",
             "--a2a-addr",
             "127.0.0.1:0",
             "--a2a-tokens",
-            file.to_str().unwrap(),
-        ],
-    );
+            file,
+        ];
+        apiary_e2e::run(home.path(), &args)
+    };
+    let r = up_with_tokens("# nobody yet\n");
     assert_eq!(r.code, 64, "{}", r.stderr);
     assert!(r.stderr.contains("lists no token"), "{}", r.stderr);
-    std::fs::write(&file, "tester sha256:1234\n").unwrap();
-    let r = apiary_e2e::run(
-        home.path(),
-        &[
-            "up",
-            pack.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--a2a-addr",
-            "127.0.0.1:0",
-            "--a2a-tokens",
-            file.to_str().unwrap(),
-        ],
-    );
+    let r = up_with_tokens("tester sha256:1234\n");
     assert_eq!(r.code, 64, "{}", r.stderr);
     assert!(
         r.stderr.contains("a2a-tokens:1"),

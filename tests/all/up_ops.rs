@@ -47,17 +47,9 @@ fn get(addr: &str, path: &str) -> (u16, String) {
     )
 }
 
-/// `promtool check metrics` (the Prometheus project's linter, unpacked by `.ci/setup`) finds
-/// nothing to say about `text`.
-fn promtool_accepts(text: &str) {
-    let bin = apiary_e2e::repo_root().join("target/toolchains/promtool/usr/bin/promtool");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run ./.ci/setup",
-        bin.display()
-    );
-    let mut child = Command::new(&bin)
-        .args(["check", "metrics"])
+/// `cmd`'s output with `text` on its stdin.
+fn piped(cmd: &mut Command, text: &str) -> std::process::Output {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -69,7 +61,19 @@ fn promtool_accepts(text: &str) {
         .unwrap()
         .write_all(text.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `promtool check metrics` (the Prometheus project's linter, unpacked by `.ci/setup`) finds
+/// nothing to say about `text`.
+fn promtool_accepts(text: &str) {
+    let bin = apiary_e2e::repo_root().join("target/toolchains/promtool/usr/bin/promtool");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run ./.ci/setup",
+        bin.display()
+    );
+    let out = piped(Command::new(&bin).args(["check", "metrics"]), text);
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -93,21 +97,7 @@ for family in text_string_to_metric_families(sys.stdin.read()):
 print(json.dumps(out))
 "#
     );
-    let mut child = Command::new(ci_python())
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = piped(Command::new(ci_python()).arg("-c").arg(script), text);
     assert!(
         out.status.success(),
         "{parser} refused the exposition: {}\n{text}",

@@ -231,21 +231,7 @@ fn owner_json(owner: &Owner) -> Vec<u8> {
 /// The key in the file `path` given on a command line (`--sign-with`), with the checks the store's
 /// keys get (a regular file, this user's, not readable by others); hex or `nsec1…`.
 pub fn load_key_file(path: &Path) -> Result<Keys, RelayError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let text = match read_key_file(path, dir) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(RelayError::MissingKey {
-                path: path.to_path_buf(),
-            });
-        }
-        Err(e) => return Err(RelayError::file("reading", path, e)),
-    };
-    let sk = SecretKey::parse(text.trim()).map_err(|error| RelayError::BadKey {
-        path: path.to_path_buf(),
-        error,
-    })?;
-    Ok(Keys::new(sk))
+    load_existing(path, path.parent().unwrap_or(Path::new(".")))
 }
 
 /// The public key of the secret key in `path`; `None` when unreadable or invalid.
@@ -360,7 +346,8 @@ fn check_private_key(_: &std::fs::Metadata) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The key in `path`, which must exist (see [`read_key_file`]).
+/// The key in `path` (hex, or `nsec1…` as other Nostr tools write it), which must exist (see
+/// [`read_key_file`]).
 fn load_existing(path: &Path, dir: &Path) -> Result<Keys, RelayError> {
     let text = match read_key_file(path, dir) {
         Ok(t) => t,
@@ -371,7 +358,7 @@ fn load_existing(path: &Path, dir: &Path) -> Result<Keys, RelayError> {
         }
         Err(e) => return Err(RelayError::file("reading", path, e)),
     };
-    let sk = SecretKey::from_hex(text.trim()).map_err(|error| RelayError::BadKey {
+    let sk = SecretKey::parse(text.trim()).map_err(|error| RelayError::BadKey {
         path: path.to_path_buf(),
         error,
     })?;

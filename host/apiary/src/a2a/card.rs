@@ -8,16 +8,8 @@ use crate::dispatch::PackRun;
 
 /// The protocol version served.
 pub const PROTOCOL_VERSION: &str = "1.0";
-const NAME_MAX: usize = 128;
-const DESCRIPTION_MAX: usize = 2048;
-const SKILLS_MAX: usize = 64;
-
-fn bounded(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some((at, _)) => format!("{}…", &text[..at]),
-    }
-}
+// The same bounds as the ops endpoints' cards: a pack's words are the author's.
+use crate::ops::card::{DESCRIPTION_MAX, NAME_MAX, SKILLS_MAX, bounded};
 
 /// Where persona `persona` of pack `pack` answers, under the server's public URL.
 pub fn base_path(pack: &str, persona: &str) -> String {

@@ -11,12 +11,12 @@ const PROTOCOL_VERSION: &str = "0.3.0";
 
 /// A card's text fields are cut to these many characters, and it lists at most this many
 /// skills: a pack's words are the author's, the card is served to anyone who asks.
-const NAME_MAX: usize = 128;
-const DESCRIPTION_MAX: usize = 2048;
-const SKILLS_MAX: usize = 64;
+pub(crate) const NAME_MAX: usize = 128;
+pub(crate) const DESCRIPTION_MAX: usize = 2048;
+pub(crate) const SKILLS_MAX: usize = 64;
 
 /// `text`, cut to `max` characters (an ellipsis says it was).
-fn bounded(text: &str, max: usize) -> String {
+pub(crate) fn bounded(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_string(),
         Some((at, _)) => format!("{}…", &text[..at]),
