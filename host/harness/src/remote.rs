@@ -13,6 +13,8 @@ use super::supervise::Supervised;
 use super::{Harness, Note};
 use crate::acp::AcpError;
 
+/// How often a cancel is sent again while the agent has not ended the turn.
+const CANCEL_AGAIN: std::time::Duration = std::time::Duration::from_millis(250);
 /// Conversations kept per persona; past it the oldest session is forgotten (the agent keeps it).
 const CONTEXTS_MAX: usize = 1024;
 
@@ -175,10 +177,15 @@ impl Desked {
         let result = tokio::select! {
             t = &mut turn => t,
             Ok(()) = &mut cancel => {
-                agent.client.cancel(&session).await;
-                // The agent answers the cancelled prompt with stop reason `cancelled`.
-                let _ = turn.await;
-                return Err(AskError::Canceled);
+                // Sent again until the turn ends: a cancel that reaches the agent before the
+                // prompt it cancels is ignored. The agent then ends the prompt (`cancelled`).
+                loop {
+                    agent.client.cancel(&session).await;
+                    tokio::select! {
+                        _ = &mut turn => return Err(AskError::Canceled),
+                        _ = tokio::time::sleep(CANCEL_AGAIN) => {}
+                    }
+                }
             }
         };
         let turn = result.map_err(|e: AcpError| AskError::Agent(e.to_string()))?;
