@@ -117,11 +117,6 @@ impl A2a {
             },
         );
     }
-
-    /// The base URLs served, for the start-up line.
-    pub fn bases(&self) -> impl Iterator<Item = &str> {
-        self.personas.keys().map(String::as_str)
-    }
 }
 
 /// Listens on `addr`.
