@@ -135,6 +135,9 @@ async fn upsert(h: &Harness, router: &route::Shared, fleet: &mut Fleet, run: Pac
             slots.insert(live.trigger.name.clone(), *i);
             stopped.push(live.trigger.name.clone());
         }
+        if let Some(desk) = &h.config.desk {
+            desk.replace_pack(h, &id, &[]);
+        }
         old_run = Some(stop_pack(h, old).await);
     }
     h.hooks.pack_changed(&id, Some(&run.pack));
@@ -183,7 +186,7 @@ async fn upsert(h: &Harness, router: &route::Shared, fleet: &mut Fleet, run: Pac
         }
     }
     if let Some(desk) = &h.config.desk {
-        desk.register(h, &started);
+        desk.replace_pack(h, &id, &started);
     }
     let mut running = Running::new(run);
     running.lives = swap_in(
@@ -325,6 +328,9 @@ async fn remove(h: &Harness, router: &route::Shared, fleet: &mut Fleet, id: &str
         .iter()
         .map(|(_, l)| l.trigger.name.clone())
         .collect();
+    if let Some(desk) = &h.config.desk {
+        desk.replace_pack(h, id, &[]);
+    }
     stop_pack(h, old).await;
     h.hooks.pack_changed(id, None);
     let text = format!(

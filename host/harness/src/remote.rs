@@ -83,6 +83,13 @@ impl Desk {
         }
     }
 
+    /// Serves exactly `lives` for pack `pack` (a hot reload restarted it; empty: it was removed),
+    /// so a persona the reload stopped is never asked, or started again, through the desk.
+    pub(super) fn replace_pack(&self, h: &Harness, pack: &str, lives: &[Arc<Live>]) {
+        lock(&self.personas).retain(|(p, _), _| p != pack);
+        self.register(h, lives);
+    }
+
     /// Forgets every persona (the harness is stopping): no new turn starts, and nothing here keeps
     /// a stopped persona (its agent, its egress socket) alive.
     pub(super) fn clear(&self) {
