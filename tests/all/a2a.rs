@@ -181,3 +181,97 @@ fn up_refuses_an_a2a_listener_without_tokens() {
         r.stderr
     );
 }
+
+/// A JSON-RPC `SendMessage` to `base` with `token`, over a plain socket: the JSON answer.
+fn send_message(base: &str, token: &str, text: &str) -> Value {
+    use std::io::{Read, Write};
+    let rest = base.strip_prefix("http://").unwrap();
+    let (addr, path) = rest.split_once('/').unwrap();
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}})
+    .to_string();
+    let request = format!(
+        "POST /{path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    serde_json::from_str(raw.split("\r\n\r\n").nth(1).unwrap()).unwrap()
+}
+
+/// A pack uninstalled while `up` runs (hot reload) stops answering over A2A, and its personas
+/// are not started again by a request for them.
+#[test]
+fn an_uninstalled_pack_no_longer_answers_over_a2a_and_is_not_restarted_by_it() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let src = h.join("crew");
+    pack_new(h, &src, "com.example.crew", &["scout"]);
+    let built = apiary_e2e::run(
+        h,
+        &[
+            "pack",
+            "build",
+            src.to_str().unwrap(),
+            "-o",
+            h.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let archive = built.json()["build"]["archive"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let installed = apiary_e2e::run(h, &["install", &archive]);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    let tokens = h.join("a2a-tokens");
+    std::fs::write(&tokens, token_line("tester", "tok")).unwrap();
+    let mut up = Up::start(
+        h,
+        &[],
+        &[
+            "--a2a-addr",
+            "127.0.0.1:0",
+            "--a2a-tokens",
+            tokens.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let line = up.wait_for(|l| l.starts_with("a2a http://"));
+    let base = format!(
+        "{}/a2a/com.example.crew/scout",
+        line.split_whitespace().nth(1).unwrap()
+    );
+
+    let answered = send_message(&base, "tok", "before");
+    assert_eq!(
+        answered["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answered}"
+    );
+    let removed = apiary_e2e::run(h, &["uninstall", "com.example.crew"]);
+    assert_eq!(removed.code, 0, "{}", removed.stderr);
+    up.wait_for(|l| l.starts_with("reloaded com.example.crew uninstalled"));
+    let after = send_message(&base, "tok", "after");
+    let status = &after["result"]["task"]["status"];
+    assert_eq!(status["state"], "TASK_STATE_FAILED", "{after}");
+    assert!(
+        status["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no persona scout"),
+        "{after}"
+    );
+    up.stop_ok();
+    let started = up
+        .seen
+        .iter()
+        .filter(|l| l.starts_with("persona scout ready"))
+        .count();
+    assert_eq!(
+        started, 1,
+        "scout was started once, at start-up: {:#?}",
+        up.seen
+    );
+}
