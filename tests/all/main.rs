@@ -14,6 +14,7 @@ mod compile_ahead;
 mod component_author;
 mod components_lang;
 mod convert_cli;
+mod convert_collections;
 mod convert_corpus;
 mod convert_schema;
 mod convert_truth;

@@ -298,12 +298,23 @@ impl Writer<'_> {
         for persona in &pack.personas {
             let pname = persona.name().to_string();
             if synthesised.as_deref() == Some(pname.as_str()) {
-                self.report.lost(
-                    "persona-dropped",
-                    &persona.file,
-                    "",
-                    format!("persona `{pname}` was synthesised when the Claude plugin was read (it had no agents); not written back"),
+                // apiary wrote it, from the plugin's own description: dropping it loses nothing,
+                // unless someone has since given it a prompt of their own.
+                let untouched = persona.body.starts_with("You are the assistant of the `");
+                let message = format!(
+                    "persona `{pname}` was synthesised when the Claude plugin was read (it had no agents); not written back"
                 );
+                if untouched {
+                    self.report
+                        .reinterpreted("persona-dropped", &persona.file, "", message);
+                } else {
+                    self.report.lost(
+                        "persona-dropped",
+                        &persona.file,
+                        "",
+                        format!("{message}, and its prompt, edited since, goes with it"),
+                    );
+                }
                 continue;
             }
             let ext = agents
@@ -873,6 +884,13 @@ impl Writer<'_> {
         if !manifest.is_empty() {
             self.xp.insert("manifest".into(), Value::Object(manifest));
         }
+        // Only a block that carries something: Claude's validator warns about the key (and
+        // fails it under --strict), so empty entries are not worth that.
+        if let Some(Value::Object(personas)) = self.xp.get_mut("personas") {
+            personas.retain(|_, v| !matches!(v, Value::Object(m) if m.is_empty()) && !v.is_null());
+        }
+        self.xp
+            .retain(|_, v| !v.is_null() && !matches!(v, Value::Object(m) if m.is_empty()));
         if !self.xp.is_empty() {
             plugin.insert(
                 PERSONA_KEY.into(),
