@@ -433,7 +433,7 @@ fn copilot_model_display_names_and_current_aliases_map_to_ids() {
         model_of(&inspect(&env, &out, "thinker")),
         "anthropic:claude-opus-4-7"
     );
-    let typo = agent("typo", "model: Claude Sonet 9 (copilot)\n");
+    let typo = agent("typo", "model: Clade Sonnet 4.5 (copilot)\n");
     let src = tree(&env, "typo-team", &[("typo.agent.md", &typo)]);
     let (r, v) = convert(&env, &[&src, "--to", "buzz-pack"]);
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);

@@ -857,6 +857,27 @@ impl Writer<'_> {
                 "agents are written to agents/ (read by default); the manifest's `agents` paths are dropped",
             );
         }
+        // `skills` paths that name nothing written (one that named nothing in the plugin it
+        // came from) would make the plugin invalid: dropped, as Claude reads skills/ anyway.
+        if let Some(paths) = plugin.get("skills").cloned()
+            && !self.all_written(&paths)
+        {
+            let kept: Vec<Value> = match &paths {
+                Value::Array(a) => a.iter().filter(|p| self.all_written(p)).cloned().collect(),
+                _ => Vec::new(),
+            };
+            if kept.is_empty() {
+                plugin.remove("skills");
+            } else {
+                plugin.insert("skills".into(), Value::Array(kept));
+            }
+            self.report.normalised(
+                "skills-path-dropped",
+                claude::MANIFEST,
+                "skills",
+                "manifest `skills` paths naming nothing in the output are dropped (skills are in skills/, read by default)",
+            );
+        }
         // Pack-only manifest data, for the way back.
         let mut manifest = Map::new();
         let original_title = self.original_plugin().get("name").cloned();
