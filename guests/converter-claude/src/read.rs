@@ -1669,11 +1669,12 @@ pub fn loose_agent_files(root: &Path) -> Vec<String> {
             let mut parts: Vec<&str> = f.split('/').collect();
             let name = parts.pop().unwrap_or_default();
             let top = parts.first().copied();
-            !(parts.is_empty() && is_documentation(name))
-                && !name.eq_ignore_ascii_case("SKILL.md")
-                && !matches!(top, Some(claude::AGENTS_DIR | claude::SKILLS_DIR))
-                && !parts.iter().any(|p| p.starts_with('.'))
-                && !(1..=parts.len()).any(|n| has_skill_md(root, &parts[..n].join("/")))
+            let excluded = (parts.is_empty() && is_documentation(name))
+                || name.eq_ignore_ascii_case("SKILL.md")
+                || matches!(top, Some(claude::AGENTS_DIR | claude::SKILLS_DIR))
+                || parts.iter().any(|p| p.starts_with('.'))
+                || (1..=parts.len()).any(|n| has_skill_md(root, &parts[..n].join("/")));
+            !excluded
         })
         .filter(|f| looks_like_agent(root, f))
         .collect();
