@@ -15,6 +15,7 @@ mod compile_ahead;
 mod component_author;
 mod components_lang;
 mod convert_cli;
+mod convert_collections;
 mod convert_corpus;
 mod convert_schema;
 mod convert_truth;

@@ -80,6 +80,21 @@ fn table() -> &'static Table {
 pub fn resolve(value: &str) -> Model {
     let t = table();
     let raw = value.trim();
+    // Display names carry the host that offers the model: `Claude Sonnet 4.5 (copilot)`,
+    // `GPT-5 mini (Preview)`. The model is what comes before the tag.
+    if let Some(open) = raw.rfind(" (")
+        && raw.ends_with(')')
+        && open > 0
+    {
+        return match resolve(&raw[..open]) {
+            Model::Id { id, pinned, .. } => Model::Id {
+                id,
+                pinned,
+                respelled: true,
+            },
+            other => other,
+        };
+    }
     let lower = raw.to_ascii_lowercase();
     if t.inherit.contains(&lower) {
         return Model::Inherit;
@@ -216,6 +231,26 @@ mod tests {
     fn the_table_parses_and_covers_the_families() {
         let t = table();
         assert!(t.aliases.len() >= 3 && t.families.len() >= 3 && !t.inherit.is_empty());
+    }
+
+    #[test]
+    fn copilot_display_names_carry_a_host_tag() {
+        let id = |v: &str| match resolve(v) {
+            Model::Id { id, respelled, .. } => {
+                assert!(respelled, "{v}");
+                id
+            }
+            other => panic!("{v}: {other:?}"),
+        };
+        assert_eq!(
+            id("Claude Sonnet 4.5 (copilot)"),
+            "anthropic:claude-sonnet-4-5"
+        );
+        assert_eq!(id("GPT-4.1 (copilot)"), "openai:gpt-4.1");
+        assert_eq!(id("Gemini 2.5 Pro (copilot)"), "google:gemini-2.5-pro");
+        assert_eq!(id("GPT-5 mini (Preview)"), "openai:gpt-5-mini");
+        assert_eq!(resolve("Frobnicator 9 (copilot)"), Model::Unknown);
+        assert_eq!(resolve("(copilot)"), Model::Unknown);
     }
 
     #[test]

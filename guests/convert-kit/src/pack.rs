@@ -10,6 +10,7 @@ use apiary_schema::{layout, manifest as keys, mcp, persona};
 
 use crate::frontmatter::{self, ParseMode};
 use crate::report::Report;
+use crate::slug::{self, Rules};
 use crate::tree;
 
 /// Where the manifest lives in a persona pack.
@@ -58,11 +59,64 @@ pub struct Skill {
     pub files: Vec<(String, Vec<u8>)>,
 }
 
+/// What [`Skill::normalise_name`] changed: the `name:` declared, the directory it had, the name
+/// (and directory) it has now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NameChange {
+    pub declared: String,
+    pub dir: String,
+    pub name: String,
+}
+
 /// One MCP server as written in `.mcp.json` (`name` is its key there).
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpServer {
     pub name: String,
     pub config: Map<String, Value>,
+}
+
+/// The code of the finding [`Pack::default_channel`] reports.
+pub const CHANNEL_DEFAULTED: &str = "channel-defaulted";
+
+impl Pack {
+    /// No source format has channels, so a converted pack's personas would subscribe to nothing
+    /// and never wake. When no persona subscribes and the manifest's `defaults` name no channel,
+    /// the pack gets `defaults.subscribe: ["#<id>"]` (the pack's id as a channel name, so two
+    /// converted packs do not share one by accident) and the report says so. Returns the
+    /// channel, when it set one.
+    pub fn default_channel(&mut self, report: &mut Report) -> Option<String> {
+        let sub = apiary_schema::behaviour::SUBSCRIBE;
+        if self.personas.iter().any(|p| p.fields.contains_key(sub)) {
+            return None;
+        }
+        let defaults = self.manifest.get(keys::DEFAULTS);
+        if defaults.is_some_and(|d| !d.is_object() || d.get(sub).is_some()) {
+            return None;
+        }
+        let id = self
+            .manifest
+            .get(keys::ID)
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let name = slug::normalise(id, Rules::Claude).unwrap_or_else(|| "general".to_string());
+        let channel = format!("#{name}");
+        let defaults = self
+            .manifest
+            .entry(keys::DEFAULTS)
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(d) = defaults {
+            d.insert(sub.into(), Value::Array(vec![channel.clone().into()]));
+        }
+        report.synthesised(
+            CHANNEL_DEFAULTED,
+            MANIFEST,
+            "defaults.subscribe",
+            format!(
+                "the source format has no channels, so every persona listens on `{channel}` (the pack's `defaults.subscribe`); without one they could never wake. Change it to the channels they should answer in"
+            ),
+        );
+        Some(channel)
+    }
 }
 
 impl Persona {
@@ -141,6 +195,63 @@ impl Skill {
         let index = self.files.iter().position(|(p, _)| p == "SKILL.md")?;
         self.files[index].1 = text.into_bytes();
         Some(declared)
+    }
+
+    /// Makes the skill loadable under one plain load key equal to its directory, as Agent Skills
+    /// and the pack validator want: a namespaced `name:` (`ns:extract-learnings`) loses its
+    /// namespace, and a name or directory spelled another way (`extract_learnings`, capitals,
+    /// spaces) becomes the skill slug of the declared name. Both the directory ([`Skill::name`])
+    /// and `name:` change. `None` when nothing had to (or a SKILL.md that is not strict YAML
+    /// or has no `name`, which the caller rewrites first).
+    pub fn normalise_name(&mut self) -> Option<NameChange> {
+        let fm = crate::frontmatter::parse(self.skill_md()?);
+        if fm.mode != crate::ParseMode::Strict {
+            return None;
+        }
+        let declared = fm.fields.get("name")?.as_str()?.to_string();
+        if declared == self.name && slug::is_valid(&declared, Rules::Skill) {
+            return None;
+        }
+        let plain = declared
+            .rsplit_once(':')
+            .map_or(declared.as_str(), |(_, p)| p)
+            .trim();
+        let name = slug::normalise(plain, Rules::Skill)
+            .or_else(|| slug::normalise(&self.name, Rules::Skill))
+            .unwrap_or_else(|| "skill".to_string());
+        let dir = self.name.clone();
+        self.rename(&name);
+        Some(NameChange {
+            declared,
+            dir,
+            name,
+        })
+    }
+
+    /// Moves the skill to directory `name` and sets its SKILL.md `name:` to match (when the
+    /// frontmatter is strict YAML; other frontmatter is left as written).
+    pub fn rename(&mut self, name: &str) {
+        self.name = name.to_string();
+        let Some(text) = self.skill_md() else {
+            return;
+        };
+        let fm = crate::frontmatter::parse(text);
+        if fm.mode != crate::ParseMode::Strict
+            || fm.fields.get("name").and_then(Value::as_str) == Some(name)
+        {
+            return;
+        }
+        let mut fields = Map::new();
+        fields.insert("name".into(), Value::from(name));
+        for (k, v) in fm.fields {
+            if k != "name" {
+                fields.insert(k, v);
+            }
+        }
+        let text = crate::frontmatter::render(&fields, &fm.body);
+        if let Some(index) = self.files.iter().position(|(p, _)| p == "SKILL.md") {
+            self.files[index].1 = text.into_bytes();
+        }
     }
 
     /// Writes the skill under `dir` (relative to `root`).
@@ -398,6 +509,39 @@ pub fn hook_commands(hooks: &Value) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+
+    fn skill(dir: &str, md: &str) -> Skill {
+        Skill {
+            name: dir.into(),
+            description: String::new(),
+            files: vec![("SKILL.md".into(), md.as_bytes().to_vec())],
+        }
+    }
+
+    #[test]
+    fn a_skill_name_becomes_one_load_key_equal_to_its_folder() {
+        let mut s = skill(
+            "extract_learnings",
+            "---\nname: notes:extract-learnings\ndescription: d\n---\nbody\n",
+        );
+        let c = s.normalise_name().unwrap();
+        assert_eq!(
+            (c.declared.as_str(), c.dir.as_str()),
+            ("notes:extract-learnings", "extract_learnings")
+        );
+        assert_eq!(s.name, "extract-learnings");
+        assert!(
+            s.skill_md()
+                .unwrap()
+                .starts_with("---\nname: extract-learnings\n")
+        );
+        let mut s = skill("review", "---\nname: Code Review\ndescription: d\n---\n");
+        assert_eq!(s.normalise_name().unwrap().name, "code-review");
+        let mut fine = skill("review", "---\nname: review\ndescription: d\n---\n");
+        assert!(fine.normalise_name().is_none());
+        let mut odd = skill("outils", "---\nname: \"文档\"\ndescription: d\n---\n");
+        assert_eq!(odd.normalise_name().unwrap().name, "outils");
+    }
     use super::*;
 
     fn meadow() -> std::path::PathBuf {

@@ -42,12 +42,20 @@ pub fn detect(input: &Path) -> Vec<(String, f32, String)> {
 
 /// Runs one conversion. Option: `persona=refuse|synthesise`. Any other option is refused, with
 /// the known ones named.
+/// Options the other built-in converters (and the host) define: `plugin` and `name`
+/// (converter-claude), `overlay` (converter-agent-compose), `source-name` (the host).
+const OTHER_CONVERTERS_OPTIONS: &[&str] = &["plugin", "name", "overlay", "source-name"];
+
 pub fn convert(job: &Job) -> Result<Report, String> {
     let mut opts = read::Options::default();
     for (key, value) in job.options {
         match (key.as_str(), value.as_str()) {
             ("persona", "refuse") => opts.refuse_synthesis = true,
             ("persona", "synthesise" | "synthesize") => opts.refuse_synthesis = false,
+            // The host passes a run's options to every converter of its chain (a marketplace's
+            // `plugin=` is for the step that reads it) and tells the first step the input's
+            // folder: options of the other built-in converters are not this one's to refuse.
+            (k, _) if OTHER_CONVERTERS_OPTIONS.contains(&k) => {}
             _ => {
                 return Err(format!(
                     "unknown option {key}={value} (known: persona=refuse|synthesise)"

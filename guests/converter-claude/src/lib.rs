@@ -50,6 +50,7 @@ pub fn convert(job: &Job) -> Result<Report, String> {
             let ctx = read::Context {
                 fallback_name: job.option("name").map(str::to_string),
                 loose_agents: s == "agents-dir",
+                source_name: job.option("source-name").map(str::to_string),
                 ..read::Context::default()
             };
             let converted = read::read(input, host, &ctx)?;

@@ -151,6 +151,7 @@ impl Market<'_> {
             marketplace: self.name.clone(),
             fallback_name: Some(name.to_string()),
             loose_agents: false,
+            source_name: None,
         };
         let host = [Host::Claude, Host::Codex, Host::Cursor]
             .into_iter()

@@ -83,7 +83,13 @@ pub struct Context {
     /// The `agents-dir` layout: agent files lie loose at the root (a folder of `.md` agents, or
     /// one agent file), not under `agents/`.
     pub loose_agents: bool,
+    /// The last parts of the input's path as the host saw it (`source-name`), which names a
+    /// plugin without a manifest after its folder.
+    pub source_name: Option<String>,
 }
+
+/// Copilot's per-agent MCP servers key (`.agent.md` frontmatter).
+const COPILOT_MCP: &str = "mcp-servers";
 
 /// Files as (plugin-relative path, bytes).
 type Files = Vec<(String, Vec<u8>)>;
@@ -160,6 +166,19 @@ pub fn read(root: &Path, host: Host, ctx: &Context) -> Result<Converted, String>
     r.require_content(&plugin)?;
     r.persona_fallback(&plugin);
     let (docs, carried) = r.rest()?;
+    let had_defaults = r.pack.manifest.contains_key(manifest::DEFAULTS);
+    if r.pack.default_channel(&mut r.report).is_some() && !had_defaults {
+        // Not the plugin's: the way back leaves it out, as it does the synthesised id.
+        match r.ext.get_mut("synthesised") {
+            Some(Value::Array(list)) => list.push(manifest::DEFAULTS.into()),
+            _ => {
+                r.ext.insert(
+                    "synthesised".into(),
+                    Value::Array(vec![manifest::DEFAULTS.into()]),
+                );
+            }
+        }
+    }
     let key = host.ext_key();
     if !r.ext.is_empty() {
         r.pack.manifest.insert(key.into(), Value::Object(r.ext));
@@ -288,7 +307,12 @@ impl Reader<'_> {
     }
 
     fn metadata(&mut self, plugin: &Map<String, Value>) {
-        let file = self.at(self.host.manifest());
+        // Findings about manifest fields cite the manifest, or the folder when there is none.
+        let file = if tree::is_file(self.root, self.host.manifest()) {
+            self.at(self.host.manifest())
+        } else {
+            self.at("")
+        };
         let xp_manifest = self
             .xp
             .get("manifest")
@@ -356,25 +380,32 @@ impl Reader<'_> {
         }
     }
 
-    /// The plugin's name, else the caller's fallback, else `claude-plugin`.
+    /// The plugin's name, else the caller's fallback, else its folder's, else `claude-plugin`.
     fn plugin_name(&mut self, plugin: &Map<String, Value>, file: &str) -> String {
-        match text(plugin, "name") {
-            Some(n) => n.to_string(),
-            None => {
-                let n = self
-                    .ctx
-                    .fallback_name
-                    .clone()
-                    .unwrap_or_else(|| "claude-plugin".to_string());
-                self.report.synthesised(
-                    "name-synthesised",
-                    file,
-                    "name",
-                    format!("the plugin has no name; named it `{n}`"),
-                );
-                n
-            }
+        if let Some(n) = text(plugin, "name") {
+            return n.to_string();
         }
+        let (n, why) = match (&self.ctx.fallback_name, &self.ctx.source_name) {
+            (Some(n), _) => (n.clone(), "from `--option name`".to_string()),
+            (None, Some(src)) => match name_from_folder(src) {
+                Some(n) => (n, format!("after its folder `{src}`")),
+                None => (
+                    "claude-plugin".to_string(),
+                    format!("its folder `{src}` gives no usable name; pass --option name=NAME"),
+                ),
+            },
+            (None, None) => (
+                "claude-plugin".to_string(),
+                "pass --option name=NAME to choose one".to_string(),
+            ),
+        };
+        self.report.synthesised(
+            "name-synthesised",
+            file,
+            "name",
+            format!("the plugin has no name; named it `{n}` {why}"),
+        );
+        n
     }
 
     /// The manifest fields after name and version the pack has a slot for, when their shape
@@ -441,6 +472,13 @@ impl Reader<'_> {
         for p in strings(plugin.get("skills")) {
             match clean_path(&p) {
                 Ok(rel) if tree::is_dir(self.root, &rel) => roots.push(rel),
+                // Inside the plugin and naming nothing: there is nothing to lose.
+                Ok(rel) if !tree::is_file(self.root, &rel) => self.report.reinterpreted(
+                    "dangling-reference",
+                    &self.at(self.host.manifest()),
+                    "skills",
+                    format!("`skills` path `{p}` names nothing in the plugin; skipped (nothing to convert)"),
+                ),
                 Ok(_) => self.dangling("skills", &p, "is not a folder in the plugin"),
                 Err(e) => self.dangling("skills", &p, &e),
             }
@@ -484,15 +522,27 @@ impl Reader<'_> {
             for (file, _) in &skill.files {
                 self.consumed.insert(format!("{dir}/{file}"));
             }
-            if let Some(old) = skill.strip_namespace() {
-                // Claude addresses a plugin's skills as `plugin:skill` itself; the load key a
-                // persona pack (and every target) wants is the plain name.
-                self.report.normalised(
-                    "skill-name-unnamespaced",
-                    &self.at(&format!("{dir}/SKILL.md")),
-                    "name",
-                    format!("`{old}` -> `{}`", skill.name),
-                );
+            self.fix_skill_md(&dir, &mut skill);
+            if let Some(change) = skill.normalise_name() {
+                // Claude addresses a plugin's skills as `plugin:skill` itself and loads a folder
+                // whatever its spelling; a persona pack (and every target) wants one plain load
+                // key equal to the folder. One odd skill must not sink the whole plugin.
+                let namespaced = change.declared.contains(':');
+                let message = if change.dir == change.name {
+                    format!("`{}` -> `{}`", change.declared, change.name)
+                } else {
+                    format!(
+                        "`name: {}` in folder `{}` -> skills/{} with `name: {}` (a skill's name is its load key and must equal its folder)",
+                        change.declared, change.dir, change.name, change.name
+                    )
+                };
+                let code = if namespaced {
+                    "skill-name-unnamespaced"
+                } else {
+                    "skill-name-normalised"
+                };
+                self.report
+                    .normalised(code, &self.at(&format!("{dir}/SKILL.md")), "name", message);
             }
             let name = unique(&skill.name, &mut taken);
             if name != skill.name {
@@ -505,9 +555,8 @@ impl Reader<'_> {
                         skill.name
                     ),
                 );
-                skill.name = name;
+                skill.rename(&name);
             }
-            self.fix_skill_md(&dir, &mut skill);
             self.pack.skills.push(skill);
         }
         Ok(())
@@ -760,6 +809,7 @@ impl Reader<'_> {
             fields.remove("model");
         }
         self.carry_agent_keys(path, &name, &fm, &mut carried);
+        self.agent_mcp_servers(path, &fm, &mut fields);
         let tools = policy::to_tool_policy(&fm.fields).policy;
         if !tools.is_empty() {
             fields.insert(policy::PERSONA_KEY.into(), Value::Object(tools));
@@ -971,6 +1021,137 @@ impl Reader<'_> {
         }
     }
 
+    /// What became of the names of an agent's `tools`: rewritten into the policy's vocabulary
+    /// (Copilot's `search` is `kind:search`), or left out because no runtime has them. Left out
+    /// of an allow list that keeps other names, an unmapped name costs nothing (no runtime could
+    /// run it); when none is left the agent runs without the restriction, which is lost.
+    fn report_tool_names(&mut self, path: &str, name: &str, tools: &policy::Mapped) {
+        let key = self.host.ext_key();
+        if !tools.mapped.is_empty() {
+            let pairs: Vec<String> = tools
+                .mapped
+                .iter()
+                .map(|(from, to)| format!("`{from}` -> `{to}`"))
+                .collect();
+            self.report.normalised(
+                "tool-names-mapped",
+                path,
+                "tools",
+                format!(
+                    "tool names of another vocabulary, as the policy names them: {}",
+                    pairs.join(", ")
+                ),
+            );
+        }
+        if tools.unmapped.is_empty() {
+            return;
+        }
+        let list = tools
+            .unmapped
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if tools.policy.contains_key("allow") {
+            self.report.reinterpreted(
+                "tool-unmapped",
+                path,
+                "tools",
+                format!("{list}: no agent runtime apiary runs has such a tool, so it is left out of the allow list (kept in `{key}.agents.{name}`)"),
+            );
+        } else {
+            self.report.lost(
+                "tool-unmapped",
+                path,
+                "tools",
+                format!("{list}: no agent runtime apiary runs has such a tool, so no allow list is left to enforce and the persona may use any tool; add `x-tool-policy` `allow` entries by hand (kept in `{key}.agents.{name}`)"),
+            );
+        }
+    }
+
+    /// Copilot's per-agent `mcp-servers` -> the persona's `mcp_servers` (`{name, …server}`), each
+    /// server as the pack's `.mcp.json` servers are: `local` is stdio, a transport persona
+    /// runtimes lack is lost, keys the pack has no slot for (Copilot's `tools` filter) are
+    /// carried with the agent's other keys.
+    fn agent_mcp_servers(
+        &mut self,
+        path: &str,
+        fm: &frontmatter::Frontmatter,
+        fields: &mut Map<String, Value>,
+    ) {
+        let Some(value) = fm.fields.get(COPILOT_MCP) else {
+            return;
+        };
+        let key = self.host.ext_key();
+        let Some(servers) = value.as_object() else {
+            self.report.lost(
+                "mcp-invalid",
+                path,
+                COPILOT_MCP,
+                format!("`{COPILOT_MCP}` is not a map of servers; not converted (kept in `{key}.agents`)"),
+            );
+            return;
+        };
+        let mut list = Vec::new();
+        for (server, config) in servers {
+            let Some(config) = config.as_object() else {
+                self.report.lost(
+                    "mcp-invalid",
+                    path,
+                    &format!("{COPILOT_MCP}.{server}"),
+                    format!("MCP server `{server}` is not an object; dropped"),
+                );
+                continue;
+            };
+            let mut config = config.clone();
+            if config.get("type").and_then(Value::as_str) == Some("local") {
+                config.insert("type".into(), "stdio".into());
+            }
+            if let Err(why) = mcp::usable_in_pack(&config) {
+                self.report.lost(
+                    "mcp-transport-unsupported",
+                    path,
+                    &format!("{COPILOT_MCP}.{server}"),
+                    format!("MCP server `{server}` has {why}; the persona goes without it (kept in `{key}.agents`)"),
+                );
+                continue;
+            }
+            let (config, other) = mcp::split_claude_only(config);
+            for k in other.keys() {
+                let what = if k == "tools" {
+                    "Copilot's filter of the server's tools: the persona gets all of them (use `x-tool-policy` to narrow)"
+                } else {
+                    "no slot in a persona's server entry"
+                };
+                self.report.reinterpreted(
+                    "mcp-field-ignored",
+                    path,
+                    &format!("{COPILOT_MCP}.{server}.{k}"),
+                    format!("MCP server `{server}`: `{k}` is {what}; kept in `{key}.agents`"),
+                );
+            }
+            let mut entry = Map::new();
+            entry.insert("name".into(), server.clone().into());
+            entry.extend(config);
+            list.push(Value::Object(entry));
+        }
+        if !list.is_empty() {
+            self.report.reinterpreted(
+                "mcp-servers-mapped",
+                path,
+                COPILOT_MCP,
+                format!(
+                    "`{COPILOT_MCP}` became the persona's `mcp_servers` ({} server(s)), started for this persona only",
+                    list.len()
+                ),
+            );
+            fields.insert(
+                apiary_schema::persona::MCP_SERVERS.into(),
+                Value::Array(list),
+            );
+        }
+    }
+
     /// Agent keys with no persona slot (and a name or description that is not text) go to
     /// `carried`.
     fn carry_agent_keys(
@@ -982,6 +1163,7 @@ impl Reader<'_> {
     ) {
         let key = self.host.ext_key();
         let tools = policy::to_tool_policy(&fm.fields);
+        self.report_tool_names(path, name, &tools);
         for (k, v) in fm
             .fields
             .iter()
@@ -990,6 +1172,14 @@ impl Reader<'_> {
             carried.insert(k.clone(), v.clone());
             if tools.carried.contains(k) {
                 policy::report_carried(&mut self.report, path, k);
+                continue;
+            }
+            if k == "tools" && !tools.unmapped.is_empty() {
+                // Reported by `report_tool_names`.
+                continue;
+            }
+            if k == COPILOT_MCP {
+                // Becomes the persona's `mcp_servers` (`agent_mcp_servers`).
                 continue;
             }
             if policy::restricts(k, v) {
@@ -1168,11 +1358,13 @@ impl Reader<'_> {
                 continue;
             }
             if let Err(why) = mcp::usable_in_pack(&config) {
-                self.report.reinterpreted(
+                // The personas go without the server: lost at run time, even though the way
+                // back restores it.
+                self.report.lost(
                     "mcp-transport-unsupported",
                     path,
                     &format!("mcpServers.{name}"),
-                    format!("MCP server `{name}` has {why}; kept inactive in `{key}.mcp.inactive`"),
+                    format!("MCP server `{name}` has {why}: the personas go without it (kept inactive in `{key}.mcp.inactive` for the way back; rewrite it as stdio or streamable HTTP to use it)"),
                 );
                 inactive.insert(name, Value::Object(config));
                 continue;
@@ -1266,12 +1458,12 @@ impl Reader<'_> {
             return Ok(());
         }
         if self.ctx.loose_agents {
-            return Err("no agent files here: expected `.md` files with `name` and `description` frontmatter at the top of the folder (or one such file)".into());
+            return Err("no agent files here: expected `.md` files with `name` and `description` frontmatter in the folder or its subfolders (or one such file)".into());
         }
         let loose = loose_agent_files(self.root).len();
         let hint = if loose > 0 {
             format!(
-                "; the {loose} loose agent file(s) at the top are the `agents-dir` layout (--from agents-dir)"
+                "; the {loose} loose agent file(s) are the `agents-dir` layout (--from agents-dir)"
             )
         } else {
             String::new()
@@ -1465,16 +1657,59 @@ fn hook_events(v: &Value) -> Vec<String> {
     events
 }
 
-/// Top-level `.md` files with `name` and `description` frontmatter, documentation excluded: the
-/// agents of an `agents-dir` folder.
+/// `.md` files with `name` and `description` frontmatter, documentation excluded: the agents of
+/// an `agents-dir` folder, at its top and in its subfolders (a team folder grouped by topic), but
+/// not inside a skill (a folder with a SKILL.md), `agents/` (read as such anyway), `skills/` or a
+/// hidden folder.
 pub fn loose_agent_files(root: &Path) -> Vec<String> {
-    let mut files: Vec<String> = tree::list(root, "")
+    let mut files: Vec<String> = tree::walk(root, "")
+        .unwrap_or_default()
         .into_iter()
-        .filter(|f| !is_documentation(f) && tree::is_file(root, f))
+        .filter(|f| {
+            let mut parts: Vec<&str> = f.split('/').collect();
+            let name = parts.pop().unwrap_or_default();
+            let top = parts.first().copied();
+            let excluded = (parts.is_empty() && is_documentation(name))
+                || name.eq_ignore_ascii_case("SKILL.md")
+                || matches!(top, Some(claude::AGENTS_DIR | claude::SKILLS_DIR))
+                || parts.iter().any(|p| p.starts_with('.'))
+                || (1..=parts.len()).any(|n| has_skill_md(root, &parts[..n].join("/")));
+            !excluded
+        })
         .filter(|f| looks_like_agent(root, f))
         .collect();
     files.sort();
     files
+}
+
+/// Folder names that say nothing about what is in them (`agents`, `.claude`, `src`…): a plugin
+/// named after its folder skips them for the nearest parent that does.
+const GENERIC_FOLDERS: &[&str] = &[
+    "agents",
+    "subagents",
+    "agent",
+    ".claude",
+    "claude",
+    ".github",
+    "src",
+    "plugin",
+    "plugins",
+    "input",
+    "main",
+    "master",
+    "dist",
+    "chatmodes",
+    "prompts",
+];
+
+/// The plugin name a folder without a manifest gets from its path (`source-name`, the last
+/// parts of the input's path): its own name, or a parent's when its own is generic (`team/agents`
+/// is `team`); `None` when no part gives a usable name.
+pub fn name_from_folder(source: &str) -> Option<String> {
+    let parts: Vec<&str> = source.split('/').filter(|p| !p.is_empty()).collect();
+    let generic = |p: &str| GENERIC_FOLDERS.iter().any(|g| g.eq_ignore_ascii_case(p));
+    let pick = parts.iter().rev().find(|p| !generic(p)).or(parts.last())?;
+    slug::normalise(pick, Rules::AgentPlugins)
 }
 
 /// A markdown file with `name` and `description` frontmatter.

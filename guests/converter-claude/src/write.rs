@@ -298,12 +298,23 @@ impl Writer<'_> {
         for persona in &pack.personas {
             let pname = persona.name().to_string();
             if synthesised.as_deref() == Some(pname.as_str()) {
-                self.report.lost(
-                    "persona-dropped",
-                    &persona.file,
-                    "",
-                    format!("persona `{pname}` was synthesised when the Claude plugin was read (it had no agents); not written back"),
+                // apiary wrote it, from the plugin's own description: dropping it loses nothing,
+                // unless someone has since given it a prompt of their own.
+                let untouched = persona.body.starts_with("You are the assistant of the `");
+                let message = format!(
+                    "persona `{pname}` was synthesised when the Claude plugin was read (it had no agents); not written back"
                 );
+                if untouched {
+                    self.report
+                        .reinterpreted("persona-dropped", &persona.file, "", message);
+                } else {
+                    self.report.lost(
+                        "persona-dropped",
+                        &persona.file,
+                        "",
+                        format!("{message}, and its prompt, edited since, goes with it"),
+                    );
+                }
                 continue;
             }
             let ext = agents
@@ -846,6 +857,27 @@ impl Writer<'_> {
                 "agents are written to agents/ (read by default); the manifest's `agents` paths are dropped",
             );
         }
+        // `skills` paths that name nothing written (one that named nothing in the plugin it
+        // came from) would make the plugin invalid: dropped, as Claude reads skills/ anyway.
+        if let Some(paths) = plugin.get("skills").cloned()
+            && !self.all_written(&paths)
+        {
+            let kept: Vec<Value> = match &paths {
+                Value::Array(a) => a.iter().filter(|p| self.all_written(p)).cloned().collect(),
+                _ => Vec::new(),
+            };
+            if kept.is_empty() {
+                plugin.remove("skills");
+            } else {
+                plugin.insert("skills".into(), Value::Array(kept));
+            }
+            self.report.normalised(
+                "skills-path-dropped",
+                claude::MANIFEST,
+                "skills",
+                "manifest `skills` paths naming nothing in the output are dropped (skills are in skills/, read by default)",
+            );
+        }
         // Pack-only manifest data, for the way back.
         let mut manifest = Map::new();
         let original_title = self.original_plugin().get("name").cloned();
@@ -873,6 +905,13 @@ impl Writer<'_> {
         if !manifest.is_empty() {
             self.xp.insert("manifest".into(), Value::Object(manifest));
         }
+        // Only a block that carries something: Claude's validator warns about the key (and
+        // fails it under --strict), so empty entries are not worth that.
+        if let Some(Value::Object(personas)) = self.xp.get_mut("personas") {
+            personas.retain(|_, v| !matches!(v, Value::Object(m) if m.is_empty()) && !v.is_null());
+        }
+        self.xp
+            .retain(|_, v| !v.is_null() && !matches!(v, Value::Object(m) if m.is_empty()));
         if !self.xp.is_empty() {
             plugin.insert(
                 PERSONA_KEY.into(),

@@ -74,6 +74,16 @@ pub fn detect(root: &Path) -> Result<Detected, Refusal> {
                 let mut found = listing(root, "");
                 found.extend(listing(&root.join(&wrapper), &format!("{wrapper}/")));
                 found.extend(notes);
+                if let Some(reason) = agent_folders(&root.join(&wrapper)) {
+                    return Err(Refusal {
+                        reason: format!(
+                            "in {wrapper}/: {}",
+                            reason.replace(INPUT, &format!("{INPUT}/{wrapper}"))
+                        ),
+                        found,
+                        fatal: false,
+                    });
+                }
                 return Err(Refusal {
                     reason: format!(
                         "no known format at the root or inside the wrapper directory {wrapper}/"
@@ -90,6 +100,13 @@ pub fn detect(root: &Path) -> Result<Detected, Refusal> {
     }
     let mut found = listing(root, "");
     found.extend(notes);
+    if let Some(reason) = agent_folders(root) {
+        return Err(Refusal {
+            reason,
+            found,
+            fatal: false,
+        });
+    }
     Err(Refusal {
         reason: "no known format: none of expert.toml, .plugin/plugin.json, plugin.json with an Agent Plugins $schema, .claude-plugin/, a marketplace.json, .codex-plugin/, .cursor-plugin/, gemini-extension.json, person.kdl or a roster .kdl, an agent-compose person.json, SKILL.md, agents/*.md or loose agent .md files".to_string(),
         found,
@@ -205,6 +222,53 @@ fn layout_rules(dir: &Path, notes: &mut Vec<String>) -> Option<Detected> {
         );
     }
     None
+}
+
+/// Stands for the input path in a refusal's reason (the rules may see a private copy of it).
+pub const INPUT: &str = "<input>";
+
+/// A root that is no pack itself but whose subfolders are (a repository of department or
+/// category folders, each a folder of agents or a plugin): the sentence that says so and how to
+/// convert them, one folder at a time. `None` when no subfolder is one.
+fn agent_folders(root: &Path) -> Option<String> {
+    let mut entries: Vec<(String, PathBuf)> = std::fs::read_dir(root)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .filter(|(n, _)| !n.starts_with('.'))
+        .collect();
+    entries.sort();
+    let folders: Vec<String> = entries
+        .iter()
+        .filter_map(|(name, path)| {
+            let agents = loose_agents(path) + agent_markdown(path);
+            if agents > 0 {
+                Some(format!("{name}/ ({agents} agent file(s))"))
+            } else if rules(path, &mut Vec::new()).is_ok_and(|d| d.is_some()) {
+                Some(format!("{name}/"))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let first = folders
+        .first()?
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let shown = folders.len().min(6);
+    let more = if folders.len() > shown {
+        format!(", … and {} more", folders.len() - shown)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "nothing at the top, but {} subfolder(s) hold agents or plugins: {}{more}. A persona pack is one team; convert each folder on its own, e.g. `apiary convert {INPUT}/{first} --to buzz-pack` (the pack is named after the folder)",
+        folders.len(),
+        folders[..shown].join(", "),
+    ))
 }
 
 /// How many top-level `.md` files of `dir` open with frontmatter naming `name:` and
@@ -461,5 +525,42 @@ mod tests {
         );
         let r = format_of(&[("person.json", r#"{"format": "other"}"#)]).unwrap_err();
         assert!(r.found.iter().any(|f| f.contains("person.json")));
+    }
+
+    #[test]
+    fn the_converters_runtime_tool_names_are_the_policys() {
+        // convert-kit keeps its own copy (the guests cannot link apiary-core): the same names.
+        let mut host: Vec<&str> = apiary_core::pack::tool_names::TOOLS
+            .iter()
+            .flat_map(|t| t.names())
+            .collect();
+        host.sort_unstable();
+        host.dedup();
+        let mut kit = convert_kit::policy::RUNTIME_TOOLS.to_vec();
+        kit.sort_unstable();
+        assert_eq!(kit, host);
+    }
+
+    #[test]
+    fn a_root_of_agent_folders_is_refused_with_a_hint() {
+        let agent = "---\nname: a\ndescription: d\n---\nx\n";
+        let r = format_of(&[
+            ("team-a/a.md", agent),
+            ("team-b/agents/b.md", agent),
+            ("notes/x.txt", "x"),
+        ])
+        .unwrap_err();
+        assert!(
+            r.reason
+                .contains("team-a/ (1 agent file(s)), team-b/ (1 agent file(s))"),
+            "{}",
+            r.reason
+        );
+        assert!(
+            r.reason.contains(&format!("{INPUT}/team-a")),
+            "{}",
+            r.reason
+        );
+        assert!(!r.reason.contains("notes"), "{}", r.reason);
     }
 }

@@ -222,14 +222,46 @@ fn run(sandbox: &Sandbox, reg: &Registry, job: &Job, o: &mut Outcome) -> Result<
         work: work.path(),
     };
     let mut step_input = input.join(&root);
+    let source_name = source_name(&job.src, &root);
     for (i, step) in steps.iter().enumerate() {
         let last = i + 1 == steps.len();
-        step_input = run.step(o, i, step, last, &step_input)?;
+        // The first converter reads the input; it alone is told the input's folder name (its
+        // /input has none), from which a plugin without a manifest takes its id and name.
+        let named = (i == 0).then_some(source_name.as_deref()).flatten();
+        step_input = run.step(o, i, step, last, &step_input, named)?;
     }
     stage::check_destination(&job.out, job.force)
         .map_err(|e| fail("destination", e.to_string()))?;
     stage::place(&step_input, &job.out).map_err(|e| fail("write", e.to_string()))?;
     Ok(())
+}
+
+/// The option a first step receives with the input's own path (`source-name=<a>/<b>/<c>`: the last
+/// three components of the input as given, the wrapper descended into included, a file's `.md`
+/// dropped), so a converter can name what has no name of its own after its folder and parents.
+pub const SOURCE_NAME_OPTION: &str = "source-name";
+
+fn source_name(src: &Path, root: &Path) -> Option<String> {
+    let full = src
+        .canonicalize()
+        .unwrap_or_else(|_| src.to_path_buf())
+        .join(root);
+    let mut parts: Vec<String> = full
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    if let Some(last) = parts.last_mut()
+        && full.is_file()
+        && let Some(stem) = last.strip_suffix(".md")
+    {
+        *last = stem.to_string();
+    }
+    let keep = parts.len().saturating_sub(3);
+    let name = parts[keep..].join("/");
+    (!name.is_empty()).then_some(name)
 }
 
 /// Checks the request and the destination, creates a private work directory (removed on drop)
@@ -303,6 +335,7 @@ impl Run<'_> {
         step: &Step,
         last: bool,
         input: &Path,
+        source_name: Option<&str>,
     ) -> Result<PathBuf, Failure> {
         let Some(conv) = self.reg.get(&step.converter) else {
             return Err(fail("no-converter", format!("{} vanished", step.converter)));
@@ -316,7 +349,7 @@ impl Run<'_> {
         let out = self.work.join(format!("step-{}", i + 1));
         std::fs::create_dir(&out)
             .map_err(|e| fail("output", format!("cannot create {}: {e}", out.display())))?;
-        let report = self.call(conv, step, input, &out)?;
+        let report = self.call(conv, step, input, &out, source_name)?;
         o.report.add(i + 1, &conv.name, report);
         stage::scan_output(&out, Caps::TREE)
             .map_err(|m| blame(conv, "output", format!("{}: {m}", conv.name)))?;
@@ -354,11 +387,18 @@ impl Run<'_> {
         step: &Step,
         input: &Path,
         out: &Path,
+        source_name: Option<&str>,
     ) -> Result<crate::sandbox::converter::Report, Failure> {
+        let mut options = self.job.options.clone();
+        if let Some(name) = source_name
+            && !options.iter().any(|(k, _)| k == SOURCE_NAME_OPTION)
+        {
+            options.push((SOURCE_NAME_OPTION.to_string(), name.to_string()));
+        }
         let request = Request {
             source: step.source.clone(),
             target: step.target.clone(),
-            options: self.job.options.clone(),
+            options,
         };
         let call = conv
             .runner
@@ -439,15 +479,25 @@ fn decide_format(
         }
         Err(r) => r,
     };
-    let refuse = |r: detect::Refusal| Failure {
-        found: r.found,
-        ..fail(
-            "detection",
+    let refuse = |r: detect::Refusal| {
+        let src = job.src.display().to_string();
+        let src = src.trim_end_matches('/');
+        let message = if r.reason.contains(detect::INPUT) {
+            // A collection of packs: the reason already says what to run instead.
+            format!(
+                "cannot convert the input as one pack: {}",
+                r.reason.replace(detect::INPUT, src)
+            )
+        } else {
             format!(
                 "cannot tell the input format: {}; pass --from FORMAT if you know it",
                 r.reason
-            ),
-        )
+            )
+        };
+        Failure {
+            found: r.found,
+            ..fail("detection", message)
+        }
     };
     if refusal.fatal {
         return Err(refuse(refusal));

@@ -1,0 +1,494 @@
+//! End-to-end: whole real collections converted as their users would expect (issue 38). Each test
+//! writes an input of its own shaped like one class of collection input the converters got wrong
+//! (an odd skill in a big plugin, loose agent folders, foreign tool vocabularies, …), converts it
+//! through the binary, validates the output with `apiary pack validate` and checks what a user
+//! would notice: exit codes, names, findings, files.
+
+use std::path::Path;
+
+use apiary_e2e::{Operator, Run, write_tree};
+use serde_json::Value;
+
+fn tree(env: &Operator, rel: &str, files: &[(&str, &str)]) -> String {
+    let dir = env.path(rel);
+    std::fs::create_dir_all(&dir).unwrap();
+    write_tree(&dir, files);
+    dir.display().to_string()
+}
+
+/// `apiary convert <args> --json`: the run and its document.
+fn convert(env: &Operator, args: &[&str]) -> (Run, Value) {
+    let mut all = vec!["convert"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let r = env.run(&all);
+    let v = r.json();
+    (r, v)
+}
+
+/// The findings of one report list as (code, path, message).
+fn findings(v: &Value, list: &str) -> Vec<(String, String, String)> {
+    v["report"][list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap_or_default().to_string();
+            (s("code"), s("path"), s("message"))
+        })
+        .collect()
+}
+
+fn has_code(v: &Value, list: &str, code: &str) -> bool {
+    findings(v, list).iter().any(|(c, _, _)| c == code)
+}
+
+/// `apiary pack validate <dir>`, which must pass without errors: its exit code and output.
+fn validate(env: &Operator, dir: &str) -> Run {
+    let r = env.run(&["pack", "validate", dir]);
+    assert_ne!(r.code, 1, "pack validate {dir}: {}{}", r.stdout, r.stderr);
+    r
+}
+
+fn manifest(dir: &str) -> Value {
+    let text = std::fs::read_to_string(Path::new(dir).join(".plugin/plugin.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The persona names of the pack at `dir`, from the files its manifest lists.
+fn persona_names(dir: &str) -> Vec<String> {
+    manifest(dir)["personas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let file = p.as_str().unwrap();
+            let name = Path::new(file).file_name().unwrap().to_string_lossy();
+            name.trim_end_matches(".persona.md").to_string()
+        })
+        .collect()
+}
+
+fn agent(name: &str, extra: &str) -> String {
+    format!(
+        "---\nname: {name}\ndescription: The {name} of the team\n{extra}---\nYou are the {name}.\n"
+    )
+}
+
+fn skill(name: &str) -> String {
+    format!("---\nname: {name}\ndescription: Does {name} work\n---\nSteps for {name}.\n")
+}
+
+// Class 1: one odd component must not sink the whole plugin.
+
+#[test]
+fn a_skill_spelled_unlike_its_folder_is_normalised_and_the_rest_converts() {
+    let env = Operator::new();
+    let (a1, a2, a3) = (
+        agent("archivist", ""),
+        agent("scribe", ""),
+        agent("critic", ""),
+    );
+    let (s1, s2) = (skill("outline"), skill("journal:gather-notes"));
+    let s3 = skill("Tidy Prose");
+    let src = tree(
+        &env,
+        "journal",
+        &[
+            (
+                ".claude-plugin/plugin.json",
+                r#"{"name": "journal", "version": "0.3.0", "description": "Notebook helpers"}"#,
+            ),
+            ("agents/archivist.md", &a1),
+            ("agents/scribe.md", &a2),
+            ("agents/critic.md", &a3),
+            ("skills/outline/SKILL.md", &s1),
+            // Namespaced, and the folder uses `_` where the name uses `-`.
+            ("skills/gather_notes/SKILL.md", &s2),
+            ("skills/gather_notes/template.md", "# Notes\n"),
+            // A display name where a load key belongs.
+            ("skills/tidy-prose/SKILL.md", &s3),
+        ],
+    );
+    let out = env.path("journal.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &out]);
+    // Nothing was lost: renaming a skill to its own load key is a normalisation.
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(v["ok"].as_bool().unwrap());
+    assert_eq!(persona_names(&out).len(), 3);
+    let out_dir = Path::new(&out);
+    let md = std::fs::read_to_string(out_dir.join("skills/gather-notes/SKILL.md")).unwrap();
+    assert!(md.contains("name: gather-notes\n"), "{md}");
+    assert!(out_dir.join("skills/gather-notes/template.md").is_file());
+    assert!(!out_dir.join("skills/gather_notes").exists());
+    let md = std::fs::read_to_string(out_dir.join("skills/tidy-prose/SKILL.md")).unwrap();
+    assert!(md.contains("name: tidy-prose\n"), "{md}");
+    assert!(out_dir.join("skills/outline/SKILL.md").is_file());
+    // Each change is reported where the user can find it.
+    let normalised = findings(&v, "normalised");
+    let gather = normalised
+        .iter()
+        .find(|(_, p, _)| p == "skills/gather_notes/SKILL.md")
+        .unwrap_or_else(|| panic!("{normalised:?}"));
+    assert_eq!(gather.0, "skill-name-unnamespaced");
+    assert!(gather.2.contains("journal:gather-notes") && gather.2.contains("skills/gather-notes"));
+    assert!(
+        normalised
+            .iter()
+            .any(|(c, p, _)| c == "skill-name-normalised" && p == "skills/tidy-prose/SKILL.md"),
+        "{normalised:?}"
+    );
+    let checked = validate(&env, &out);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+}
+
+// Class 3: loose agent folders.
+
+#[test]
+fn loose_agent_folders_are_named_after_their_folder_and_keep_subfolder_agents() {
+    let env = Operator::new();
+    let (planner, scout) = (agent("planner", ""), agent("scout", ""));
+    let (tester, linter) = (agent("tester", ""), agent("linter", ""));
+    let roots = [
+        tree(
+            &env,
+            "collection/engineering",
+            &[
+                ("planner.md", &planner),
+                ("scout.md", &scout),
+                // Grouped by topic one level down: agents too.
+                ("quality/tester.md", &tester),
+                ("quality/deep/linter.md", &linter),
+                ("notes/plain.md", "# Not an agent\n"),
+            ],
+        ),
+        tree(&env, "other/ops/agents", &[("planner.md", &planner)]),
+    ];
+    let mut ids = Vec::new();
+    for (src, id) in roots.iter().zip(["engineering", "ops"]) {
+        let out = format!("{src}.pack");
+        let (r, v) = convert(&env, &[src, "--to", "buzz-pack", "--out", &out]);
+        assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+        let m = manifest(&out);
+        assert_eq!(m["id"], id, "{m}");
+        assert_eq!(m["name"], id, "{m}");
+        // The finding cites the folder, not a manifest that is not there.
+        let named = findings(&v, "synthesised")
+            .into_iter()
+            .find(|(c, _, _)| c == "name-synthesised")
+            .unwrap();
+        assert!(!named.1.contains("plugin.json"), "{named:?}");
+        assert!(named.2.contains(id), "{named:?}");
+        let checked = validate(&env, &out);
+        assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+        ids.push(m["id"].as_str().unwrap().to_string());
+    }
+    assert_ne!(ids[0], ids[1]);
+    let mut names = persona_names(&format!("{}.pack", roots[0]));
+    names.sort();
+    assert_eq!(names, ["linter", "planner", "scout", "tester"]);
+    // The plain note is no agent and is still there, carried.
+    let carried = Path::new(&format!("{}.pack", roots[0])).join("x-claude/files/notes/plain.md");
+    assert!(carried.is_file());
+}
+
+#[test]
+fn a_root_of_department_folders_is_refused_with_the_per_folder_command() {
+    let env = Operator::new();
+    let (a, b) = (agent("designer", ""), agent("writer", ""));
+    let src = tree(
+        &env,
+        "departments",
+        &[
+            ("design/designer.md", &a),
+            ("content/writer.md", &b),
+            ("README.md", "# Our agents\n"),
+        ],
+    );
+    let out = env.path("departments.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &out]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(!Path::new(&out).exists());
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("content/") && message.contains("design/"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("apiary convert {src}/content --to buzz-pack")),
+        "{message}"
+    );
+    // The suggested command works.
+    let one = env.path("content.pack").display().to_string();
+    let (r, _) = convert(
+        &env,
+        &[
+            &format!("{src}/content"),
+            "--to",
+            "buzz-pack",
+            "--out",
+            &one,
+        ],
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(manifest(&one)["id"], "content");
+}
+
+/// The frontmatter lines of a converted persona file, which must exist.
+fn persona_text(dir: &str, name: &str) -> String {
+    std::fs::read_to_string(Path::new(dir).join(format!("agents/{name}.persona.md"))).unwrap()
+}
+
+/// `apiary pack inspect <dir> --persona <name> --json`: the persona as `up` would run it.
+fn inspect(env: &Operator, dir: &str, name: &str) -> Value {
+    let r = env.run(&["pack", "inspect", dir, "--persona", name, "--json"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    r.json()["personas"][0].clone()
+}
+
+// Class 4: foreign tool vocabularies.
+
+#[test]
+fn copilot_tool_names_become_policy_names_and_mcp_servers_the_personas() {
+    let env = Operator::new();
+    let reviewer = agent(
+        "reviewer",
+        "tools: ['search', 'edit/editFiles', 'runCommands', 'vscodeAPI', 'tracker/*', 'Read']\nmcp-servers:\n  tracker:\n    type: local\n    command: tracker-mcp\n    args: ['--stdio']\n    tools: ['*']\n",
+    );
+    let src = tree(&env, "copilot-team", &[("reviewer.agent.md", &reviewer)]);
+    let out = env.path("copilot-team.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &out]);
+    // The editor-only tool is left out of a list that keeps others: nothing the runtimes could
+    // run is lost.
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let text = persona_text(&out, "reviewer");
+    for entry in [
+        "kind:search",
+        "kind:edit",
+        "kind:execute",
+        "mcp__tracker__*",
+        "Read",
+    ] {
+        assert!(text.contains(entry), "{entry} missing:\n{text}");
+    }
+    assert!(
+        !text.contains("- vscodeAPI") && !text.contains("editFiles"),
+        "{text}"
+    );
+    assert!(has_code(&v, "normalised", "tool-names-mapped"), "{v:#}");
+    let unmapped = findings(&v, "reinterpreted")
+        .into_iter()
+        .find(|(c, _, _)| c == "tool-unmapped")
+        .unwrap();
+    assert!(unmapped.2.contains("vscodeAPI"), "{unmapped:?}");
+    // The per-agent server is the persona's own, as `up` starts it.
+    let checked = validate(&env, &out);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+    let p = inspect(&env, &out, "reviewer");
+    let servers = p["mcp_servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 1, "{p:#}");
+    assert_eq!(servers[0]["name"], "tracker");
+    assert_eq!(servers[0]["command"], "tracker-mcp");
+    assert!(has_code(&v, "reinterpreted", "mcp-servers-mapped"), "{v:#}");
+    assert!(
+        !findings(&v, "reinterpreted")
+            .iter()
+            .any(|(_, _, m)| m.contains("`mcp-servers`") && m.contains("no such field")),
+        "{v:#}"
+    );
+
+    // Only names no runtime has: no allow list is left, the persona may use any tool: lost.
+    let editor = agent("editor-bot", "tools: ['vscodeAPI', 'extensions']\n");
+    let src = tree(&env, "editor-team", &[("editor-bot.agent.md", &editor)]);
+    let out = env.path("editor-team.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &out]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(has_code(&v, "lost", "tool-unmapped"), "{v:#}");
+    assert!(!persona_text(&out, "editor-bot").contains("x-tool-policy"));
+    validate(&env, &out);
+}
+
+// Class 6 and 7: honest exit codes; converted personas that can wake.
+
+#[test]
+fn converted_personas_listen_on_a_default_channel_and_exit_codes_tell() {
+    let env = Operator::new();
+    let helper = agent("helper", "");
+    let src = tree(
+        &env,
+        "garden",
+        &[
+            (
+                ".claude-plugin/plugin.json",
+                r#"{"name": "garden", "version": "1.0.0", "description": "Garden helpers", "skills": ["./more-skills"]}"#,
+            ),
+            ("agents/helper.md", &helper),
+        ],
+    );
+    let out = env.path("garden.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &out]);
+    // The `skills` path names nothing: reported, nothing lost.
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(has_code(&v, "reinterpreted", "dangling-reference"), "{v:#}");
+    assert!(has_code(&v, "synthesised", "channel-defaulted"), "{v:#}");
+    assert_eq!(
+        manifest(&out)["defaults"]["subscribe"],
+        serde_json::json!(["#garden"])
+    );
+    let checked = validate(&env, &out);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+    assert_eq!(
+        inspect(&env, &out, "helper")["subscribe"],
+        serde_json::json!(["garden"])
+    );
+
+    // Back to Claude: the channel was apiary's, so no `x-persona` block for it.
+    let back = env.path("garden.claude").display().to_string();
+    let (r, _) = convert(&env, &[&out, "--to", "claude", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let plugin =
+        std::fs::read_to_string(Path::new(&back).join(".claude-plugin/plugin.json")).unwrap();
+    assert!(!plugin.contains("x-persona"), "{plugin}");
+
+    // A server the personas cannot start is dropped from what runs: exit 2.
+    let src = tree(
+        &env,
+        "streams",
+        &[
+            (
+                ".claude-plugin/plugin.json",
+                r#"{"name": "streams", "version": "1.0.0"}"#,
+            ),
+            ("agents/helper.md", &helper),
+            (
+                ".mcp.json",
+                r#"{"mcpServers": {"feed": {"type": "sse", "url": "https://feed.invalid/sse"}}}"#,
+            ),
+        ],
+    );
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(has_code(&v, "lost", "mcp-transport-unsupported"), "{v:#}");
+
+    // A plugin without agents: its synthesised persona is not written back, and nothing is lost.
+    let s = skill("prune");
+    let src = tree(
+        &env,
+        "skills-only",
+        &[
+            (
+                ".claude-plugin/plugin.json",
+                r#"{"name": "skills-only", "version": "1.0.0", "description": "Pruning"}"#,
+            ),
+            ("skills/prune/SKILL.md", &s),
+        ],
+    );
+    let pack = env.path("skills-only.pack").display().to_string();
+    let (r, _) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &pack]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let (r, v) = convert(&env, &[&pack, "--to", "claude"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(has_code(&v, "reinterpreted", "persona-dropped"), "{v:#}");
+}
+
+// Class 8: models.
+
+/// A resolved persona's model as `provider:model`.
+fn model_of(p: &Value) -> String {
+    format!(
+        "{}:{}",
+        p["model"]["provider"].as_str().unwrap_or_default(),
+        p["model"]["model"].as_str().unwrap_or_default()
+    )
+}
+
+#[test]
+fn copilot_model_display_names_and_current_aliases_map_to_ids() {
+    let env = Operator::new();
+    let (a, b, c) = (
+        agent("drafter", "model: Claude Sonnet 4.5 (copilot)\n"),
+        agent("checker", "model: GPT-4.1 (copilot)\n"),
+        agent("thinker", "model: opus\n"),
+    );
+    let src = tree(
+        &env,
+        "models-team",
+        &[
+            ("drafter.agent.md", &a),
+            ("checker.agent.md", &b),
+            ("thinker.md", &c),
+        ],
+    );
+    let out = env.path("models-team.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &out]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(!has_code(&v, "lost", "model-unknown"), "{v:#}");
+    validate(&env, &out);
+    assert_eq!(
+        model_of(&inspect(&env, &out, "drafter")),
+        "anthropic:claude-sonnet-4-5"
+    );
+    assert_eq!(model_of(&inspect(&env, &out, "checker")), "openai:gpt-4.1");
+    assert_eq!(
+        model_of(&inspect(&env, &out, "thinker")),
+        "anthropic:claude-opus-4-7"
+    );
+    let typo = agent("typo", "model: Clade Sonnet 4.5 (copilot)\n");
+    let src = tree(&env, "typo-team", &[("typo.agent.md", &typo)]);
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(has_code(&v, "lost", "model-unknown"), "{v:#}");
+}
+
+// The known bug: `--option plugin=X` through a chain whose second step is another converter.
+
+#[test]
+fn a_marketplace_plugin_option_reaches_agent_plugins_through_the_chain() {
+    let env = Operator::new();
+    let (ada, bob) = (agent("ada", ""), agent("bob", ""));
+    let src = tree(
+        &env,
+        "market",
+        &[
+            (
+                ".claude-plugin/marketplace.json",
+                r#"{"name": "market", "owner": {"name": "M"}, "plugins": [
+                    {"name": "alpha", "source": "./plugins/alpha"},
+                    {"name": "beta", "source": "./plugins/beta"}]}"#,
+            ),
+            ("plugins/alpha/agents/ada.md", &ada),
+            ("plugins/beta/agents/bob.md", &bob),
+        ],
+    );
+    let out = env.path("beta.ops").display().to_string();
+    let (r, v) = convert(
+        &env,
+        &[
+            &src,
+            "--to",
+            "agent-plugins",
+            "--option",
+            "plugin=beta",
+            "--out",
+            &out,
+        ],
+    );
+    assert!(r.code == 0 || r.code == 2, "{}{} {v:#}", r.stdout, r.stderr);
+    assert!(v["ok"].as_bool().unwrap(), "{v:#}");
+    assert!(Path::new(&out).join("plugin.json").is_file());
+    // A misspelt option is still refused, saying which ones there are.
+    let (r, v) = convert(
+        &env,
+        &[
+            &src,
+            "--to",
+            "agent-plugins",
+            "--option",
+            "plugn=beta",
+            "--out",
+            &format!("{out}2"),
+        ],
+    );
+    assert_eq!(r.code, 1, "{}{} {v:#}", r.stdout, r.stderr);
+    assert!(!Path::new(&format!("{out}2")).exists());
+}
