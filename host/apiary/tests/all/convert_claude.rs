@@ -521,7 +521,7 @@ fn hostile_inputs_are_refused_or_reported() {
     let codes = common::codes(&report);
     for c in [
         "lost:dangling-reference",
-        "reinterpreted:mcp-transport-unsupported",
+        "lost:mcp-transport-unsupported",
         "lost:mcp-bundle-unsupported",
         "reinterpreted:skill-frontmatter-rewritten",
         "synthesised:description-synthesised",
