@@ -58,6 +58,7 @@ mod relay_hostile;
 mod relay_storage;
 mod sandbox_cli;
 mod seed_contracts;
+mod team;
 mod tool_policy;
 mod up_capabilities;
 mod up_mcp_trust;

@@ -28,6 +28,11 @@
 //! `APIARY_AGENT_CONTEXT_USED=<n>` instead sends a `usage_update` of `n` tokens of context in use
 //! during each turn (as Codex does). `!plan` sends a `plan` update of two entries, one completed.
 //!
+//! `!mcp:<tool>{json arguments}` (the arguments optional) calls that tool of the session's MCP
+//! server named `apiary` (apiary's own tools), over HTTP or, with `APIARY_AGENT_MCP_HTTP=0`
+//! (advertising no HTTP MCP), through the stdio command it was given; each result follows the
+//! reply on a line of its own, `mcp:<tool>=<result as JSON>`.
+//!
 //! Its sessions offer a `model` config option (`default` plus `APIARY_AGENT_MODELS`, comma-separated,
 //! default `echo-large,echo-small`); the reply names the session's model.
 //!
@@ -57,6 +62,8 @@ struct Agent {
     sessions: Mutex<BTreeMap<String, String>>,
     /// Models chosen with `session/set_config_option`, by session.
     models: Mutex<BTreeMap<String, String>>,
+    /// The `apiary` MCP server entry each session was given.
+    mcp: Mutex<BTreeMap<String, Value>>,
 }
 
 /// The models the agent offers (`APIARY_AGENT_MODELS`, comma-separated), always with `default`.
@@ -190,6 +197,7 @@ fn main() {
         cancelled: Mutex::new(HashSet::new()),
         sessions: Mutex::new(BTreeMap::new()),
         models: Mutex::new(BTreeMap::new()),
+        mcp: Mutex::new(BTreeMap::new()),
     });
     agent.capture(json!({"persona": persona, "pid": std::process::id(), "env": interesting_env()}));
 
@@ -260,7 +268,7 @@ fn handle(agent: &Arc<Agent>, msg: Value) {
                 "agentCapabilities": {
                     "loadSession": load_session(),
                     "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false},
-                    "mcpCapabilities": {"http": true, "sse": false},
+                    "mcpCapabilities": {"http": mcp_http(), "sse": false},
                     "sessionCapabilities": {"systemPrompt": {}}
                 },
                 "agentInfo": {"name": "apiary-agent", "version": env!("CARGO_PKG_VERSION")},
@@ -283,6 +291,7 @@ fn handle(agent: &Arc<Agent>, msg: Value) {
             };
             sessions.insert(sid.clone(), cwd);
             drop(sessions);
+            remember_mcp(agent, &sid, &params);
             agent.respond(
                 &id,
                 json!({"sessionId": sid, "configOptions": [model_option(&current_model(agent, &sid))]}),
@@ -297,6 +306,7 @@ fn handle(agent: &Arc<Agent>, msg: Value) {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(sid.to_string(), cwd.to_string());
+                remember_mcp(agent, sid, &params);
                 agent.respond(&id, json!({}));
             } else {
                 agent.error(&id, -32002, "Resource not found: unknown session");
@@ -449,6 +459,7 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+    let mcp_results = mcp_calls(agent, &session, &content);
     if !content.contains("!silent") {
         let model = current_model(agent, &session);
         let mut reply = format!("echo: {content}");
@@ -466,6 +477,10 @@ fn prompt(agent: &Agent, id: Value, params: &Value) {
             tail.push_str(&format!(" {n}"));
         }
         tail.push(']');
+        for r in &mcp_results {
+            tail.push('\n');
+            tail.push_str(r);
+        }
         agent.text_chunk(&session, &tail);
     }
     let mut answer = json!({"stopReason": "end_turn"});
@@ -563,4 +578,216 @@ fn event_content(prompt: &str) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .to_string()
+}
+
+/// Whether the agent advertises HTTP MCP servers (`APIARY_AGENT_MCP_HTTP=0`: stdio only).
+fn mcp_http() -> bool {
+    std::env::var("APIARY_AGENT_MCP_HTTP").map_or(true, |v| v != "0")
+}
+
+fn remember_mcp(agent: &Agent, session: &str, params: &Value) {
+    let entry = params
+        .get("mcpServers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|s| s.get("name").and_then(Value::as_str) == Some("apiary"));
+    if let Some(entry) = entry {
+        agent
+            .mcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session.to_string(), entry.clone());
+    }
+}
+
+/// Runs each `!mcp:<tool>{args}` of the message, in order; one `mcp:<tool>=<result>` line each.
+fn mcp_calls(agent: &Agent, session: &str, content: &str) -> Vec<String> {
+    let mut calls = Vec::new();
+    let mut rest = content;
+    while let Some(at) = rest.find("!mcp:") {
+        rest = &rest[at + 5..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let tool = rest[..end].to_string();
+        rest = &rest[end..];
+        let mut args = json!({});
+        if rest.starts_with('{') {
+            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+            if let Some(Ok(v)) = values.next() {
+                args = v;
+                rest = &rest[values.byte_offset()..];
+            }
+        }
+        calls.push((tool, args));
+    }
+    if calls.is_empty() {
+        return Vec::new();
+    }
+    let entry = agent
+        .mcp
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(session)
+        .cloned();
+    let Some(entry) = entry else {
+        return vec!["mcp:error=no apiary MCP server in this session".to_string()];
+    };
+    let mut client = match McpClient::open(&entry) {
+        Ok(c) => c,
+        Err(e) => return vec![format!("mcp:error={e}")],
+    };
+    calls
+        .into_iter()
+        .map(|(tool, args)| {
+            let result = client
+                .request("tools/call", json!({"name": tool, "arguments": args}))
+                .map(|r| r.get("result").cloned().unwrap_or(r))
+                .unwrap_or_else(|e| json!({"clientError": e}));
+            format!("mcp:{tool}={result}")
+        })
+        .collect()
+}
+
+/// A minimal MCP client: HTTP (a POST a message) or a stdio child (a line a message).
+enum McpClient {
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+        next: u64,
+    },
+    Stdio {
+        child: std::process::Child,
+        out: std::io::BufReader<std::process::ChildStdout>,
+        next: u64,
+    },
+}
+
+impl McpClient {
+    fn open(entry: &Value) -> Result<McpClient, String> {
+        let pairs = |key: &str| -> Vec<(String, String)> {
+            entry
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|h| {
+                    Some((
+                        h.get("name")?.as_str()?.to_string(),
+                        h.get("value")?.as_str()?.to_string(),
+                    ))
+                })
+                .collect()
+        };
+        let mut client = if let Some(url) = entry.get("url").and_then(Value::as_str) {
+            McpClient::Http {
+                url: url.to_string(),
+                headers: pairs("headers"),
+                next: 1,
+            }
+        } else {
+            let command = entry
+                .get("command")
+                .and_then(Value::as_str)
+                .ok_or("the apiary entry has neither url nor command")?;
+            let args: Vec<String> = entry
+                .get("args")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect();
+            let mut child = std::process::Command::new(command)
+                .args(args)
+                .envs(pairs("env"))
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("starting {command}: {e}"))?;
+            let out = std::io::BufReader::new(child.stdout.take().expect("piped"));
+            McpClient::Stdio {
+                child,
+                out,
+                next: 1,
+            }
+        };
+        client.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "apiary-agent", "version": env!("CARGO_PKG_VERSION")}}),
+        )?;
+        client.notify("notifications/initialized")?;
+        Ok(client)
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let id = match self {
+            McpClient::Http { next, .. } | McpClient::Stdio { next, .. } => {
+                *next += 1;
+                *next
+            }
+        };
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send(&body, true)?
+            .ok_or_else(|| format!("no answer to {method}"))
+    }
+
+    fn notify(&mut self, method: &str) -> Result<(), String> {
+        self.send(&json!({"jsonrpc": "2.0", "method": method}), false)
+            .map(|_| ())
+    }
+
+    fn send(&mut self, body: &Value, answer: bool) -> Result<Option<Value>, String> {
+        match self {
+            McpClient::Http { url, headers, .. } => {
+                let agent = ureq::Agent::config_builder()
+                    .http_status_as_error(false)
+                    .build()
+                    .new_agent();
+                let mut req = agent
+                    .post(url.as_str())
+                    .header("Accept", "application/json, text/event-stream")
+                    .header("Content-Type", "application/json")
+                    .header("MCP-Protocol-Version", "2025-06-18");
+                for (k, v) in headers.iter() {
+                    req = req.header(k.as_str(), v.as_str());
+                }
+                let mut res = req.send(body.to_string()).map_err(|e| e.to_string())?;
+                let status = res.status().as_u16();
+                let text = res.body_mut().read_to_string().map_err(|e| e.to_string())?;
+                if !answer {
+                    return Ok(None);
+                }
+                if status != 200 {
+                    return Err(format!("HTTP {status}: {}", text.trim()));
+                }
+                serde_json::from_str(&text)
+                    .map(Some)
+                    .map_err(|e| format!("{e}: {text}"))
+            }
+            McpClient::Stdio { child, out, .. } => {
+                let stdin = child.stdin.as_mut().ok_or("the bridge's stdin is closed")?;
+                writeln!(stdin, "{body}").map_err(|e| e.to_string())?;
+                stdin.flush().map_err(|e| e.to_string())?;
+                if !answer {
+                    return Ok(None);
+                }
+                let mut line = String::new();
+                out.read_line(&mut line).map_err(|e| e.to_string())?;
+                serde_json::from_str(line.trim())
+                    .map(Some)
+                    .map_err(|e| format!("{e}: {line}"))
+            }
+        }
+    }
+}
+
+impl Drop for McpClient {
+    fn drop(&mut self) {
+        if let McpClient::Stdio { child, .. } = self {
+            drop(child.stdin.take());
+            let _ = child.wait();
+        }
+    }
 }

@@ -183,6 +183,8 @@ fn memory_per_persona() -> Option<f64> {
             confinement: apiary::dispatch::confine::Confinement::none("not confined in this test"),
             private_dirs: Vec::new(),
             desk: None,
+            agent_tools: false,
+            hop_limit: 0,
         };
         let out: dispatch::Out = Arc::new(move |n: dispatch::Note| {
             if let Some(l) = n.text {

@@ -460,6 +460,8 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
         confinement: confinement(ctx.confined),
         private_dirs: Vec::new(),
         desk: None,
+        agent_tools: false,
+        hop_limit: 0,
     };
     let roots = packs
         .iter()

@@ -25,6 +25,8 @@ use crate::resolve::ResolvedPersona;
 pub const PROXY_PORT: u16 = 3128;
 /// The agent's loopback port for the provider gateway (its runtime's base URL).
 pub const GATEWAY_PORT: u16 = 4480;
+/// The agent's loopback port for apiary's own MCP server (its tools; see `apiary-mcp`).
+pub const TOOLS_PORT: u16 = 4481;
 /// Beside the workspaces (`<root>/<namespace>/<persona>`): agents' homes and temporary
 /// directories, `<root>/.apiary-agents/<namespace>/<persona>/{home,tmp}`. No pack id starts with a
 /// dot, and a hook's preopen is its persona's workspace only.
@@ -186,6 +188,8 @@ pub struct AgentBox {
     pub secrets: Vec<String>,
     /// The layers it runs under (see [`Confinement::label`]).
     pub label: String,
+    /// apiary's MCP server as the agent reaches it (`None`: no tools offered).
+    pub mcp_url: Option<String>,
 }
 
 /// Why an agent cannot start as configured.
@@ -230,6 +234,8 @@ pub struct AgentContext<'a> {
     pub operator_env: &'a env::OperatorEnv,
     /// Where refused connections are reported.
     pub report: apiary_egress::Report,
+    /// apiary's MCP server, when agents are offered its tools.
+    pub tools: Option<SocketAddr>,
 }
 
 /// The agent's runtime: the bundled agent or a preset's program says so; otherwise the persona's
@@ -279,6 +285,9 @@ pub fn prepare(ctx: &AgentContext<'_>) -> Result<AgentBox, ConfineError> {
         socket: None,
         secrets: built.secrets.clone(),
         label: conf.label(),
+        mcp_url: ctx
+            .tools
+            .map(|addr| format!("http://{addr}{}", apiary_mcp::PATH)),
     };
     let Some(launcher) = &conf.launcher else {
         return Ok(agent_box);
@@ -293,10 +302,17 @@ pub fn prepare(ctx: &AgentContext<'_>) -> Result<AgentBox, ConfineError> {
         ..Plan::default()
     };
     files(ctx, &runtime, &home, &tmp, &mut plan)?;
+    if ctx.tools.is_some() {
+        // The stdio bridge to apiary's tools is apiary's own binary (the launcher).
+        plan.read.push(launcher.clone());
+    }
     if isolated {
         let (net, socket) = network(ctx, &runtime, &built, conf)?;
         plan.net = Some(net);
         agent_box.socket = Some(Arc::new(socket));
+        if ctx.tools.is_some() {
+            agent_box.mcp_url = Some(format!("http://127.0.0.1:{TOOLS_PORT}{}", apiary_mcp::PATH));
+        }
     }
     agent_box.launch = Some(crate::acp::Launch {
         launcher: launcher.clone(),
@@ -433,7 +449,7 @@ fn network(
     for entry in &ctx.persona.agent.net {
         let rule = HostRule::parse(entry)?;
         if let Some(addr) = loopback_forward(entry) {
-            if [PROXY_PORT, GATEWAY_PORT].contains(&addr.port()) {
+            if [PROXY_PORT, GATEWAY_PORT, TOOLS_PORT].contains(&addr.port()) {
                 return Err(ConfineError::PortTaken {
                     addr,
                     port: addr.port(),
@@ -446,6 +462,13 @@ fn network(
             policy.forwards.push(addr);
         }
         policy.hosts.push(rule);
+    }
+    if let Some(tools) = ctx.tools {
+        listeners.push(Listener {
+            port: TOOLS_PORT,
+            route: format!("{}{}", apiary_egress::FORWARD, policy.forwards.len()),
+        });
+        policy.forwards.push(tools);
     }
     let egress = conf
         .egress

@@ -16,6 +16,8 @@ pub enum DispatchError {
     /// Connecting to the relay.
     #[error(transparent)]
     Relay(#[from] crate::relay::RelayError),
+    #[error("cannot start apiary's MCP server for the agents: {0}")]
+    Tools(String),
     #[error("subscribing to the relay: {0}")]
     Subscribe(String),
     #[error("no persona could start")]
@@ -70,6 +72,7 @@ impl DispatchError {
         match self {
             DispatchError::Relay(_) => "relay",
             DispatchError::Subscribe(_) => "subscribe",
+            DispatchError::Tools(_) => "tools",
             DispatchError::NoPersona => "no-persona",
             DispatchError::Mcp(_) => "mcp",
             DispatchError::Workspace(_) => "workspace",

@@ -126,6 +126,37 @@ pub enum Event {
         id: String,
         reason: String,
     },
+    /// A persona's message that the triggers chose `persona` for, which the handoff rules keep
+    /// asleep (see the harness's `team` module): `stop` is `self`, `not-allowed` or `hop-limit`.
+    HandoffStopped {
+        persona: String,
+        /// The author, `pack/name`.
+        from: String,
+        channel: String,
+        id: String,
+        hop: u32,
+        limit: u32,
+        stop: String,
+        reason: String,
+    },
+    /// A call of one of apiary's own tools by a persona's agent (over MCP), and how it ended.
+    ApiaryTool {
+        persona: String,
+        tool: String,
+        ok: bool,
+        /// Why it was refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A message a persona's agent posted through apiary's `post` tool.
+    Posted {
+        persona: String,
+        channel: String,
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
+        hop: u32,
+    },
     /// Messages taken into one turn with the newest (`with`: the others' ids).
     Batch {
         persona: String,
@@ -355,6 +386,9 @@ impl Event {
             | E::PersonaRefused { persona, .. }
             | E::Woken { persona, .. }
             | E::Skipped { persona, .. }
+            | E::HandoffStopped { persona, .. }
+            | E::ApiaryTool { persona, .. }
+            | E::Posted { persona, .. }
             | E::Batch { persona, .. }
             | E::Limited { persona, .. }
             | E::Budget { persona, .. }

@@ -34,6 +34,7 @@ pub mod flood;
 pub mod hooks;
 pub mod limits;
 mod live;
+mod mcp_tools;
 pub mod profile;
 pub mod prompt;
 pub mod redact;
@@ -46,6 +47,7 @@ pub mod sessions;
 pub mod shard;
 pub mod skill_record;
 mod supervise;
+pub mod team;
 pub mod trigger;
 mod worker;
 pub mod workspace;
@@ -135,6 +137,11 @@ pub struct Config {
     pub private_dirs: Vec<PathBuf>,
     /// Where the running personas are registered for turns asked for over A2A (see [`remote`]).
     pub desk: Option<Arc<remote::Desk>>,
+    /// Offer every agent session apiary's own tools over MCP (see [`mcp_tools`]).
+    pub agent_tools: bool,
+    /// How many persona-to-persona steps a chain of messages may take (see [`team`]; 0: a
+    /// persona's message never wakes another).
+    pub hop_limit: u32,
 }
 
 /// The relay link: one of two kinds, so the harness cannot believe a relay is its own while
@@ -225,8 +232,18 @@ pub async fn run_reloading(
     if let Some(slot) = &config.cluster.connection {
         let _ = slot.set(client.clone());
     }
+    let tools = match config.agent_tools {
+        true => Some(Arc::new(
+            apiary_mcp::Server::bind((std::net::Ipv4Addr::LOCALHOST, 0).into())
+                .await
+                .map_err(|e| DispatchError::Tools(e.to_string()))?,
+        )),
+        false => None,
+    };
     let h = Harness {
         config,
+        router: Arc::clone(&router),
+        tools,
         shared: client,
         auth: Arc::new(AtomicBool::new(false)),
         hooks,
@@ -239,7 +256,7 @@ pub async fn run_reloading(
         h.redactor.add_key(&key);
     }
     let mut summary = Summary::default();
-    let mut peers = HashSet::new();
+    let mut peers = HashMap::new();
     let lives = h
         .start_personas(&packs, &mut notifications, &mut summary, &mut peers)
         .await;
@@ -344,6 +361,10 @@ struct Harness {
     echoes: Arc<relay::echo::Echoes>,
     /// Secrets no reply may carry (see [`redact`]).
     redactor: Arc<redact::Redactor>,
+    /// Routing, for the personas' own messages (see [`worker::send`]).
+    router: route::Shared,
+    /// apiary's MCP server for the agents (see [`mcp_tools`]).
+    tools: Option<Arc<apiary_mcp::Server>>,
 }
 
 /// The harness's subscription: its id, channels, and where its `since` cursor stands.
@@ -368,7 +389,7 @@ impl Harness {
         packs: &[PackRun],
         notifications: &mut broadcast::Receiver<RelayPoolNotification>,
         summary: &mut Summary,
-        peers: &mut HashSet<PublicKey>,
+        peers: &mut HashMap<PublicKey, Arc<team::Member>>,
     ) -> Vec<Arc<Live>> {
         // Which personas start (this replica's), and which share a name with one listed before
         // them (decided on configuration, so it needs no started agent).
@@ -407,7 +428,9 @@ impl Harness {
         for live in results {
             match live {
                 Some(live) => {
-                    lives.push(Arc::new(live));
+                    let live = Arc::new(live);
+                    live.bind();
+                    lives.push(live);
                     summary.started += 1;
                 }
                 None => summary.refused += 1,
@@ -417,11 +440,18 @@ impl Harness {
     }
 
     /// A persona another replica owns: reported (JSON only), its key noted as a peer's.
-    fn elsewhere(&self, run: &PackRun, persona: &ResolvedPersona, peers: &mut HashSet<PublicKey>) {
+    fn elsewhere(
+        &self,
+        run: &PackRun,
+        persona: &ResolvedPersona,
+        peers: &mut HashMap<PublicKey, Arc<team::Member>>,
+    ) {
         let name = &persona.identity.name;
         match self.config.keys.persona(&run.namespace, name) {
             Ok(keys) => {
-                peers.insert(keys.public_key());
+                let pack = &run.resolved.pack.id;
+                let member = team::Member::of(pack, persona, keys.public_key(), false);
+                peers.insert(keys.public_key(), Arc::new(member));
             }
             Err(e) => {
                 tracing::warn!(persona = %name, "the key of a persona of another replica: {e}")
@@ -462,6 +492,8 @@ impl Harness {
             ));
         }
         let start = live::start_persona(
+            self,
+            Arc::default(),
             &self.config,
             &self.shared,
             run,
@@ -548,14 +580,18 @@ impl Harness {
         &self,
         router: &route::Shared,
         lives: &[Arc<Live>],
-        peers: HashSet<PublicKey>,
+        peers: HashMap<PublicKey, Arc<team::Member>>,
         routes: HashMap<String, Vec<usize>>,
         queues: route::Queues,
         matcher: Arc<dyn TriggerMatcher>,
     ) -> Result<Subscription, DispatchError> {
         let channels: Vec<String> = routes.keys().cloned().collect();
-        let mut own: HashSet<PublicKey> = lives.iter().map(|l| l.keys.public_key()).collect();
-        own.extend(peers);
+        let mut own = peers;
+        own.extend(
+            lives
+                .iter()
+                .map(|l| (l.keys.public_key(), Arc::new(l.member()))),
+        );
         // From the kept cursor when there is one (see `cluster`), else now.
         let since = self.config.cluster.start();
         self.config.cluster.keep(since);
@@ -564,6 +600,7 @@ impl Harness {
             personas: lives.iter().map(|l| route::Routed::of(l)).collect(),
             routes,
             own,
+            hop_limit: self.config.hop_limit,
             queues,
             matcher,
             out: Arc::clone(&self.out),

@@ -1,7 +1,7 @@
 //! A started persona ([`Live`]) and its agent ([`Agent`]): start-up in the order of the module
 //! doc, restarts through the [`Supervisor`], and the persona's hooks run off the async threads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,6 +56,13 @@ pub(super) struct Live {
     /// The turns it gives one author and takes in one channel: `up`'s flags, or its own from
     /// the overrides file (see [`flood`]).
     pub turns: flood::TurnLimits,
+    /// The message each channel's turn is answering now (for its tools' `read_thread` and the
+    /// hop count of its posts).
+    current: std::sync::Mutex<HashMap<String, Message>>,
+    /// Posts through its tools, per channel, at its channel turn rate.
+    posts: std::sync::Mutex<apiary_limits::Buckets<String>>,
+    /// Its sessions' grants of apiary's tools (`None`: the tools are off).
+    tools: Option<super::mcp_tools::Grantor>,
 }
 
 /// One run of a persona's agent process.
@@ -69,6 +76,8 @@ pub(super) struct Agent {
     /// (an A2A conversation: see [`super::remote`]).
     pub template: acp::NewSessionRequest,
     generation: u64,
+    /// Its sessions' tokens of apiary's tools, revoked with this run.
+    _grants: Vec<apiary_mcp::Grant>,
 }
 
 impl Supervised for Agent {
@@ -128,6 +137,7 @@ impl Live {
                 &self.channels,
                 next,
                 self.sessions.as_ref(),
+                self.tools.as_ref(),
             )
             .await
         };
@@ -228,6 +238,8 @@ pub(super) struct Reporting {
 
 /// Starts one persona: MCP check, workspace and skills, key, hooks, agent. `Err` refuses it.
 pub(super) async fn start_persona(
+    h: &super::Harness,
+    binding: super::mcp_tools::Binding,
     config: &Config,
     client: &Client,
     run: &PackRun,
@@ -246,11 +258,23 @@ pub(super) async fn start_persona(
         .persona(&run.namespace, &name)
         .map_err(DispatchError::Keys)?;
     start_hooks(runner, &pack_id, persona, &cwd).await?;
-    let agent_box = confine_agent(config, run, persona, &cwd, &reporting.out)?;
+    let tools_addr = h.tools.as_ref().map(|t| t.addr());
+    let agent_box = confine_agent(config, run, persona, &cwd, &reporting.out, tools_addr)?;
     reporting.redactor.add_key(keys.secret_key());
     for value in &agent_box.secrets {
         reporting.redactor.add_value(value);
     }
+    let tools = h
+        .tools
+        .as_ref()
+        .zip(agent_box.mcp_url.clone())
+        .map(|(server, url)| super::mcp_tools::Grantor {
+            server: Arc::clone(server),
+            h: h.clone(),
+            live: binding,
+            url,
+            bridge: std::env::current_exe().ok(),
+        });
     let mut spec = spawn_spec(config, persona, &cwd, &agent_box, reporting.stderr);
     spec.events = Some(agent_events(&name, &reporting.out));
     let channels = subscribed(config, client, persona).await;
@@ -266,6 +290,7 @@ pub(super) async fn start_persona(
         &channels,
         0,
         sessions.as_ref(),
+        tools.as_ref(),
     )
     .await?;
     let limits = config
@@ -300,6 +325,9 @@ pub(super) async fn start_persona(
         turns,
         confinement: agent_box.label,
         _egress: agent_box.socket,
+        current: Default::default(),
+        posts: std::sync::Mutex::new(apiary_limits::Buckets::new(turns.per_channel, 64)),
+        tools,
     })
 }
 
@@ -310,6 +338,7 @@ fn confine_agent(
     persona: &ResolvedPersona,
     cwd: &Path,
     out: &Out,
+    tools: Option<std::net::SocketAddr>,
 ) -> Result<confine::AgentBox, DispatchError> {
     let operator_env = confine::env::OperatorEnv::of_process();
     let (name, out) = (persona.identity.name.clone(), Arc::clone(out));
@@ -336,6 +365,7 @@ fn confine_agent(
         private: &config.private_dirs,
         operator_env: &operator_env,
         report,
+        tools,
     };
     Ok(confine::prepare(&ctx)?)
 }
@@ -560,6 +590,7 @@ async fn connect_agent(
     channels: &BTreeMap<String, String>,
     generation: u64,
     store: Option<&SessionStore>,
+    tools: Option<&super::mcp_tools::Grantor>,
 ) -> Result<Agent, DispatchError> {
     let name = &persona.identity.name;
     let env = crate::resolve::process_env;
@@ -572,7 +603,7 @@ async fn connect_agent(
         allowed: &persona.allow_env,
         pack: pack_id,
     };
-    let (servers, warnings) =
+    let (mut servers, warnings) =
         match crate::acp::mcp::to_acp(&persona.mcp_servers, &vars, agent.info.mcp_http) {
             Ok(v) => v,
             Err(e) => {
@@ -583,6 +614,25 @@ async fn connect_agent(
     for w in warnings {
         tracing::warn!(persona = %name, "{w}");
     }
+    if tools.is_some() {
+        // apiary's own server takes the name; a pack's server of that name would shadow it.
+        servers.retain(|s| {
+            let taken = server_name(s) == apiary_mcp::SERVER_NAME;
+            if taken {
+                tracing::warn!(persona = %name, "the pack's MCP server `{}` is left out: apiary's own tools use that name", apiary_mcp::SERVER_NAME);
+            }
+            !taken
+        });
+    }
+    let mut grants = Vec::new();
+    let mut offer = |channel: Option<&str>| -> Vec<acp::McpServer> {
+        let mut all = servers.clone();
+        if let Some((grant, entry)) = tools.and_then(|t| t.grant(channel, agent.info.mcp_http)) {
+            grants.push(grant);
+            all.push(entry);
+        }
+        all
+    };
     let prefix = if agent.info.system_prompt {
         None
     } else {
@@ -594,8 +644,7 @@ async fn connect_agent(
         .then(|| system_prompt(base_prompt.as_deref(), &persona.system_prompt));
     let mut sessions = BTreeMap::new();
     let agent_name = agent.info.name.clone();
-    let mut template =
-        acp::NewSessionRequest::new(spec.cwd.to_path_buf()).mcp_servers(servers.clone());
+    let mut template = acp::NewSessionRequest::new(spec.cwd.to_path_buf()).mcp_servers(offer(None));
     // The tool policy, to runtimes that take a deny list of their own (Claude Code), and no
     // project settings.
     let meta = crate::acp::tools::session_meta(&spec.tools);
@@ -604,11 +653,13 @@ async fn connect_agent(
         template = template.system_prompt(sp.clone());
     }
     for (id, channel_name) in channels {
-        if let Some(session) = reopen(&agent, store, id, &spec.cwd, &servers, name).await {
+        let offered = offer(Some(id));
+        if let Some(session) = reopen(&agent, store, id, &spec.cwd, &offered, name).await {
             sessions.insert(id.clone(), session);
             continue;
         }
-        match open_session(&agent, template.clone(), persona).await {
+        let request = template.clone().mcp_servers(offered);
+        match open_session(&agent, request, persona).await {
             Ok(session) => {
                 if let Some(store) = store {
                     store.put(agent_name.as_deref(), id, &session);
@@ -630,7 +681,17 @@ async fn connect_agent(
         prefix,
         template,
         generation,
+        _grants: grants,
     })
+}
+
+fn server_name(s: &acp::McpServer) -> &str {
+    match s {
+        acp::McpServer::Stdio(s) => &s.name,
+        acp::McpServer::Http(s) => &s.name,
+        acp::McpServer::Sse(s) => &s.name,
+        _ => "",
+    }
 }
 
 /// The channel's saved session, reopened, when the agent can; `None` starts a new one (a session
@@ -668,6 +729,37 @@ fn system_prompt(base: Option<&str>, persona: &str) -> acp::SystemPrompt {
 }
 
 impl Live {
+    /// Lets its tools answer for it, once it runs.
+    pub fn bind(self: &Arc<Self>) {
+        if let Some(tools) = &self.tools {
+            let _ = tools.live.set(Arc::downgrade(self));
+        }
+    }
+
+    /// What the other personas see of it.
+    pub fn member(&self) -> super::team::Member {
+        super::team::Member::of(&self.pack_id, &self.resolved, self.keys.public_key(), true)
+    }
+
+    /// The message the turn of `channel` is answering, if one runs.
+    pub fn turn_now(&self, channel: &str) -> Option<Message> {
+        lock(&self.current).get(channel).cloned()
+    }
+
+    /// Marks the message the turn of `channel` answers (`None`: the turn ended).
+    pub fn answering(&self, channel: &str, message: Option<&Message>) {
+        let mut current = lock(&self.current);
+        match message {
+            Some(m) => current.insert(channel.to_string(), m.clone()),
+            None => current.remove(channel),
+        };
+    }
+
+    /// Takes one post from the channel's bucket; `false`: over the rate.
+    pub fn take_post(&self, channel: &str, now: std::time::Instant) -> bool {
+        lock(&self.posts).try_take(channel.to_string(), now)
+    }
+
     /// A new session on `agent`, opened as its channels' were.
     pub async fn new_session(&self, agent: &Agent) -> Result<String, crate::acp::AcpError> {
         open_session(&agent.client, agent.template.clone(), &self.resolved).await
@@ -715,4 +807,8 @@ async fn open_session(
         }
     }
     Ok(session)
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

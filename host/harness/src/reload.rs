@@ -160,7 +160,9 @@ async fn upsert(h: &Harness, router: &route::Shared, fleet: &mut Fleet, run: Pac
             .collect();
         let shared = conflict::shared_name(&beside, &id, persona);
         if let Some(live) = h.start_one(&run, index, persona, shared.clone()).await {
-            started.push(Arc::new(live));
+            let live = Arc::new(live);
+            live.bind();
+            started.push(live);
             continue;
         }
         refused.push(name.clone());
@@ -181,7 +183,9 @@ async fn upsert(h: &Harness, router: &route::Shared, fleet: &mut Fleet, run: Pac
         let back = h.start_one(old, old_index, old_persona, shared).await;
         h.hooks.pack_changed(&id, Some(&run.pack));
         if let Some(live) = back {
-            started.push(Arc::new(live));
+            let live = Arc::new(live);
+            live.bind();
+            started.push(live);
             kept.push(name.clone());
         }
     }
@@ -425,7 +429,8 @@ fn swap_in(
                 r.personas.len() - 1
             }
         };
-        r.own.insert(live.keys.public_key());
+        r.own
+            .insert(live.keys.public_key(), Arc::new(live.member()));
         let channels: Vec<&String> = live.channels.keys().collect();
         unroute(r, i, &channels);
         for channel in live.channels.keys() {

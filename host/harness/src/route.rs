@@ -8,13 +8,14 @@
 //! `live_agents`, 2 ms at p50 and 7 ms at p99 between the websocket frame and routing), and on a
 //! thread of its own every event paid one more thread wake-up on a busy machine (0.2 ms at p50).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use nostr_sdk::prelude::*;
 use tokio::sync::mpsc;
 
+use super::team::{Handoff, Member, Stop};
 use super::{DispatchError, Live, Note, Out, Reason, Seen, TriggerMatcher, TriggerPersona, event};
 use crate::relay::{self, KIND_MESSAGE, Message};
 
@@ -70,8 +71,11 @@ pub(super) struct Router {
     pub personas: Vec<Routed>,
     /// Channel id → indexes into `personas` of the personas subscribed to it.
     pub routes: HashMap<String, Vec<usize>>,
-    /// The personas' own keys (their replies come back on the subscription).
-    pub own: HashSet<PublicKey>,
+    /// The harness's personas (and other replicas'), by key: their messages wake others only as
+    /// [`super::team`] allows.
+    pub own: HashMap<PublicKey, Arc<Member>>,
+    /// `--hop-limit` (see [`super::team`]).
+    pub hop_limit: u32,
     pub queues: Queues,
     pub matcher: Arc<dyn TriggerMatcher>,
     pub out: Out,
@@ -99,7 +103,7 @@ impl Router {
         // Benchmark probe (`benches/live_agents.rs`): an event handed to the harness by the relay
         // client. Disabled callsites cost one branch.
         tracing::trace!(target: "apiary::probe", id = %event.id, "event received");
-        let Some(message) = self.accept(event) else {
+        let Some((message, handoff)) = self.accept(event) else {
             return false;
         };
         let Some(targets) = self.routes.get(&message.channel) else {
@@ -118,7 +122,10 @@ impl Router {
             .get(&message.channel)
             .map(String::as_str)
             .unwrap_or(&message.channel);
-        let decisions = self.decide(&message, targets, channel_name);
+        let mut decisions = self.decide(&message, targets, channel_name);
+        if let Some(handoff) = &handoff {
+            self.hand_off(handoff, &message, targets, channel_name, &mut decisions);
+        }
         let mut woke = Vec::new();
         let mut decided: Vec<Decided> = Vec::new();
         for (&i, decision) in targets.iter().zip(decisions) {
@@ -143,16 +150,20 @@ impl Router {
                 reason,
             });
         }
+        if handoff.is_some() && decided.is_empty() {
+            // A persona's message no one was woken or stopped for: nothing to report.
+            return false;
+        }
         self.report(&message, channel_name, &woke, decided)
     }
 
-    /// The message of `event` when it is one to route: a chat message not seen before, not the
-    /// harness's own. Moves the subscription's cursor.
-    fn accept(&mut self, event: &Event) -> Option<Message> {
+    /// The message of `event` when it is one to route: a chat message not seen before, with the
+    /// handoff rules when a persona of the harness wrote it. Moves the subscription's cursor.
+    fn accept(&mut self, event: &Event) -> Option<(Message, Option<Handoff>)> {
         if event.kind != Kind::Custom(KIND_MESSAGE) || !self.seen.insert(event.id) {
             return None;
         }
-        let message = Message::parse(event)?;
+        let mut message = Message::parse(event)?;
         let secs = message.created_at.as_secs();
         if secs > self.cursor.load(Ordering::Relaxed) && message.created_at <= Timestamp::now() {
             self.cursor.store(secs, Ordering::Relaxed);
@@ -162,11 +173,57 @@ impl Router {
         // check here: the relay pool verified the id and signature of every event before handing
         // it over (nostr-sdk's `verify_and_cache`), or, for the `relay_in_process` transport, our
         // in-process relay did before storing it; a check costs more than all of routing.
-        if self.own.contains(&message.author) {
-            return None;
+        if let Some(from) = self.own.get(&message.author) {
+            let handoff = Handoff::of(Arc::clone(from), &message, self.hop_limit);
+            // Only `@name` and keywords wake from a persona's message (see `team`).
+            message.mentions.clear();
+            return Some((message, Some(handoff)));
         }
+        // Only a persona's own hop count is believed.
+        message.hop = None;
         self.routed += 1;
-        Some(message)
+        Some((message, None))
+    }
+
+    /// Applies the handoff rules to the triggers' decisions for a persona's message; each persona
+    /// the rules keep asleep is told why (`handoff_stopped`).
+    fn hand_off(
+        &self,
+        handoff: &Handoff,
+        message: &Message,
+        targets: &[usize],
+        channel_name: &str,
+        decisions: &mut [Result<Reason, String>],
+    ) {
+        for (&i, decision) in targets.iter().zip(decisions.iter_mut()) {
+            if decision.is_err() {
+                continue;
+            }
+            let Some(to) = self.own.get(&self.personas[i].trigger.pubkey) else {
+                continue;
+            };
+            let Err(stop) = handoff.check(to) else {
+                continue;
+            };
+            let why = handoff.why(stop, to);
+            let id = message.id.to_hex();
+            let stopped = event::Event::HandoffStopped {
+                persona: to.name.clone(),
+                from: handoff.from.qualified(),
+                channel: channel_name.to_string(),
+                id: id.clone(),
+                hop: handoff.hop,
+                limit: handoff.limit,
+                stop: stop.as_str().into(),
+                reason: why.clone(),
+            };
+            // A persona's own keyword in its own reply is routine; the other stops are news.
+            (self.out)(match stop {
+                Stop::Itself => Note::only_json(stopped),
+                _ => Note::new(stopped, format!("handoff_stopped {} {id}: {why}", to.name)),
+            });
+            *decision = Err(why);
+        }
     }
 
     /// The matcher's decision for each persona of `targets`: the wake reason, or why it stays
@@ -337,8 +394,25 @@ mod tests {
         }
         let notes: Arc<Mutex<Vec<Note>>> = Arc::default();
         let sink = Arc::clone(&notes);
+        let own = personas
+            .iter()
+            .map(|p| {
+                let member = Member {
+                    pack: "p".into(),
+                    name: p.trigger.name.clone(),
+                    display_name: p.trigger.name.clone(),
+                    description: String::new(),
+                    channels: Vec::new(),
+                    pubkey: p.trigger.pubkey,
+                    woken_by: None,
+                    local: true,
+                };
+                (p.trigger.pubkey, Arc::new(member))
+            })
+            .collect();
         let router = Router {
-            own: keys.iter().map(Keys::public_key).collect(),
+            own,
+            hop_limit: 4,
             personas,
             routes,
             queues,
@@ -417,11 +491,12 @@ mod tests {
         let once = said(GENERAL, "@ada hi");
         assert!(route(&r.shared, &once));
         assert!(!route(&r.shared, &once), "a duplicate is routed once");
-        let own = relay::message(&r.keys[1], GENERAL, "@ada from bob", vec![]).unwrap();
+        let own = relay::message(&r.keys[1], GENERAL, "@bob from bob", vec![]).unwrap();
         assert!(
             !route(&r.shared, &own),
-            "a persona's own message wakes nobody"
+            "a persona's own message never wakes it"
         );
+        assert!(r.kinds().contains(&"handoff_stopped"), "{:?}", r.kinds());
         assert!(!route(&r.shared, &said("g-elsewhere", "@ada hi")));
         let note = EventBuilder::text_note("@ada hi")
             .sign_with_keys(&Keys::generate())
@@ -430,6 +505,65 @@ mod tests {
         assert_eq!(r.take(0, GENERAL).len(), 1);
         // Routed: the first message and the one on a channel no persona holds.
         assert_eq!(r.routed(), 2);
+    }
+
+    /// A persona's message hands work to another by `@name`, carrying its hop count; at the
+    /// limit, or where the woken persona's rule does not admit the author, it wakes nobody and
+    /// says why. Its `p` tag (a reply's, naming whom it answers) wakes nobody.
+    #[test]
+    fn a_persona_hands_work_over_until_the_hop_limit_or_the_rule_stops_it() {
+        let mut r = rig(Arc::new(NativeTriggers), 8);
+        let bob = r.keys[1].clone();
+        let hop = |n: u32| vec![relay::hop_tag(n)];
+        let handoff = relay::message(&bob, GENERAL, "@ada check this", hop(1)).unwrap();
+        assert!(route(&r.shared, &handoff));
+        let taken = r.take(0, GENERAL);
+        assert_eq!(taken.len(), 1);
+        assert_eq!(
+            taken[0].0.hop,
+            Some(1),
+            "the hop count travels with the message"
+        );
+        let tagged = relay::message(
+            &bob,
+            GENERAL,
+            "an answer",
+            vec![Tag::public_key(r.keys[0].public_key())],
+        )
+        .unwrap();
+        assert!(!route(&r.shared, &tagged), "a reply's p tag wakes nobody");
+
+        let last = relay::message(&bob, GENERAL, "@ada again", hop(4)).unwrap();
+        assert!(!route(&r.shared, &last));
+        let notes = r.notes.lock().unwrap().clone();
+        let stop = notes
+            .iter()
+            .find_map(|n| match &n.event {
+                event::Event::HandoffStopped { stop, reason, .. } => {
+                    Some((stop.clone(), reason.clone()))
+                }
+                _ => None,
+            })
+            .expect("a handoff_stopped note");
+        assert_eq!(stop.0, "hop-limit", "{stop:?}");
+        assert!(stop.1.contains("hop 4 of at most 4"), "{stop:?}");
+
+        // Ada lets nobody wake her now.
+        {
+            let mut guard = r.shared.lock().unwrap();
+            let router = guard.as_mut().unwrap();
+            let ada = router.own.get(&r.keys[0].public_key()).unwrap();
+            let mut closed = (**ada).clone();
+            closed.woken_by = Some(Vec::new());
+            router.own.insert(closed.pubkey, Arc::new(closed));
+        }
+        let refused = relay::message(&bob, GENERAL, "@ada once more", hop(1)).unwrap();
+        assert!(!route(&r.shared, &refused));
+        assert!(r.take(0, GENERAL).is_empty());
+        // A person's message still wakes her, and a hop tag in it is not believed.
+        let person = relay::message(&Keys::generate(), GENERAL, "@ada hi", hop(3)).unwrap();
+        assert!(route(&r.shared, &person));
+        assert_eq!(r.take(0, GENERAL)[0].0.hop, None);
     }
 
     #[test]

@@ -355,7 +355,10 @@ impl Turns {
             message: &message,
             id: &id,
         };
+        // Its tools read the thread of, and count hops from, the message being answered.
+        self.live.answering(&self.channel, Some(&message));
         let turn = self.prompt(&ask).await;
+        self.live.answering(&self.channel, None);
         tracing::trace!(target: "apiary::probe", persona = %name, channel = %self.channel, "turn ended");
         match turn {
             Ok(turn) => {
@@ -709,6 +712,7 @@ impl Publisher {
             broadcast_replies: live.resolved.broadcast_replies,
         };
         let mut tags = relay::reply_tags(&trigger, mode);
+        tags.push(relay::hop_tag(super::team::next_hop(Some(&trigger))));
         // Among replicas, the reply names every message it answers, so that the relay check
         // finds it for the earlier ones of a batch too.
         if h.config.cluster.check_replies {
@@ -722,36 +726,49 @@ impl Publisher {
         .await
         .unwrap_or_else(|e| Err(e.to_string()))
         .map_err(DispatchError::Sign)?;
-        h.echoes.expect(event.id);
-        if let Some(door) = h.config.relay.door() {
-            door.publish(&event)
-                .await
-                .map_err(|why| DispatchError::Refused(vec![why]))?;
-            h.replies.fetch_add(1, Ordering::SeqCst);
-            return Ok(Some(published(&event)));
+        send(h, live, &event).await?;
+        h.replies.fetch_add(1, Ordering::SeqCst);
+        Ok(Some(published(&event)))
+    }
+}
+
+/// Publishes a persona's signed message (a reply, or a post through its tools), then routes it
+/// here as the relay would: it may hand work to another persona of this harness (see
+/// [`super::team`]; the subscription skips the harness's own events).
+pub(super) async fn send(
+    h: &Harness,
+    live: &Live,
+    event: &nostr_sdk::Event,
+) -> Result<(), DispatchError> {
+    h.echoes.expect(event.id);
+    if let Some(door) = h.config.relay.door() {
+        door.publish(event)
+            .await
+            .map_err(|why| DispatchError::Refused(vec![why]))?;
+        super::route::route(&h.router, event);
+        return Ok(());
+    }
+    let client = persona_relay(live, h).await;
+    let mut sent = client.send_event(event).await;
+    // A relay that wants authentication only for writing says so now: retry once on the
+    // persona's own authenticated connection.
+    if let Ok(o) = &sent
+        && o.success.is_empty()
+        && o.failed
+            .values()
+            .any(|why| why.starts_with("auth-required:"))
+        && !h.auth.swap(true, Ordering::SeqCst)
+    {
+        let own = persona_relay(live, h).await;
+        sent = own.send_event(event).await;
+    }
+    match sent {
+        Ok(o) if !o.success.is_empty() => {
+            super::route::route(&h.router, event);
+            Ok(())
         }
-        let client = persona_relay(live, h).await;
-        let mut sent = client.send_event(&event).await;
-        // A relay that wants authentication only for writing says so now: retry once on the
-        // persona's own authenticated connection.
-        if let Ok(o) = &sent
-            && o.success.is_empty()
-            && o.failed
-                .values()
-                .any(|why| why.starts_with("auth-required:"))
-            && !h.auth.swap(true, Ordering::SeqCst)
-        {
-            let own = persona_relay(live, h).await;
-            sent = own.send_event(&event).await;
-        }
-        match sent {
-            Ok(o) if !o.success.is_empty() => {
-                h.replies.fetch_add(1, Ordering::SeqCst);
-                Ok(Some(published(&event)))
-            }
-            Ok(o) => Err(DispatchError::Refused(o.failed.values().cloned().collect())),
-            Err(e) => Err(DispatchError::Publish(e.to_string())),
-        }
+        Ok(o) => Err(DispatchError::Refused(o.failed.values().cloned().collect())),
+        Err(e) => Err(DispatchError::Publish(e.to_string())),
     }
 }
 

@@ -68,6 +68,10 @@ pub struct Message {
     pub mentions: Vec<PublicKey>,
     /// The tags as sent (for the prompt), bounded.
     pub tags: Vec<Vec<String>>,
+    /// How many persona-to-persona steps led to it (its `hop` tag, see [`hop_tag`]); `None`
+    /// when it carries none. Only a persona's own message is believed (the harness clears it for
+    /// everyone else's).
+    pub hop: Option<u32>,
 }
 
 impl Message {
@@ -82,6 +86,7 @@ impl Message {
         let mut unmarked = Vec::new();
         let mut mentions = Vec::new();
         let mut tags = Vec::new();
+        let mut hop = None;
         for tag in ev.tags.iter() {
             let s = tag.as_slice();
             tags.push(
@@ -115,6 +120,7 @@ impl Message {
                         mentions.push(pk);
                     }
                 }
+                [k, v, ..] if k == HOP => hop = v.parse::<u32>().ok().map(|h| h.min(HOP_MAX)),
                 _ => {}
             }
         }
@@ -143,6 +149,7 @@ impl Message {
             parent,
             mentions,
             tags,
+            hop,
         })
     }
 
@@ -185,6 +192,16 @@ pub fn reply_tags(trigger: &Message, mode: ReplyMode) -> Vec<Tag> {
     }
     tags.push(Tag::public_key(trigger.author));
     tags
+}
+
+/// The tag naming how many persona-to-persona steps led to a persona's message: `["hop", "<n>"]`.
+/// It travels in the event, so every replica reads the same count.
+pub const HOP: &str = "hop";
+/// A `hop` tag's value is read as at most this.
+const HOP_MAX: u32 = 1000;
+
+pub fn hop_tag(hop: u32) -> Tag {
+    Tag::custom(TagKind::custom(HOP), [hop.to_string()])
 }
 
 /// Tags a person's message gets when it replies to `parent` (whose own thread root is `root`).

@@ -132,6 +132,8 @@ pub mod persona {
     pub const HOOKS: &str = "hooks";
     /// apiary's extension: which tools the persona's agent may use (`allow`, `deny`, `read_only`).
     pub const TOOL_POLICY: &str = "x-tool-policy";
+    /// apiary's extension: which personas' messages may wake this one (persona handoff).
+    pub const WOKEN_BY: &str = "x-woken-by";
 
     /// The identity keys (everything but the behavioural ones).
     pub const IDENTITY_KEYS: &[&str] = &[
@@ -146,6 +148,7 @@ pub mod persona {
         MCP_SERVERS,
         HOOKS,
         TOOL_POLICY,
+        WOKEN_BY,
     ];
 
     const ALL: [&str; IDENTITY_KEYS.len() + crate::behaviour::KEYS.len()] =

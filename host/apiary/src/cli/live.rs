@@ -182,6 +182,17 @@ pub struct UpArgs {
     /// Do not publish agents' replies (for agents that publish themselves).
     #[arg(hide_short_help = true, long)]
     pub no_publish: bool,
+    /// Do not offer agents apiary's own tools (the MCP server `apiary`: read_thread,
+    /// read_channel, search_channel, post, list_personas).
+    #[arg(hide_short_help = true, long)]
+    pub no_agent_tools: bool,
+    /// How many persona-to-persona steps a chain of messages may take: a persona's reply or
+    /// post made while answering a message of hop n is hop n+1, and wakes no persona at this
+    /// limit (0: personas never wake each other). Which personas may wake which is the pack's
+    /// `x-woken-by` (default: its own personas) or the overrides file's `woken_by`.
+    #[arg(hide_short_help = true, long, value_name = "N", default_value_t = dispatch::team::DEFAULT_HOP_LIMIT,
+          value_parser = bounded::count::<u32>(0, 64))]
+    pub hop_limit: u32,
     /// How agents' permission requests are answered, for tools the persona's `x-tool-policy`
     /// admits (a tool it refuses is rejected whatever this says).
     #[arg(hide_short_help = true, long, value_enum, default_value_t = Permission::Deny)]
@@ -1197,6 +1208,8 @@ async fn serve(args: &UpArgs, plan: Plan, out: dispatch::Out) -> u8 {
         confinement: plan.confinement,
         private_dirs: plan.private_dirs,
         desk,
+        agent_tools: !args.no_agent_tools,
+        hop_limit: args.hop_limit,
     };
     let matcher = trigger_matcher(args.native_triggers).await;
     let trust = StoreTrust::new(

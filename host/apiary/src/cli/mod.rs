@@ -126,6 +126,11 @@ enum Command {
     /// The key store: make a pack's keys ahead of time, list them, export them as a Kubernetes Secret.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+
+    /// apiary's tools as a stdio MCP server, for agents without HTTP MCP: started by the agent
+    /// itself, from the `session/new` entry `up` gives it (APIARY_MCP_URL, APIARY_MCP_TOKEN).
+    #[command(hide = true)]
+    McpBridge,
 }
 
 fn version_line() -> &'static str {
@@ -198,6 +203,13 @@ pub fn main() -> ExitCode {
         Command::Up(a) => live::up(*a),
         Command::Post(a) => live::post(a),
         Command::Tail(a) => live::tail(a),
+        Command::McpBridge => match apiary_mcp::bridge::run() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("apiary mcp-bridge: {e}");
+                1
+            }
+        },
         Command::Relay(a) => live::relay(a),
         Command::Keys(cmd) => keys::run(cmd),
     };

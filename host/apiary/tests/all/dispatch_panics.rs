@@ -165,6 +165,8 @@ fn a_panic_in_one_personas_path_is_reported_and_the_rest_runs_on() {
         confinement: apiary::dispatch::confine::Confinement::none("not confined in this test"),
         private_dirs: Vec::new(),
         desk: None,
+        agent_tools: false,
+        hop_limit: 0,
     };
     let (tx, rx) = std::sync::mpsc::channel::<Note>();
     let out: dispatch::Out = Arc::new(move |n: Note| {

@@ -17,6 +17,7 @@ pub mod skill;
 pub mod source;
 pub mod tool_names;
 pub mod tool_policy;
+pub mod woken_by;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -13,6 +13,7 @@ use super::manifest::{Author, MIGRATE_HINT};
 use super::mcp::{self, McpServer};
 use super::source::{Fields, SharedText, SourceFile, Syntax, suggest};
 use super::tool_policy::{self, ToolPolicy};
+use super::woken_by;
 use crate::diag::{Diagnostic, Report, Severity};
 
 pub const MAX_NAME_LEN: usize = 64;
@@ -37,6 +38,8 @@ pub struct Persona {
     pub hooks: HookSet,
     /// `x-tool-policy`: which tools its agent may use (`None`: the key is absent).
     pub tool_policy: Option<ToolPolicy>,
+    /// `x-woken-by`: which personas' messages may wake it (`None`: the key is absent).
+    pub woken_by: Option<Vec<String>>,
     /// The persona prompt: the markdown body, line ends normalised to `\n`, outer blank space trimmed.
     pub body: SharedText,
     /// The file as read, for diagnostics found after parsing (e.g. a `skills:` entry that is missing).
@@ -100,6 +103,7 @@ pub fn parse(rel: PathBuf, text: Arc<str>, report: &mut Report) -> Option<Person
         behaviour: BehaviourLayer::read(&fields, report, Severity::Error),
         hooks,
         tool_policy: tool_policy::read(&fields, report),
+        woken_by: woken_by::read(&fields, apiary_schema::persona::WOKEN_BY, report),
         body,
         file: rel,
         name: name?,

@@ -142,6 +142,10 @@ pub struct ResolvedPersona {
     /// `apiary up` enforces it (absent: any).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_policy: Option<ToolPolicy>,
+    /// Which personas' messages may wake it: the operator's `woken_by`, else the persona's
+    /// `x-woken-by` (absent: its own pack's personas; see [`crate::pack::woken_by`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub woken_by: Option<Vec<String>>,
     /// Variables set in the agent process for its runtime, with the operator's own values kept.
     pub env: BTreeMap<String, String>,
     /// Kilobytes per persona: escaped for JSON 32 bytes at a time rather than byte by byte.
@@ -316,6 +320,10 @@ fn resolve_persona(
         skills,
         mcp_servers: mcp::merge(&pack.mcp_servers, &persona.mcp_servers),
         tool_policy: tool_policy(pack, persona, overrides),
+        woken_by: overrides
+            .get(&pack.manifest.id, &persona.name)
+            .and_then(|o| o.woken_by.clone())
+            .or_else(|| persona.woken_by.clone()),
         env: env_vars,
         system_prompt,
         sources,

@@ -30,6 +30,9 @@
 //! tool_ceiling = { deny = ["kind:execute"], read_only = true }
 //! ```
 //!
+//! `woken_by`, in a persona's table, chooses which personas' messages may wake it, over the
+//! pack's own `x-woken-by` (see [`crate::pack::woken_by`]).
+//!
 //! One key sits at the top, outside every pack's table: `require_signed = true` makes
 //! `apiary install` refuse a pack no author signed (as `--require-signed` does).
 //!
@@ -53,6 +56,9 @@ use crate::pack::source::{self, Fields, SourceFile, Syntax, suggest};
 /// The top-level key that makes installs refuse unsigned packs.
 pub const REQUIRE_SIGNED: &str = "require_signed";
 
+/// The persona-level key choosing which personas may wake it (see [`crate::pack::woken_by`]).
+pub const WOKEN_BY: &str = "woken_by";
+
 /// The pack-level key listing the variables the pack's MCP `${VAR}`s may read.
 pub const ALLOW_ENV: &str = "allow_env";
 
@@ -64,6 +70,8 @@ pub struct PersonaOverride {
     pub limits: PersonaLimits,
     /// `agent_env`, `agent_net`, `agent_read`, `agent_write` (see [`super::grants`]).
     pub grants: AgentGrants,
+    /// `woken_by`: which personas may wake it, over its own `x-woken-by`.
+    pub woken_by: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -198,6 +206,7 @@ impl Overrides {
                     runtime: f.string(report, "runtime"),
                     limits: read_limits(&f, report),
                     grants: read_grants(&f, report),
+                    woken_by: crate::pack::woken_by::read(&f, WOKEN_BY, report),
                 };
                 entries
                     .entry(pack_id.clone())
@@ -279,7 +288,12 @@ fn check_keys(f: &Fields<'_>, report: &mut Report) {
     let known: Vec<&str> = BEHAVIOUR_KEYS
         .iter()
         .copied()
-        .chain([apiary_schema::persona::RUNTIME, LIMITS, TOOL_CEILING])
+        .chain([
+            apiary_schema::persona::RUNTIME,
+            LIMITS,
+            TOOL_CEILING,
+            WOKEN_BY,
+        ])
         .chain(grants::KEYS.iter().copied())
         .collect();
     for key in f.map.keys().filter(|k| !known.contains(&k.as_str())) {
