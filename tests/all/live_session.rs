@@ -135,7 +135,7 @@ fn session_env_skills_and_refusals_on(kind: Kind) {
     let p = &news[0]["params"];
     assert_eq!(p["cwd"], pip_ws.to_str().unwrap());
     assert_eq!(
-        p["mcpServers"],
+        crate::support::live::pack_servers(&p["mcpServers"]),
         json!([
             {"name": "github", "command": "/usr/local/bin/github-mcp-server", "args": ["stdio"],
              "env": [{"name": "GITHUB_PERSONAL_ACCESS_TOKEN", "value": "gh-secret-123"},

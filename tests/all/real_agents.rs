@@ -1202,3 +1202,135 @@ fn gemini_steered_at_the_key_store_reads_nothing_and_tells_nothing() {
     assert_eq!(std::fs::read_to_string(mine).unwrap(), "ok\n");
     up.stop_ok();
 }
+
+/// Issue 34 on Claude Code itself: the stub has the model call apiary's own tools, which Claude
+/// Code reaches over HTTP MCP through its confinement's egress route. `list_personas` names bob,
+/// `read_thread` returns the message being answered, and `post` hands bob a task: bob, woken by
+/// the post, answers in its thread. apiary's tools need no `--permission`: each request is
+/// answered `apiary-tools`.
+#[test]
+fn claude_code_uses_apiary_s_tools_and_hands_work_to_another_persona() {
+    let home = open_home();
+    let provider = Provider::scripted(Script {
+        tools: vec![
+            ("mcp__apiary__list_personas".into(), json!({})),
+            ("mcp__apiary__read_thread".into(), json!({"limit": 5})),
+            (
+                "mcp__apiary__post".into(),
+                json!({"text": "@bob please count the frames"}),
+            ),
+        ],
+        answer: "Handed over, says the stub.".into(),
+        ..Script::default()
+    });
+    let Some((mut up, _)) = claude_up(home.path(), &provider, &[("ada", ""), ("bob", "")], &[])
+    else {
+        return;
+    };
+    let ask = up.post("general", "@ada get this counted", &[]);
+    for tool in ["list_personas", "read_thread", "post"] {
+        let used = note(&mut up, "apiary_tool", "ada", |v| v["tool"] == tool);
+        assert_eq!(used["ok"], true, "{used}");
+    }
+    let asked = note(&mut up, "permission", "ada", |v| {
+        v["tool"] == "mcp__apiary__post"
+    });
+    assert_eq!(asked["allowed"], true, "{asked}");
+    assert_eq!(asked["decided_by"], "apiary-tools", "{asked}");
+    let posted = note(&mut up, "posted", "ada", |_| true);
+    let post_id = posted["id"].as_str().unwrap().to_string();
+    note(&mut up, "reply", "ada", |v| v["to"] == ask.as_str());
+    // Bob is woken by Ada's post and answers in its thread.
+    note(&mut up, "reply", "bob", |v| v["to"] == post_id.as_str());
+    // What the tools answered reached the model: bob listed, the asking message read.
+    let results: String = provider
+        .requests()
+        .iter()
+        .filter(|s| s.path.split('?').next() == Some("/v1/messages"))
+        .map(|s| s.body["messages"].to_string())
+        .collect();
+    assert!(
+        results.contains("@bob"),
+        "list_personas' answer did not reach the model"
+    );
+    assert!(
+        results.contains("get this counted"),
+        "read_thread's answer did not reach the model"
+    );
+    up.stop_ok();
+}
+
+/// Issue 34 on Gemini CLI: the stub has the model call apiary's `list_personas` and `post` (as
+/// Gemini CLI names them); Gemini CLI names no tool in its permission requests, so here
+/// `--permission allow-once` answers them. Bob, woken by the post, answers in its thread.
+#[test]
+fn gemini_uses_apiary_s_tools_and_hands_work_to_another_persona() {
+    let Some(bin) = installed("gemini", None) else {
+        return;
+    };
+    let provider = Provider::scripted(Script {
+        tools: vec![
+            ("~list_personas".into(), json!({})),
+            (
+                "~post".into(),
+                json!({"text": "@bob please count the frames"}),
+            ),
+        ],
+        answer: "Handed over, says the stub.".into(),
+        ..Script::default()
+    });
+    let home = open_home();
+    let root = home.path().join("pack");
+    let files: Vec<(String, String)> = ["ada", "bob"]
+        .iter()
+        .map(|name| {
+            let text = format!(
+                "---\nname: {name}\ndisplay_name: {name}\ndescription: a team member\nruntime: gemini\n\
+                 model: gemini-2.5-pro\nsubscribe: [\"general\"]\n---\nYou are {name}.\n"
+            );
+            (name.to_string(), text)
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    write_pack(&root, "com.example.real-agents", &refs, &[]);
+    grant(
+        home.path(),
+        "com.example.real-agents",
+        &provider,
+        &["GEMINI_API_KEY"],
+        "",
+    );
+    let ws = home.path().join("ws");
+    let path = path_with(bin.parent().unwrap());
+    let mut up = Up::start(
+        home.path(),
+        &[&root],
+        &[
+            "--json",
+            "--agent",
+            "gemini",
+            "--permission",
+            "allow-once",
+            "--workspace-root",
+            ws.to_str().unwrap(),
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("GEMINI_API_KEY", "stub-key"),
+            ("GOOGLE_GEMINI_BASE_URL", provider.url.as_str()),
+        ],
+    );
+    let ask = up.post("general", "@ada get this counted", &[]);
+    let listed = note(&mut up, "apiary_tool", "ada", |v| {
+        v["tool"] == "list_personas"
+    });
+    assert_eq!(listed["ok"], true, "{listed}");
+    let posted = note(&mut up, "posted", "ada", |_| true);
+    let post_id = posted["id"].as_str().unwrap().to_string();
+    note(&mut up, "reply", "ada", |v| v["to"] == ask.as_str());
+    note(&mut up, "reply", "bob", |v| v["to"] == post_id.as_str());
+    up.stop_ok();
+}

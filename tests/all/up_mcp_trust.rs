@@ -46,7 +46,7 @@ fn mcp_servers(home: &Path) -> Value {
     let bee = capture(home, "bee");
     let news = received(&bee, "session/new");
     assert!(!news.is_empty(), "bee got no session/new");
-    news[0]["params"]["mcpServers"].clone()
+    crate::support::live::pack_servers(&news[0]["params"]["mcpServers"])
 }
 
 #[test]

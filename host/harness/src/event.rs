@@ -288,8 +288,8 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         stderr: Vec<String>,
     },
-    /// The agent asked to use a tool and was answered (`decided_by`: `tool-policy` or
-    /// `permission`).
+    /// The agent asked to use a tool and was answered (`decided_by`: `tool-policy`,
+    /// `apiary-tools` or `permission`).
     Permission {
         persona: String,
         session: String,

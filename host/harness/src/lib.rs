@@ -491,9 +491,22 @@ impl Harness {
                 text,
             ));
         }
+        let tools = self.tools.as_ref().map(|server| {
+            let h = self.clone();
+            let backend: live::Backends = Arc::new(move |live, channel| {
+                Arc::new(mcp_tools::SessionTools {
+                    h: h.clone(),
+                    live,
+                    channel: channel.map(str::to_string),
+                })
+            });
+            live::Tools {
+                server: Arc::clone(server),
+                backend,
+            }
+        });
         let start = live::start_persona(
-            self,
-            Arc::default(),
+            tools,
             &self.config,
             &self.shared,
             run,
@@ -601,6 +614,7 @@ impl Harness {
             routes,
             own,
             hop_limit: self.config.hop_limit,
+            woke: team::Woke::default(),
             queues,
             matcher,
             out: Arc::clone(&self.out),

@@ -62,7 +62,7 @@ pub(super) struct Live {
     /// Posts through its tools, per channel, at its channel turn rate.
     posts: std::sync::Mutex<apiary_limits::Buckets<String>>,
     /// Its sessions' grants of apiary's tools (`None`: the tools are off).
-    tools: Option<super::mcp_tools::Grantor>,
+    tools: Option<ToolOffer>,
 }
 
 /// One run of a persona's agent process.
@@ -227,6 +227,61 @@ impl Live {
     }
 }
 
+/// The persona a session's tools answer for, filled once it runs (its agent starts first).
+pub(super) type Binding = Arc<std::sync::OnceLock<std::sync::Weak<Live>>>;
+
+/// A session's tools, made by the harness (see `mcp_tools`) for the persona `Binding` names and
+/// a channel id (`None`: a session of no channel, an A2A conversation).
+pub(super) type Backends =
+    Arc<dyn Fn(Binding, Option<&str>) -> Arc<dyn apiary_mcp::Backend> + Send + Sync>;
+
+/// apiary's tools for a starting persona: the server and how a session's answers are made.
+pub(super) struct Tools {
+    pub server: Arc<apiary_mcp::Server>,
+    pub backend: Backends,
+}
+
+/// What a persona's sessions are offered: a token of apiary's MCP server each, and how its agent
+/// reaches the server (HTTP, or the stdio bridge for an agent without HTTP).
+struct ToolOffer {
+    server: Arc<apiary_mcp::Server>,
+    backend: Backends,
+    live: Binding,
+    /// The server's URL as the agent reaches it (inside its network namespace, a port of its own).
+    url: String,
+    /// apiary's own binary, the bridge.
+    bridge: Option<PathBuf>,
+}
+
+impl ToolOffer {
+    /// A session's grant and its `mcpServers` entry; `channel`: the session's channel id.
+    fn grant(
+        &self,
+        channel: Option<&str>,
+        http: bool,
+    ) -> Option<(apiary_mcp::Grant, acp::McpServer)> {
+        let grant = self
+            .server
+            .grant((self.backend)(Arc::clone(&self.live), channel));
+        let name = apiary_mcp::SERVER_NAME;
+        let entry = if http {
+            acp::McpServer::Http(acp::McpServerHttp::new(name, &self.url).headers(vec![
+                acp::HttpHeader::new("Authorization", format!("Bearer {}", grant.token)),
+            ]))
+        } else {
+            acp::McpServer::Stdio(
+                acp::McpServerStdio::new(name, self.bridge.as_ref()?)
+                    .args(vec!["mcp-bridge".to_string()])
+                    .env(vec![
+                        acp::EnvVariable::new(apiary_mcp::bridge::URL_VAR, &self.url),
+                        acp::EnvVariable::new(apiary_mcp::bridge::TOKEN_VAR, &grant.token),
+                    ]),
+            )
+        };
+        Some((grant, entry))
+    }
+}
+
 /// Where a starting persona's agent reports: the last lines of its stderr (kept by the caller for
 /// a failure report), and the harness's notes for its events.
 pub(super) struct Reporting {
@@ -238,8 +293,7 @@ pub(super) struct Reporting {
 
 /// Starts one persona: MCP check, workspace and skills, key, hooks, agent. `Err` refuses it.
 pub(super) async fn start_persona(
-    h: &super::Harness,
-    binding: super::mcp_tools::Binding,
+    tools: Option<Tools>,
     config: &Config,
     client: &Client,
     run: &PackRun,
@@ -258,20 +312,18 @@ pub(super) async fn start_persona(
         .persona(&run.namespace, &name)
         .map_err(DispatchError::Keys)?;
     start_hooks(runner, &pack_id, persona, &cwd).await?;
-    let tools_addr = h.tools.as_ref().map(|t| t.addr());
+    let tools_addr = tools.as_ref().map(|t| t.server.addr());
     let agent_box = confine_agent(config, run, persona, &cwd, &reporting.out, tools_addr)?;
     reporting.redactor.add_key(keys.secret_key());
     for value in &agent_box.secrets {
         reporting.redactor.add_value(value);
     }
-    let tools = h
-        .tools
-        .as_ref()
+    let tools = tools
         .zip(agent_box.mcp_url.clone())
-        .map(|(server, url)| super::mcp_tools::Grantor {
-            server: Arc::clone(server),
-            h: h.clone(),
-            live: binding,
+        .map(|(t, url)| ToolOffer {
+            server: t.server,
+            backend: t.backend,
+            live: Binding::default(),
             url,
             bridge: std::env::current_exe().ok(),
         });
@@ -590,7 +642,7 @@ async fn connect_agent(
     channels: &BTreeMap<String, String>,
     generation: u64,
     store: Option<&SessionStore>,
-    tools: Option<&super::mcp_tools::Grantor>,
+    tools: Option<&ToolOffer>,
 ) -> Result<Agent, DispatchError> {
     let name = &persona.identity.name;
     let env = crate::resolve::process_env;

@@ -6,7 +6,7 @@
 //! Every answer covers the persona's own channels only, whatever the input names.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use apiary_mcp::{ToolCall, ToolError};
@@ -25,8 +25,7 @@ const FETCH: Duration = Duration::from_secs(3);
 /// Messages a search looks through, newest first.
 const SEARCH_SCAN: usize = 500;
 
-/// The persona a session's tools answer for, filled once it runs (its agent starts first).
-pub(super) type Binding = Arc<OnceLock<Weak<Live>>>;
+pub(super) use super::live::Binding;
 
 /// One session's tools: its persona and, for a channel's session, that channel (id).
 pub(super) struct SessionTools {
@@ -424,54 +423,4 @@ fn list(channels: &BTreeMap<String, String>) -> String {
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// What a persona's sessions are offered: a token of apiary's MCP server each, and how its agent
-/// reaches the server (HTTP, or the stdio bridge for an agent without HTTP).
-#[derive(Clone)]
-pub(super) struct Grantor {
-    pub server: Arc<apiary_mcp::Server>,
-    pub h: Harness,
-    pub live: Binding,
-    /// The server's URL as the agent reaches it (inside its network namespace, a port of its own).
-    pub url: String,
-    /// apiary's own binary, the bridge.
-    pub bridge: Option<std::path::PathBuf>,
-}
-
-impl Grantor {
-    /// A session's grant and its `mcpServers` entry; `channel`: the session's channel id.
-    pub fn grant(
-        &self,
-        channel: Option<&str>,
-        http: bool,
-    ) -> Option<(
-        apiary_mcp::Grant,
-        agent_client_protocol_schema::v1::McpServer,
-    )> {
-        use agent_client_protocol_schema::v1 as acp;
-        let backend = SessionTools {
-            h: self.h.clone(),
-            live: Arc::clone(&self.live),
-            channel: channel.map(str::to_string),
-        };
-        let grant = self.server.grant(Arc::new(backend));
-        let name = apiary_mcp::SERVER_NAME;
-        let entry = if http {
-            acp::McpServer::Http(acp::McpServerHttp::new(name, &self.url).headers(vec![
-                acp::HttpHeader::new("Authorization", format!("Bearer {}", grant.token)),
-            ]))
-        } else {
-            let bridge = self.bridge.as_ref()?;
-            acp::McpServer::Stdio(
-                acp::McpServerStdio::new(name, bridge)
-                    .args(vec!["mcp-bridge".to_string()])
-                    .env(vec![
-                        acp::EnvVariable::new(apiary_mcp::bridge::URL_VAR, &self.url),
-                        acp::EnvVariable::new(apiary_mcp::bridge::TOKEN_VAR, &grant.token),
-                    ]),
-            )
-        };
-        Some((grant, entry))
-    }
 }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use nostr_sdk::prelude::*;
 use tokio::sync::mpsc;
 
-use super::team::{Handoff, Member, Stop};
+use super::team::{Handoff, Member, Stop, Woke};
 use super::{DispatchError, Live, Note, Out, Reason, Seen, TriggerMatcher, TriggerPersona, event};
 use crate::relay::{self, KIND_MESSAGE, Message};
 
@@ -76,6 +76,8 @@ pub(super) struct Router {
     pub own: HashMap<PublicKey, Arc<Member>>,
     /// `--hop-limit` (see [`super::team`]).
     pub hop_limit: u32,
+    /// Which personas recent messages woke (see [`super::team`]).
+    pub woke: Woke,
     pub queues: Queues,
     pub matcher: Arc<dyn TriggerMatcher>,
     pub out: Out,
@@ -127,6 +129,7 @@ impl Router {
             self.hand_off(handoff, &message, targets, channel_name, &mut decisions);
         }
         let mut woke = Vec::new();
+        let mut woken: Vec<PublicKey> = Vec::new();
         let mut decided: Vec<Decided> = Vec::new();
         for (&i, decision) in targets.iter().zip(decisions) {
             let persona = self.personas[i].trigger.name.as_str();
@@ -135,6 +138,7 @@ impl Router {
                 Ok(reason) => match self.queue(i, &message, reason) {
                     Some(Ok(reason)) => {
                         woke.push(format!("{persona} ({reason})"));
+                        woken.push(self.personas[i].trigger.pubkey);
                         (true, reason)
                     }
                     Some(Err(why)) => {
@@ -150,10 +154,11 @@ impl Router {
                 reason,
             });
         }
-        if handoff.is_some() && decided.is_empty() {
-            // A persona's message no one was woken or stopped for: nothing to report.
+        if handoff.is_some() && woken.is_empty() {
+            // A persona's message that woke no one: its stops were reported, nothing else is.
             return false;
         }
+        self.woke.record(message.id, woken);
         self.report(&message, channel_name, &woke, decided)
     }
 
@@ -202,7 +207,13 @@ impl Router {
             let Some(to) = self.own.get(&self.personas[i].trigger.pubkey) else {
                 continue;
             };
-            let Err(stop) = handoff.check(to) else {
+            let answered = message
+                .parent
+                .is_some_and(|parent| self.woke.woke(&parent, &to.pubkey));
+            let Err(stop) = handoff.check(to).and(match answered {
+                true => Err(Stop::AlreadyWoken),
+                false => Ok(()),
+            }) else {
                 continue;
             };
             let why = handoff.why(stop, to);
@@ -217,9 +228,10 @@ impl Router {
                 stop: stop.as_str().into(),
                 reason: why.clone(),
             };
-            // A persona's own keyword in its own reply is routine; the other stops are news.
+            // A persona's own words in its own reply, or a reply quoting whom the question
+            // asked, are routine; the other stops are news.
             (self.out)(match stop {
-                Stop::Itself => Note::only_json(stopped),
+                Stop::Itself | Stop::AlreadyWoken => Note::only_json(stopped),
                 _ => Note::new(stopped, format!("handoff_stopped {} {id}: {why}", to.name)),
             });
             *decision = Err(why);
@@ -413,6 +425,7 @@ mod tests {
         let router = Router {
             own,
             hop_limit: 4,
+            woke: Woke::default(),
             personas,
             routes,
             queues,

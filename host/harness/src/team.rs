@@ -8,15 +8,18 @@
 //! - the woken persona's `x-woken-by` (or the operator's `woken_by`) must admit the author
 //!   (default: personas of its own pack);
 //! - the message's hop count must be below the operator's `--hop-limit`: a reply or post made
-//!   while answering a message of hop `n` carries `n + 1`, and a person's message is hop 0.
+//!   while answering a message of hop `n` carries `n + 1`, and a person's message is hop 0;
+//! - a reply does not wake again a persona the message it answers already woke (a reply quoting
+//!   "@ada @bob" to a message that asked both is not a new request to either).
 //!
 //! Only explicit mentions (`@name`) and keywords wake from a persona's message: the `p` tag every
 //! reply carries for its trigger's author would otherwise wake the asker on every answer.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use apiary_core::pack::woken_by;
-use nostr_sdk::prelude::PublicKey;
+use nostr_sdk::prelude::{EventId, PublicKey};
 
 use crate::relay::Message;
 use crate::resolve::ResolvedPersona;
@@ -70,6 +73,7 @@ pub enum Stop {
     Itself,
     NotAllowed,
     HopLimit,
+    AlreadyWoken,
 }
 
 impl Stop {
@@ -78,6 +82,7 @@ impl Stop {
             Stop::Itself => "self",
             Stop::NotAllowed => "not-allowed",
             Stop::HopLimit => "hop-limit",
+            Stop::AlreadyWoken => "already-woken",
         }
     }
 }
@@ -122,6 +127,7 @@ impl Handoff {
                 "{} does not let {from} wake it (x-woken-by or the operator's woken_by)",
                 to.qualified()
             ),
+            Stop::AlreadyWoken => "the message it answers already woke this persona".into(),
             Stop::HopLimit => format!(
                 "hop limit reached: the message is hop {} of at most {} persona-to-persona steps (--hop-limit)",
                 self.hop, self.limit
@@ -133,4 +139,32 @@ impl Handoff {
 /// The hop count of a reply or post made while answering `trigger`.
 pub fn next_hop(trigger: Option<&Message>) -> u32 {
     trigger.map_or(1, |m| m.hop.unwrap_or(0).saturating_add(1))
+}
+
+/// Messages remembered with the personas they woke.
+const WOKE_CAP: usize = 4096;
+
+/// Which personas recent messages woke, for [`Stop::AlreadyWoken`].
+#[derive(Default)]
+pub struct Woke {
+    by: HashMap<EventId, Vec<PublicKey>>,
+    order: VecDeque<EventId>,
+}
+
+impl Woke {
+    pub fn record(&mut self, id: EventId, woken: Vec<PublicKey>) {
+        if woken.is_empty() || self.by.insert(id, woken).is_some() {
+            return;
+        }
+        self.order.push_back(id);
+        if self.order.len() > WOKE_CAP
+            && let Some(old) = self.order.pop_front()
+        {
+            self.by.remove(&old);
+        }
+    }
+
+    pub fn woke(&self, id: &EventId, persona: &PublicKey) -> bool {
+        self.by.get(id).is_some_and(|w| w.contains(persona))
+    }
 }

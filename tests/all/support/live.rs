@@ -344,3 +344,24 @@ pub fn persona(name: &str, frontmatter: &str, body: &str) -> String {
         "---\nname: {name}\ndisplay_name: {name}\ndescription: test persona {name}\nruntime: apiary-agent\n{frontmatter}\n---\n{body}\n"
     )
 }
+
+/// The pack's own servers of a `session/new`'s `mcpServers`, in order: without apiary's own
+/// (`apiary`, which every session gets; asserted once here: HTTP with a bearer token).
+pub fn pack_servers(servers: &Value) -> Value {
+    let all = servers.as_array().expect("mcpServers is a list");
+    let apiary: Vec<&Value> = all.iter().filter(|s| s["name"] == "apiary").collect();
+    assert_eq!(apiary.len(), 1, "apiary's own server, once: {servers}");
+    let auth = apiary[0]["headers"][0]["value"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        auth.starts_with("Bearer ") && auth.len() == 7 + 64,
+        "{servers}"
+    );
+    Value::Array(
+        all.iter()
+            .filter(|s| s["name"] != "apiary")
+            .cloned()
+            .collect(),
+    )
+}

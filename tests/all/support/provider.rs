@@ -202,7 +202,9 @@ fn respond(
         // Gemini's API: `/v1beta/models/<model>:<method>`.
         ("POST", p) if p.starts_with("/v1beta/models/") => match p.rsplit(':').next() {
             Some("streamGenerateContent") => match next_gemini_call(body, script) {
-                Some((name, input)) => ("200 OK", SSE, gemini_call(name, input)),
+                Some((name, input)) => {
+                    ("200 OK", SSE, gemini_call(&offered_name(body, name), input))
+                }
                 None => ("200 OK", SSE, gemini_stream(answer)),
             },
             Some("generateContent") => ("200 OK", JSON, gemini_answer(answer).to_string().into()),
@@ -405,6 +407,24 @@ fn next_gemini_call<'a>(body: &Value, script: &'a Script) -> Option<&'a (String,
         .filter(|p| p.get("functionResponse").is_some())
         .count();
     script.tools.get(results)
+}
+
+/// A script name `~suffix` is the first tool the request offers whose name ends with `suffix`
+/// (runtimes spell MCP tools their own way); any other name is itself.
+fn offered_name(body: &Value, name: &str) -> String {
+    let Some(suffix) = name.strip_prefix('~') else {
+        return name.to_string();
+    };
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["functionDeclarations"].as_array())
+        .flatten()
+        .filter_map(|f| f["name"].as_str())
+        .find(|n| n.ends_with(suffix))
+        .unwrap_or(suffix)
+        .to_string()
 }
 
 /// Gemini's stream: one `functionCall` part.

@@ -48,7 +48,7 @@ pub fn read(fields: &Fields<'_>, key: &str, report: &mut Report) -> Option<Vec<S
 
 fn is_entry(s: &str) -> bool {
     let word = |w: &str| {
-        !w.is_empty()
+        w.starts_with(|c: char| c.is_ascii_alphanumeric())
             && w.chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     };

@@ -31,8 +31,9 @@ pub enum AgentEvent {
         kind: Option<String>,
         title: Option<String>,
         allowed: bool,
-        /// `tool-policy` (the persona's `x-tool-policy` refused it) or `permission` (the
-        /// operator's `--permission` decided).
+        /// `tool-policy` (the persona's `x-tool-policy` refused it), `apiary-tools` (one of
+        /// apiary's own tools, which the policy admits) or `permission` (the operator's
+        /// `--permission` decided).
         decided_by: &'static str,
         /// Why the tool policy refused it.
         reason: Option<String>,
@@ -170,6 +171,13 @@ pub fn decide_permission(
             "tool-policy",
             Some(why),
         ),
+        // apiary's own tools check and limit every call themselves (see `apiary-mcp`): what the
+        // persona's policy admits of them needs no operator answer.
+        Ok(()) if known.name.as_deref().is_some_and(is_apiary_tool) => (
+            choose(PermissionPolicy::AllowOnce, &options),
+            "apiary-tools",
+            None,
+        ),
         Ok(()) => (choose(operator, &options), "permission", None),
     };
     let allowed = selected_kind(&outcome, &options).is_some_and(|k| {
@@ -188,6 +196,13 @@ pub fn decide_permission(
         reason,
     };
     (outcome, event)
+}
+
+/// One of apiary's own MCP tools, as Claude Code names them (`mcp__apiary__post`).
+fn is_apiary_tool(name: &str) -> bool {
+    name.strip_prefix("mcp__")
+        .and_then(|rest| rest.strip_prefix(apiary_mcp::SERVER_NAME))
+        .is_some_and(|rest| rest.starts_with("__"))
 }
 
 /// The option picked by kind: a reject for `Deny` (cancelled when there is none), allow-once for
