@@ -1260,12 +1260,13 @@ fn claude_code_uses_apiary_s_tools_and_hands_work_to_another_persona() {
     up.stop_ok();
 }
 
-/// Issue 34 on Gemini CLI: the stub has the model call apiary's `list_personas` and `post` (as
-/// Gemini CLI names them); Gemini CLI names no tool in its permission requests, so here
-/// `--permission allow-once` answers them. Bob, woken by the post, answers in its thread.
+/// Issue 34 on Codex: the stub has the model call apiary's `list_personas` and `post` (as Codex
+/// names them) over HTTP MCP through Codex's confinement; `--permission allow-once` answers any
+/// request Codex makes for them (it names no tool). Bob, woken by the post, answers in its
+/// thread.
 #[test]
-fn gemini_uses_apiary_s_tools_and_hands_work_to_another_persona() {
-    let Some(bin) = installed("gemini", None) else {
+fn codex_uses_apiary_s_tools_and_hands_work_to_another_persona() {
+    let Some(bin) = installed("codex-acp", None) else {
         return;
     };
     let provider = Provider::scripted(Script {
@@ -1285,8 +1286,8 @@ fn gemini_uses_apiary_s_tools_and_hands_work_to_another_persona() {
         .iter()
         .map(|name| {
             let text = format!(
-                "---\nname: {name}\ndisplay_name: {name}\ndescription: a team member\nruntime: gemini\n\
-                 model: gemini-2.5-pro\nsubscribe: [\"general\"]\n---\nYou are {name}.\n"
+                "---\nname: {name}\ndisplay_name: {name}\ndescription: a team member\nruntime: codex\n\
+                 model: gpt-5.4-mini\nsubscribe: [\"general\"]\n---\nYou are {name}.\n"
             );
             (name.to_string(), text)
         })
@@ -1296,11 +1297,12 @@ fn gemini_uses_apiary_s_tools_and_hands_work_to_another_persona() {
         .map(|(a, b)| (a.as_str(), b.as_str()))
         .collect();
     write_pack(&root, "com.example.real-agents", &refs, &[]);
-    grant(
+    let codex = codex_home(home.path(), &provider);
+    grant_codex(
         home.path(),
         "com.example.real-agents",
         &provider,
-        &["GEMINI_API_KEY"],
+        &codex,
         "",
     );
     let ws = home.path().join("ws");
@@ -1311,7 +1313,7 @@ fn gemini_uses_apiary_s_tools_and_hands_work_to_another_persona() {
         &[
             "--json",
             "--agent",
-            "gemini",
+            "codex",
             "--permission",
             "allow-once",
             "--workspace-root",
@@ -1319,8 +1321,8 @@ fn gemini_uses_apiary_s_tools_and_hands_work_to_another_persona() {
         ],
         &[
             ("PATH", path.as_str()),
-            ("GEMINI_API_KEY", "stub-key"),
-            ("GOOGLE_GEMINI_BASE_URL", provider.url.as_str()),
+            ("CODEX_HOME", codex.to_str().unwrap()),
+            ("OPENAI_API_KEY", "sk-stub"),
         ],
     );
     let ask = up.post("general", "@ada get this counted", &[]);

@@ -196,7 +196,16 @@ fn respond(
             .into(),
         ),
         ("POST", "/v1/responses") => match next_function(body, script) {
-            Some((n, (name, input))) => ("200 OK", SSE, responses_function_call(n, name, input)),
+            Some((n, (name, input))) => (
+                "200 OK",
+                SSE,
+                responses_function_call(
+                    n,
+                    &offered_name(body, name),
+                    namespace_of(body, name),
+                    input,
+                ),
+            ),
             None => ("200 OK", SSE, responses_stream(answer)),
         },
         // Gemini's API: `/v1beta/models/<model>:<method>`.
@@ -333,10 +342,18 @@ fn next_function<'a>(body: &Value, script: &'a Script) -> Option<(usize, &'a (St
 }
 
 /// The Responses API's stream: one function call (its arguments as a JSON string).
-fn responses_function_call(n: usize, name: &str, input: &Value) -> Vec<u8> {
-    let item = json!({"type": "function_call", "id": format!("fc_stub_{n}"),
+fn responses_function_call(
+    n: usize,
+    name: &str,
+    namespace: Option<String>,
+    input: &Value,
+) -> Vec<u8> {
+    let mut item = json!({"type": "function_call", "id": format!("fc_stub_{n}"),
         "call_id": format!("call_stub_{n}"), "name": name, "arguments": input.to_string(),
         "status": "completed"});
+    if let Some(ns) = namespace {
+        item["namespace"] = json!(ns);
+    }
     sse(&[
         (
             "response.created",
@@ -415,16 +432,35 @@ fn offered_name(body: &Value, name: &str) -> String {
     let Some(suffix) = name.strip_prefix('~') else {
         return name.to_string();
     };
-    body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["functionDeclarations"].as_array())
-        .flatten()
-        .filter_map(|f| f["name"].as_str())
+    // Gemini nests its functions in `functionDeclarations`; the Responses API lists them, or
+    // holds them in a namespace's `tools`.
+    let tools = body["tools"].as_array().into_iter().flatten();
+    tools
+        .flat_map(|t| {
+            let nested = t["functionDeclarations"]
+                .as_array()
+                .or_else(|| t["tools"].as_array())
+                .cloned()
+                .unwrap_or_default();
+            std::iter::once(t.clone()).chain(nested)
+        })
+        .filter_map(|f| f["name"].as_str().map(str::to_string))
         .find(|n| n.ends_with(suffix))
+        .as_deref()
         .unwrap_or(suffix)
         .to_string()
+}
+
+/// The Responses API namespace (Codex's `mcp__<server>`) holding the tool a `~suffix` names.
+fn namespace_of(body: &Value, name: &str) -> Option<String> {
+    let suffix = name.strip_prefix('~')?;
+    body["tools"].as_array()?.iter().find_map(|t| {
+        let held = t["tools"].as_array()?;
+        held.iter()
+            .any(|f| f["name"].as_str().is_some_and(|n| n.ends_with(suffix)))
+            .then(|| t["name"].as_str().map(str::to_string))
+            .flatten()
+    })
 }
 
 /// Gemini's stream: one `functionCall` part.
