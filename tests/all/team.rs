@@ -274,3 +274,32 @@ fn a_handoff_is_answered_in_the_thread_and_a_ping_pong_stops_at_the_hop_limit() 
         .count();
     assert_eq!(more, 0, "a persona answered past the hop limit");
 }
+
+/// `x-woken-by` entries are checked by `pack validate`: one that names no persona is an error at
+/// its file and line; good entries validate clean.
+#[test]
+fn x_woken_by_is_validated_at_its_line() {
+    let home = tempfile::tempdir().unwrap();
+    let pack = home.path().join("pack");
+    let good = persona(
+        "ada",
+        "x-woken-by: [bob, com.example.ops/*]",
+        "You are Ada.",
+    );
+    let bad = persona("bob", "x-woken-by: [\"../etc\"]", "You are Bob.");
+    write_pack(
+        &pack,
+        "com.example.team",
+        &[("ada", &good), ("bob", &bad)],
+        &[],
+    );
+    let mut cmd = apiary_e2e::apiary(home.path());
+    cmd.args(["pack", "validate", "--json"]).arg(&pack);
+    let run = apiary_e2e::Run::of(cmd);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let found = v.to_string();
+    assert!(found.contains("persona.woken-by"), "{found}");
+    assert!(found.contains("agents/bob.persona.md"), "{found}");
+    assert!(!found.contains("agents/ada.persona.md\""), "{found}");
+}

@@ -322,6 +322,24 @@ mod tests {
         (o, report)
     }
 
+    /// The operator's `woken_by` is read per persona; an entry naming no persona is an error at
+    /// its line and the persona keeps no rule from it.
+    #[test]
+    fn woken_by_is_a_persona_list_of_names() {
+        let (o, report) =
+            load("[\"com.example.p\".forager]\nwoken_by = [\"scout\", \"com.example.ops/*\"]\n");
+        assert!(!report.has_errors(), "{report:?}");
+        let rule = o.get("com.example.p", "forager").unwrap().woken_by.clone();
+        assert_eq!(
+            rule,
+            Some(vec!["scout".to_string(), "com.example.ops/*".to_string()])
+        );
+        let (_, report) = load("[\"com.example.p\".forager]\nwoken_by = [\"../x\"]\n");
+        assert!(report.has_errors(), "{report:?}");
+        let (_, report) = load("[\"com.example.p\".forager]\nwoken_by = \"scout\"\n");
+        assert!(report.has_errors(), "{report:?}");
+    }
+
     #[test]
     fn allow_env_is_a_per_pack_list_of_names() {
         let (o, report) = load(
