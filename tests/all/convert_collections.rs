@@ -142,6 +142,147 @@ fn a_skill_spelled_unlike_its_folder_is_normalised_and_the_rest_converts() {
     assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
 }
 
+// Class 2: components that are not there.
+
+/// A marketplace whose plugin lists agents, a skill and a command its publish step copies in from
+/// the collection root (two spellings), one agent that is nowhere, and one path that climbs out
+/// of the input to a file that does exist beside it.
+fn materialised_market(env: &Operator) -> String {
+    let (scout, lookout, spy) = (agent("scout", ""), agent("lookout", ""), agent("spy", ""));
+    let s = skill("chart");
+    tree(env, "outside/secret", &[("spy.md", &spy)]);
+    tree(
+        env,
+        "outside/market",
+        &[
+            (
+                ".claude-plugin/marketplace.json",
+                r#"{"name": "market", "owner": {"name": "M"}, "plugins": [
+                    {"name": "rangers", "source": "./plugins/rangers"}]}"#,
+            ),
+            (
+                "plugins/rangers/.claude-plugin/plugin.json",
+                r#"{"name": "rangers", "version": "1.0.0", "description": "Rangers",
+                    "agents": ["../../shared/agents/scout.md", "./shared/agents/lookout.md",
+                               "./agents/ghost.md", "../../../secret/spy.md"],
+                    "skills": ["./shared/skills/chart"],
+                    "commands": ["./shared/commands/patrol.md"]}"#,
+            ),
+            ("shared/agents/scout.md", &scout),
+            ("shared/agents/lookout.md", &lookout),
+            ("shared/skills/chart/SKILL.md", &s),
+            ("shared/commands/patrol.md", "# Patrol\nWalk the border.\n"),
+        ],
+    )
+}
+
+#[test]
+fn components_a_collection_holds_are_found_there_and_the_rest_are_lost_loudly() {
+    let env = Operator::new();
+    let src = materialised_market(&env);
+    let out = env.path("rangers.pack").display().to_string();
+    let (r, v) = convert(
+        &env,
+        &[
+            &src,
+            "--to",
+            "buzz-pack",
+            "--option",
+            "plugin=rangers",
+            "--out",
+            &out,
+        ],
+    );
+    // One agent is nowhere and one lies outside the input: lost, so not exit 0.
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    let mut names = persona_names(&out);
+    names.sort();
+    assert_eq!(names, ["lookout", "scout"], "{v:#}");
+    let out_dir = Path::new(&out);
+    assert!(out_dir.join("skills/chart/SKILL.md").is_file());
+    assert!(
+        out_dir
+            .join("x-claude/files/shared/commands/patrol.md")
+            .is_file()
+    );
+    let lost = findings(&v, "lost");
+    let dangling: Vec<_> = lost
+        .iter()
+        .filter(|(c, _, _)| c == "dangling-reference")
+        .collect();
+    assert_eq!(dangling.len(), 2, "{lost:?}");
+    for (_, path, _) in &dangling {
+        assert_eq!(path, "plugins/rangers/.claude-plugin/plugin.json");
+    }
+    assert!(
+        dangling
+            .iter()
+            .any(|(_, _, m)| m.contains("./agents/ghost.md"))
+    );
+    assert!(
+        dangling
+            .iter()
+            .any(|(_, _, m)| m.contains("../../../secret/spy.md") && m.contains("leaves the input")),
+        "{lost:?}"
+    );
+    // Path traversal: what lies beside the input is never read.
+    let text = apiary_e2e::snapshot(out_dir, &[]);
+    assert!(
+        !text
+            .values()
+            .any(|b| String::from_utf8_lossy(b).contains("You are the spy")),
+        "the file outside the input was read"
+    );
+    let from = findings(&v, "reinterpreted")
+        .into_iter()
+        .filter(|(c, _, _)| c == "component-from-collection")
+        .count();
+    assert_eq!(from, 4, "{v:#}");
+    let checked = validate(&env, &out);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+
+    // Back to Claude: a plugin that holds what it names, and Claude's paths point inside it.
+    let back = env.path("rangers.claude").display().to_string();
+    let (r, _) = convert(&env, &[&out, "--to", "claude", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let plugin: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(&back).join(".claude-plugin/plugin.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        plugin["commands"],
+        serde_json::json!(["./shared/commands/patrol.md"])
+    );
+    assert!(Path::new(&back).join("shared/commands/patrol.md").is_file());
+    assert!(plugin.get("agents").is_none(), "{plugin:#}");
+    assert!(Path::new(&back).join("agents/scout.md").is_file());
+}
+
+#[test]
+fn a_plugin_converted_alone_reports_what_its_collection_would_have_held() {
+    let env = Operator::new();
+    let src = materialised_market(&env);
+    let plugin = format!("{src}/plugins/rangers");
+    let (r, v) = convert(&env, &[&plugin, "--to", "buzz-pack"]);
+    // Nothing the manifest lists is in the plugin folder: every agent and command path is a lost
+    // component; the `skills` folder path names nothing to convert (reported, not lost).
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    let dangling: Vec<_> = findings(&v, "lost")
+        .into_iter()
+        .filter(|(c, _, _)| c == "dangling-reference")
+        .collect();
+    assert_eq!(dangling.len(), 5, "{dangling:?}");
+    assert!(
+        dangling
+            .iter()
+            .any(|(_, _, m)| m.contains("../../shared/agents/scout.md")
+                && m.contains("leaves the plugin")),
+        "{dangling:?}"
+    );
+    assert!(!has_code(&v, "reinterpreted", "component-from-collection"));
+    assert!(has_code(&v, "reinterpreted", "dangling-reference"), "{v:#}");
+}
+
 // Class 3: loose agent folders.
 
 #[test]

@@ -4,10 +4,12 @@
 //! - `read`: a plugin tree -> a persona pack (agents -> personas, foreign data carried in
 //!   `x-claude`), `marketplace`: every local plugin of a marketplace -> one pack each;
 //! - `write`: a persona pack -> a Claude plugin (persona-only data carried in `x-persona`);
-//! - `detect`: which of those formats `/input` is; `model`, `mcp`, `util`: the pieces between.
+//! - `detect`: which of those formats `/input` is; `locate`: where a manifest's component path
+//!   leads (the plugin, or the collection around it); `model`, `mcp`, `util`: the pieces between.
 
 pub mod carry;
 pub mod detect;
+pub mod locate;
 pub mod marketplace;
 pub mod mcp;
 pub mod model;

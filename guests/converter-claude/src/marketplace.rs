@@ -152,6 +152,9 @@ impl Market<'_> {
             fallback_name: Some(name.to_string()),
             loose_agents: false,
             source_name: None,
+            // The marketplace root: what its plugins list outside their folder is looked for
+            // there (collections that materialise components when they publish).
+            collection: Some(self.input.to_path_buf()),
         };
         let host = [Host::Claude, Host::Codex, Host::Cursor]
             .into_iter()

@@ -7,7 +7,7 @@
 //! they are carried there, disabled. The writer (`write.rs`) reads all of it back.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use apiary_schema::manifest;
 use convert_kit::frontmatter::{self, ParseMode};
@@ -16,6 +16,7 @@ use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Report, Value, claude, is_documentation, policy, tree};
 
 use crate::carry::{AGENT_MAPPED, FILES_DIR, PERSONA_KEY};
+use crate::locate::{Found, Missing, Place};
 use crate::mcp;
 use crate::model::{self, ToPersona};
 use crate::util::{clean_path, first_line, object, strings, text, title_case, unique};
@@ -86,6 +87,25 @@ pub struct Context {
     /// The last parts of the input's path as the host saw it (`source-name`), which names a
     /// plugin without a manifest after its folder.
     pub source_name: Option<String>,
+    /// The collection root (a marketplace given as input) holding the plugin at `prefix`: where
+    /// manifest paths naming nothing in the plugin are looked for ([`locate`]).
+    pub collection: Option<PathBuf>,
+}
+
+/// A component file or folder read from the plugin, or from the collection around it.
+#[derive(Debug, Clone)]
+struct Src {
+    rel: String,
+    in_collection: bool,
+}
+
+impl Src {
+    fn plugin(rel: impl Into<String>) -> Src {
+        Src {
+            rel: rel.into(),
+            in_collection: false,
+        }
+    }
 }
 
 /// Copilot's per-agent MCP servers key (`.agent.md` frontmatter).
@@ -141,6 +161,8 @@ struct Reader<'a> {
     /// `x-persona` of a plugin the writer produced.
     xp: Map<String, Value>,
     pack: Pack,
+    /// Files the collection holds for the plugin, by their plugin-relative path once published.
+    collected: Files,
 }
 
 /// Reads the plugin at `root` into a persona pack.
@@ -154,6 +176,7 @@ pub fn read(root: &Path, host: Host, ctx: &Context) -> Result<Converted, String>
         ext: Map::new(),
         xp: Map::new(),
         pack: Pack::default(),
+        collected: Vec::new(),
     };
     let plugin = r.manifest()?;
     r.metadata(&plugin);
@@ -213,20 +236,119 @@ impl Reader<'_> {
         );
     }
 
+    /// Where the plugin lies, and the collection around it.
+    fn place(&self) -> Place<'_> {
+        Place {
+            plugin: self.root,
+            collection: self
+                .ctx
+                .collection
+                .as_deref()
+                .map(|c| (c, self.ctx.prefix.as_str())),
+        }
+    }
+
+    /// Where manifest path `p` of `field` leads (`exists` says what it must name), reporting a
+    /// find in the collection; `None` when it leads nowhere, reported as dangling.
+    fn locate(
+        &mut self,
+        field: &str,
+        p: &str,
+        exists: impl Fn(&Path, &str) -> bool,
+    ) -> Option<Src> {
+        let found = self.place().locate(p, exists);
+        match found {
+            Ok(Found::Plugin(rel)) => Some(Src::plugin(rel)),
+            Ok(Found::Collection(rel)) => {
+                self.report.reinterpreted(
+                    "component-from-collection",
+                    &self.at(self.host.manifest()),
+                    field,
+                    format!("`{field}` path `{p}` is not in the plugin folder; read from the collection's `{rel}` (where its publish step would take it from)"),
+                );
+                Some(Src {
+                    rel,
+                    in_collection: true,
+                })
+            }
+            Err(Missing::Absent) => {
+                let what = if self.ctx.collection.is_some() {
+                    "is neither in the plugin nor in its collection"
+                } else {
+                    "is not in the plugin"
+                };
+                self.dangling(field, p, what);
+                None
+            }
+            Err(Missing::Outside(why)) => {
+                self.dangling(field, p, &why);
+                None
+            }
+        }
+    }
+
+    /// The tree `src` is relative to.
+    fn base(&self, src: &Src) -> &Path {
+        match (&self.ctx.collection, src.in_collection) {
+            (Some(c), true) => c,
+            _ => self.root,
+        }
+    }
+
+    /// `src` as the report shows it: relative to the input.
+    fn shown(&self, src: &Src) -> String {
+        if src.in_collection {
+            src.rel.clone()
+        } else {
+            self.at(&src.rel)
+        }
+    }
+
     /// Component paths (commands, output styles, …) the manifest lists must exist too: Claude
-    /// Code would fail to load them, and nothing can be carried for them.
+    /// Code would fail to load them. One the collection holds is carried as the plugin would
+    /// hold it once published, and the kept manifest names it there.
     fn component_paths(&mut self, plugin: &Map<String, Value>) {
         for field in ["commands", "outputStyles", "hooks", "lspServers"] {
             for p in strings(plugin.get(field)) {
                 if p.contains("://") {
                     continue;
                 }
-                match clean_path(&p) {
-                    Ok(rel) if tree::is_file(self.root, &rel) || tree::is_dir(self.root, &rel) => {}
-                    Ok(_) => self.dangling(field, &p, "is not in the plugin"),
-                    Err(e) => self.dangling(field, &p, &e),
+                let any =
+                    |root: &Path, rel: &str| tree::is_file(root, rel) || tree::is_dir(root, rel);
+                if let Some(src) = self.locate(field, &p, any)
+                    && src.in_collection
+                {
+                    self.materialise(field, &p, &src);
                 }
             }
+        }
+    }
+
+    /// Carries what `src` (in the collection) names at the plugin path `p` means once published
+    /// (the collection's path when `p` climbs), and points the kept manifest's `p` there.
+    fn materialise(&mut self, field: &str, p: &str, src: &Src) {
+        let at = clean_path(p).unwrap_or_else(|_| src.rel.clone());
+        let base = self.base(src).to_path_buf();
+        let files = if tree::is_dir(&base, &src.rel) {
+            tree::walk(&base, &src.rel).unwrap_or_default()
+        } else {
+            vec![src.rel.clone()]
+        };
+        for file in files {
+            let inner = file[src.rel.len()..].trim_start_matches('/');
+            let to = if inner.is_empty() {
+                at.clone()
+            } else {
+                format!("{at}/{inner}")
+            };
+            match tree::read_bytes(&base, &file) {
+                Ok(bytes) if !tree::is_file(self.root, &to) => self.collected.push((to, bytes)),
+                Ok(_) => {}
+                Err(e) => self.report.lost("file-unreadable", &file, "", e),
+            }
+        }
+        if let Some(Value::Object(kept)) = self.ext.get_mut("plugin") {
+            repoint(kept, field, p, &format!("./{at}"));
         }
     }
 
@@ -465,44 +587,53 @@ impl Reader<'_> {
         }
     }
 
-    /// Skill directories: every child of `skills/` plus the manifest's `skills` paths.
-    fn skills(&mut self, plugin: &Map<String, Value>) -> Result<(), String> {
-        let mut dirs: Vec<String> = Vec::new();
-        let mut roots = vec![claude::SKILLS_DIR.to_string()];
+    /// Skill directories: every child of `skills/` plus the manifest's `skills` paths (each a
+    /// skill folder or a folder of them, in the plugin or the collection around it).
+    fn skill_dirs(&mut self, plugin: &Map<String, Value>) -> Vec<Src> {
+        let mut roots = vec![Src::plugin(claude::SKILLS_DIR)];
         for p in strings(plugin.get("skills")) {
-            match clean_path(&p) {
-                Ok(rel) if tree::is_dir(self.root, &rel) => roots.push(rel),
-                // Inside the plugin and naming nothing: there is nothing to lose.
-                Ok(rel) if !tree::is_file(self.root, &rel) => self.report.reinterpreted(
+            let inside = clean_path(&p).is_ok_and(|rel| !tree::is_file(self.root, &rel));
+            let found = self.place().locate(&p, tree::is_dir);
+            match found {
+                Err(Missing::Absent) if inside => self.report.reinterpreted(
                     "dangling-reference",
                     &self.at(self.host.manifest()),
                     "skills",
                     format!("`skills` path `{p}` names nothing in the plugin; skipped (nothing to convert)"),
                 ),
-                Ok(_) => self.dangling("skills", &p, "is not a folder in the plugin"),
-                Err(e) => self.dangling("skills", &p, &e),
+                _ => roots.extend(self.locate("skills", &p, tree::is_dir)),
             }
         }
-        for rel in roots {
-            if has_skill_md(self.root, &rel) {
-                dirs.push(rel);
-            } else if tree::is_dir(self.root, &rel) {
-                for child in tree::list(self.root, &rel) {
-                    let dir = if rel.is_empty() {
-                        child
-                    } else {
-                        format!("{rel}/{child}")
+        let mut dirs = Vec::new();
+        for root in roots {
+            let base = self.base(&root).to_path_buf();
+            if has_skill_md(&base, &root.rel) {
+                dirs.push(root);
+            } else if tree::is_dir(&base, &root.rel) {
+                for child in tree::list(&base, &root.rel) {
+                    let dir = match root.rel.as_str() {
+                        "" => child,
+                        r => format!("{r}/{child}"),
                     };
-                    if has_skill_md(self.root, &dir) {
-                        dirs.push(dir);
+                    if has_skill_md(&base, &dir) {
+                        dirs.push(Src {
+                            rel: dir,
+                            ..root.clone()
+                        });
                     }
                 }
             }
         }
         let mut seen = BTreeSet::new();
-        dirs.retain(|d| seen.insert(d.clone()));
+        dirs.retain(|d| seen.insert((d.rel.clone(), d.in_collection)));
+        dirs
+    }
+
+    fn skills(&mut self, plugin: &Map<String, Value>) -> Result<(), String> {
+        let dirs = self.skill_dirs(plugin);
         let mut taken: Vec<String> = Vec::new();
-        for dir in dirs {
+        for src in dirs {
+            let (dir, shown) = (src.rel.clone(), self.shown(&src));
             if dir.is_empty() {
                 self.report.lost(
                     "path-refused",
@@ -512,17 +643,19 @@ impl Reader<'_> {
                 );
                 continue;
             }
-            let mut skill = match Skill::read(self.root, &dir) {
+            let mut skill = match Skill::read(self.base(&src), &dir) {
                 Ok(s) => s,
                 Err(e) => {
-                    self.report.lost("skill-unreadable", &self.at(&dir), "", e);
+                    self.report.lost("skill-unreadable", &shown, "", e);
                     continue;
                 }
             };
-            for (file, _) in &skill.files {
-                self.consumed.insert(format!("{dir}/{file}"));
+            if !src.in_collection {
+                for (file, _) in &skill.files {
+                    self.consumed.insert(format!("{dir}/{file}"));
+                }
             }
-            self.fix_skill_md(&dir, &mut skill);
+            self.fix_skill_md(&shown, &mut skill);
             if let Some(change) = skill.normalise_name() {
                 // Claude addresses a plugin's skills as `plugin:skill` itself and loads a folder
                 // whatever its spelling; a persona pack (and every target) wants one plain load
@@ -542,13 +675,13 @@ impl Reader<'_> {
                     "skill-name-normalised"
                 };
                 self.report
-                    .normalised(code, &self.at(&format!("{dir}/SKILL.md")), "name", message);
+                    .normalised(code, &format!("{shown}/SKILL.md"), "name", message);
             }
             let name = unique(&skill.name, &mut taken);
             if name != skill.name {
                 self.report.normalised(
                     "name-normalised",
-                    &self.at(&dir),
+                    &shown,
                     "",
                     format!(
                         "skill directory {} -> skills/{name} (name taken)",
@@ -564,7 +697,7 @@ impl Reader<'_> {
 
     /// A SKILL.md the persona pack validator would refuse (not strict YAML, no name or
     /// description) gets its frontmatter rewritten, and the report says so.
-    fn fix_skill_md(&mut self, dir: &str, skill: &mut Skill) {
+    fn fix_skill_md(&mut self, shown_dir: &str, skill: &mut Skill) {
         let Some(index) = skill
             .files
             .iter()
@@ -572,7 +705,7 @@ impl Reader<'_> {
         else {
             return;
         };
-        let path = self.at(&format!("{dir}/{}", skill.files[index].0));
+        let path = format!("{shown_dir}/{}", skill.files[index].0);
         let Ok(text) = std::str::from_utf8(&skill.files[index].1) else {
             self.report.lost(
                 "skill-unreadable",
@@ -634,41 +767,30 @@ impl Reader<'_> {
     }
 
     /// Agent files: `agents/**/*.md` plus the manifest's `agents` paths (added to the default,
-    /// as in Claude Code).
-    fn agent_files(&mut self, plugin: &Map<String, Value>) -> Result<Vec<String>, String> {
-        let mut files = Vec::new();
+    /// as in Claude Code; in the plugin, or in the collection around it).
+    fn agent_files(&mut self, plugin: &Map<String, Value>) -> Result<Vec<Src>, String> {
+        let mut files: Vec<Src> = Vec::new();
         if self.ctx.loose_agents {
-            files.extend(loose_agent_files(self.root));
+            files.extend(loose_agent_files(self.root).into_iter().map(Src::plugin));
         }
         if tree::is_dir(self.root, claude::AGENTS_DIR) {
-            files.extend(
-                tree::walk(self.root, claude::AGENTS_DIR)?
-                    .into_iter()
-                    .filter(|f| f.ends_with(".md")),
-            );
+            files.extend(md_files(self.root, claude::AGENTS_DIR)?.map(Src::plugin));
         }
         for p in strings(plugin.get("agents")) {
-            let rel = match clean_path(&p) {
-                Ok(rel) => rel,
-                Err(e) => {
-                    self.dangling("agents", &p, &e);
-                    continue;
-                }
+            let any = |root: &Path, rel: &str| tree::is_file(root, rel) || tree::is_dir(root, rel);
+            let Some(src) = self.locate("agents", &p, any) else {
+                continue;
             };
-            if tree::is_file(self.root, &rel) {
-                files.push(rel);
-            } else if tree::is_dir(self.root, &rel) {
-                files.extend(
-                    tree::walk(self.root, &rel)?
-                        .into_iter()
-                        .filter(|f| f.ends_with(".md")),
-                );
+            let base = self.base(&src);
+            if tree::is_file(base, &src.rel) {
+                files.push(src);
             } else {
-                self.dangling("agents", &p, "is not in the plugin");
+                let found = md_files(base, &src.rel)?;
+                files.extend(found.map(|rel| Src { rel, ..src.clone() }));
             }
         }
         let mut seen = BTreeSet::new();
-        files.retain(|f| seen.insert(f.clone()));
+        files.retain(|f| seen.insert((f.rel.clone(), f.in_collection)));
         Ok(files)
     }
 
@@ -680,9 +802,9 @@ impl Reader<'_> {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        for file in self.agent_files(plugin)? {
-            let path = self.at(&file);
-            let text = match tree::read(self.root, &file) {
+        for src in self.agent_files(plugin)? {
+            let (file, path) = (src.rel.clone(), self.shown(&src));
+            let text = match tree::read(self.base(&src), &file) {
                 Ok(t) => t,
                 Err(e) => {
                     self.report.lost("agent-unreadable", &path, "", e);
@@ -692,15 +814,22 @@ impl Reader<'_> {
             let fm = frontmatter::parse(&text);
             if fm.mode == ParseMode::Absent {
                 // Not an agent (a README, a prompt fragment): carried with the other files.
+                let kept = if src.in_collection {
+                    "not carried (it lies outside the plugin folder)".to_string()
+                } else {
+                    format!("kept as a file under {FILES_DIR}/")
+                };
                 self.report.reinterpreted(
                     "not-an-agent",
                     &path,
                     "",
-                    format!("no frontmatter, so not an agent; kept as a file under {FILES_DIR}/"),
+                    format!("no frontmatter, so not an agent; {kept}"),
                 );
                 continue;
             }
-            self.consumed.insert(file.clone());
+            if !src.in_collection {
+                self.consumed.insert(file.clone());
+            }
             if fm.mode == ParseMode::Lenient {
                 self.report.reinterpreted(
                     "lenient-frontmatter",
@@ -720,6 +849,12 @@ impl Reader<'_> {
                 .cloned()
                 .unwrap_or_default();
             let kept = agent_text_kept(&fm, &text);
+            // One from the collection goes back to `agents/` (Claude's default), not to a path
+            // outside the plugin.
+            let file = match file.rsplit_once('/') {
+                Some((_, base)) if src.in_collection => format!("{}/{base}", claude::AGENTS_DIR),
+                _ => file,
+            };
             let persona = self.agent(&file, &path, fm, &xp, &mut taken);
             self.keep_agent_text(&persona, kept);
             self.pack.personas.push(persona);
@@ -1593,6 +1728,7 @@ impl Reader<'_> {
                 ),
             );
         }
+        carried.append(&mut self.collected);
         if !carried.is_empty() {
             self.ext.insert("files".into(), FILES_DIR.into());
         }
@@ -1635,6 +1771,28 @@ fn restore_persona_fields(fields: &mut Map<String, Value>, xp: &Map<String, Valu
         }
         ordered.extend(std::mem::take(fields));
         *fields = ordered;
+    }
+}
+
+/// The `.md` files under `dir` of `root`.
+fn md_files(root: &Path, dir: &str) -> Result<impl Iterator<Item = String>, String> {
+    Ok(tree::walk(root, dir)?
+        .into_iter()
+        .filter(|f| f.ends_with(".md")))
+}
+
+/// Replaces the path `from` by `to` in manifest field `field` (a path or a list of them).
+fn repoint(plugin: &mut Map<String, Value>, field: &str, from: &str, to: &str) {
+    match plugin.get_mut(field) {
+        Some(Value::String(s)) if s == from => *s = to.to_string(),
+        Some(Value::Array(items)) => {
+            for item in items {
+                if item.as_str() == Some(from) {
+                    *item = to.into();
+                }
+            }
+        }
+        _ => {}
     }
 }
 

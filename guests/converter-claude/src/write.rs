@@ -843,18 +843,26 @@ impl Writer<'_> {
                 }
             }
         }
-        // The manifest's `agents` paths stay when every agent went back to the file it came
-        // from and every path still names what was written; else agents are in `agents/`,
-        // which Claude reads by default.
-        if let Some(paths) = plugin.get("agents")
-            && (self.agents_moved || !self.all_written(paths))
+        // The manifest's `agents` paths that still name what was written stay; the others (an
+        // agent that could not go back to its file, a path that named nothing or lay outside
+        // the plugin) go, and their agents are in `agents/`, which Claude reads by default.
+        if let Some(paths) = plugin.get("agents").cloned()
+            && (self.agents_moved || !self.all_written(&paths))
         {
-            plugin.remove("agents");
+            let kept: Vec<Value> = match &paths {
+                Value::Array(a) => a.iter().filter(|p| self.all_written(p)).cloned().collect(),
+                _ => Vec::new(),
+            };
+            if kept.is_empty() {
+                plugin.remove("agents");
+            } else {
+                plugin.insert("agents".into(), Value::Array(kept));
+            }
             self.report.normalised(
                 "agents-relocated",
                 claude::MANIFEST,
                 "agents",
-                "agents are written to agents/ (read by default); the manifest's `agents` paths are dropped",
+                "manifest `agents` paths naming nothing written are dropped (those agents are in agents/, read by default)",
             );
         }
         // `skills` paths that name nothing written (one that named nothing in the plugin it
