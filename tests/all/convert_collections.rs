@@ -532,6 +532,136 @@ fn converted_personas_listen_on_a_default_channel_and_exit_codes_tell() {
     assert!(has_code(&v, "reinterpreted", "persona-dropped"), "{v:#}");
 }
 
+// Class 6: exit codes that tell, both ways, from every writer.
+
+/// A persona pack of two personas; `extra` goes into the first one's frontmatter.
+fn native_pack(env: &Operator, rel: &str, extra: &str, mcp: &str) -> String {
+    let persona = |name: &str, display: &str, more: &str| {
+        format!(
+            "---\nname: {name}\ndisplay_name: {display}\ndescription: The {name}\n{more}---\nYou are the {name}.\n"
+        )
+    };
+    let (a, b) = (
+        persona("baker", "Baker", extra),
+        persona("grocer", "Grocer", ""),
+    );
+    tree(
+        env,
+        rel,
+        &[
+            (
+                ".plugin/plugin.json",
+                r##"{"id": "market-street", "name": "market-street", "version": "1.0.0", "description": "Shops",
+                    "personas": ["agents/baker.persona.md", "agents/grocer.persona.md"],
+                    "defaults": {"subscribe": ["#market-street"]}}"##,
+            ),
+            ("agents/baker.persona.md", &a),
+            ("agents/grocer.persona.md", &b),
+            (".mcp.json", mcp),
+        ],
+    )
+}
+
+fn claude_manifest(dir: &str) -> Value {
+    let text = std::fs::read_to_string(Path::new(dir).join(".claude-plugin/plugin.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn x_persona_is_written_only_when_it_carries_something() {
+    let env = Operator::new();
+    let plain = native_pack(&env, "plain", "", r#"{"mcpServers": {}}"#);
+    validate(&env, &plain);
+    let out = env.path("plain.claude").display().to_string();
+    let (r, _) = convert(&env, &[&plain, "--to", "claude", "--out", &out]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // Display names, id, channel and order are what reading it back derives: no block.
+    let m = claude_manifest(&out);
+    assert!(m.get("x-persona").is_none(), "{m:#}");
+    // And reading it back gives them again.
+    let again = env.path("plain.again").display().to_string();
+    let (r, _) = convert(&env, &[&out, "--to", "buzz-pack", "--out", &again]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(manifest(&again)["id"], "market-street");
+    assert_eq!(
+        manifest(&again)["defaults"]["subscribe"],
+        serde_json::json!(["#market-street"])
+    );
+    assert!(persona_text(&again, "baker").contains("display_name: Baker\n"));
+
+    // What Claude has no slot for is carried, and only that.
+    let warm = native_pack(&env, "warm", "temperature: 0.2\n", r#"{"mcpServers": {}}"#);
+    let out = env.path("warm.claude").display().to_string();
+    let (r, _) = convert(&env, &[&warm, "--to", "claude", "--out", &out]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let xp = claude_manifest(&out)["x-persona"].clone();
+    assert_eq!(
+        xp,
+        serde_json::json!({"personas": {"baker": {"fields": {"temperature": 0.2}}}}),
+        "{xp:#}"
+    );
+    let again = env.path("warm.again").display().to_string();
+    let (r, _) = convert(&env, &[&out, "--to", "buzz-pack", "--out", &again]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(persona_text(&again, "baker").contains("temperature: 0.2\n"));
+}
+
+#[test]
+fn a_server_other_hosts_cannot_start_is_lost_and_a_portable_one_is_not() {
+    let env = Operator::new();
+    let portable = native_pack(
+        &env,
+        "portable",
+        "",
+        r#"{"mcpServers": {"stock": {"command": "stock-mcp", "args": ["--stdio"]}}}"#,
+    );
+    let (r, v) = convert(&env, &[&portable, "--to", "agent-plugins"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(findings(&v, "lost").is_empty(), "{v:#}");
+    // A shell line is no portable OPS command: OPS hosts go without the server.
+    let shell = native_pack(
+        &env,
+        "shell",
+        "",
+        r#"{"mcpServers": {"stock": {"command": "npx -y stock-mcp"}}}"#,
+    );
+    let (r, v) = convert(&env, &[&shell, "--to", "agent-plugins"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(has_code(&v, "lost", "mcp-server-extension-only"), "{v:#}");
+}
+
+#[test]
+fn a_server_added_to_a_pack_read_from_an_expert_reaches_its_agents() {
+    let env = Operator::new();
+    let expert = tree(
+        &env,
+        "kiosk-expert",
+        &[
+            (
+                "expert.toml",
+                "[expert]\nname = \"kiosk\"\nversion = \"1.0.0\"\ndescription = \"A kiosk\"\n\n[[expert.agents]]\nname = \"clerk\"\ndisplay_name = \"Clerk\"\nrole = \"main\"\n",
+            ),
+            ("agents/clerk/soul.md", "You are the clerk.\n"),
+        ],
+    );
+    let pack = env.path("kiosk.pack").display().to_string();
+    let (r, _) = convert(&env, &[&expert, "--to", "buzz-pack", "--out", &pack]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    std::fs::write(
+        Path::new(&pack).join(".mcp.json"),
+        r#"{"mcpServers": {"till": {"command": "till-mcp"}}}"#,
+    )
+    .unwrap();
+    validate(&env, &pack);
+    let back = env.path("kiosk.back").display().to_string();
+    let (r, v) = convert(&env, &[&pack, "--to", "duduclaw-expert", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let mcp = std::fs::read_to_string(Path::new(&back).join("agents/clerk/.mcp.json"))
+        .unwrap_or_else(|e| panic!("no agents/clerk/.mcp.json ({e}): {v:#}"));
+    assert!(mcp.contains("till-mcp"), "{mcp}");
+    assert!(has_code(&v, "reinterpreted", "mcp-added"), "{v:#}");
+}
+
 // Class 8: models.
 
 /// A resolved persona's model as `provider:model`.

@@ -828,7 +828,8 @@ fn add_servers(file: &str, mapped: Vec<mcp::Mapped>, build: &mut Build, report: 
         }
         match m.config {
             Some(c) => build.servers.push((m.name, c)),
-            None => report.reinterpreted(
+            // The personas go without the server: lost, though the way back restores it.
+            None => report.lost(
                 "mcp-server-extension-only",
                 file,
                 &format!("mcpServers.{}", m.name),

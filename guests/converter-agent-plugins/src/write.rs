@@ -377,7 +377,8 @@ impl Ops<'_> {
                     .filter_map(|v| v.as_str().map(strip))
                     .find(|d| d.rsplit('/').next() == Some(skill.name.as_str()))
                     .unwrap_or(standard);
-                self.report.reinterpreted(
+                // Other OPS hosts go without it: lost for them, though apiary reads it back.
+                self.report.lost(
                     "skill-extension-only",
                     &listed,
                     "",
@@ -401,7 +402,7 @@ impl Ops<'_> {
             }
             skill.write(output, &dir)?;
             if let Some(why) = skill_problem(&skill) {
-                self.report.reinterpreted(
+                self.report.lost(
                     "skill-not-conformant",
                     &format!("{dir}/SKILL.md"),
                     "",
@@ -442,7 +443,8 @@ impl Ops<'_> {
                 Some(config) => {
                     ops_servers.insert(mapped.name, Value::Object(config));
                 }
-                None => self.report.reinterpreted(
+                // OPS hosts go without the server: lost, though the way back restores it.
+                None => self.report.lost(
                     "mcp-server-extension-only",
                     &mcp_file,
                     &format!("mcpServers.{}", mapped.name),

@@ -3,7 +3,8 @@
 //!
 //! - `read`: a plugin tree -> a persona pack (agents -> personas, foreign data carried in
 //!   `x-claude`), `marketplace`: every local plugin of a marketplace -> one pack each;
-//! - `write`: a persona pack -> a Claude plugin (persona-only data carried in `x-persona`);
+//! - `write`: a persona pack -> a Claude plugin (persona-only data carried in `x-persona`, `xp`
+//!   deciding what the way back needs);
 //! - `detect`: which of those formats `/input` is; `locate`: where a manifest's component path
 //!   leads (the plugin, or the collection around it); `model`, `mcp`, `util`: the pieces between.
 
@@ -16,6 +17,7 @@ pub mod model;
 pub mod read;
 pub mod util;
 pub mod write;
+pub mod xp;
 
 use convert_kit::{Job, Report};
 

@@ -20,6 +20,7 @@ use crate::carry::{FILES_DIR, PERSONA_KEY, PERSONA_ONLY, instructions_block};
 use crate::mcp;
 use crate::model::{self, ToClaude, ToPersona};
 use crate::util::{clean_path, loadable_agent_name, object, strings, unique};
+use crate::xp;
 
 /// Pack manifest keys mapped onto `plugin.json` keys of the same name.
 const SAME_KEYS: &[&str] = &[
@@ -60,6 +61,7 @@ pub fn convert(input: &Path, out: &Path) -> Result<Report, String> {
         written: BTreeSet::new(),
         agents_moved: false,
         agents_in_place: 0,
+        agent_paths: Vec::new(),
     };
     let name = w.plugin_name();
     w.carried_files()?;
@@ -91,6 +93,8 @@ struct Writer<'a> {
     agents_moved: bool,
     /// How many agents went back to the file they were read from.
     agents_in_place: usize,
+    /// The agent files written, in persona order.
+    agent_paths: Vec<String>,
 }
 
 impl Writer<'_> {
@@ -347,7 +351,10 @@ impl Writer<'_> {
                 .insert("personas".into(), Value::Object(xp_personas));
         }
         // Agents back in the files they were read from are read back in their original order.
-        if taken.len() > 1 && self.agents_in_place < taken.len() {
+        if taken.len() > 1
+            && self.agents_in_place < taken.len()
+            && !xp::reading_order(&self.agent_paths)
+        {
             self.xp.insert(
                 "order".into(),
                 Value::Array(taken.into_iter().map(Value::from).collect()),
@@ -411,12 +418,22 @@ impl Writer<'_> {
             .keys()
             .map(|k| Value::from(k.clone()))
             .collect();
+        let in_order = xp::reader_order(&persona.fields, &xp_fields);
+        // Read back under its own name, the persona gets the same display name derived.
+        if !entry.contains_key("name")
+            && xp_fields
+                .get("display_name")
+                .is_some_and(|d| xp::derived_display_name(&pname, d))
+        {
+            xp_fields.remove("display_name");
+        }
         if !xp_fields.is_empty() {
             entry.insert("fields".into(), Value::Object(xp_fields));
         }
-        if ext.is_empty() {
+        if ext.is_empty() && !in_order {
             entry.insert("keys".into(), Value::Array(keys));
         }
+        self.agent_paths.push(file);
         Ok((name, entry))
     }
 
@@ -897,6 +914,9 @@ impl Writer<'_> {
                 || synthesised.iter().any(|s| s == k);
             if skip || (k == "name" && (v == name || Some(v) == original_title.as_ref())) {
                 continue;
+            }
+            if xp::derived_manifest(k, v, name, self.pack) {
+                continue; // the way back derives it again
             }
             manifest.insert(k.clone(), v.clone());
             if k != "name" {
