@@ -532,6 +532,166 @@ fn converted_personas_listen_on_a_default_channel_and_exit_codes_tell() {
     assert!(has_code(&v, "reinterpreted", "persona-dropped"), "{v:#}");
 }
 
+// Class 5: there and back.
+
+fn read(dir: &str, rel: &str) -> String {
+    std::fs::read_to_string(Path::new(dir).join(rel)).unwrap_or_else(|e| panic!("{dir}/{rel}: {e}"))
+}
+
+#[test]
+fn an_mcp_file_the_manifest_names_comes_back_at_its_path() {
+    let env = Operator::new();
+    let helper = agent("helper", "");
+    // Indented its own way, so only a restored file compares equal.
+    let servers = "{\n    \"mcpServers\": {\"ledger\": {\"command\": \"ledger-mcp\"}}\n}\n";
+    let src = tree(
+        &env,
+        "books",
+        &[
+            (
+                ".claude-plugin/plugin.json",
+                r#"{"name": "books", "version": "1.0.0", "description": "Books", "mcpServers": "./.claude-plugin/servers.json"}"#,
+            ),
+            (".claude-plugin/servers.json", servers),
+            ("agents/helper.md", &helper),
+        ],
+    );
+    let pack = env.path("books.pack").display().to_string();
+    let (r, _) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &pack]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    validate(&env, &pack);
+    assert!(read(&pack, ".mcp.json").contains("ledger-mcp"));
+    let back = env.path("books.claude").display().to_string();
+    let (r, v) = convert(&env, &[&pack, "--to", "claude", "--out", &back]);
+    // Refused before: the restored manifest named a file the output did not hold.
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    assert_eq!(read(&back, ".claude-plugin/servers.json"), servers);
+    assert!(!Path::new(&back).join(".mcp.json").exists());
+}
+
+#[test]
+fn agent_plugins_names_a_skill_folder_after_its_skill_and_the_way_back_restores_it() {
+    let env = Operator::new();
+    let src = native_pack(&env, "bakery", "", r#"{"mcpServers": {}}"#);
+    // The pack's folder is spelled unlike the skill's load key (pack validate only warns).
+    write_tree(
+        Path::new(&src),
+        &[("skills/proofing/SKILL.md", &skill("proof"))],
+    );
+    validate(&env, &src);
+    let ops = env.path("bakery.ops").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "agent-plugins", "--out", &ops]);
+    // Refused before: the output validator wants the folder to equal the name.
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    assert!(Path::new(&ops).join("skills/proof/SKILL.md").is_file());
+    assert!(!Path::new(&ops).join("skills/proofing").exists());
+    assert!(has_code(&v, "normalised", "skill-dir-renamed"), "{v:#}");
+    let back = env.path("bakery.back").display().to_string();
+    let (r, _) = convert(&env, &[&ops, "--to", "buzz-pack", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        read(&back, "skills/proofing/SKILL.md"),
+        read(&src, "skills/proofing/SKILL.md")
+    );
+    validate(&env, &back);
+}
+
+/// A Copilot CLI plugin: its manifest at the root, `.mcp.json` beside it, `.agent.md` agents.
+const COPILOT_PLUGIN: &str = r#"{
+  "name": "kiln",
+  "description": "Pottery helpers",
+  "version": "2.3.0",
+  "author": {"name": "Clay Works", "url": "https://clay.example"},
+  "license": "MIT",
+  "keywords": ["pottery", "glaze"],
+  "homepage": "https://clay.example/kiln",
+  "mcpServers": ".mcp.json"
+}
+"#;
+
+#[test]
+fn a_copilot_plugin_keeps_its_manifest_and_mcp_json_there_and_back() {
+    let env = Operator::new();
+    let glazer = agent("glazer", "");
+    let mcp = "{\"mcpServers\": {\"oven\": {\"command\": \"oven-mcp\", \"args\": []}}}\n";
+    let src = tree(
+        &env,
+        "kiln",
+        &[
+            ("plugin.json", COPILOT_PLUGIN),
+            (".mcp.json", mcp),
+            ("agents/glazer.agent.md", &glazer),
+        ],
+    );
+    let pack = env.path("kiln.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &pack]);
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    let m = manifest(&pack);
+    assert_eq!(m["version"], "2.3.0", "{m:#}");
+    assert_eq!(m["license"], "MIT");
+    assert!(!Path::new(&pack).join("x-claude/files/plugin.json").exists());
+    validate(&env, &pack);
+    let back = env.path("kiln.back").display().to_string();
+    let (r, _) = convert(&env, &[&pack, "--to", "claude", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(read(&back, ".mcp.json"), mcp);
+    assert_eq!(read(&back, "plugin.json"), COPILOT_PLUGIN);
+    assert!(
+        Path::new(&back)
+            .join(".claude-plugin/plugin.json")
+            .is_file()
+    );
+}
+
+#[test]
+fn a_copilot_marketplace_reads_each_plugins_own_manifest() {
+    let env = Operator::new();
+    let glazer = agent("glazer", "");
+    let src = tree(
+        &env,
+        "studio",
+        &[
+            (
+                ".github/plugin/marketplace.json",
+                r#"{"name": "studio", "owner": {"name": "S"}, "plugins": [
+                    {"name": "kiln", "source": "./plugins/kiln", "description": "Short blurb"},
+                    {"name": "wheel", "source": "./plugins/wheel", "description": "Throwing"}]}"#,
+            ),
+            ("plugins/kiln/.github/plugin/plugin.json", COPILOT_PLUGIN),
+            ("plugins/kiln/agents/glazer.agent.md", &glazer),
+            (
+                "plugins/wheel/agents/thrower.agent.md",
+                &agent("thrower", ""),
+            ),
+        ],
+    );
+    let out = env.path("studio.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &out]);
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    let kiln = format!("{out}/kiln");
+    let m = manifest(&kiln);
+    for (key, want) in [
+        ("description", serde_json::json!("Pottery helpers")),
+        ("version", serde_json::json!("2.3.0")),
+        ("license", serde_json::json!("MIT")),
+        ("keywords", serde_json::json!(["pottery", "glaze"])),
+        ("homepage", serde_json::json!("https://clay.example/kiln")),
+    ] {
+        assert_eq!(m[key], want, "{key}: {m:#}");
+    }
+    assert_eq!(m["author"]["name"], "Clay Works");
+    // Only the plugin without a manifest of its own takes the marketplace entry's.
+    let synthesised = findings(&v, "synthesised");
+    let from_entry: Vec<_> = synthesised
+        .iter()
+        .filter(|(c, _, _)| c == "manifest-from-marketplace")
+        .map(|(_, p, _)| p.as_str())
+        .collect();
+    assert_eq!(from_entry, ["plugins/wheel"], "{synthesised:?}");
+    validate(&env, &kiln);
+    validate(&env, &format!("{out}/wheel"));
+}
+
 // Class 6: exit codes that tell, both ways, from every writer.
 
 /// A persona pack of two personas; `extra` goes into the first one's frontmatter.

@@ -50,7 +50,12 @@ pub fn convert(job: &Job) -> Result<Report, String> {
     let (input, output) = (job.input, job.output);
     match (job.source, job.target) {
         (s, "buzz-pack") if PLUGIN_FORMATS.contains(&s) => {
-            let host = read::Host::from_format(s).ok_or("unknown host")?;
+            let mut host = read::Host::from_format(s).ok_or("unknown host")?;
+            if s == "claude-plugin"
+                && let Some(copilot) = read::Host::copilot(input)
+            {
+                host = copilot;
+            }
             let ctx = read::Context {
                 fallback_name: job.option("name").map(str::to_string),
                 loose_agents: s == "agents-dir",

@@ -156,9 +156,12 @@ impl Market<'_> {
             // there (collections that materialise components when they publish).
             collection: Some(self.input.to_path_buf()),
         };
+        // A plugin's own manifest, whichever host it was written for; only without one does
+        // the marketplace entry stand in for it.
         let host = [Host::Claude, Host::Codex, Host::Cursor]
             .into_iter()
             .find(|h| tree::is_file(&root, h.manifest()))
+            .or_else(|| Host::copilot(&root))
             .unwrap_or(Host::Claude);
         let converted_plugin = match read::read(&root, host, &ctx) {
             Ok(c) => c,

@@ -28,7 +28,14 @@ pub enum Host {
     Codex,
     Cursor,
     Gemini,
+    /// A GitHub Copilot CLI plugin: Claude's dialect, its manifest at one of
+    /// [`COPILOT_MANIFESTS`].
+    Copilot(&'static str),
 }
+
+/// Where Copilot CLI looks for a plugin's manifest, in its order (after none of these it reads
+/// `.claude-plugin/plugin.json`).
+pub const COPILOT_MANIFESTS: &[&str] = &["plugin.json", ".github/plugin/plugin.json"];
 
 impl Host {
     pub fn from_format(format: &str) -> Option<Host> {
@@ -47,7 +54,19 @@ impl Host {
             Host::Codex => claude::CODEX_MANIFEST,
             Host::Cursor => claude::CURSOR_MANIFEST,
             Host::Gemini => claude::GEMINI_MANIFEST,
+            Host::Copilot(file) => file,
         }
+    }
+
+    /// The Copilot manifest of the plugin at `root`, when it has one and no Claude manifest.
+    pub fn copilot(root: &Path) -> Option<Host> {
+        if tree::is_file(root, claude::MANIFEST) {
+            return None;
+        }
+        COPILOT_MANIFESTS
+            .iter()
+            .find(|f| tree::is_file(root, f))
+            .map(|f| Host::Copilot(f))
     }
 
     /// The manifest block of the persona pack holding what has no pack slot.
@@ -57,6 +76,8 @@ impl Host {
             Host::Codex => "x-codex",
             Host::Cursor => "x-cursor",
             Host::Gemini => "x-gemini",
+            // Claude's own dialect: the Claude writer restores it.
+            Host::Copilot(_) => "x-claude",
         }
     }
 
@@ -66,6 +87,7 @@ impl Host {
             Host::Codex => "Codex",
             Host::Cursor => "Cursor",
             Host::Gemini => "Gemini CLI",
+            Host::Copilot(_) => "GitHub Copilot CLI",
         }
     }
 }
@@ -380,6 +402,10 @@ impl Reader<'_> {
             match value {
                 Value::Object(map) => {
                     self.ext.insert("manifest".into(), "file".into());
+                    if let Host::Copilot(file) = self.host {
+                        // The way back writes it where Copilot looks first, too.
+                        self.ext.insert("manifest_file".into(), file.into());
+                    }
                     map
                 }
                 _ => return Err(format!("{} is not a JSON object", self.at(file))),
@@ -1368,6 +1394,14 @@ impl Reader<'_> {
                 );
                 continue;
             };
+            if !inline && rel != default_file {
+                // A file the manifest names: the way back writes its servers to it again.
+                let names: Vec<Value> = servers.keys().cloned().map(Value::from).collect();
+                object(&mut info, "files").insert(
+                    rel.clone(),
+                    convert_kit::json!({ "wrapped": wrapped, "servers": names }),
+                );
+            }
             if !inline && rel == default_file {
                 info.insert("file".into(), rel.clone().into());
                 info.insert("wrapped".into(), wrapped.into());
@@ -1456,9 +1490,7 @@ impl Reader<'_> {
             match read {
                 Ok((text, v)) => {
                     self.consumed.insert(rel.clone());
-                    if rel == default_file {
-                        self.keep_text(rel, &text, &v);
-                    }
+                    self.keep_text(rel, &text, &v);
                     sources.push((rel.clone(), v, false));
                 }
                 Err(e) => self.report.lost("mcp-invalid", &self.at(rel), "", e),

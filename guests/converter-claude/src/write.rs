@@ -813,15 +813,16 @@ impl Writer<'_> {
     }
 
     fn mcp_file(&mut self) -> Result<(), String> {
-        if self.servers.is_empty() {
-            return Ok(());
-        }
         let info = self
             .ext
             .get("mcp")
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
+        self.named_mcp_files(&info)?;
+        if self.servers.is_empty() {
+            return Ok(());
+        }
         let wrapped = info.get("wrapped").and_then(Value::as_bool).unwrap_or(true);
         let servers = Value::Object(std::mem::take(&mut self.servers));
         let value = if wrapped {
@@ -831,6 +832,32 @@ impl Writer<'_> {
         };
         let text = self.json_text(claude::MCP_CONFIG, &value)?;
         self.write(claude::MCP_CONFIG, text)
+    }
+
+    /// Servers a Claude plugin kept in files its manifest names (`mcpServers:
+    /// "./.claude-plugin/mcp.json"`) go back to those files, each written even when its servers
+    /// are gone since, so the restored manifest names what is there.
+    fn named_mcp_files(&mut self, info: &Map<String, Value>) -> Result<(), String> {
+        let Some(Value::Object(files)) = info.get("files") else {
+            return Ok(());
+        };
+        for (file, record) in files {
+            let Ok(rel) = clean_path(file) else { continue };
+            let mut servers = Map::new();
+            for name in strings(record.get("servers")) {
+                if let Some(config) = self.servers.remove(&name) {
+                    servers.insert(name, config);
+                }
+            }
+            let value = if record.get("wrapped") == Some(&Value::Bool(false)) {
+                Value::Object(servers)
+            } else {
+                json!({ "mcpServers": servers })
+            };
+            let text = self.json_text(&rel, &value)?;
+            self.write(&rel, text)?;
+        }
+        Ok(())
     }
 
     fn plugin_json(&mut self, name: &str) -> Result<(), String> {
@@ -946,7 +973,15 @@ impl Writer<'_> {
                 Value::Object(std::mem::take(&mut self.xp)),
             );
         }
-        let text = self.json_text(claude::MANIFEST, &Value::Object(plugin))?;
+        let plugin = Value::Object(plugin);
+        // A Copilot plugin's manifest goes back where Copilot looks first, as well.
+        if let Some(file) = self.ext.get("manifest_file").and_then(Value::as_str)
+            && let Some(file) = crate::read::COPILOT_MANIFESTS.iter().find(|f| **f == file)
+        {
+            let text = self.json_text(file, &plugin)?;
+            self.write(file, text)?;
+        }
+        let text = self.json_text(claude::MANIFEST, &dot_slashed(plugin))?;
         self.write(claude::MANIFEST, text)
     }
 
@@ -1019,6 +1054,29 @@ fn agent_text(fm: &Map<String, Value>, body: &str, ext: &Map<String, Value>) -> 
         text.pop();
     }
     text
+}
+
+/// `plugin` with its component paths as Claude Code wants them, starting with `./` (Copilot's
+/// manifests write `.mcp.json`, `agents/`).
+fn dot_slashed(mut plugin: Value) -> Value {
+    let fix = |v: &mut Value| {
+        if let Value::String(p) = v
+            && !p.starts_with("./")
+            && !p.contains("://")
+            && let Ok(rel) = clean_path(p)
+            && !rel.is_empty()
+        {
+            *p = format!("./{}{}", rel, if p.ends_with('/') { "/" } else { "" });
+        }
+    };
+    for field in claude::COMPONENT_FIELDS {
+        match plugin.get_mut(*field) {
+            Some(Value::Array(items)) => items.iter_mut().for_each(fix),
+            Some(v) => fix(v),
+            None => {}
+        }
+    }
+    plugin
 }
 
 /// Claude keys an earlier conversion carried, then the original key order.
