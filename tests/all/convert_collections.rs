@@ -822,6 +822,117 @@ fn a_server_added_to_a_pack_read_from_an_expert_reaches_its_agents() {
     assert!(has_code(&v, "reinterpreted", "mcp-added"), "{v:#}");
 }
 
+// The survey: every plugin under a directory, converted in one process.
+
+#[test]
+fn a_survey_converts_every_plugin_under_a_directory_and_counts_how_it_went() {
+    let env = Operator::new();
+    let (a, b) = (agent("ada", ""), agent("bob", ""));
+    let root = tree(
+        &env,
+        "shelf",
+        &[
+            ("README.md", "# Our plugins\n"),
+            (
+                "tools/clean/.claude-plugin/plugin.json",
+                r#"{"name": "clean", "version": "1.0.0", "description": "Clean"}"#,
+            ),
+            ("tools/clean/agents/ada.md", &a),
+            // Deeper, below a folder the rules do not recognise.
+            ("teams/red/deep/loose/bob.md", &b),
+            (
+                "market/.claude-plugin/marketplace.json",
+                r#"{"name": "m", "owner": {"name": "M"}, "plugins": [
+                    {"name": "good", "source": "./plugins/good"},
+                    {"name": "holey", "source": "./plugins/holey"},
+                    {"name": "far", "source": {"source": "github", "repo": "o/far"}}]}"#,
+            ),
+            ("market/plugins/good/agents/ada.md", &a),
+            (
+                "market/plugins/holey/.claude-plugin/plugin.json",
+                r#"{"name": "holey", "version": "1.0.0", "agents": ["./agents/gone.md"]}"#,
+            ),
+            ("market/plugins/holey/agents/bob.md", &b),
+            ("broken/.claude-plugin/plugin.json", "{ not json"),
+            (
+                "done/.plugin/plugin.json",
+                r#"{"id": "done", "name": "done", "version": "1.0.0", "personas": []}"#,
+            ),
+        ],
+    );
+    let before = apiary_e2e::snapshot(Path::new(&root), &[]);
+    let r = env.run(&["convert", &root, "--survey", "--json"]);
+    // One input is refused: the survey's exit code is the worst of its conversions'.
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let s = r.json();
+    assert_eq!(s["conversions"], 5, "{s:#}");
+    assert_eq!(
+        s["by_exit"],
+        serde_json::json!({"0": 3, "1": 1, "2": 1}),
+        "{s:#}"
+    );
+    assert_eq!(s["already"], 1);
+    assert_eq!(s["remote"], 1);
+    // The manifest that does not parse: refused by the converter that reads it.
+    assert_eq!(s["errors"]["converter"], 1, "{s:#}");
+    let dangling = &s["findings"]["lost"]["dangling-reference"];
+    assert_eq!(dangling["findings"], 1, "{s:#}");
+    assert_eq!(dangling["conversions"], 1);
+    let rows = s["rows"].as_array().unwrap();
+    let holey = rows
+        .iter()
+        .find(|r| r["plugin"] == "holey")
+        .unwrap_or_else(|| panic!("{s:#}"));
+    assert_eq!(holey["input"], "market");
+    assert_eq!(holey["exit"], 2);
+    assert!(
+        rows.iter()
+            .any(|r| r["input"] == "teams/red/deep/loose" && r["exit"] == 0)
+    );
+    // Nothing was written, beside the input or in it.
+    assert_eq!(apiary_e2e::snapshot(Path::new(&root), &[]), before);
+    assert!(std::fs::read_dir(env.path("")).unwrap().all(|e| {
+        !e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".buzz-pack")
+    }));
+
+    // The text form says the same, and a row converted alone gives a pack that validates.
+    let r = env.run(&["convert", &root, "--survey"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains("5 conversion(s) to buzz-pack"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("dangling-reference"), "{}", r.stdout);
+    let out = env.path("good.pack").display().to_string();
+    let market = format!("{root}/market");
+    let (r, _) = convert(
+        &env,
+        &[
+            &market,
+            "--to",
+            "buzz-pack",
+            "--option",
+            "plugin=good",
+            "--out",
+            &out,
+        ],
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let checked = validate(&env, &out);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+    // --help teaches it.
+    let help = env.run(&["convert", "--help"]);
+    assert!(
+        help.stdout.contains("--survey") && help.stdout.contains("worst"),
+        "{}",
+        help.stdout
+    );
+}
+
 // Class 8: models.
 
 /// A resolved persona's model as `provider:model`.
