@@ -822,6 +822,70 @@ fn a_server_added_to_a_pack_read_from_an_expert_reaches_its_agents() {
     assert!(has_code(&v, "reinterpreted", "mcp-added"), "{v:#}");
 }
 
+/// Found by the survey: a folder that is one Agent Skill converted with exit 0, its skill carried
+/// as a plain file no persona could load.
+#[test]
+fn a_folder_that_is_one_skill_becomes_the_packs_skill_and_goes_back_to_the_root() {
+    let env = Operator::new();
+    let text = skill("glaze-mixing");
+    let src = tree(
+        &env,
+        "glaze-mixing",
+        &[
+            ("SKILL.md", &text),
+            ("references/recipes.md", "# Recipes\n"),
+        ],
+    );
+    let pack = env.path("glaze.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &pack]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        has_code(&v, "reinterpreted", "skill-folder-as-skill"),
+        "{v:#}"
+    );
+    assert_eq!(read(&pack, "skills/glaze-mixing/SKILL.md"), text);
+    assert!(
+        Path::new(&pack)
+            .join("skills/glaze-mixing/references/recipes.md")
+            .is_file()
+    );
+    assert!(!Path::new(&pack).join("x-claude/files/SKILL.md").exists());
+    validate(&env, &pack);
+    // The persona `up` would run can load it.
+    let p = inspect(&env, &pack, &persona_names(&pack)[0]);
+    assert!(p.to_string().contains("glaze-mixing"), "{p:#}");
+    let back = env.path("glaze.back").display().to_string();
+    let (r, _) = convert(&env, &[&pack, "--to", "claude", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(read(&back, "SKILL.md"), text);
+    assert!(Path::new(&back).join("references/recipes.md").is_file());
+    assert!(!Path::new(&back).join("skills").exists());
+}
+
+// A marketplace plugin asked for by name says why it cannot be converted.
+#[test]
+fn a_marketplace_plugin_whose_folder_is_missing_is_refused_saying_so() {
+    let env = Operator::new();
+    let src = tree(
+        &env,
+        "gaps",
+        &[(
+            ".claude-plugin/marketplace.json",
+            r#"{"name": "gaps", "owner": {"name": "G"}, "plugins": [{"name": "ghost", "source": "./plugins/ghost"}]}"#,
+        )],
+    );
+    let (r, v) = convert(
+        &env,
+        &[&src, "--to", "buzz-pack", "--option", "plugin=ghost"],
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("plugins/ghost") && message.contains("not in the input"),
+        "{message}"
+    );
+}
+
 // The survey: every plugin under a directory, converted in one process.
 
 #[test]

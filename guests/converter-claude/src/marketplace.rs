@@ -80,10 +80,22 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
             converted += 1;
         }
     }
+    // Why the one plugin asked for was skipped, when the marketplace lists it.
+    let skipped = |o: &str| {
+        let field = format!("plugins.{o}");
+        m.report
+            .lost
+            .iter()
+            .find(|f| f.field == field)
+            .map(|f| f.message.clone())
+    };
     match (only, converted) {
-        (Some(o), 0) => Err(format!(
-            "the marketplace lists no local plugin named `{o}` that can be converted"
-        )),
+        (Some(o), 0) => Err(match skipped(o) {
+            Some(why) => format!("{file} lists `{o}`, but it cannot be converted: {why}"),
+            None => {
+                format!("the marketplace lists no local plugin named `{o}` that can be converted")
+            }
+        }),
         (None, 0) => Err(format!(
             "no plugin of {file} could be converted (remote or missing sources only)"
         )),

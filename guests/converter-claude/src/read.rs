@@ -617,6 +617,9 @@ impl Reader<'_> {
     /// skill folder or a folder of them, in the plugin or the collection around it).
     fn skill_dirs(&mut self, plugin: &Map<String, Value>) -> Vec<Src> {
         let mut roots = vec![Src::plugin(claude::SKILLS_DIR)];
+        if self.bare_skill() {
+            roots.insert(0, Src::plugin(""));
+        }
         for p in strings(plugin.get("skills")) {
             let inside = clean_path(&p).is_ok_and(|rel| !tree::is_file(self.root, &rel));
             let found = self.place().locate(&p, tree::is_dir);
@@ -660,7 +663,7 @@ impl Reader<'_> {
         let mut taken: Vec<String> = Vec::new();
         for src in dirs {
             let (dir, shown) = (src.rel.clone(), self.shown(&src));
-            if dir.is_empty() {
+            if dir.is_empty() && !self.bare_skill() {
                 self.report.lost(
                     "path-refused",
                     &self.at(self.host.manifest()),
@@ -678,8 +681,24 @@ impl Reader<'_> {
             };
             if !src.in_collection {
                 for (file, _) in &skill.files {
-                    self.consumed.insert(format!("{dir}/{file}"));
+                    let rel = if dir.is_empty() {
+                        file.clone()
+                    } else {
+                        format!("{dir}/{file}")
+                    };
+                    self.consumed.insert(rel);
                 }
+            }
+            if dir.is_empty() {
+                // The folder is the skill: named after the plugin (its folder) until its own
+                // `name:` says otherwise, just below.
+                skill.name = self
+                    .pack
+                    .manifest
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .and_then(|n| slug::normalise(n, Rules::Skill))
+                    .unwrap_or_else(|| "skill".into());
             }
             self.fix_skill_md(&shown, &mut skill);
             if let Some(change) = skill.normalise_name() {
@@ -716,9 +735,28 @@ impl Reader<'_> {
                 );
                 skill.rename(&name);
             }
+            if dir.is_empty() {
+                // The way back writes it at the root again.
+                self.ext
+                    .insert("bare_skill".into(), skill.name.clone().into());
+                self.report.reinterpreted(
+                    "skill-folder-as-skill",
+                    &self.at("SKILL.md"),
+                    "",
+                    format!("the folder is one Agent Skill: it becomes the pack's skill `skills/{}` (the way back puts it at the root again)", skill.name),
+                );
+            }
             self.pack.skills.push(skill);
         }
         Ok(())
+    }
+
+    /// A folder that is one Agent Skill (a `SKILL.md` at its root, no manifest, no agents).
+    fn bare_skill(&self) -> bool {
+        !self.ctx.loose_agents
+            && self.ext.get("manifest").and_then(Value::as_str) == Some("none")
+            && has_skill_md(self.root, "")
+            && !tree::is_dir(self.root, claude::AGENTS_DIR)
     }
 
     /// A SKILL.md the persona pack validator would refuse (not strict YAML, no name or

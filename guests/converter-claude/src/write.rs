@@ -193,7 +193,19 @@ impl Writer<'_> {
 
     fn skills(&mut self) -> Result<(), String> {
         let mut taken = Vec::new();
+        let bare = self
+            .ext
+            .get("bare_skill")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         for skill in &self.pack.skills {
+            if bare.as_deref() == Some(skill.name.as_str()) {
+                // The plugin was one skill folder: its files go back to the root.
+                for (path, bytes) in &skill.files {
+                    self.write(path, bytes)?;
+                }
+                continue;
+            }
             let mut skill = skill.clone();
             if let Some(old) = skill.strip_namespace() {
                 self.report.normalised(
