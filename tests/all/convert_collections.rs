@@ -144,9 +144,9 @@ fn a_skill_spelled_unlike_its_folder_is_normalised_and_the_rest_converts() {
 
 // Class 2: components that are not there.
 
-/// A marketplace whose plugin lists agents, a skill and a command its publish step copies in from
-/// the collection root (two spellings), one agent that is nowhere, and one path that climbs out
-/// of the input to a file that does exist beside it.
+/// A marketplace whose plugin lists agents, a skill, a command and an MCP file its publish step
+/// copies in from the collection root (two spellings), one agent that is nowhere, and one path
+/// that climbs out of the input to a file that does exist beside it.
 fn materialised_market(env: &Operator) -> String {
     let (scout, lookout, spy) = (agent("scout", ""), agent("lookout", ""), agent("spy", ""));
     let s = skill("chart");
@@ -166,7 +166,12 @@ fn materialised_market(env: &Operator) -> String {
                     "agents": ["../../shared/agents/scout.md", "./shared/agents/lookout.md",
                                "./agents/ghost.md", "../../../secret/spy.md"],
                     "skills": ["./shared/skills/chart"],
-                    "commands": ["./shared/commands/patrol.md"]}"#,
+                    "commands": ["./shared/commands/patrol.md"],
+                    "mcpServers": "../../shared/servers.json"}"#,
+            ),
+            (
+                "shared/servers.json",
+                r#"{"mcpServers": {"radio": {"command": "radio-mcp"}}}"#,
             ),
             ("shared/agents/scout.md", &scout),
             ("shared/agents/lookout.md", &lookout),
@@ -237,7 +242,8 @@ fn components_a_collection_holds_are_found_there_and_the_rest_are_lost_loudly() 
         .into_iter()
         .filter(|(c, _, _)| c == "component-from-collection")
         .count();
-    assert_eq!(from, 4, "{v:#}");
+    assert_eq!(from, 5, "{v:#}");
+    assert!(read(&out, ".mcp.json").contains("radio-mcp"));
     let checked = validate(&env, &out);
     assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
 
@@ -256,6 +262,8 @@ fn components_a_collection_holds_are_found_there_and_the_rest_are_lost_loudly() 
     assert!(Path::new(&back).join("shared/commands/patrol.md").is_file());
     assert!(plugin.get("agents").is_none(), "{plugin:#}");
     assert!(Path::new(&back).join("agents/scout.md").is_file());
+    assert_eq!(plugin["mcpServers"], "./shared/servers.json");
+    assert!(read(&back, "shared/servers.json").contains("radio-mcp"));
 }
 
 #[test]
@@ -264,14 +272,14 @@ fn a_plugin_converted_alone_reports_what_its_collection_would_have_held() {
     let src = materialised_market(&env);
     let plugin = format!("{src}/plugins/rangers");
     let (r, v) = convert(&env, &[&plugin, "--to", "buzz-pack"]);
-    // Nothing the manifest lists is in the plugin folder: every agent and command path is a lost
-    // component; the `skills` folder path names nothing to convert (reported, not lost).
+    // Nothing the manifest lists is in the plugin folder: every agent, command and MCP path is a
+    // lost component; the `skills` folder path names nothing to convert (reported, not lost).
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
     let dangling: Vec<_> = findings(&v, "lost")
         .into_iter()
         .filter(|(c, _, _)| c == "dangling-reference")
         .collect();
-    assert_eq!(dangling.len(), 5, "{dangling:?}");
+    assert_eq!(dangling.len(), 6, "{dangling:?}");
     assert!(
         dangling
             .iter()

@@ -349,7 +349,7 @@ impl Reader<'_> {
     /// Carries what `src` (in the collection) names at the plugin path `p` means once published
     /// (the collection's path when `p` climbs), and points the kept manifest's `p` there.
     fn materialise(&mut self, field: &str, p: &str, src: &Src) {
-        let at = clean_path(p).unwrap_or_else(|_| src.rel.clone());
+        let at = published_at(p, src);
         let base = self.base(src).to_path_buf();
         let files = if tree::is_dir(&base, &src.rel) {
             tree::walk(&base, &src.rel).unwrap_or_default()
@@ -369,6 +369,11 @@ impl Reader<'_> {
                 Err(e) => self.report.lost("file-unreadable", &file, "", e),
             }
         }
+        self.repoint_kept(field, p, &at);
+    }
+
+    /// Points the kept manifest's `field` path `p` at `at`, the plugin path it has once published.
+    fn repoint_kept(&mut self, field: &str, p: &str, at: &str) {
         if let Some(Value::Object(kept)) = self.ext.get_mut("plugin") {
             repoint(kept, field, p, &format!("./{at}"));
         }
@@ -1481,7 +1486,8 @@ impl Reader<'_> {
         default_file: &str,
     ) -> (Vec<(String, Value, bool)>, Vec<String>) {
         let mut sources: Vec<(String, Value, bool)> = Vec::new();
-        let mut files = vec![default_file.to_string()];
+        // (the plugin path it is read as, where it is read from)
+        let mut files = vec![(default_file.to_string(), Src::plugin(default_file))];
         let mut inline_names = Vec::new();
         let declared = match plugin.get("mcpServers") {
             Some(Value::Array(items)) => items.clone(),
@@ -1498,11 +1504,20 @@ impl Reader<'_> {
                         format!("`{p}` is an MCP bundle or URL; persona packs cannot install it"),
                     );
                 }
-                Value::String(p) => match clean_path(&p) {
-                    Ok(rel) if !files.contains(&rel) => files.push(rel),
-                    Ok(_) => {}
-                    Err(e) => self.dangling("mcpServers", &p, &e),
-                },
+                // The default file, read anyway (its absence loses nothing).
+                Value::String(p) if clean_path(&p).is_ok_and(|r| r == default_file) => {}
+                Value::String(p) => {
+                    let Some(src) = self.locate("mcpServers", &p, tree::is_file) else {
+                        continue;
+                    };
+                    let at = published_at(&p, &src);
+                    if src.in_collection {
+                        self.repoint_kept("mcpServers", &p, &at);
+                    }
+                    if !files.iter().any(|(f, _)| *f == at) {
+                        files.push((at, src));
+                    }
+                }
                 Value::Object(map) => {
                     let value = Value::Object(map);
                     if let Some((servers, _)) = mcp::servers_of(&value) {
@@ -1513,25 +1528,25 @@ impl Reader<'_> {
                 _ => {}
             }
         }
-        for (i, rel) in files.iter().enumerate() {
-            if !tree::is_file(self.root, rel) {
-                if i > 0 {
-                    self.dangling("mcpServers", rel, "is not in the plugin");
-                }
-                continue;
+        for (rel, src) in &files {
+            let base = self.base(src).to_path_buf();
+            if !tree::is_file(&base, &src.rel) {
+                continue; // the default file, absent; a listed one was reported by `locate`
             }
-            let read = tree::read(self.root, rel).and_then(|t| {
+            let read = tree::read(&base, &src.rel).and_then(|t| {
                 let v = serde_json::from_str::<Value>(&t)
                     .map_err(|e| format!("{rel}: invalid JSON: {e}"))?;
                 Ok((t, v))
             });
             match read {
                 Ok((text, v)) => {
-                    self.consumed.insert(rel.clone());
+                    if !src.in_collection {
+                        self.consumed.insert(rel.clone());
+                    }
                     self.keep_text(rel, &text, &v);
                     sources.push((rel.clone(), v, false));
                 }
-                Err(e) => self.report.lost("mcp-invalid", &self.at(rel), "", e),
+                Err(e) => self.report.lost("mcp-invalid", &self.shown(src), "", e),
             }
         }
         (sources, inline_names)
@@ -1842,6 +1857,16 @@ fn restore_persona_fields(fields: &mut Map<String, Value>, xp: &Map<String, Valu
         ordered.extend(std::mem::take(fields));
         *fields = ordered;
     }
+}
+
+/// Where manifest path `p`, found at `src`, lies in the plugin once published: where it is, for
+/// one in the plugin; as written (or, when that climbs, the collection's path) for one the
+/// collection holds.
+fn published_at(p: &str, src: &Src) -> String {
+    if !src.in_collection {
+        return src.rel.clone();
+    }
+    clean_path(p).unwrap_or_else(|_| src.rel.clone())
 }
 
 /// The `.md` files under `dir` of `root`.
