@@ -16,10 +16,13 @@ use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Report, Value, claude, is_documentation, policy, tree};
 
 use crate::carry::{AGENT_MAPPED, FILES_DIR, PERSONA_KEY};
-use crate::locate::{Found, Missing, Place};
+use crate::locate::Missing;
 use crate::mcp;
+
+mod collection;
 use crate::model::{self, ToPersona};
 use crate::util::{clean_path, first_line, object, strings, text, title_case, unique};
+use collection::{Src, published_at};
 
 /// The plugin dialect being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,22 +115,6 @@ pub struct Context {
     /// The collection root (a marketplace given as input) holding the plugin at `prefix`: where
     /// manifest paths naming nothing in the plugin are looked for ([`locate`]).
     pub collection: Option<PathBuf>,
-}
-
-/// A component file or folder read from the plugin, or from the collection around it.
-#[derive(Debug, Clone)]
-struct Src {
-    rel: String,
-    in_collection: bool,
-}
-
-impl Src {
-    fn plugin(rel: impl Into<String>) -> Src {
-        Src {
-            rel: rel.into(),
-            in_collection: false,
-        }
-    }
 }
 
 /// Copilot's per-agent MCP servers key (`.agent.md` frontmatter).
@@ -256,127 +243,6 @@ impl Reader<'_> {
             field,
             format!("`{field}` path `{path}` {why}; what it names is not converted"),
         );
-    }
-
-    /// Where the plugin lies, and the collection around it.
-    fn place(&self) -> Place<'_> {
-        Place {
-            plugin: self.root,
-            collection: self
-                .ctx
-                .collection
-                .as_deref()
-                .map(|c| (c, self.ctx.prefix.as_str())),
-        }
-    }
-
-    /// Where manifest path `p` of `field` leads (`exists` says what it must name), reporting a
-    /// find in the collection; `None` when it leads nowhere, reported as dangling.
-    fn locate(
-        &mut self,
-        field: &str,
-        p: &str,
-        exists: impl Fn(&Path, &str) -> bool,
-    ) -> Option<Src> {
-        let found = self.place().locate(p, exists);
-        match found {
-            Ok(Found::Plugin(rel)) => Some(Src::plugin(rel)),
-            Ok(Found::Collection(rel)) => {
-                self.report.reinterpreted(
-                    "component-from-collection",
-                    &self.at(self.host.manifest()),
-                    field,
-                    format!("`{field}` path `{p}` is not in the plugin folder; read from the collection's `{rel}` (where its publish step would take it from)"),
-                );
-                Some(Src {
-                    rel,
-                    in_collection: true,
-                })
-            }
-            Err(Missing::Absent) => {
-                let what = if self.ctx.collection.is_some() {
-                    "is neither in the plugin nor in its collection"
-                } else {
-                    "is not in the plugin"
-                };
-                self.dangling(field, p, what);
-                None
-            }
-            Err(Missing::Outside(why)) => {
-                self.dangling(field, p, &why);
-                None
-            }
-        }
-    }
-
-    /// The tree `src` is relative to.
-    fn base(&self, src: &Src) -> &Path {
-        match (&self.ctx.collection, src.in_collection) {
-            (Some(c), true) => c,
-            _ => self.root,
-        }
-    }
-
-    /// `src` as the report shows it: relative to the input.
-    fn shown(&self, src: &Src) -> String {
-        if src.in_collection {
-            src.rel.clone()
-        } else {
-            self.at(&src.rel)
-        }
-    }
-
-    /// Component paths (commands, output styles, …) the manifest lists must exist too: Claude
-    /// Code would fail to load them. One the collection holds is carried as the plugin would
-    /// hold it once published, and the kept manifest names it there.
-    fn component_paths(&mut self, plugin: &Map<String, Value>) {
-        for field in ["commands", "outputStyles", "hooks", "lspServers"] {
-            for p in strings(plugin.get(field)) {
-                if p.contains("://") {
-                    continue;
-                }
-                let any =
-                    |root: &Path, rel: &str| tree::is_file(root, rel) || tree::is_dir(root, rel);
-                if let Some(src) = self.locate(field, &p, any)
-                    && src.in_collection
-                {
-                    self.materialise(field, &p, &src);
-                }
-            }
-        }
-    }
-
-    /// Carries what `src` (in the collection) names at the plugin path `p` means once published
-    /// (the collection's path when `p` climbs), and points the kept manifest's `p` there.
-    fn materialise(&mut self, field: &str, p: &str, src: &Src) {
-        let at = published_at(p, src);
-        let base = self.base(src).to_path_buf();
-        let files = if tree::is_dir(&base, &src.rel) {
-            tree::walk(&base, &src.rel).unwrap_or_default()
-        } else {
-            vec![src.rel.clone()]
-        };
-        for file in files {
-            let inner = file[src.rel.len()..].trim_start_matches('/');
-            let to = if inner.is_empty() {
-                at.clone()
-            } else {
-                format!("{at}/{inner}")
-            };
-            match tree::read_bytes(&base, &file) {
-                Ok(bytes) if !tree::is_file(self.root, &to) => self.collected.push((to, bytes)),
-                Ok(_) => {}
-                Err(e) => self.report.lost("file-unreadable", &file, "", e),
-            }
-        }
-        self.repoint_kept(field, p, &at);
-    }
-
-    /// Points the kept manifest's `field` path `p` at `at`, the plugin path it has once published.
-    fn repoint_kept(&mut self, field: &str, p: &str, at: &str) {
-        if let Some(Value::Object(kept)) = self.ext.get_mut("plugin") {
-            repoint(kept, field, p, &format!("./{at}"));
-        }
     }
 
     /// Keeps a JSON file's text as written (`<ext>.texts.<file>`) when the writer's own
@@ -1859,36 +1725,11 @@ fn restore_persona_fields(fields: &mut Map<String, Value>, xp: &Map<String, Valu
     }
 }
 
-/// Where manifest path `p`, found at `src`, lies in the plugin once published: where it is, for
-/// one in the plugin; as written (or, when that climbs, the collection's path) for one the
-/// collection holds.
-fn published_at(p: &str, src: &Src) -> String {
-    if !src.in_collection {
-        return src.rel.clone();
-    }
-    clean_path(p).unwrap_or_else(|_| src.rel.clone())
-}
-
 /// The `.md` files under `dir` of `root`.
 fn md_files(root: &Path, dir: &str) -> Result<impl Iterator<Item = String>, String> {
     Ok(tree::walk(root, dir)?
         .into_iter()
         .filter(|f| f.ends_with(".md")))
-}
-
-/// Replaces the path `from` by `to` in manifest field `field` (a path or a list of them).
-fn repoint(plugin: &mut Map<String, Value>, field: &str, from: &str, to: &str) {
-    match plugin.get_mut(field) {
-        Some(Value::String(s)) if s == from => *s = to.to_string(),
-        Some(Value::Array(items)) => {
-            for item in items {
-                if item.as_str() == Some(from) {
-                    *item = to.into();
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
 /// ` (A, B)` for the events named, nothing when none are (a hooks folder of scripts only).
