@@ -652,6 +652,44 @@ fn a_copilot_plugin_keeps_its_manifest_and_mcp_json_there_and_back() {
 }
 
 #[test]
+fn a_copilot_plugin_without_agents_is_detected_by_its_manifest() {
+    let env = Operator::new();
+    let s = skill("trim");
+    for (rel, text) in [
+        (
+            "plugin.json",
+            r#"{"name": "lathe", "version": "0.4.0", "skills": ["skills/"]}"#,
+        ),
+        (
+            ".github/plugin/plugin.json",
+            r#"{"name": "lathe", "version": "0.4.0"}"#,
+        ),
+    ] {
+        let src = tree(
+            &env,
+            &format!("lathe-{}", rel.len()),
+            &[(rel, text), ("skills/trim/SKILL.md", &s)],
+        );
+        let pack = format!("{src}.pack");
+        let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &pack]);
+        // Refused before: no rule knew a Copilot manifest, and no agents/ stood in for one.
+        assert_eq!(r.code, 0, "{rel}: {}{} {v:#}", r.stdout, r.stderr);
+        assert_eq!(v["detected_by"]["rule"], "copilot-plugin-json", "{v:#}");
+        assert_eq!(manifest(&pack)["version"], "0.4.0");
+        assert!(Path::new(&pack).join("skills/trim/SKILL.md").is_file());
+        validate(&env, &pack);
+    }
+    // A stray plugin.json with a name only is still no plugin.
+    let src = tree(
+        &env,
+        "stray",
+        &[("plugin.json", r#"{"name": "x"}"#), ("notes.txt", "x\n")],
+    );
+    let (r, _) = convert(&env, &[&src, "--to", "buzz-pack"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+}
+
+#[test]
 fn a_copilot_marketplace_reads_each_plugins_own_manifest() {
     let env = Operator::new();
     let glazer = agent("glazer", "");

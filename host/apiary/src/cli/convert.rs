@@ -26,10 +26,12 @@ not parse refuses the input:
                                                    -> claude-marketplace
   6. .codex-plugin/, .cursor-plugin/plugin.json, gemini-extension.json
                                                    -> codex-plugin, cursor-plugin, gemini-extension
-  7. person.kdl or a .kdl whose first node is `roster`  -> agent-compose-package
-  8. person.json with format agent-compose.person-snapshot.*  -> agent-compose-snapshot
-  9. a bare SKILL.md, or agents/*.md only          -> claude-plugin (manifest-less)
- 10. top-level .md files with name/description frontmatter (or one such file as the input)
+  7. .github/plugin/plugin.json, or plugin.json naming components (no Agent Plugins $schema)
+                                                   -> claude-plugin (a GitHub Copilot CLI plugin)
+  8. person.kdl or a .kdl whose first node is `roster`  -> agent-compose-package
+  9. person.json with format agent-compose.person-snapshot.*  -> agent-compose-snapshot
+ 10. a bare SKILL.md, or agents/*.md only          -> claude-plugin (manifest-less)
+ 11. top-level .md files with name/description frontmatter (or one such file as the input)
                                                    -> agents-dir
 When nothing matches and the input holds a single directory, the rules run once inside it. Then
 added converters' `detect` may claim the input (confidence >= 0.5). Otherwise the input is refused
