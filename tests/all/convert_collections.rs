@@ -142,6 +142,155 @@ fn a_skill_spelled_unlike_its_folder_is_normalised_and_the_rest_converts() {
     assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
 }
 
+// Class 2: components that are not there.
+
+/// A marketplace whose plugin lists agents, a skill, a command and an MCP file its publish step
+/// copies in from the collection root (two spellings), one agent that is nowhere, and one path
+/// that climbs out of the input to a file that does exist beside it.
+fn materialised_market(env: &Operator) -> String {
+    let (scout, lookout, spy) = (agent("scout", ""), agent("lookout", ""), agent("spy", ""));
+    let s = skill("chart");
+    tree(env, "outside/secret", &[("spy.md", &spy)]);
+    tree(
+        env,
+        "outside/market",
+        &[
+            (
+                ".claude-plugin/marketplace.json",
+                r#"{"name": "market", "owner": {"name": "M"}, "plugins": [
+                    {"name": "rangers", "source": "./plugins/rangers"}]}"#,
+            ),
+            (
+                "plugins/rangers/.claude-plugin/plugin.json",
+                r#"{"name": "rangers", "version": "1.0.0", "description": "Rangers",
+                    "agents": ["../../shared/agents/scout.md", "./shared/agents/lookout.md",
+                               "./agents/ghost.md", "../../../secret/spy.md"],
+                    "skills": ["./shared/skills/chart"],
+                    "commands": ["./shared/commands/patrol.md"],
+                    "mcpServers": "../../shared/servers.json"}"#,
+            ),
+            (
+                "shared/servers.json",
+                r#"{"mcpServers": {"radio": {"command": "radio-mcp"}}}"#,
+            ),
+            ("shared/agents/scout.md", &scout),
+            ("shared/agents/lookout.md", &lookout),
+            ("shared/skills/chart/SKILL.md", &s),
+            ("shared/commands/patrol.md", "# Patrol\nWalk the border.\n"),
+        ],
+    )
+}
+
+#[test]
+fn components_a_collection_holds_are_found_there_and_the_rest_are_lost_loudly() {
+    let env = Operator::new();
+    let src = materialised_market(&env);
+    let out = env.path("rangers.pack").display().to_string();
+    let (r, v) = convert(
+        &env,
+        &[
+            &src,
+            "--to",
+            "buzz-pack",
+            "--option",
+            "plugin=rangers",
+            "--out",
+            &out,
+        ],
+    );
+    // One agent is nowhere and one lies outside the input: lost, so not exit 0.
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    let mut names = persona_names(&out);
+    names.sort();
+    assert_eq!(names, ["lookout", "scout"], "{v:#}");
+    let out_dir = Path::new(&out);
+    assert!(out_dir.join("skills/chart/SKILL.md").is_file());
+    assert!(
+        out_dir
+            .join("x-claude/files/shared/commands/patrol.md")
+            .is_file()
+    );
+    let lost = findings(&v, "lost");
+    let dangling: Vec<_> = lost
+        .iter()
+        .filter(|(c, _, _)| c == "dangling-reference")
+        .collect();
+    assert_eq!(dangling.len(), 2, "{lost:?}");
+    for (_, path, _) in &dangling {
+        assert_eq!(path, "plugins/rangers/.claude-plugin/plugin.json");
+    }
+    assert!(
+        dangling
+            .iter()
+            .any(|(_, _, m)| m.contains("./agents/ghost.md"))
+    );
+    assert!(
+        dangling
+            .iter()
+            .any(|(_, _, m)| m.contains("../../../secret/spy.md") && m.contains("leaves the input")),
+        "{lost:?}"
+    );
+    // Path traversal: what lies beside the input is never read.
+    let text = apiary_e2e::snapshot(out_dir, &[]);
+    assert!(
+        !text
+            .values()
+            .any(|b| String::from_utf8_lossy(b).contains("You are the spy")),
+        "the file outside the input was read"
+    );
+    let from = findings(&v, "reinterpreted")
+        .into_iter()
+        .filter(|(c, _, _)| c == "component-from-collection")
+        .count();
+    assert_eq!(from, 5, "{v:#}");
+    assert!(read(&out, ".mcp.json").contains("radio-mcp"));
+    let checked = validate(&env, &out);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+
+    // Back to Claude: a plugin that holds what it names, and Claude's paths point inside it.
+    let back = env.path("rangers.claude").display().to_string();
+    let (r, _) = convert(&env, &[&out, "--to", "claude", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let plugin: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(&back).join(".claude-plugin/plugin.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        plugin["commands"],
+        serde_json::json!(["./shared/commands/patrol.md"])
+    );
+    assert!(Path::new(&back).join("shared/commands/patrol.md").is_file());
+    assert!(plugin.get("agents").is_none(), "{plugin:#}");
+    assert!(Path::new(&back).join("agents/scout.md").is_file());
+    assert_eq!(plugin["mcpServers"], "./shared/servers.json");
+    assert!(read(&back, "shared/servers.json").contains("radio-mcp"));
+}
+
+#[test]
+fn a_plugin_converted_alone_reports_what_its_collection_would_have_held() {
+    let env = Operator::new();
+    let src = materialised_market(&env);
+    let plugin = format!("{src}/plugins/rangers");
+    let (r, v) = convert(&env, &[&plugin, "--to", "buzz-pack"]);
+    // Nothing the manifest lists is in the plugin folder: every agent, command and MCP path is a
+    // lost component; the `skills` folder path names nothing to convert (reported, not lost).
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    let dangling: Vec<_> = findings(&v, "lost")
+        .into_iter()
+        .filter(|(c, _, _)| c == "dangling-reference")
+        .collect();
+    assert_eq!(dangling.len(), 6, "{dangling:?}");
+    assert!(
+        dangling
+            .iter()
+            .any(|(_, _, m)| m.contains("../../shared/agents/scout.md")
+                && m.contains("leaves the plugin")),
+        "{dangling:?}"
+    );
+    assert!(!has_code(&v, "reinterpreted", "component-from-collection"));
+    assert!(has_code(&v, "reinterpreted", "dangling-reference"), "{v:#}");
+}
+
 // Class 3: loose agent folders.
 
 #[test]
@@ -389,6 +538,509 @@ fn converted_personas_listen_on_a_default_channel_and_exit_codes_tell() {
     let (r, v) = convert(&env, &[&pack, "--to", "claude"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(has_code(&v, "reinterpreted", "persona-dropped"), "{v:#}");
+}
+
+// Class 5: there and back.
+
+fn read(dir: &str, rel: &str) -> String {
+    std::fs::read_to_string(Path::new(dir).join(rel)).unwrap_or_else(|e| panic!("{dir}/{rel}: {e}"))
+}
+
+#[test]
+fn an_mcp_file_the_manifest_names_comes_back_at_its_path() {
+    let env = Operator::new();
+    let helper = agent("helper", "");
+    // Indented its own way, so only a restored file compares equal.
+    let servers = "{\n    \"mcpServers\": {\"ledger\": {\"command\": \"ledger-mcp\"}}\n}\n";
+    let src = tree(
+        &env,
+        "books",
+        &[
+            (
+                ".claude-plugin/plugin.json",
+                r#"{"name": "books", "version": "1.0.0", "description": "Books", "mcpServers": "./.claude-plugin/servers.json"}"#,
+            ),
+            (".claude-plugin/servers.json", servers),
+            ("agents/helper.md", &helper),
+        ],
+    );
+    let pack = env.path("books.pack").display().to_string();
+    let (r, _) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &pack]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    validate(&env, &pack);
+    assert!(read(&pack, ".mcp.json").contains("ledger-mcp"));
+    let back = env.path("books.claude").display().to_string();
+    let (r, v) = convert(&env, &[&pack, "--to", "claude", "--out", &back]);
+    // Refused before: the restored manifest named a file the output did not hold.
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    assert_eq!(read(&back, ".claude-plugin/servers.json"), servers);
+    assert!(!Path::new(&back).join(".mcp.json").exists());
+}
+
+#[test]
+fn agent_plugins_names_a_skill_folder_after_its_skill_and_the_way_back_restores_it() {
+    let env = Operator::new();
+    let src = native_pack(&env, "bakery", "", r#"{"mcpServers": {}}"#);
+    // The pack's folder is spelled unlike the skill's load key (pack validate only warns).
+    write_tree(
+        Path::new(&src),
+        &[("skills/proofing/SKILL.md", &skill("proof"))],
+    );
+    validate(&env, &src);
+    let ops = env.path("bakery.ops").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "agent-plugins", "--out", &ops]);
+    // Refused before: the output validator wants the folder to equal the name.
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    assert!(Path::new(&ops).join("skills/proof/SKILL.md").is_file());
+    assert!(!Path::new(&ops).join("skills/proofing").exists());
+    assert!(has_code(&v, "normalised", "skill-dir-renamed"), "{v:#}");
+    let back = env.path("bakery.back").display().to_string();
+    let (r, _) = convert(&env, &[&ops, "--to", "buzz-pack", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        read(&back, "skills/proofing/SKILL.md"),
+        read(&src, "skills/proofing/SKILL.md")
+    );
+    validate(&env, &back);
+}
+
+/// A Copilot CLI plugin: its manifest at the root, `.mcp.json` beside it, `.agent.md` agents.
+const COPILOT_PLUGIN: &str = r#"{
+  "name": "kiln",
+  "description": "Pottery helpers",
+  "version": "2.3.0",
+  "author": {"name": "Clay Works", "url": "https://clay.example"},
+  "license": "MIT",
+  "keywords": ["pottery", "glaze"],
+  "homepage": "https://clay.example/kiln",
+  "mcpServers": ".mcp.json"
+}
+"#;
+
+#[test]
+fn a_copilot_plugin_keeps_its_manifest_and_mcp_json_there_and_back() {
+    let env = Operator::new();
+    let glazer = agent("glazer", "");
+    let mcp = "{\"mcpServers\": {\"oven\": {\"command\": \"oven-mcp\", \"args\": []}}}\n";
+    let src = tree(
+        &env,
+        "kiln",
+        &[
+            ("plugin.json", COPILOT_PLUGIN),
+            (".mcp.json", mcp),
+            ("agents/glazer.agent.md", &glazer),
+        ],
+    );
+    let pack = env.path("kiln.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &pack]);
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    let m = manifest(&pack);
+    assert_eq!(m["version"], "2.3.0", "{m:#}");
+    assert_eq!(m["license"], "MIT");
+    assert!(!Path::new(&pack).join("x-claude/files/plugin.json").exists());
+    validate(&env, &pack);
+    let back = env.path("kiln.back").display().to_string();
+    let (r, _) = convert(&env, &[&pack, "--to", "claude", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(read(&back, ".mcp.json"), mcp);
+    assert_eq!(read(&back, "plugin.json"), COPILOT_PLUGIN);
+    assert!(
+        Path::new(&back)
+            .join(".claude-plugin/plugin.json")
+            .is_file()
+    );
+}
+
+#[test]
+fn a_copilot_plugin_without_agents_is_detected_by_its_manifest() {
+    let env = Operator::new();
+    let s = skill("trim");
+    for (rel, text) in [
+        (
+            "plugin.json",
+            r#"{"name": "lathe", "version": "0.4.0", "skills": ["skills/"]}"#,
+        ),
+        (
+            ".github/plugin/plugin.json",
+            r#"{"name": "lathe", "version": "0.4.0"}"#,
+        ),
+    ] {
+        let src = tree(
+            &env,
+            &format!("lathe-{}", rel.len()),
+            &[(rel, text), ("skills/trim/SKILL.md", &s)],
+        );
+        let pack = format!("{src}.pack");
+        let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &pack]);
+        // Refused before: no rule knew a Copilot manifest, and no agents/ stood in for one.
+        assert_eq!(r.code, 0, "{rel}: {}{} {v:#}", r.stdout, r.stderr);
+        assert_eq!(v["detected_by"]["rule"], "copilot-plugin-json", "{v:#}");
+        assert_eq!(manifest(&pack)["version"], "0.4.0");
+        assert!(Path::new(&pack).join("skills/trim/SKILL.md").is_file());
+        validate(&env, &pack);
+    }
+    // A stray plugin.json with a name only is still no plugin.
+    let src = tree(
+        &env,
+        "stray",
+        &[("plugin.json", r#"{"name": "x"}"#), ("notes.txt", "x\n")],
+    );
+    let (r, _) = convert(&env, &[&src, "--to", "buzz-pack"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+}
+
+#[test]
+fn a_copilot_marketplace_reads_each_plugins_own_manifest() {
+    let env = Operator::new();
+    let glazer = agent("glazer", "");
+    let src = tree(
+        &env,
+        "studio",
+        &[
+            (
+                ".github/plugin/marketplace.json",
+                r#"{"name": "studio", "owner": {"name": "S"}, "plugins": [
+                    {"name": "kiln", "source": "./plugins/kiln", "description": "Short blurb"},
+                    {"name": "wheel", "source": "./plugins/wheel", "description": "Throwing"}]}"#,
+            ),
+            ("plugins/kiln/.github/plugin/plugin.json", COPILOT_PLUGIN),
+            ("plugins/kiln/agents/glazer.agent.md", &glazer),
+            (
+                "plugins/wheel/agents/thrower.agent.md",
+                &agent("thrower", ""),
+            ),
+        ],
+    );
+    let out = env.path("studio.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &out]);
+    assert_eq!(r.code, 0, "{}{} {v:#}", r.stdout, r.stderr);
+    let kiln = format!("{out}/kiln");
+    let m = manifest(&kiln);
+    for (key, want) in [
+        ("description", serde_json::json!("Pottery helpers")),
+        ("version", serde_json::json!("2.3.0")),
+        ("license", serde_json::json!("MIT")),
+        ("keywords", serde_json::json!(["pottery", "glaze"])),
+        ("homepage", serde_json::json!("https://clay.example/kiln")),
+    ] {
+        assert_eq!(m[key], want, "{key}: {m:#}");
+    }
+    assert_eq!(m["author"]["name"], "Clay Works");
+    // Only the plugin without a manifest of its own takes the marketplace entry's.
+    let synthesised = findings(&v, "synthesised");
+    let from_entry: Vec<_> = synthesised
+        .iter()
+        .filter(|(c, _, _)| c == "manifest-from-marketplace")
+        .map(|(_, p, _)| p.as_str())
+        .collect();
+    assert_eq!(from_entry, ["plugins/wheel"], "{synthesised:?}");
+    validate(&env, &kiln);
+    validate(&env, &format!("{out}/wheel"));
+}
+
+// Class 6: exit codes that tell, both ways, from every writer.
+
+/// A persona pack of two personas; `extra` goes into the first one's frontmatter.
+fn native_pack(env: &Operator, rel: &str, extra: &str, mcp: &str) -> String {
+    let persona = |name: &str, display: &str, more: &str| {
+        format!(
+            "---\nname: {name}\ndisplay_name: {display}\ndescription: The {name}\n{more}---\nYou are the {name}.\n"
+        )
+    };
+    let (a, b) = (
+        persona("baker", "Baker", extra),
+        persona("grocer", "Grocer", ""),
+    );
+    tree(
+        env,
+        rel,
+        &[
+            (
+                ".plugin/plugin.json",
+                r##"{"id": "market-street", "name": "market-street", "version": "1.0.0", "description": "Shops",
+                    "personas": ["agents/baker.persona.md", "agents/grocer.persona.md"],
+                    "defaults": {"subscribe": ["#market-street"]}}"##,
+            ),
+            ("agents/baker.persona.md", &a),
+            ("agents/grocer.persona.md", &b),
+            (".mcp.json", mcp),
+        ],
+    )
+}
+
+fn claude_manifest(dir: &str) -> Value {
+    let text = std::fs::read_to_string(Path::new(dir).join(".claude-plugin/plugin.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn x_persona_is_written_only_when_it_carries_something() {
+    let env = Operator::new();
+    let plain = native_pack(&env, "plain", "", r#"{"mcpServers": {}}"#);
+    validate(&env, &plain);
+    let out = env.path("plain.claude").display().to_string();
+    let (r, _) = convert(&env, &[&plain, "--to", "claude", "--out", &out]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // Display names, id, channel and order are what reading it back derives: no block.
+    let m = claude_manifest(&out);
+    assert!(m.get("x-persona").is_none(), "{m:#}");
+    // And reading it back gives them again.
+    let again = env.path("plain.again").display().to_string();
+    let (r, _) = convert(&env, &[&out, "--to", "buzz-pack", "--out", &again]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(manifest(&again)["id"], "market-street");
+    assert_eq!(
+        manifest(&again)["defaults"]["subscribe"],
+        serde_json::json!(["#market-street"])
+    );
+    assert!(persona_text(&again, "baker").contains("display_name: Baker\n"));
+
+    // What Claude has no slot for is carried, and only that.
+    let warm = native_pack(&env, "warm", "temperature: 0.2\n", r#"{"mcpServers": {}}"#);
+    let out = env.path("warm.claude").display().to_string();
+    let (r, _) = convert(&env, &[&warm, "--to", "claude", "--out", &out]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let xp = claude_manifest(&out)["x-persona"].clone();
+    assert_eq!(
+        xp,
+        serde_json::json!({"personas": {"baker": {"fields": {"temperature": 0.2}}}}),
+        "{xp:#}"
+    );
+    let again = env.path("warm.again").display().to_string();
+    let (r, _) = convert(&env, &[&out, "--to", "buzz-pack", "--out", &again]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(persona_text(&again, "baker").contains("temperature: 0.2\n"));
+}
+
+#[test]
+fn a_server_other_hosts_cannot_start_is_lost_and_a_portable_one_is_not() {
+    let env = Operator::new();
+    let portable = native_pack(
+        &env,
+        "portable",
+        "",
+        r#"{"mcpServers": {"stock": {"command": "stock-mcp", "args": ["--stdio"]}}}"#,
+    );
+    let (r, v) = convert(&env, &[&portable, "--to", "agent-plugins"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(findings(&v, "lost").is_empty(), "{v:#}");
+    // A shell line is no portable OPS command: OPS hosts go without the server.
+    let shell = native_pack(
+        &env,
+        "shell",
+        "",
+        r#"{"mcpServers": {"stock": {"command": "npx -y stock-mcp"}}}"#,
+    );
+    let (r, v) = convert(&env, &[&shell, "--to", "agent-plugins"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(has_code(&v, "lost", "mcp-server-extension-only"), "{v:#}");
+}
+
+#[test]
+fn a_server_added_to_a_pack_read_from_an_expert_reaches_its_agents() {
+    let env = Operator::new();
+    let expert = tree(
+        &env,
+        "kiosk-expert",
+        &[
+            (
+                "expert.toml",
+                "[expert]\nname = \"kiosk\"\nversion = \"1.0.0\"\ndescription = \"A kiosk\"\n\n[[expert.agents]]\nname = \"clerk\"\ndisplay_name = \"Clerk\"\nrole = \"main\"\n",
+            ),
+            ("agents/clerk/soul.md", "You are the clerk.\n"),
+        ],
+    );
+    let pack = env.path("kiosk.pack").display().to_string();
+    let (r, _) = convert(&env, &[&expert, "--to", "buzz-pack", "--out", &pack]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    std::fs::write(
+        Path::new(&pack).join(".mcp.json"),
+        r#"{"mcpServers": {"till": {"command": "till-mcp"}}}"#,
+    )
+    .unwrap();
+    validate(&env, &pack);
+    let back = env.path("kiosk.back").display().to_string();
+    let (r, v) = convert(&env, &[&pack, "--to", "duduclaw-expert", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let mcp = std::fs::read_to_string(Path::new(&back).join("agents/clerk/.mcp.json"))
+        .unwrap_or_else(|e| panic!("no agents/clerk/.mcp.json ({e}): {v:#}"));
+    assert!(mcp.contains("till-mcp"), "{mcp}");
+    assert!(has_code(&v, "reinterpreted", "mcp-added"), "{v:#}");
+}
+
+/// Found by the survey: a folder that is one Agent Skill converted with exit 0, its skill carried
+/// as a plain file no persona could load.
+#[test]
+fn a_folder_that_is_one_skill_becomes_the_packs_skill_and_goes_back_to_the_root() {
+    let env = Operator::new();
+    let text = skill("glaze-mixing");
+    let src = tree(
+        &env,
+        "glaze-mixing",
+        &[
+            ("SKILL.md", &text),
+            ("references/recipes.md", "# Recipes\n"),
+        ],
+    );
+    let pack = env.path("glaze.pack").display().to_string();
+    let (r, v) = convert(&env, &[&src, "--to", "buzz-pack", "--out", &pack]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        has_code(&v, "reinterpreted", "skill-folder-as-skill"),
+        "{v:#}"
+    );
+    assert_eq!(read(&pack, "skills/glaze-mixing/SKILL.md"), text);
+    assert!(
+        Path::new(&pack)
+            .join("skills/glaze-mixing/references/recipes.md")
+            .is_file()
+    );
+    assert!(!Path::new(&pack).join("x-claude/files/SKILL.md").exists());
+    validate(&env, &pack);
+    // The persona `up` would run can load it.
+    let p = inspect(&env, &pack, &persona_names(&pack)[0]);
+    assert!(p.to_string().contains("glaze-mixing"), "{p:#}");
+    let back = env.path("glaze.back").display().to_string();
+    let (r, _) = convert(&env, &[&pack, "--to", "claude", "--out", &back]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(read(&back, "SKILL.md"), text);
+    assert!(Path::new(&back).join("references/recipes.md").is_file());
+    assert!(!Path::new(&back).join("skills").exists());
+}
+
+// A marketplace plugin asked for by name says why it cannot be converted.
+#[test]
+fn a_marketplace_plugin_whose_folder_is_missing_is_refused_saying_so() {
+    let env = Operator::new();
+    let src = tree(
+        &env,
+        "gaps",
+        &[(
+            ".claude-plugin/marketplace.json",
+            r#"{"name": "gaps", "owner": {"name": "G"}, "plugins": [{"name": "ghost", "source": "./plugins/ghost"}]}"#,
+        )],
+    );
+    let (r, v) = convert(
+        &env,
+        &[&src, "--to", "buzz-pack", "--option", "plugin=ghost"],
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("plugins/ghost") && message.contains("not in the input"),
+        "{message}"
+    );
+}
+
+// The survey: every plugin under a directory, converted in one process.
+
+#[test]
+fn a_survey_converts_every_plugin_under_a_directory_and_counts_how_it_went() {
+    let env = Operator::new();
+    let (a, b) = (agent("ada", ""), agent("bob", ""));
+    let root = tree(
+        &env,
+        "shelf",
+        &[
+            ("README.md", "# Our plugins\n"),
+            (
+                "tools/clean/.claude-plugin/plugin.json",
+                r#"{"name": "clean", "version": "1.0.0", "description": "Clean"}"#,
+            ),
+            ("tools/clean/agents/ada.md", &a),
+            // Deeper, below a folder the rules do not recognise.
+            ("teams/red/deep/loose/bob.md", &b),
+            (
+                "market/.claude-plugin/marketplace.json",
+                r#"{"name": "m", "owner": {"name": "M"}, "plugins": [
+                    {"name": "good", "source": "./plugins/good"},
+                    {"name": "holey", "source": "./plugins/holey"},
+                    {"name": "far", "source": {"source": "github", "repo": "o/far"}}]}"#,
+            ),
+            ("market/plugins/good/agents/ada.md", &a),
+            (
+                "market/plugins/holey/.claude-plugin/plugin.json",
+                r#"{"name": "holey", "version": "1.0.0", "agents": ["./agents/gone.md"]}"#,
+            ),
+            ("market/plugins/holey/agents/bob.md", &b),
+            ("broken/.claude-plugin/plugin.json", "{ not json"),
+            (
+                "done/.plugin/plugin.json",
+                r#"{"id": "done", "name": "done", "version": "1.0.0", "personas": []}"#,
+            ),
+        ],
+    );
+    let before = apiary_e2e::snapshot(Path::new(&root), &[]);
+    let r = env.run(&["convert", &root, "--survey", "--json"]);
+    // One input is refused: the survey's exit code is the worst of its conversions'.
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let s = r.json();
+    assert_eq!(s["conversions"], 5, "{s:#}");
+    assert_eq!(
+        s["by_exit"],
+        serde_json::json!({"0": 3, "1": 1, "2": 1}),
+        "{s:#}"
+    );
+    assert_eq!(s["already"], 1);
+    assert_eq!(s["remote"], 1);
+    // The manifest that does not parse: refused by the converter that reads it.
+    assert_eq!(s["errors"]["converter"], 1, "{s:#}");
+    let dangling = &s["findings"]["lost"]["dangling-reference"];
+    assert_eq!(dangling["findings"], 1, "{s:#}");
+    assert_eq!(dangling["conversions"], 1);
+    let rows = s["rows"].as_array().unwrap();
+    let holey = rows
+        .iter()
+        .find(|r| r["plugin"] == "holey")
+        .unwrap_or_else(|| panic!("{s:#}"));
+    assert_eq!(holey["input"], "market");
+    assert_eq!(holey["exit"], 2);
+    assert!(
+        rows.iter()
+            .any(|r| r["input"] == "teams/red/deep/loose" && r["exit"] == 0)
+    );
+    // Nothing was written, beside the input or in it.
+    assert_eq!(apiary_e2e::snapshot(Path::new(&root), &[]), before);
+    assert!(std::fs::read_dir(env.path("")).unwrap().all(|e| {
+        !e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".buzz-pack")
+    }));
+
+    // The text form says the same, and a row converted alone gives a pack that validates.
+    let r = env.run(&["convert", &root, "--survey"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains("5 conversion(s) to buzz-pack"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("dangling-reference"), "{}", r.stdout);
+    let out = env.path("good.pack").display().to_string();
+    let market = format!("{root}/market");
+    let (r, _) = convert(
+        &env,
+        &[
+            &market,
+            "--to",
+            "buzz-pack",
+            "--option",
+            "plugin=good",
+            "--out",
+            &out,
+        ],
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let checked = validate(&env, &out);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+    // --help teaches it.
+    let help = env.run(&["convert", "--help"]);
+    assert!(
+        help.stdout.contains("--survey") && help.stdout.contains("worst"),
+        "{}",
+        help.stdout
+    );
 }
 
 // Class 8: models.

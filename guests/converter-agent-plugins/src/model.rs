@@ -42,6 +42,9 @@ pub const OLD_SCHEMAS: &[&str] = &["https://open-plugins.com/schemas/1.0.0/plugi
 pub const NAMESPACE: &str = "dev.apiary.persona-pack";
 /// The persona pack manifest key that holds OPS-only data of a pack made from a plain plugin.
 pub const PACK_KEY: &str = "x-agent-plugins";
+/// The key in apiary's extension block recording skill folders the writer renamed to their
+/// `name` (new folder name -> the pack's), so the way back restores the pack's folders.
+pub const RENAMED_SKILLS: &str = "renamed_skills";
 
 /// The only top-level keys of an OPS 1.0 manifest (the schema is closed).
 pub const OPS_KEYS: &[&str] = &[

@@ -295,9 +295,29 @@ fn restore_pack(
     if tree::is_dir(input, NAMESPACE) {
         tree::copy_dir(input, NAMESPACE, output, "")?;
     }
+    restore_skill_dirs(&mut ext, build);
     m.extend(ext);
     build.manifest = m;
     Ok(())
+}
+
+/// Skill folders the writer renamed to their `name` go back to the pack's folder names.
+fn restore_skill_dirs(ext: &mut Map<String, Value>, build: &mut Build) {
+    let Some(Value::Object(renamed)) = ext.remove(model::RENAMED_SKILLS) else {
+        return;
+    };
+    for (_, target) in build.copies.iter_mut() {
+        let name = target.strip_prefix("skills/").unwrap_or_default();
+        // One folder name, nothing that climbs or nests.
+        if let Some(old) = renamed.get(name).and_then(Value::as_str)
+            && !old.is_empty()
+            && !old.contains(['/', '\\'])
+            && old != ".."
+            && old != "."
+        {
+            *target = format!("skills/{old}");
+        }
+    }
 }
 
 /// The manifest fields the pack had, from the extension block, with the OPS fields (which the
@@ -828,7 +848,8 @@ fn add_servers(file: &str, mapped: Vec<mcp::Mapped>, build: &mut Build, report: 
         }
         match m.config {
             Some(c) => build.servers.push((m.name, c)),
-            None => report.reinterpreted(
+            // The personas go without the server: lost, though the way back restores it.
+            None => report.lost(
                 "mcp-server-extension-only",
                 file,
                 &format!("mcpServers.{}", m.name),

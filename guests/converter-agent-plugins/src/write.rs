@@ -11,8 +11,10 @@ use convert_kit::{Map, Pack, Report, Value, frontmatter, tree};
 
 use crate::mcp::{self, List};
 use crate::model::{
-    self, MCP_SCHEMA, NAMESPACE, OPS_KEYS, PACK_FILE_KEYS, PACK_KEY, PLUGIN_SCHEMA, STRING_FIELDS,
+    self, MCP_SCHEMA, NAMESPACE, OPS_KEYS, PACK_FILE_KEYS, PACK_KEY, PLUGIN_SCHEMA, RENAMED_SKILLS,
+    STRING_FIELDS,
 };
+use apiary_guest_sdk::json::object;
 
 fn strip(path: &str) -> String {
     path.trim_start_matches("./")
@@ -377,7 +379,8 @@ impl Ops<'_> {
                     .filter_map(|v| v.as_str().map(strip))
                     .find(|d| d.rsplit('/').next() == Some(skill.name.as_str()))
                     .unwrap_or(standard);
-                self.report.reinterpreted(
+                // Other OPS hosts go without it: lost for them, though apiary reads it back.
+                self.report.lost(
                     "skill-extension-only",
                     &listed,
                     "",
@@ -399,9 +402,10 @@ impl Ops<'_> {
                     ),
                 );
             }
+            let dir = self.skill_dir(&mut skill, dir);
             skill.write(output, &dir)?;
             if let Some(why) = skill_problem(&skill) {
-                self.report.reinterpreted(
+                self.report.lost(
                     "skill-not-conformant",
                     &format!("{dir}/SKILL.md"),
                     "",
@@ -411,6 +415,39 @@ impl Ops<'_> {
             self.skill_dirs.push(dir);
         }
         Ok(())
+    }
+
+    /// Where a skill goes: `skills/<its name:>` (Agent Skills wants the folder named after the
+    /// load key, as the Claude writer does), the folder it came from recorded for the way back.
+    fn skill_dir(&mut self, skill: &mut convert_kit::Skill, dir: String) -> String {
+        let declared = skill
+            .skill_md()
+            .map(frontmatter::parse)
+            .and_then(|fm| {
+                fm.fields
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .filter(|n| slug::is_valid(n, Rules::Skill) && *n != skill.name);
+        let Some(name) = declared else {
+            return dir;
+        };
+        let to = format!("skills/{name}");
+        if self.skill_dirs.contains(&to) || tree::is_dir(self.input, &to) {
+            return dir; // taken: left as it is, and reported as not conformant
+        }
+        self.report.normalised(
+            "skill-dir-renamed",
+            &dir,
+            "",
+            format!("{dir} -> {to} (Agent Skills wants the folder named after the skill's `name`); the way back restores {dir}"),
+        );
+        object(&mut self.ext, RENAMED_SKILLS).insert(name.clone(), skill.name.clone().into());
+        // The pack's folder is written (under its new name): not a file to carry as well.
+        self.skill_dirs.push(dir);
+        skill.name = name;
+        to
     }
 
     /// MCP servers: `.mcp.json` -> `mcp.json` with explicit transports. Returns the pack's MCP
@@ -442,7 +479,8 @@ impl Ops<'_> {
                 Some(config) => {
                     ops_servers.insert(mapped.name, Value::Object(config));
                 }
-                None => self.report.reinterpreted(
+                // OPS hosts go without the server: lost, though the way back restores it.
+                None => self.report.lost(
                     "mcp-server-extension-only",
                     &mcp_file,
                     &format!("mcpServers.{}", mapped.name),

@@ -3,17 +3,21 @@
 //!
 //! - `read`: a plugin tree -> a persona pack (agents -> personas, foreign data carried in
 //!   `x-claude`), `marketplace`: every local plugin of a marketplace -> one pack each;
-//! - `write`: a persona pack -> a Claude plugin (persona-only data carried in `x-persona`);
-//! - `detect`: which of those formats `/input` is; `model`, `mcp`, `util`: the pieces between.
+//! - `write`: a persona pack -> a Claude plugin (persona-only data carried in `x-persona`, `xp`
+//!   deciding what the way back needs);
+//! - `detect`: which of those formats `/input` is; `locate`: where a manifest's component path
+//!   leads (the plugin, or the collection around it); `model`, `mcp`, `util`: the pieces between.
 
 pub mod carry;
 pub mod detect;
+pub mod locate;
 pub mod marketplace;
 pub mod mcp;
 pub mod model;
 pub mod read;
 pub mod util;
 pub mod write;
+pub mod xp;
 
 use convert_kit::{Job, Report};
 
@@ -46,7 +50,12 @@ pub fn convert(job: &Job) -> Result<Report, String> {
     let (input, output) = (job.input, job.output);
     match (job.source, job.target) {
         (s, "buzz-pack") if PLUGIN_FORMATS.contains(&s) => {
-            let host = read::Host::from_format(s).ok_or("unknown host")?;
+            let mut host = read::Host::from_format(s).ok_or("unknown host")?;
+            if s == "claude-plugin"
+                && let Some(copilot) = read::Host::copilot(input)
+            {
+                host = copilot;
+            }
             let ctx = read::Context {
                 fallback_name: job.option("name").map(str::to_string),
                 loose_agents: s == "agents-dir",

@@ -80,10 +80,22 @@ pub fn convert(input: &Path, out: &Path, only: Option<&str>) -> Result<Report, S
             converted += 1;
         }
     }
+    // Why the one plugin asked for was skipped, when the marketplace lists it.
+    let skipped = |o: &str| {
+        let field = format!("plugins.{o}");
+        m.report
+            .lost
+            .iter()
+            .find(|f| f.field == field)
+            .map(|f| f.message.clone())
+    };
     match (only, converted) {
-        (Some(o), 0) => Err(format!(
-            "the marketplace lists no local plugin named `{o}` that can be converted"
-        )),
+        (Some(o), 0) => Err(match skipped(o) {
+            Some(why) => format!("{file} lists `{o}`, but it cannot be converted: {why}"),
+            None => {
+                format!("the marketplace lists no local plugin named `{o}` that can be converted")
+            }
+        }),
         (None, 0) => Err(format!(
             "no plugin of {file} could be converted (remote or missing sources only)"
         )),
@@ -152,10 +164,16 @@ impl Market<'_> {
             fallback_name: Some(name.to_string()),
             loose_agents: false,
             source_name: None,
+            // The marketplace root: what its plugins list outside their folder is looked for
+            // there (collections that materialise components when they publish).
+            collection: Some(self.input.to_path_buf()),
         };
+        // A plugin's own manifest, whichever host it was written for; only without one does
+        // the marketplace entry stand in for it.
         let host = [Host::Claude, Host::Codex, Host::Cursor]
             .into_iter()
             .find(|h| tree::is_file(&root, h.manifest()))
+            .or_else(|| Host::copilot(&root))
             .unwrap_or(Host::Claude);
         let converted_plugin = match read::read(&root, host, &ctx) {
             Ok(c) => c,

@@ -7,7 +7,7 @@
 //! they are carried there, disabled. The writer (`write.rs`) reads all of it back.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use apiary_schema::manifest;
 use convert_kit::frontmatter::{self, ParseMode};
@@ -16,9 +16,13 @@ use convert_kit::slug::{self, Rules};
 use convert_kit::{Map, Report, Value, claude, is_documentation, policy, tree};
 
 use crate::carry::{AGENT_MAPPED, FILES_DIR, PERSONA_KEY};
+use crate::locate::Missing;
 use crate::mcp;
+
+mod collection;
 use crate::model::{self, ToPersona};
 use crate::util::{clean_path, first_line, object, strings, text, title_case, unique};
+use collection::{Src, published_at};
 
 /// The plugin dialect being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +31,14 @@ pub enum Host {
     Codex,
     Cursor,
     Gemini,
+    /// A GitHub Copilot CLI plugin: Claude's dialect, its manifest at one of
+    /// [`COPILOT_MANIFESTS`].
+    Copilot(&'static str),
 }
+
+/// Where Copilot CLI looks for a plugin's manifest, in its order (after none of these it reads
+/// `.claude-plugin/plugin.json`).
+pub const COPILOT_MANIFESTS: &[&str] = &["plugin.json", ".github/plugin/plugin.json"];
 
 impl Host {
     pub fn from_format(format: &str) -> Option<Host> {
@@ -46,7 +57,19 @@ impl Host {
             Host::Codex => claude::CODEX_MANIFEST,
             Host::Cursor => claude::CURSOR_MANIFEST,
             Host::Gemini => claude::GEMINI_MANIFEST,
+            Host::Copilot(file) => file,
         }
+    }
+
+    /// The Copilot manifest of the plugin at `root`, when it has one and no Claude manifest.
+    pub fn copilot(root: &Path) -> Option<Host> {
+        if tree::is_file(root, claude::MANIFEST) {
+            return None;
+        }
+        COPILOT_MANIFESTS
+            .iter()
+            .find(|f| tree::is_file(root, f))
+            .map(|f| Host::Copilot(f))
     }
 
     /// The manifest block of the persona pack holding what has no pack slot.
@@ -56,6 +79,8 @@ impl Host {
             Host::Codex => "x-codex",
             Host::Cursor => "x-cursor",
             Host::Gemini => "x-gemini",
+            // Claude's own dialect: the Claude writer restores it.
+            Host::Copilot(_) => "x-claude",
         }
     }
 
@@ -65,6 +90,7 @@ impl Host {
             Host::Codex => "Codex",
             Host::Cursor => "Cursor",
             Host::Gemini => "Gemini CLI",
+            Host::Copilot(_) => "GitHub Copilot CLI",
         }
     }
 }
@@ -86,6 +112,9 @@ pub struct Context {
     /// The last parts of the input's path as the host saw it (`source-name`), which names a
     /// plugin without a manifest after its folder.
     pub source_name: Option<String>,
+    /// The collection root (a marketplace given as input) holding the plugin at `prefix`: where
+    /// manifest paths naming nothing in the plugin are looked for ([`locate`]).
+    pub collection: Option<PathBuf>,
 }
 
 /// Copilot's per-agent MCP servers key (`.agent.md` frontmatter).
@@ -141,6 +170,8 @@ struct Reader<'a> {
     /// `x-persona` of a plugin the writer produced.
     xp: Map<String, Value>,
     pack: Pack,
+    /// Files the collection holds for the plugin, by their plugin-relative path once published.
+    collected: Files,
 }
 
 /// Reads the plugin at `root` into a persona pack.
@@ -154,6 +185,7 @@ pub fn read(root: &Path, host: Host, ctx: &Context) -> Result<Converted, String>
         ext: Map::new(),
         xp: Map::new(),
         pack: Pack::default(),
+        collected: Vec::new(),
     };
     let plugin = r.manifest()?;
     r.metadata(&plugin);
@@ -213,23 +245,6 @@ impl Reader<'_> {
         );
     }
 
-    /// Component paths (commands, output styles, …) the manifest lists must exist too: Claude
-    /// Code would fail to load them, and nothing can be carried for them.
-    fn component_paths(&mut self, plugin: &Map<String, Value>) {
-        for field in ["commands", "outputStyles", "hooks", "lspServers"] {
-            for p in strings(plugin.get(field)) {
-                if p.contains("://") {
-                    continue;
-                }
-                match clean_path(&p) {
-                    Ok(rel) if tree::is_file(self.root, &rel) || tree::is_dir(self.root, &rel) => {}
-                    Ok(_) => self.dangling(field, &p, "is not in the plugin"),
-                    Err(e) => self.dangling(field, &p, &e),
-                }
-            }
-        }
-    }
-
     /// Keeps a JSON file's text as written (`<ext>.texts.<file>`) when the writer's own
     /// formatting would not give it back (other indentation, inline arrays, `\u` escapes), so
     /// the way back writes it byte for byte while its value is unchanged.
@@ -258,6 +273,10 @@ impl Reader<'_> {
             match value {
                 Value::Object(map) => {
                     self.ext.insert("manifest".into(), "file".into());
+                    if let Host::Copilot(file) = self.host {
+                        // The way back writes it where Copilot looks first, too.
+                        self.ext.insert("manifest_file".into(), file.into());
+                    }
                     map
                 }
                 _ => return Err(format!("{} is not a JSON object", self.at(file))),
@@ -465,45 +484,57 @@ impl Reader<'_> {
         }
     }
 
-    /// Skill directories: every child of `skills/` plus the manifest's `skills` paths.
-    fn skills(&mut self, plugin: &Map<String, Value>) -> Result<(), String> {
-        let mut dirs: Vec<String> = Vec::new();
-        let mut roots = vec![claude::SKILLS_DIR.to_string()];
+    /// Skill directories: every child of `skills/` plus the manifest's `skills` paths (each a
+    /// skill folder or a folder of them, in the plugin or the collection around it).
+    fn skill_dirs(&mut self, plugin: &Map<String, Value>) -> Vec<Src> {
+        let mut roots = vec![Src::plugin(claude::SKILLS_DIR)];
+        if self.bare_skill() {
+            roots.insert(0, Src::plugin(""));
+        }
         for p in strings(plugin.get("skills")) {
-            match clean_path(&p) {
-                Ok(rel) if tree::is_dir(self.root, &rel) => roots.push(rel),
-                // Inside the plugin and naming nothing: there is nothing to lose.
-                Ok(rel) if !tree::is_file(self.root, &rel) => self.report.reinterpreted(
+            let inside = clean_path(&p).is_ok_and(|rel| !tree::is_file(self.root, &rel));
+            let found = self.place().locate(&p, tree::is_dir);
+            match found {
+                Err(Missing::Absent) if inside => self.report.reinterpreted(
                     "dangling-reference",
                     &self.at(self.host.manifest()),
                     "skills",
                     format!("`skills` path `{p}` names nothing in the plugin; skipped (nothing to convert)"),
                 ),
-                Ok(_) => self.dangling("skills", &p, "is not a folder in the plugin"),
-                Err(e) => self.dangling("skills", &p, &e),
+                _ => roots.extend(self.locate("skills", &p, tree::is_dir)),
             }
         }
-        for rel in roots {
-            if has_skill_md(self.root, &rel) {
-                dirs.push(rel);
-            } else if tree::is_dir(self.root, &rel) {
-                for child in tree::list(self.root, &rel) {
-                    let dir = if rel.is_empty() {
-                        child
-                    } else {
-                        format!("{rel}/{child}")
+        let mut dirs = Vec::new();
+        for root in roots {
+            let base = self.base(&root).to_path_buf();
+            if has_skill_md(&base, &root.rel) {
+                dirs.push(root);
+            } else if tree::is_dir(&base, &root.rel) {
+                for child in tree::list(&base, &root.rel) {
+                    let dir = match root.rel.as_str() {
+                        "" => child,
+                        r => format!("{r}/{child}"),
                     };
-                    if has_skill_md(self.root, &dir) {
-                        dirs.push(dir);
+                    if has_skill_md(&base, &dir) {
+                        dirs.push(Src {
+                            rel: dir,
+                            ..root.clone()
+                        });
                     }
                 }
             }
         }
         let mut seen = BTreeSet::new();
-        dirs.retain(|d| seen.insert(d.clone()));
+        dirs.retain(|d| seen.insert((d.rel.clone(), d.in_collection)));
+        dirs
+    }
+
+    fn skills(&mut self, plugin: &Map<String, Value>) -> Result<(), String> {
+        let dirs = self.skill_dirs(plugin);
         let mut taken: Vec<String> = Vec::new();
-        for dir in dirs {
-            if dir.is_empty() {
+        for src in dirs {
+            let (dir, shown) = (src.rel.clone(), self.shown(&src));
+            if dir.is_empty() && !self.bare_skill() {
                 self.report.lost(
                     "path-refused",
                     &self.at(self.host.manifest()),
@@ -512,17 +543,35 @@ impl Reader<'_> {
                 );
                 continue;
             }
-            let mut skill = match Skill::read(self.root, &dir) {
+            let mut skill = match Skill::read(self.base(&src), &dir) {
                 Ok(s) => s,
                 Err(e) => {
-                    self.report.lost("skill-unreadable", &self.at(&dir), "", e);
+                    self.report.lost("skill-unreadable", &shown, "", e);
                     continue;
                 }
             };
-            for (file, _) in &skill.files {
-                self.consumed.insert(format!("{dir}/{file}"));
+            if !src.in_collection {
+                for (file, _) in &skill.files {
+                    let rel = if dir.is_empty() {
+                        file.clone()
+                    } else {
+                        format!("{dir}/{file}")
+                    };
+                    self.consumed.insert(rel);
+                }
             }
-            self.fix_skill_md(&dir, &mut skill);
+            if dir.is_empty() {
+                // The folder is the skill: named after the plugin (its folder) until its own
+                // `name:` says otherwise, just below.
+                skill.name = self
+                    .pack
+                    .manifest
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .and_then(|n| slug::normalise(n, Rules::Skill))
+                    .unwrap_or_else(|| "skill".into());
+            }
+            self.fix_skill_md(&shown, &mut skill);
             if let Some(change) = skill.normalise_name() {
                 // Claude addresses a plugin's skills as `plugin:skill` itself and loads a folder
                 // whatever its spelling; a persona pack (and every target) wants one plain load
@@ -542,13 +591,13 @@ impl Reader<'_> {
                     "skill-name-normalised"
                 };
                 self.report
-                    .normalised(code, &self.at(&format!("{dir}/SKILL.md")), "name", message);
+                    .normalised(code, &format!("{shown}/SKILL.md"), "name", message);
             }
             let name = unique(&skill.name, &mut taken);
             if name != skill.name {
                 self.report.normalised(
                     "name-normalised",
-                    &self.at(&dir),
+                    &shown,
                     "",
                     format!(
                         "skill directory {} -> skills/{name} (name taken)",
@@ -557,14 +606,33 @@ impl Reader<'_> {
                 );
                 skill.rename(&name);
             }
+            if dir.is_empty() {
+                // The way back writes it at the root again.
+                self.ext
+                    .insert("bare_skill".into(), skill.name.clone().into());
+                self.report.reinterpreted(
+                    "skill-folder-as-skill",
+                    &self.at("SKILL.md"),
+                    "",
+                    format!("the folder is one Agent Skill: it becomes the pack's skill `skills/{}` (the way back puts it at the root again)", skill.name),
+                );
+            }
             self.pack.skills.push(skill);
         }
         Ok(())
     }
 
+    /// A folder that is one Agent Skill (a `SKILL.md` at its root, no manifest, no agents).
+    fn bare_skill(&self) -> bool {
+        !self.ctx.loose_agents
+            && self.ext.get("manifest").and_then(Value::as_str) == Some("none")
+            && has_skill_md(self.root, "")
+            && !tree::is_dir(self.root, claude::AGENTS_DIR)
+    }
+
     /// A SKILL.md the persona pack validator would refuse (not strict YAML, no name or
     /// description) gets its frontmatter rewritten, and the report says so.
-    fn fix_skill_md(&mut self, dir: &str, skill: &mut Skill) {
+    fn fix_skill_md(&mut self, shown_dir: &str, skill: &mut Skill) {
         let Some(index) = skill
             .files
             .iter()
@@ -572,7 +640,7 @@ impl Reader<'_> {
         else {
             return;
         };
-        let path = self.at(&format!("{dir}/{}", skill.files[index].0));
+        let path = format!("{shown_dir}/{}", skill.files[index].0);
         let Ok(text) = std::str::from_utf8(&skill.files[index].1) else {
             self.report.lost(
                 "skill-unreadable",
@@ -634,41 +702,30 @@ impl Reader<'_> {
     }
 
     /// Agent files: `agents/**/*.md` plus the manifest's `agents` paths (added to the default,
-    /// as in Claude Code).
-    fn agent_files(&mut self, plugin: &Map<String, Value>) -> Result<Vec<String>, String> {
-        let mut files = Vec::new();
+    /// as in Claude Code; in the plugin, or in the collection around it).
+    fn agent_files(&mut self, plugin: &Map<String, Value>) -> Result<Vec<Src>, String> {
+        let mut files: Vec<Src> = Vec::new();
         if self.ctx.loose_agents {
-            files.extend(loose_agent_files(self.root));
+            files.extend(loose_agent_files(self.root).into_iter().map(Src::plugin));
         }
         if tree::is_dir(self.root, claude::AGENTS_DIR) {
-            files.extend(
-                tree::walk(self.root, claude::AGENTS_DIR)?
-                    .into_iter()
-                    .filter(|f| f.ends_with(".md")),
-            );
+            files.extend(md_files(self.root, claude::AGENTS_DIR)?.map(Src::plugin));
         }
         for p in strings(plugin.get("agents")) {
-            let rel = match clean_path(&p) {
-                Ok(rel) => rel,
-                Err(e) => {
-                    self.dangling("agents", &p, &e);
-                    continue;
-                }
+            let any = |root: &Path, rel: &str| tree::is_file(root, rel) || tree::is_dir(root, rel);
+            let Some(src) = self.locate("agents", &p, any) else {
+                continue;
             };
-            if tree::is_file(self.root, &rel) {
-                files.push(rel);
-            } else if tree::is_dir(self.root, &rel) {
-                files.extend(
-                    tree::walk(self.root, &rel)?
-                        .into_iter()
-                        .filter(|f| f.ends_with(".md")),
-                );
+            let base = self.base(&src);
+            if tree::is_file(base, &src.rel) {
+                files.push(src);
             } else {
-                self.dangling("agents", &p, "is not in the plugin");
+                let found = md_files(base, &src.rel)?;
+                files.extend(found.map(|rel| Src { rel, ..src.clone() }));
             }
         }
         let mut seen = BTreeSet::new();
-        files.retain(|f| seen.insert(f.clone()));
+        files.retain(|f| seen.insert((f.rel.clone(), f.in_collection)));
         Ok(files)
     }
 
@@ -680,9 +737,9 @@ impl Reader<'_> {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        for file in self.agent_files(plugin)? {
-            let path = self.at(&file);
-            let text = match tree::read(self.root, &file) {
+        for src in self.agent_files(plugin)? {
+            let (file, path) = (src.rel.clone(), self.shown(&src));
+            let text = match tree::read(self.base(&src), &file) {
                 Ok(t) => t,
                 Err(e) => {
                     self.report.lost("agent-unreadable", &path, "", e);
@@ -692,15 +749,22 @@ impl Reader<'_> {
             let fm = frontmatter::parse(&text);
             if fm.mode == ParseMode::Absent {
                 // Not an agent (a README, a prompt fragment): carried with the other files.
+                let kept = if src.in_collection {
+                    "not carried (it lies outside the plugin folder)".to_string()
+                } else {
+                    format!("kept as a file under {FILES_DIR}/")
+                };
                 self.report.reinterpreted(
                     "not-an-agent",
                     &path,
                     "",
-                    format!("no frontmatter, so not an agent; kept as a file under {FILES_DIR}/"),
+                    format!("no frontmatter, so not an agent; {kept}"),
                 );
                 continue;
             }
-            self.consumed.insert(file.clone());
+            if !src.in_collection {
+                self.consumed.insert(file.clone());
+            }
             if fm.mode == ParseMode::Lenient {
                 self.report.reinterpreted(
                     "lenient-frontmatter",
@@ -720,6 +784,12 @@ impl Reader<'_> {
                 .cloned()
                 .unwrap_or_default();
             let kept = agent_text_kept(&fm, &text);
+            // One from the collection goes back to `agents/` (Claude's default), not to a path
+            // outside the plugin.
+            let file = match file.rsplit_once('/') {
+                Some((_, base)) if src.in_collection => format!("{}/{base}", claude::AGENTS_DIR),
+                _ => file,
+            };
             let persona = self.agent(&file, &path, fm, &xp, &mut taken);
             self.keep_agent_text(&persona, kept);
             self.pack.personas.push(persona);
@@ -1233,6 +1303,14 @@ impl Reader<'_> {
                 );
                 continue;
             };
+            if !inline && rel != default_file {
+                // A file the manifest names: the way back writes its servers to it again.
+                let names: Vec<Value> = servers.keys().cloned().map(Value::from).collect();
+                object(&mut info, "files").insert(
+                    rel.clone(),
+                    convert_kit::json!({ "wrapped": wrapped, "servers": names }),
+                );
+            }
             if !inline && rel == default_file {
                 info.insert("file".into(), rel.clone().into());
                 info.insert("wrapped".into(), wrapped.into());
@@ -1274,7 +1352,8 @@ impl Reader<'_> {
         default_file: &str,
     ) -> (Vec<(String, Value, bool)>, Vec<String>) {
         let mut sources: Vec<(String, Value, bool)> = Vec::new();
-        let mut files = vec![default_file.to_string()];
+        // (the plugin path it is read as, where it is read from)
+        let mut files = vec![(default_file.to_string(), Src::plugin(default_file))];
         let mut inline_names = Vec::new();
         let declared = match plugin.get("mcpServers") {
             Some(Value::Array(items)) => items.clone(),
@@ -1291,11 +1370,20 @@ impl Reader<'_> {
                         format!("`{p}` is an MCP bundle or URL; persona packs cannot install it"),
                     );
                 }
-                Value::String(p) => match clean_path(&p) {
-                    Ok(rel) if !files.contains(&rel) => files.push(rel),
-                    Ok(_) => {}
-                    Err(e) => self.dangling("mcpServers", &p, &e),
-                },
+                // The default file, read anyway (its absence loses nothing).
+                Value::String(p) if clean_path(&p).is_ok_and(|r| r == default_file) => {}
+                Value::String(p) => {
+                    let Some(src) = self.locate("mcpServers", &p, tree::is_file) else {
+                        continue;
+                    };
+                    let at = published_at(&p, &src);
+                    if src.in_collection {
+                        self.repoint_kept("mcpServers", &p, &at);
+                    }
+                    if !files.iter().any(|(f, _)| *f == at) {
+                        files.push((at, src));
+                    }
+                }
                 Value::Object(map) => {
                     let value = Value::Object(map);
                     if let Some((servers, _)) = mcp::servers_of(&value) {
@@ -1306,27 +1394,25 @@ impl Reader<'_> {
                 _ => {}
             }
         }
-        for (i, rel) in files.iter().enumerate() {
-            if !tree::is_file(self.root, rel) {
-                if i > 0 {
-                    self.dangling("mcpServers", rel, "is not in the plugin");
-                }
-                continue;
+        for (rel, src) in &files {
+            let base = self.base(src).to_path_buf();
+            if !tree::is_file(&base, &src.rel) {
+                continue; // the default file, absent; a listed one was reported by `locate`
             }
-            let read = tree::read(self.root, rel).and_then(|t| {
+            let read = tree::read(&base, &src.rel).and_then(|t| {
                 let v = serde_json::from_str::<Value>(&t)
                     .map_err(|e| format!("{rel}: invalid JSON: {e}"))?;
                 Ok((t, v))
             });
             match read {
                 Ok((text, v)) => {
-                    self.consumed.insert(rel.clone());
-                    if rel == default_file {
-                        self.keep_text(rel, &text, &v);
+                    if !src.in_collection {
+                        self.consumed.insert(rel.clone());
                     }
+                    self.keep_text(rel, &text, &v);
                     sources.push((rel.clone(), v, false));
                 }
-                Err(e) => self.report.lost("mcp-invalid", &self.at(rel), "", e),
+                Err(e) => self.report.lost("mcp-invalid", &self.shown(src), "", e),
             }
         }
         (sources, inline_names)
@@ -1593,6 +1679,7 @@ impl Reader<'_> {
                 ),
             );
         }
+        carried.append(&mut self.collected);
         if !carried.is_empty() {
             self.ext.insert("files".into(), FILES_DIR.into());
         }
@@ -1636,6 +1723,13 @@ fn restore_persona_fields(fields: &mut Map<String, Value>, xp: &Map<String, Valu
         ordered.extend(std::mem::take(fields));
         *fields = ordered;
     }
+}
+
+/// The `.md` files under `dir` of `root`.
+fn md_files(root: &Path, dir: &str) -> Result<impl Iterator<Item = String>, String> {
+    Ok(tree::walk(root, dir)?
+        .into_iter()
+        .filter(|f| f.ends_with(".md")))
 }
 
 /// ` (A, B)` for the events named, nothing when none are (a hooks folder of scripts only).

@@ -20,6 +20,7 @@ use crate::carry::{FILES_DIR, PERSONA_KEY, PERSONA_ONLY, instructions_block};
 use crate::mcp;
 use crate::model::{self, ToClaude, ToPersona};
 use crate::util::{clean_path, loadable_agent_name, object, strings, unique};
+use crate::xp;
 
 /// Pack manifest keys mapped onto `plugin.json` keys of the same name.
 const SAME_KEYS: &[&str] = &[
@@ -60,6 +61,7 @@ pub fn convert(input: &Path, out: &Path) -> Result<Report, String> {
         written: BTreeSet::new(),
         agents_moved: false,
         agents_in_place: 0,
+        agent_paths: Vec::new(),
     };
     let name = w.plugin_name();
     w.carried_files()?;
@@ -91,6 +93,8 @@ struct Writer<'a> {
     agents_moved: bool,
     /// How many agents went back to the file they were read from.
     agents_in_place: usize,
+    /// The agent files written, in persona order.
+    agent_paths: Vec<String>,
 }
 
 impl Writer<'_> {
@@ -189,7 +193,19 @@ impl Writer<'_> {
 
     fn skills(&mut self) -> Result<(), String> {
         let mut taken = Vec::new();
+        let bare = self
+            .ext
+            .get("bare_skill")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         for skill in &self.pack.skills {
+            if bare.as_deref() == Some(skill.name.as_str()) {
+                // The plugin was one skill folder: its files go back to the root.
+                for (path, bytes) in &skill.files {
+                    self.write(path, bytes)?;
+                }
+                continue;
+            }
             let mut skill = skill.clone();
             if let Some(old) = skill.strip_namespace() {
                 self.report.normalised(
@@ -347,7 +363,10 @@ impl Writer<'_> {
                 .insert("personas".into(), Value::Object(xp_personas));
         }
         // Agents back in the files they were read from are read back in their original order.
-        if taken.len() > 1 && self.agents_in_place < taken.len() {
+        if taken.len() > 1
+            && self.agents_in_place < taken.len()
+            && !xp::reading_order(&self.agent_paths)
+        {
             self.xp.insert(
                 "order".into(),
                 Value::Array(taken.into_iter().map(Value::from).collect()),
@@ -411,12 +430,22 @@ impl Writer<'_> {
             .keys()
             .map(|k| Value::from(k.clone()))
             .collect();
+        let in_order = xp::reader_order(&persona.fields, &xp_fields);
+        // Read back under its own name, the persona gets the same display name derived.
+        if !entry.contains_key("name")
+            && xp_fields
+                .get("display_name")
+                .is_some_and(|d| xp::derived_display_name(&pname, d))
+        {
+            xp_fields.remove("display_name");
+        }
         if !xp_fields.is_empty() {
             entry.insert("fields".into(), Value::Object(xp_fields));
         }
-        if ext.is_empty() {
+        if ext.is_empty() && !in_order {
             entry.insert("keys".into(), Value::Array(keys));
         }
+        self.agent_paths.push(file);
         Ok((name, entry))
     }
 
@@ -796,15 +825,16 @@ impl Writer<'_> {
     }
 
     fn mcp_file(&mut self) -> Result<(), String> {
-        if self.servers.is_empty() {
-            return Ok(());
-        }
         let info = self
             .ext
             .get("mcp")
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
+        self.named_mcp_files(&info)?;
+        if self.servers.is_empty() {
+            return Ok(());
+        }
         let wrapped = info.get("wrapped").and_then(Value::as_bool).unwrap_or(true);
         let servers = Value::Object(std::mem::take(&mut self.servers));
         let value = if wrapped {
@@ -814,6 +844,32 @@ impl Writer<'_> {
         };
         let text = self.json_text(claude::MCP_CONFIG, &value)?;
         self.write(claude::MCP_CONFIG, text)
+    }
+
+    /// Servers a Claude plugin kept in files its manifest names (`mcpServers:
+    /// "./.claude-plugin/mcp.json"`) go back to those files, each written even when its servers
+    /// are gone since, so the restored manifest names what is there.
+    fn named_mcp_files(&mut self, info: &Map<String, Value>) -> Result<(), String> {
+        let Some(Value::Object(files)) = info.get("files") else {
+            return Ok(());
+        };
+        for (file, record) in files {
+            let Ok(rel) = clean_path(file) else { continue };
+            let mut servers = Map::new();
+            for name in strings(record.get("servers")) {
+                if let Some(config) = self.servers.remove(&name) {
+                    servers.insert(name, config);
+                }
+            }
+            let value = if record.get("wrapped") == Some(&Value::Bool(false)) {
+                Value::Object(servers)
+            } else {
+                json!({ "mcpServers": servers })
+            };
+            let text = self.json_text(&rel, &value)?;
+            self.write(&rel, text)?;
+        }
+        Ok(())
     }
 
     fn plugin_json(&mut self, name: &str) -> Result<(), String> {
@@ -843,18 +899,26 @@ impl Writer<'_> {
                 }
             }
         }
-        // The manifest's `agents` paths stay when every agent went back to the file it came
-        // from and every path still names what was written; else agents are in `agents/`,
-        // which Claude reads by default.
-        if let Some(paths) = plugin.get("agents")
-            && (self.agents_moved || !self.all_written(paths))
+        // The manifest's `agents` paths that still name what was written stay; the others (an
+        // agent that could not go back to its file, a path that named nothing or lay outside
+        // the plugin) go, and their agents are in `agents/`, which Claude reads by default.
+        if let Some(paths) = plugin.get("agents").cloned()
+            && (self.agents_moved || !self.all_written(&paths))
         {
-            plugin.remove("agents");
+            let kept: Vec<Value> = match &paths {
+                Value::Array(a) => a.iter().filter(|p| self.all_written(p)).cloned().collect(),
+                _ => Vec::new(),
+            };
+            if kept.is_empty() {
+                plugin.remove("agents");
+            } else {
+                plugin.insert("agents".into(), Value::Array(kept));
+            }
             self.report.normalised(
                 "agents-relocated",
                 claude::MANIFEST,
                 "agents",
-                "agents are written to agents/ (read by default); the manifest's `agents` paths are dropped",
+                "manifest `agents` paths naming nothing written are dropped (those agents are in agents/, read by default)",
             );
         }
         // `skills` paths that name nothing written (one that named nothing in the plugin it
@@ -890,6 +954,9 @@ impl Writer<'_> {
             if skip || (k == "name" && (v == name || Some(v) == original_title.as_ref())) {
                 continue;
             }
+            if xp::derived_manifest(k, v, name, self.pack) {
+                continue; // the way back derives it again
+            }
             manifest.insert(k.clone(), v.clone());
             if k != "name" {
                 self.report.reinterpreted(
@@ -918,7 +985,15 @@ impl Writer<'_> {
                 Value::Object(std::mem::take(&mut self.xp)),
             );
         }
-        let text = self.json_text(claude::MANIFEST, &Value::Object(plugin))?;
+        let plugin = Value::Object(plugin);
+        // A Copilot plugin's manifest goes back where Copilot looks first, as well.
+        if let Some(file) = self.ext.get("manifest_file").and_then(Value::as_str)
+            && let Some(file) = crate::read::COPILOT_MANIFESTS.iter().find(|f| **f == file)
+        {
+            let text = self.json_text(file, &plugin)?;
+            self.write(file, text)?;
+        }
+        let text = self.json_text(claude::MANIFEST, &dot_slashed(plugin))?;
         self.write(claude::MANIFEST, text)
     }
 
@@ -991,6 +1066,29 @@ fn agent_text(fm: &Map<String, Value>, body: &str, ext: &Map<String, Value>) -> 
         text.pop();
     }
     text
+}
+
+/// `plugin` with its component paths as Claude Code wants them, starting with `./` (Copilot's
+/// manifests write `.mcp.json`, `agents/`).
+fn dot_slashed(mut plugin: Value) -> Value {
+    let fix = |v: &mut Value| {
+        if let Value::String(p) = v
+            && !p.starts_with("./")
+            && !p.contains("://")
+            && let Ok(rel) = clean_path(p)
+            && !rel.is_empty()
+        {
+            *p = format!("./{}{}", rel, if p.ends_with('/') { "/" } else { "" });
+        }
+    };
+    for field in claude::COMPONENT_FIELDS {
+        match plugin.get_mut(*field) {
+            Some(Value::Array(items)) => items.iter_mut().for_each(fix),
+            Some(v) => fix(v),
+            None => {}
+        }
+    }
+    plugin
 }
 
 /// Claude keys an earlier conversion carried, then the original key order.

@@ -97,11 +97,12 @@ pub fn convert(input: &Path, output: &Path) -> Result<Report, String> {
     expert.check()?;
     let dropped = expert.write(output)?;
     for field in dropped {
-        report.lost(
+        // A null says "no value": leaving it out loses nothing a persona runs with.
+        report.normalised(
             "null-dropped",
             MANIFEST,
             &field,
-            "a null value has no TOML form; dropped",
+            "a null value has no TOML form; left out",
         );
     }
     Ok(report)
@@ -217,10 +218,11 @@ fn agents(
         let record = records.get(persona.name()).and_then(Value::as_object);
         let taken: Vec<&str> = agents.iter().map(|(_, a)| a.name()).collect();
         let (order, agent) = match record.and_then(|r| restore(r, persona, &soul, &taken)) {
-            Some((order, agent)) => (
-                order,
-                restored(agent, persona, i, &taken, &mut renames, report),
-            ),
+            Some((order, agent)) => {
+                let mut agent = restored(agent, persona, i, &taken, &mut renames, report);
+                add_servers(&mut agent, persona, shared, report);
+                (order, agent)
+            }
             None => {
                 let agent = new_agent(persona, i, &soul, main.as_deref(), &taken, shared, report);
                 (usize::MAX - pack.personas.len() + i, agent)
@@ -677,6 +679,38 @@ fn new_partial(
         p.insert("model".into(), json!({ "preferred": preferred }));
         p
     })
+}
+
+/// A restored agent's `.mcp.json` gains the pack's and the persona's servers it does not have
+/// (added since the expert pack was read): without them the agent would go without a server the
+/// pack runs with, and nothing would say so.
+fn add_servers(agent: &mut Agent, persona: &Persona, shared: &Shared, report: &mut Report) {
+    let Some(wanted) = new_mcp(persona, shared.pack_mcp, report) else {
+        return;
+    };
+    let mcp = agent.mcp.get_or_insert_with(|| json!({ "mcpServers": {} }));
+    let Some(Value::Object(have)) = mcp.get_mut("mcpServers") else {
+        return; // a file the record keeps as it was (reported when it was read)
+    };
+    let mut added = Vec::new();
+    for (name, config) in wanted["mcpServers"].as_object().into_iter().flatten() {
+        if !have.contains_key(name) {
+            have.insert(name.clone(), config.clone());
+            added.push(name.clone());
+        }
+    }
+    if !added.is_empty() {
+        report.reinterpreted(
+            "mcp-added",
+            &persona.file,
+            "mcp_servers",
+            format!(
+                "agent `{}` gets the MCP server(s) {} it did not have when the expert pack was read",
+                agent.name(),
+                added.join(", ")
+            ),
+        );
+    }
 }
 
 /// `.mcp.json` of a new agent: the pack's servers and the persona's own.

@@ -26,10 +26,12 @@ not parse refuses the input:
                                                    -> claude-marketplace
   6. .codex-plugin/, .cursor-plugin/plugin.json, gemini-extension.json
                                                    -> codex-plugin, cursor-plugin, gemini-extension
-  7. person.kdl or a .kdl whose first node is `roster`  -> agent-compose-package
-  8. person.json with format agent-compose.person-snapshot.*  -> agent-compose-snapshot
-  9. a bare SKILL.md, or agents/*.md only          -> claude-plugin (manifest-less)
- 10. top-level .md files with name/description frontmatter (or one such file as the input)
+  7. .github/plugin/plugin.json, or plugin.json naming components (no Agent Plugins $schema)
+                                                   -> claude-plugin (a GitHub Copilot CLI plugin)
+  8. person.kdl or a .kdl whose first node is `roster`  -> agent-compose-package
+  9. person.json with format agent-compose.person-snapshot.*  -> agent-compose-snapshot
+ 10. a bare SKILL.md, or agents/*.md only          -> claude-plugin (manifest-less)
+ 11. top-level .md files with name/description frontmatter (or one such file as the input)
                                                    -> agents-dir
 When nothing matches and the input holds a single directory, the rules run once inside it. Then
 added converters' `detect` may claim the input (confidence >= 0.5). Otherwise the input is refused
@@ -48,10 +50,23 @@ Exit codes:
   2   converted, but the report lists fields the target format could not hold (lost)
   64  the command line was wrong
 
+Survey (--survey): every plugin under the input directory is converted in one process, as you
+would convert it yourself, and nothing is written. One conversion is a directory the rules above
+recognise (not searched further), or, for a marketplace, each plugin it lists with a local source
+(converted with --option plugin=NAME, so what the marketplace holds for it is found); any other
+directory is searched below (hidden ones skipped). The summary counts conversions per exit code
+(as above), per input format, per finding code (how many findings, in how many conversions) and
+failures per error code; inputs already in the target format and remote marketplace entries are
+counted apart. --json prints the summary with one row per conversion. Its exit code is the worst
+of the conversions': 0 all converted with nothing lost, 2 some lost something, 1 some were refused
+or failed (or nothing was found to convert).
+
 Examples:
   apiary convert --list
   apiary convert ./my-claude-plugin --to buzz-pack
-  apiary convert ./pack --to duduclaw-expert --out ./expert --force --json";
+  apiary convert ./pack --to duduclaw-expert --out ./expert --force --json
+  apiary convert ./collections --survey
+  apiary convert ./collections --survey --to agent-plugins --json";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
@@ -59,8 +74,9 @@ pub struct ConvertArgs {
     /// The input directory (or one agent .md file).
     #[arg(required_unless_present = "list")]
     pub src: Option<PathBuf>,
-    /// The format to write (see --list; `claude` stands for claude-plugin).
-    #[arg(long, value_name = "FORMAT", required_unless_present = "list")]
+    /// The format to write (see --list; `claude` stands for claude-plugin; with --survey,
+    /// buzz-pack unless given).
+    #[arg(long, value_name = "FORMAT", required_unless_present_any = ["list", "survey"])]
     pub to: Option<String>,
     /// Where to write the result (default: ./<input-name>.<format>).
     #[arg(long, value_name = "DIR")]
@@ -81,12 +97,16 @@ pub struct ConvertArgs {
     /// List the available converters and the formats apiary knows.
     #[arg(long, conflicts_with_all = ["src", "to", "out", "from", "force"])]
     pub list: bool,
+    /// Convert every plugin under the input directory, in one process, writing nothing, and
+    /// print counts per exit code, input format and finding code (see below).
+    #[arg(long, conflicts_with_all = ["out", "from", "force", "list"])]
+    pub survey: bool,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
-fn registry(timeout: Option<u64>) -> Result<(&'static Sandbox, Registry), Failed> {
+pub(super) fn registry(timeout: Option<u64>) -> Result<(&'static Sandbox, Registry), Failed> {
     let sb = crate::shared_sandbox().map_err(Failed::error)?;
     let store = Store::new(&crate::paths::Data::locate().components());
     let deadline = timeout.map(|s| Duration::from_secs(s.clamp(1, 3600)));
@@ -97,7 +117,26 @@ pub fn run(args: ConvertArgs) -> u8 {
     if args.list {
         return render(&list(&args), args.json);
     }
+    if args.survey {
+        return render(&super::survey::run(&args), args.json);
+    }
     render(&convert(&args), args.json)
+}
+
+/// `--option KEY=VALUE`s, a value `@FILE` read from FILE.
+pub(super) fn options(args: &ConvertArgs) -> Result<Vec<(String, String)>, Failed> {
+    let mut options = Vec::new();
+    for o in &args.options {
+        match o.split_once('=') {
+            Some((k, v)) if !k.is_empty() => options.push((k.to_string(), option_value(v)?)),
+            _ => {
+                return Err(Failed::usage(format_args!(
+                    "--option {o:?} is not KEY=VALUE"
+                )));
+            }
+        }
+    }
+    Ok(options)
 }
 
 /// `convert`: the conversion's outcome, whether it succeeded or not.
@@ -113,17 +152,7 @@ fn convert(args: &ConvertArgs) -> Result<Converted, Failed> {
             "give an input directory and --to FORMAT (or --list)",
         ));
     };
-    let mut options = Vec::new();
-    for o in &args.options {
-        match o.split_once('=') {
-            Some((k, v)) if !k.is_empty() => options.push((k.to_string(), option_value(v)?)),
-            _ => {
-                return Err(Failed::usage(format_args!(
-                    "--option {o:?} is not KEY=VALUE"
-                )));
-            }
-        }
-    }
+    let options = options(args)?;
     let to = convert::canonical_format(&to).to_string();
     let out = args
         .out

@@ -24,6 +24,7 @@ mod precompile;
 mod pretty_json;
 mod registry;
 mod sandbox;
+mod survey;
 
 /// Exit codes shared by every subcommand.
 pub mod exit {

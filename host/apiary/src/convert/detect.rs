@@ -175,7 +175,38 @@ fn rules(dir: &Path, notes: &mut Vec<String>) -> Result<Option<Detected>, Refusa
             return Ok(found(format, "named-manifest", format!("found {file}")));
         }
     }
+    if let Some(d) = copilot_manifest(dir) {
+        return Ok(Some(d));
+    }
     Ok(layout_rules(dir, notes))
+}
+
+/// Where GitHub Copilot CLI keeps a plugin manifest besides Claude's (its dialect is Claude's).
+const COPILOT_MANIFEST: &str = ".github/plugin/plugin.json";
+
+/// A GitHub Copilot CLI plugin: `.github/plugin/plugin.json`, or a root `plugin.json` (no Agent
+/// Plugins `$schema`, see [`root_plugin_json`]) that names components, so a stray `plugin.json`
+/// with only a name is still no plugin.
+fn copilot_manifest(dir: &Path) -> Option<Detected> {
+    if dir.join(COPILOT_MANIFEST).is_file() {
+        return found(
+            "claude-plugin",
+            "copilot-plugin-json",
+            format!(
+                "found {COPILOT_MANIFEST} (a GitHub Copilot CLI plugin, read in Claude's dialect)"
+            ),
+        );
+    }
+    let root = read_json(dir, "plugin.json").ok()?;
+    let names_components = claude::COMPONENT_FIELDS
+        .iter()
+        .any(|f| root.get(*f).is_some());
+    (root.get("name").is_some_and(|n| n.is_string()) && names_components).then(|| Detected {
+        format: "claude-plugin".into(),
+        rule: "copilot-plugin-json",
+        evidence: "found plugin.json naming components, without an Agent Plugins $schema (a GitHub Copilot CLI plugin, read in Claude's dialect)".into(),
+        root: PathBuf::new(),
+    })
 }
 
 /// The rules for packs told by their layout rather than a plugin manifest (agent-compose files, a

@@ -7,7 +7,8 @@
 //! chain through the persona pack, [`registry`] holds the built-in and added ([`store`])
 //! converters, the component writes into an empty private output directory, and [`validate`]
 //! checks that output before [`stage::place`] moves it to the destination. Nothing reaches the
-//! destination unless every step succeeded.
+//! destination unless every step succeeded. [`survey`] runs [`convert`] over every plugin under a
+//! directory and counts how it went.
 
 pub mod detect;
 pub mod info;
@@ -16,6 +17,7 @@ pub mod registry;
 pub mod report;
 pub mod stage;
 pub mod store;
+pub mod survey;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
