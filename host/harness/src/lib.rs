@@ -511,7 +511,6 @@ impl Harness {
             &self.shared,
             run,
             index,
-            persona,
             &self.hooks,
             live::Reporting {
                 stderr: stderr.clone(),

@@ -129,17 +129,16 @@ impl Live {
                     .await
                     .map_err(DispatchError::OnStart)?;
             }
-            connect_agent(
-                &self.spec,
-                &self.pack_id,
-                &self.resolved,
-                self.base_prompt.clone(),
-                &self.channels,
-                next,
-                self.sessions.as_ref(),
-                self.tools.as_ref(),
-            )
-            .await
+            let start = AgentStart {
+                spec: &self.spec,
+                pack_id: &self.pack_id,
+                persona: &self.resolved,
+                base_prompt: self.base_prompt.clone(),
+                channels: &self.channels,
+                store: self.sessions.as_ref(),
+                tools: self.tools.as_ref(),
+            };
+            connect_agent(start, next).await
         };
         let announce = |nth: usize| {
             out(Note::new(
@@ -298,10 +297,10 @@ pub(super) async fn start_persona(
     client: &Client,
     run: &PackRun,
     index: usize,
-    persona: &ResolvedPersona,
     runner: &Arc<dyn HookRunner>,
     reporting: Reporting,
 ) -> Result<Live, DispatchError> {
+    let persona = &run.resolved.personas[index];
     let pack_id = run.resolved.pack.id.clone();
     let name = persona.identity.name.clone();
     // MCP servers first: a ${VAR} unset or not allowed refuses the persona before anything runs.
@@ -334,17 +333,16 @@ pub(super) async fn start_persona(
         .sessions_dir
         .as_ref()
         .map(|dir| SessionStore::new(dir, &run.namespace, &name));
-    let agent = connect_agent(
-        &spec,
-        &pack_id,
+    let start = AgentStart {
+        spec: &spec,
+        pack_id: &pack_id,
         persona,
-        config.base_prompt.clone(),
-        &channels,
-        0,
-        sessions.as_ref(),
-        tools.as_ref(),
-    )
-    .await?;
+        base_prompt: config.base_prompt.clone(),
+        channels: &channels,
+        store: sessions.as_ref(),
+        tools: tools.as_ref(),
+    };
+    let agent = connect_agent(start, 0).await?;
     let limits = config
         .persona_limits
         .get(&(pack_id.clone(), name.clone()))
@@ -633,17 +631,29 @@ async fn subscribed(
     channels
 }
 
-/// Starts the agent: spawn (in `spec.cwd`), `initialize`, one `session/new` per channel.
-async fn connect_agent(
-    spec: &SpawnSpec,
-    pack_id: &str,
-    persona: &ResolvedPersona,
+/// What starting a persona's agent takes, at start-up and at each restart.
+struct AgentStart<'a> {
+    spec: &'a SpawnSpec,
+    pack_id: &'a str,
+    persona: &'a ResolvedPersona,
     base_prompt: Option<String>,
-    channels: &BTreeMap<String, String>,
-    generation: u64,
-    store: Option<&SessionStore>,
-    tools: Option<&ToolOffer>,
-) -> Result<Agent, DispatchError> {
+    channels: &'a BTreeMap<String, String>,
+    /// Where its sessions are saved for resuming.
+    store: Option<&'a SessionStore>,
+    tools: Option<&'a ToolOffer>,
+}
+
+/// Starts the agent: spawn (in `spec.cwd`), `initialize`, one `session/new` per channel.
+async fn connect_agent(start: AgentStart<'_>, generation: u64) -> Result<Agent, DispatchError> {
+    let AgentStart {
+        spec,
+        pack_id,
+        persona,
+        base_prompt,
+        channels,
+        store,
+        tools,
+    } = start;
     let name = &persona.identity.name;
     let env = crate::resolve::process_env;
     // Hooks and the agent's earlier runs write in the workspace: no runtime configuration in it
