@@ -795,6 +795,29 @@ fn x_persona_is_written_only_when_it_carries_something() {
     );
     assert!(persona_text(&again, "baker").contains("display_name: Baker\n"));
 
+    // A tool policy the agent's `tools` say as well needs no block either.
+    let tools = native_pack(
+        &env,
+        "tools",
+        "x-tool-policy:\n  allow:\n  - Read\n  - Grep\n",
+        r#"{"mcpServers": {}}"#,
+    );
+    validate(&env, &tools);
+    let out = env.path("tools.claude").display().to_string();
+    let (r, _) = convert(&env, &[&tools, "--to", "claude", "--out", &out]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        claude_manifest(&out).get("x-persona").is_none(),
+        "{:#}",
+        claude_manifest(&out)
+    );
+    assert!(read(&out, "agents/baker.md").contains("tools:"));
+    let again = env.path("tools.again").display().to_string();
+    let (r, _) = convert(&env, &[&out, "--to", "buzz-pack", "--out", &again]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let p = inspect(&env, &again, "baker");
+    assert!(p.to_string().contains("Grep"), "{p:#}");
+
     // What Claude has no slot for is carried, and only that.
     let warm = native_pack(&env, "warm", "temperature: 0.2\n", r#"{"mcpServers": {}}"#);
     let out = env.path("warm.claude").display().to_string();
