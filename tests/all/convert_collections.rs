@@ -267,6 +267,38 @@ fn components_a_collection_holds_are_found_there_and_the_rest_are_lost_loudly() 
 }
 
 #[test]
+fn a_collection_file_that_links_out_of_the_input_is_refused() {
+    let env = Operator::new();
+    let src = materialised_market(&env);
+    // Inside the collection by its path, outside the input by its target.
+    std::os::unix::fs::symlink(
+        "../../../secret/spy.md",
+        Path::new(&src).join("shared/agents/link.md"),
+    )
+    .unwrap();
+    let out = env.path("linked.pack").display().to_string();
+    let (r, v) = convert(
+        &env,
+        &[
+            &src,
+            "--to",
+            "buzz-pack",
+            "--option",
+            "plugin=rangers",
+            "--out",
+            &out,
+        ],
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("shared/agents/link.md") && message.contains("outside the input"),
+        "{message}"
+    );
+    assert!(!Path::new(&out).exists());
+}
+
+#[test]
 fn a_plugin_converted_alone_reports_what_its_collection_would_have_held() {
     let env = Operator::new();
     let src = materialised_market(&env);
