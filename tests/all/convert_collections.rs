@@ -267,6 +267,38 @@ fn components_a_collection_holds_are_found_there_and_the_rest_are_lost_loudly() 
 }
 
 #[test]
+fn a_collection_file_that_links_out_of_the_input_is_refused() {
+    let env = Operator::new();
+    let src = materialised_market(&env);
+    // Inside the collection by its path, outside the input by its target.
+    std::os::unix::fs::symlink(
+        "../../../secret/spy.md",
+        Path::new(&src).join("shared/agents/link.md"),
+    )
+    .unwrap();
+    let out = env.path("linked.pack").display().to_string();
+    let (r, v) = convert(
+        &env,
+        &[
+            &src,
+            "--to",
+            "buzz-pack",
+            "--option",
+            "plugin=rangers",
+            "--out",
+            &out,
+        ],
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("shared/agents/link.md") && message.contains("outside the input"),
+        "{message}"
+    );
+    assert!(!Path::new(&out).exists());
+}
+
+#[test]
 fn a_plugin_converted_alone_reports_what_its_collection_would_have_held() {
     let env = Operator::new();
     let src = materialised_market(&env);
@@ -794,6 +826,29 @@ fn x_persona_is_written_only_when_it_carries_something() {
         serde_json::json!(["#market-street"])
     );
     assert!(persona_text(&again, "baker").contains("display_name: Baker\n"));
+
+    // A tool policy the agent's `tools` say as well needs no block either.
+    let tools = native_pack(
+        &env,
+        "tools",
+        "x-tool-policy:\n  allow:\n  - Read\n  - Grep\n",
+        r#"{"mcpServers": {}}"#,
+    );
+    validate(&env, &tools);
+    let out = env.path("tools.claude").display().to_string();
+    let (r, _) = convert(&env, &[&tools, "--to", "claude", "--out", &out]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        claude_manifest(&out).get("x-persona").is_none(),
+        "{:#}",
+        claude_manifest(&out)
+    );
+    assert!(read(&out, "agents/baker.md").contains("tools:"));
+    let again = env.path("tools.again").display().to_string();
+    let (r, _) = convert(&env, &[&out, "--to", "buzz-pack", "--out", &again]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let p = inspect(&env, &again, "baker");
+    assert!(p.to_string().contains("Grep"), "{p:#}");
 
     // What Claude has no slot for is carried, and only that.
     let warm = native_pack(&env, "warm", "temperature: 0.2\n", r#"{"mcpServers": {}}"#);

@@ -399,6 +399,7 @@ impl Writer<'_> {
         self.tool_policy(&mut fm, persona);
         self.preload_skills(&mut fm, persona);
         self.persona_only(&mut xp_fields, persona, ext, &name);
+        self.policy_beyond_tools(&mut xp_fields, persona, &fm);
         self.lift_persona_mcp(&name, persona.fields.get("mcp_servers"), &path);
 
         let mut body = persona.body.clone();
@@ -657,7 +658,9 @@ impl Writer<'_> {
             );
         }
         for (k, _) in persona.fields.iter() {
+            // The tool policy is mapped to the agent's tools (see `policy_beyond_tools`).
             let known = matches!(k.as_str(), "name" | "description" | "model")
+                || k == policy::PERSONA_KEY
                 || PERSONA_ONLY.contains(&k.as_str());
             if !known {
                 xp_fields.insert(k.clone(), persona.fields[k].clone());
@@ -669,6 +672,29 @@ impl Writer<'_> {
                 );
             }
         }
+    }
+
+    /// The persona's tool policy goes to `x-persona` only when the agent's `tools` and
+    /// `disallowedTools` do not give it back as it is (kinds, `read_only` written as denials…).
+    fn policy_beyond_tools(
+        &mut self,
+        xp_fields: &mut Map<String, Value>,
+        persona: &Persona,
+        fm: &Map<String, Value>,
+    ) {
+        let Some(wanted) = persona.fields.get(policy::PERSONA_KEY) else {
+            return;
+        };
+        if Value::Object(policy::to_tool_policy(fm).policy) == *wanted {
+            return;
+        }
+        xp_fields.insert(policy::PERSONA_KEY.into(), wanted.clone());
+        self.report.reinterpreted(
+            "carried-in-extension",
+            &persona.file,
+            policy::PERSONA_KEY,
+            "the tool policy says more than the agent's `tools`/`disallowedTools` can: kept whole in plugin.json `x-persona` for the way back",
+        );
     }
 
     /// Per-persona MCP servers: Claude ignores `mcpServers` in plugin agents, so they join the

@@ -26,12 +26,14 @@ pub fn reader_order(fields: &Map<String, Value>, carried: &Map<String, Value>) -
             expected.push(key);
         }
     }
-    expected.extend(
-        carried
-            .keys()
-            .map(String::as_str)
-            .filter(|k| *k != persona::DISPLAY_NAME && *k != behaviour::MODEL),
-    );
+    expected.extend(carried.keys().map(String::as_str).filter(|k| {
+        ![
+            persona::DISPLAY_NAME,
+            behaviour::MODEL,
+            persona::TOOL_POLICY,
+        ]
+        .contains(k)
+    }));
     fields.keys().map(String::as_str).eq(expected)
 }
 
