@@ -117,9 +117,6 @@ pub fn run(args: ConvertArgs) -> u8 {
     if args.list {
         return render(&list(&args), args.json);
     }
-    if args.survey {
-        return render(&super::survey::run(&args), args.json);
-    }
     render(&convert(&args), args.json)
 }
 

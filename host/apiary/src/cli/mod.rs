@@ -191,6 +191,8 @@ pub fn main() -> ExitCode {
             pack::run(cmd)
         }
         Command::Component(cmd) => components::run(cmd),
+        // `--survey` converts many plugins with the same arguments (see `survey`).
+        Command::Convert(a) if a.survey && !a.list => render(&survey::run(&a), a.json),
         Command::Convert(a) => convert::run(a),
         Command::Hook(cmd) => sandbox::run_hook(cmd),
         Command::Trigger(cmd) => sandbox::run_trigger(cmd),

@@ -533,7 +533,7 @@ fn plain_plugin_round_trips_and_synthesises_one_persona() {
         "synthesised:id-synthesised",
         "lost:unknown-field",
         "lost:skill-invalid",
-        "reinterpreted:mcp-server-extension-only",
+        "lost:mcp-server-extension-only",
         "normalised:mcp-transport-renamed",
         "reinterpreted:plugin-placeholder",
         "normalised:carried-in-extension",
