@@ -38,6 +38,7 @@ pub const PERSONA_ONLY: &[&str] = &[
     behaviour::THREAD_REPLIES,
     behaviour::BROADCAST_REPLIES,
     persona::HOOKS,
+    persona::WOKEN_BY,
 ];
 
 /// The text appended to every agent body for the pack instructions; the reader strips it.
