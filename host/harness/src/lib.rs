@@ -881,21 +881,42 @@ async fn thread_context(client: &Client, m: &Message, root: EventId) -> Vec<Mess
         .limit(THREAD_CONTEXT);
     let mut out: Vec<Message> = Vec::new();
     for filter in [by_id, replies] {
-        if let Ok(events) = client.fetch_events(filter, THREAD_FETCH).await {
-            out.extend(
-                events
-                    .iter()
-                    .filter(|e| e.id != m.id && e.verify().is_ok())
-                    .filter_map(Message::parse)
-                    .filter(|x| x.channel == m.channel),
-            );
-        }
+        out.extend(fetch_messages(client, filter, &m.channel, THREAD_FETCH).await);
     }
+    out.retain(|x| x.id != m.id);
     // The root first (replies in the same second cannot precede it), then by time.
     out.sort_by_key(|x| (x.id != root, x.created_at, x.id));
     out.dedup_by_key(|x| x.id);
     let skip = out.len().saturating_sub(THREAD_CONTEXT);
     out.drain(..skip);
+    out
+}
+
+/// A mutex's guard, poisoned or not: every lock in the harness guards plain data that a panic
+/// elsewhere leaves consistent.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The messages of `channel` a relay query finds within `wait`, each verified (id and signature),
+/// oldest first; a relay that does not answer in time gives none.
+async fn fetch_messages(
+    client: &Client,
+    filter: Filter,
+    channel: &str,
+    wait: Duration,
+) -> Vec<Message> {
+    let Ok(events) = client.fetch_events(filter, wait).await else {
+        return Vec::new();
+    };
+    let mut out: Vec<Message> = events
+        .iter()
+        .filter(|e| e.verify().is_ok())
+        .filter_map(Message::parse)
+        .filter(|x| x.channel == channel)
+        .collect();
+    out.sort_by_key(|x| (x.created_at, x.id));
+    out.dedup_by_key(|x| x.id);
     out
 }
 

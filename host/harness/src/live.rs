@@ -14,7 +14,7 @@ use super::sessions::SessionStore;
 use super::supervise::{Policy, Supervised, Supervisor};
 use super::{
     Config, DispatchError, HookError, HookPoint, HookRunner, Note, Out, PackRun, RELAY_TIMEOUT,
-    Seen, TriggerPersona, confine, flood, hooks, limits, workspace,
+    Seen, TriggerPersona, confine, flood, hooks, limits, lock, workspace,
 };
 use crate::acp::{AcpClient, SpawnSpec, StderrTail};
 use crate::relay::{self, Message};
@@ -869,8 +869,4 @@ async fn open_session(
         }
     }
     Ok(session)
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::event::Event;
 use super::live::Live;
 use super::team::{self, Member};
-use super::{Harness, Note, persona_relay};
+use super::{Harness, Note, fetch_messages, lock, persona_relay};
 use crate::relay::{self, KIND_MESSAGE, Message};
 
 /// How long a read waits for the relay.
@@ -131,18 +131,7 @@ impl SessionTools {
     /// Verified messages of `channel` the filter finds, oldest first.
     async fn fetch(&self, live: &Live, filter: Filter, channel: &str) -> Vec<Message> {
         let client = persona_relay(live, &self.h).await;
-        let Ok(events) = client.fetch_events(filter, FETCH).await else {
-            return Vec::new();
-        };
-        let mut out: Vec<Message> = events
-            .iter()
-            .filter(|e| e.verify().is_ok())
-            .filter_map(Message::parse)
-            .filter(|m| m.channel == channel)
-            .collect();
-        out.sort_by_key(|m| (m.created_at, m.id));
-        out.dedup_by_key(|m| m.id);
-        out
+        fetch_messages(&client, filter, channel, FETCH).await
     }
 
     /// One message by id, when it is in a channel the persona subscribes to.
@@ -370,17 +359,12 @@ impl SessionTools {
 }
 
 fn channel_filter(id: &str, since: Option<u64>, until: Option<u64>, limit: usize) -> Filter {
-    let mut f = Filter::new()
-        .kind(Kind::Custom(KIND_MESSAGE))
-        .custom_tag(SingleLetterTag::lowercase(Alphabet::H), id.to_string())
-        .limit(limit);
-    if let Some(s) = since {
-        f = f.since(Timestamp::from(s));
+    let from = Timestamp::from(since.unwrap_or(0));
+    let f = relay::channel_filter(&[id.to_string()], from).limit(limit);
+    match until {
+        Some(u) => f.until(Timestamp::from(u)),
+        None => f,
     }
-    if let Some(u) = until {
-        f = f.until(Timestamp::from(u));
-    }
-    f
 }
 
 /// A message view matches every word of `text` (case-insensitive) and the `author` (a name, a
@@ -419,8 +403,4 @@ fn list(channels: &BTreeMap<String, String>) -> String {
     } else {
         names.join(", ")
     }
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

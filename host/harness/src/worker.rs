@@ -14,8 +14,8 @@ use super::event::Event;
 use super::live::Live;
 use super::supervise::Supervised;
 use super::{
-    DispatchError, Harness, MAX_BATCH, Note, QUEUE_CAP, Reason, cluster, flood, persona_relay,
-    prompt, thread_context,
+    DispatchError, Harness, MAX_BATCH, Note, QUEUE_CAP, Reason, cluster, flood, lock,
+    persona_relay, prompt, thread_context,
 };
 use crate::acp::{AcpError, Turn};
 use crate::relay::{self, Message, ReplyMode};
@@ -778,8 +778,4 @@ fn published(event: &nostr_sdk::Event) -> (String, Option<String>) {
         .and_then(|m| m.root)
         .map(|r| r.to_hex());
     (event.id.to_hex(), thread)
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -195,10 +195,7 @@ pub fn parse(name: &str, args: Option<Map<String, Value>>) -> Result<Option<Tool
         "read_channel" => {
             let a: ReadChannel = input(name, args)?;
             ToolCall::ReadChannel {
-                channel: a
-                    .channel
-                    .map(|c| bounded("channel", c, NAME_MAX))
-                    .transpose()?,
+                channel: channel(a.channel)?,
                 since: a.since,
                 limit: limit(a.limit)?,
             }
@@ -211,10 +208,7 @@ pub fn parse(name: &str, args: Option<Map<String, Value>>) -> Result<Option<Tool
                 return Err(ToolError::new("`since` is after `until`"));
             }
             ToolCall::Search {
-                channel: a
-                    .channel
-                    .map(|c| bounded("channel", c, NAME_MAX))
-                    .transpose()?,
+                channel: channel(a.channel)?,
                 text: a.text.map(|t| bounded("text", t, SEARCH_MAX)).transpose()?,
                 author: a
                     .author
@@ -232,10 +226,7 @@ pub fn parse(name: &str, args: Option<Map<String, Value>>) -> Result<Option<Tool
                 return Err(ToolError::new("`text` is empty: nothing was posted"));
             }
             ToolCall::Post {
-                channel: a
-                    .channel
-                    .map(|c| bounded("channel", c, NAME_MAX))
-                    .transpose()?,
+                channel: channel(a.channel)?,
                 thread: a.thread.map(|t| event_id("thread", &t)).transpose()?,
                 text,
             }
@@ -251,6 +242,10 @@ pub fn parse(name: &str, args: Option<Map<String, Value>>) -> Result<Option<Tool
 
 fn input<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
     serde_json::from_value(args).map_err(|e| ToolError::new(format!("{tool}: {e}")))
+}
+
+fn channel(c: Option<String>) -> Result<Option<String>, ToolError> {
+    c.map(|c| bounded("channel", c, NAME_MAX)).transpose()
 }
 
 fn limit(n: Option<u32>) -> Result<usize, ToolError> {
