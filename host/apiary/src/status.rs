@@ -151,6 +151,17 @@ impl Row {
     }
 }
 
+/// The harness's intake as its last `intake`, `behind` and `caught_up` events said.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Intake {
+    /// Events the relay has that routing has not taken.
+    pub depth: u64,
+    /// The longest an event of the last second waited for routing.
+    pub lag_ms: u64,
+    /// Routing fell behind and has not caught up since.
+    pub behind: bool,
+}
+
 /// Everything the view shows.
 #[derive(Debug)]
 pub struct Status {
@@ -163,6 +174,8 @@ pub struct Status {
     rows: Vec<Row>,
     messages: u64,
     last_message: Option<Instant>,
+    /// Events routing has not taken yet, and how far behind it is (the harness's `intake`).
+    intake: Intake,
     /// The events' plain lines, newest last.
     events: VecDeque<String>,
     /// What the process wrote to stderr meanwhile (tracing logs, errors), newest last.
@@ -180,9 +193,15 @@ impl Status {
             rows: Vec::new(),
             messages: 0,
             last_message: None,
+            intake: Intake::default(),
             events: VecDeque::new(),
             stderr: VecDeque::new(),
         }
+    }
+
+    /// Events routing has not taken yet, and how far behind it is.
+    pub fn intake(&self) -> Intake {
+        self.intake
     }
 
     /// A persona about to start (its row shows `starting` until it is ready or refused).
@@ -246,6 +265,17 @@ impl Status {
                 });
             }
             Event::Ready { .. } => self.phase = Phase::Running,
+            Event::Intake { depth, lag_ms } => {
+                (self.intake.depth, self.intake.lag_ms) = (*depth, *lag_ms);
+            }
+            Event::Behind { depth, lag_ms } => {
+                self.intake = Intake {
+                    depth: *depth,
+                    lag_ms: *lag_ms,
+                    behind: true,
+                };
+            }
+            Event::CaughtUp { .. } => self.intake.behind = false,
             Event::Stopping => self.phase = Phase::Stopping,
             Event::Stopped { .. } => {
                 self.phase = Phase::Stopped;
@@ -472,7 +502,7 @@ fn summary(status: &Status, now: Instant) -> [String; 2] {
             duration(now.saturating_duration_since(status.started)),
         ),
         format!(
-            "personas {ready}/{} ready  messages {}{}  queued {}  replies {}  errors {}",
+            "personas {ready}/{} ready  messages {}{}  queued {}{}  replies {}  errors {}",
             status.rows.len(),
             status.messages,
             status
@@ -480,10 +510,24 @@ fn summary(status: &Status, now: Instant) -> [String; 2] {
                 .map(|t| format!(" (last {} ago)", duration(now.saturating_duration_since(t))))
                 .unwrap_or_default(),
             status.rows.iter().map(Row::queue).sum::<usize>(),
+            intake_label(status.intake),
             sum(|r| r.replies),
             sum(|r| r.errors),
         ),
     ]
+}
+
+/// What waits for routing, when anything does: `  intake 12 (lag 40 ms)`, `BEHIND` while the
+/// harness is behind the relay.
+fn intake_label(intake: Intake) -> String {
+    let behind = if intake.behind { " BEHIND" } else { "" };
+    if intake.depth == 0 && intake.lag_ms == 0 && !intake.behind {
+        return String::new();
+    }
+    format!(
+        "  intake {} (lag {} ms){behind}",
+        intake.depth, intake.lag_ms
+    )
 }
 
 /// The persona table under `lines`: a header, then the rows that fit in `height` lines in all (the
@@ -960,6 +1004,35 @@ mod tests {
         assert_eq!(bee[col("LIMIT")], "-", "no spending limits");
         assert!(lines[4].ends_with("reply 1m15s ago"), "{text}");
         assert!(text.contains("  reply bee r to a"), "{text}");
+    }
+
+    #[test]
+    fn the_header_says_what_waits_for_routing_and_when_the_harness_is_behind() {
+        let now = Instant::now();
+        let mut s = running(now);
+        assert!(!summary(&s, now)[1].contains("intake"), "nothing waits");
+        let behind = Event::Behind {
+            depth: 4100,
+            lag_ms: 730,
+        };
+        s.apply(&Note::new(behind, "behind: …"), now);
+        assert!(
+            summary(&s, now)[1].contains("intake 4100 (lag 730 ms) BEHIND"),
+            "{:?}",
+            summary(&s, now)
+        );
+        s.apply(&Note::only_json(Event::Intake { depth: 0, lag_ms: 3 }), now);
+        s.apply(&Note::new(Event::CaughtUp { lag_ms: 3 }, "caught up"), now);
+        assert_eq!(
+            s.intake(),
+            Intake {
+                depth: 0,
+                lag_ms: 3,
+                behind: false
+            }
+        );
+        assert!(summary(&s, now)[1].contains("intake 0 (lag 3 ms)"));
+        assert!(!summary(&s, now)[1].contains("BEHIND"));
     }
 
     #[test]

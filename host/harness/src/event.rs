@@ -102,6 +102,15 @@ pub enum Event {
     },
     /// Every persona that could start did; the harness takes messages.
     Ready { personas: usize, channels: usize },
+    /// Events the relay has and routing has not taken yet (`depth`), and the longest one of the
+    /// last second waited for routing (`lag_ms`; measured with the embedded relay, 0 with
+    /// another). Sent every second while anything waits, and once more when nothing does.
+    Intake { depth: u64, lag_ms: u64 },
+    /// Routing fell behind the relay (an event waited 500 ms or more, or 2,000 events wait):
+    /// more messages arrive than this machine answers. Repeated every 10 s while it lasts.
+    Behind { depth: u64, lag_ms: u64 },
+    /// Routing keeps up with the relay again after `behind`.
+    CaughtUp { lag_ms: u64 },
     /// A chat message arrived; `woke` lists the personas it woke, each with why.
     Message {
         id: String,

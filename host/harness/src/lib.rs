@@ -8,7 +8,8 @@
 //! `initialize` → one `session/new` per subscribed channel (cwd, MCP servers, `systemPrompt` when the
 //! agent advertises it). A persona that fails any step is refused; the others run.
 //!
-//! Each message: one relay subscription for every subscribed channel → parse (hostile input, capped)
+//! Each message: one relay subscription for every subscribed channel (with the embedded relay,
+//! its events in process instead: see [`intake`]) → parse (hostile input, capped)
 //! → drop duplicates and the harness's own personas' messages (no loops) → the trigger matcher per
 //! persona subscribed to that channel → the (persona, channel) queue, one prompt in flight each,
 //! turns limited per author and per channel ([`flood`]) → `on_message` (5 s; failure drops the
@@ -32,6 +33,7 @@ mod error;
 pub mod event;
 pub mod flood;
 pub mod hooks;
+mod intake;
 pub mod limits;
 mod live;
 mod mcp_tools;
@@ -224,11 +226,9 @@ pub async fn run_reloading(
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary, DispatchError> {
     let echoes = Arc::new(relay::echo::Echoes::default());
-    // Routing (set up once the personas run): the in-process relay's transport routes the
-    // subscription's events as it reads them (`relay_in_process`), the event loop routes the relay
-    // pool's.
+    // Routing, set up once the personas run (see `subscribe`).
     let router: route::Shared = Arc::default();
-    let (client, mut notifications) = connect(&config, &router, &echoes).await?;
+    let (client, mut notifications) = connect(&config, &echoes).await?;
     if let Some(slot) = &config.cluster.connection {
         let _ = slot.set(client.clone());
     }
@@ -304,7 +304,7 @@ pub async fn run_reloading(
     // Routing stops (events arriving from now on stay unanswered) and drops the queues.
     let stopped = router.lock().unwrap_or_else(|e| e.into_inner()).take();
     summary.events = stopped.map_or(0, |r| r.routed);
-    h.drain(fleet, &sub.id).await;
+    h.drain(fleet, sub.id.as_ref()).await;
     summary.replies = h.replies.load(Ordering::SeqCst);
     (h.out)(Note::new(
         event::Event::Stopped {
@@ -320,7 +320,6 @@ pub async fn run_reloading(
 /// authenticated with its own key (see [`persona_relay`]).
 async fn connect(
     config: &Config,
-    router: &route::Shared,
     echoes: &Arc<relay::echo::Echoes>,
 ) -> Result<(Client, broadcast::Receiver<RelayPoolNotification>), DispatchError> {
     let operator = match config.keys.operator() {
@@ -330,15 +329,7 @@ async fn connect(
             None
         }
     };
-    let transport = if config.relay.door().is_some() {
-        let router = Arc::clone(router);
-        let handover: relay::echo::Handover = Arc::new(move |event| {
-            route::route(&router, &event);
-        });
-        relay::echo::SkipEchoes::trusting(Arc::clone(echoes), handover)
-    } else {
-        relay::echo::SkipEchoes::new(Arc::clone(echoes))
-    };
+    let transport = relay::echo::SkipEchoes::new(Arc::clone(echoes));
     Ok(
         relay::connect_skipping_echoes(config.relay.url(), RELAY_TIMEOUT, operator, transport)
             .await?,
@@ -369,7 +360,9 @@ struct Harness {
 
 /// The harness's subscription: its id, channels, and where its `since` cursor stands.
 struct Subscription {
-    id: SubscriptionId,
+    /// Its id on the relay; with the embedded relay there is none, the feed is its tap.
+    id: Option<SubscriptionId>,
+    feed: Option<intake::TapFeed>,
     channels: Vec<String>,
     /// The newest `created_at` routing saw (seconds).
     newest: Arc<AtomicU64>,
@@ -622,13 +615,24 @@ impl Harness {
             routed: 0,
             fresh: HashMap::new(),
         });
-        let id = self
-            .shared
-            .subscribe(relay::channel_filter(&channels, since), None)
-            .await
-            .map_err(|e| DispatchError::Subscribe(e.to_string()))?
-            .val;
-        self.echoes.watch(&id);
+        let filter = relay::channel_filter(&channels, since);
+        let (id, feed) = match self.config.relay.door() {
+            Some(door) => {
+                let feed = intake::TapFeed::open(door, filter.clone());
+                feed.replay(router, filter).await;
+                (None, Some(feed))
+            }
+            None => {
+                let id = self
+                    .shared
+                    .subscribe(filter, None)
+                    .await
+                    .map_err(|e| DispatchError::Subscribe(e.to_string()))?
+                    .val;
+                self.echoes.watch(&id);
+                (Some(id), None)
+            }
+        };
         (self.out)(Note::new(
             event::Event::Ready {
                 personas: lives.len(),
@@ -638,13 +642,15 @@ impl Harness {
         ));
         Ok(Subscription {
             id,
+            feed,
             channels,
             newest,
             sent: since,
         })
     }
 
-    /// Routes the relay pool's events until `shutdown` completes or the pool stops.
+    /// Routes the relay's events (the tap's or the relay pool's) until `shutdown` completes or
+    /// the relay stops.
     async fn event_loop(
         &self,
         router: &route::Shared,
@@ -655,6 +661,10 @@ impl Harness {
     ) {
         let mut tick = tokio::time::interval(CURSOR_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut report = tokio::time::interval(intake::REPORT_EVERY);
+        report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut intake = intake::Intake::new(Arc::clone(&self.out));
+        let mut feed = sub.feed.take();
         tokio::pin!(shutdown);
         loop {
             let event = tokio::select! {
@@ -663,11 +673,25 @@ impl Harness {
                     self.advance_cursor(sub).await;
                     continue;
                 }
-                Some(changed) = channels.recv() => {
-                    self.resubscribe(sub, changed).await;
+                _ = report.tick() => {
+                    let depth = feed.as_ref().map_or(notifications.len(), |f| f.depth());
+                    intake.report(depth, std::time::Instant::now());
                     continue;
                 }
-                n = notifications.recv() => match self.event_of(n, &sub.id) {
+                Some(changed) = channels.recv() => {
+                    self.resubscribe(sub, feed.as_mut(), changed).await;
+                    continue;
+                }
+                woke = intake::route_next(feed.as_mut(), router, &mut intake) => match woke {
+                    Some(true) => {
+                        // As below, once for the whole batch.
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
+                    Some(false) => continue,
+                    None => break,
+                },
+                n = notifications.recv() => match self.event_of(n, sub.id.as_ref()) {
                     Step::Event(event) => event,
                     Step::Skip => continue,
                     Step::Stop => break,
@@ -691,13 +715,15 @@ impl Harness {
             return;
         }
         let from = Timestamp::from(newest.as_secs().saturating_sub(CURSOR_SLACK_SECS));
+        let Some(id) = &sub.id else {
+            // The tap never reconnects; the cursor is only kept (for the next run or replica).
+            sub.sent = newest;
+            self.config.cluster.keep(from);
+            return;
+        };
         if let Err(e) = self
             .shared
-            .subscribe_with_id(
-                sub.id.clone(),
-                relay::channel_filter(&sub.channels, from),
-                None,
-            )
+            .subscribe_with_id(id.clone(), relay::channel_filter(&sub.channels, from), None)
             .await
         {
             tracing::warn!("advancing the subscription cursor: {e}");
@@ -711,7 +737,12 @@ impl Harness {
     /// A reload changed the routed channels: the subscription is sent again for the new set,
     /// from a little before its cursor (routing skips what a new channel had before; see
     /// [`route::Router::fresh`]).
-    async fn resubscribe(&self, sub: &mut Subscription, channels: Vec<String>) {
+    async fn resubscribe(
+        &self,
+        sub: &mut Subscription,
+        feed: Option<&mut intake::TapFeed>,
+        channels: Vec<String>,
+    ) {
         if channels.is_empty() {
             // No persona left to route to; a filter without channels would ask for nothing (or,
             // on some relays, everything). The next pack that starts subscribes again.
@@ -719,32 +750,39 @@ impl Harness {
         }
         let newest = sub.newest.load(Ordering::Relaxed);
         let from = Timestamp::from(newest.saturating_sub(CURSOR_SLACK_SECS));
-        match self
-            .shared
-            .subscribe_with_id(sub.id.clone(), relay::channel_filter(&channels, from), None)
-            .await
-        {
+        let filter = relay::channel_filter(&channels, from);
+        sub.channels = channels;
+        if let Some(feed) = feed {
+            feed.follow(filter.clone());
+            feed.replay(&self.router, filter).await;
+            tracing::info!(
+                channels = sub.channels.len(),
+                "following the reloaded packs' channels"
+            );
+            return;
+        }
+        let Some(id) = &sub.id else { return };
+        match self.shared.subscribe_with_id(id.clone(), filter, None).await {
             Ok(_) => tracing::info!(
-                channels = channels.len(),
+                channels = sub.channels.len(),
                 "subscription sent again for the reloaded packs"
             ),
             Err(e) => tracing::warn!("subscribing to the reloaded packs' channels: {e}"),
         }
-        sub.channels = channels;
     }
 
     /// What the event loop does with one notification of the relay pool.
     fn event_of(
         &self,
         n: Result<RelayPoolNotification, broadcast::error::RecvError>,
-        sub: &SubscriptionId,
+        sub: Option<&SubscriptionId>,
     ) -> Step {
         match n {
             Ok(RelayPoolNotification::Event {
                 subscription_id,
                 event,
                 ..
-            }) if subscription_id == *sub => Step::Event(event),
+            }) if Some(&subscription_id) == sub => Step::Event(event),
             Ok(RelayPoolNotification::Message {
                 message: RelayMessage::Auth { .. },
                 ..
@@ -767,12 +805,14 @@ impl Harness {
 
     /// Drain (routing stopped and took the queues): no new events; let the queues empty within
     /// the drain timeout, then `on_stop`, stop the agents, disconnect.
-    async fn drain(&self, mut fleet: reload::Fleet, sub: &SubscriptionId) {
+    async fn drain(&self, mut fleet: reload::Fleet, sub: Option<&SubscriptionId>) {
         (self.out)(Note::new(
             event::Event::Stopping,
             "stopping: draining queues",
         ));
-        self.shared.unsubscribe(sub).await;
+        if let Some(sub) = sub {
+            self.shared.unsubscribe(sub).await;
+        }
         let drained = tokio::time::timeout(self.config.drain_timeout, async {
             for running in fleet.values_mut() {
                 while running.workers.join_next().await.is_some() {}

@@ -9,6 +9,7 @@ use nostr_relay_builder::prelude::*;
 use crate::known_keys::Owner;
 use crate::limits::Admission;
 use crate::store::{NotStored, Put, Store};
+use crate::tap::{Tap, Taps};
 
 /// The embedded relay's door for events: a client's (taken by the front, checked here) and those
 /// signed in this process (the harness's replies), stored, journaled and fanned out to
@@ -20,6 +21,8 @@ pub struct Door {
     pub(crate) relay: LocalRelay,
     pub(crate) store: Arc<Store>,
     pub(crate) admission: Arc<Admission>,
+    /// Subscribers in this process (see [`crate::tap`]).
+    pub(crate) taps: Taps,
 }
 
 impl Door {
@@ -32,6 +35,20 @@ impl Door {
             return Err(why);
         }
         self.store_and_fan_out(event, Owner::Own).await.map(|_| ())
+    }
+
+    /// Every event stored from now on, in process (see [`crate::tap`]).
+    pub fn tap(&self) -> Tap {
+        self.taps.open(crate::tap::CAPACITY)
+    }
+
+    /// The stored events `filter` matches, oldest first: what a subscription with that filter
+    /// replays before its live events.
+    pub async fn stored(&self, filter: Filter) -> Result<Vec<Event>, String> {
+        let events = self.store.query(filter).await.map_err(|e| e.to_string())?;
+        let mut events = events.to_vec();
+        events.sort_by_key(|e| (e.created_at, e.id));
+        Ok(events)
     }
 
     /// A client's event on connection `peer`: id and signature checked, then the kinds and rate
@@ -65,6 +82,7 @@ impl Door {
         match self.store.put(event, owner).await {
             Ok(Put::Stored | Put::Ephemeral) => {
                 self.relay.notify_event(event.clone());
+                self.taps.offer(event).await;
                 Ok("")
             }
             Ok(Put::Duplicate) => Ok("duplicate: already have this event"),

@@ -6,14 +6,8 @@
 //! it. Everything else (and our events on any other subscription, such as a thread-context fetch)
 //! still goes through the pool's verification.
 //!
-//! One more shortcut, for the process's own embedded relay only ([`SkipEchoes::trusting`]): that
-//! relay (`nostr-relay-builder`) checks the id and signature of every event it is sent before it
-//! stores or fans it out, and its journal is checked again on replay, so the events it sends this
-//! process over loopback were already verified here once. The transport then hands the events
-//! of the harness's subscription straight to the harness's routing, on the connection's own thread,
-//! instead of to the pool, which would check each signature a second time and then queue the event
-//! for another thread. Events from any other relay (`--relay URL`), and every other subscription,
-//! still go through the pool's check.
+//! The process's own embedded relay needs none of this: the harness takes its events from the
+//! relay's [`tap`](crate::tap), not from a subscription.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -91,22 +85,6 @@ impl Echoes {
         echo
     }
 
-    /// The event of an `EVENT` frame for the watched subscription, parsed but not verified.
-    fn watched_event(&self, text: &str) -> Option<Box<Event>> {
-        if !text.trim_start().starts_with(self.prefix.get()?.as_str()) {
-            return None;
-        }
-        match RelayMessage::from_json(text).ok()? {
-            RelayMessage::Event {
-                subscription_id,
-                event,
-            } if Some(subscription_id.as_ref()) == self.watched.get() => {
-                Some(Box::new(event.into_owned()))
-            }
-            _ => None,
-        }
-    }
-
     /// The event id of an `EVENT` frame for the watched subscription (see [`Echoes::is_echo`]).
     fn watched_id(&self, text: &str) -> Option<EventId> {
         let rest = text
@@ -117,42 +95,15 @@ impl Echoes {
     }
 }
 
-/// Takes the watched subscription's events from a trusted relay, on the connection's thread: it
-/// must not block (the connection's other frames wait for it).
-pub type Handover = Arc<dyn Fn(Box<Event>) + Send + Sync>;
-
 /// The default websocket transport, dropping [`Echoes`] on the way in.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct SkipEchoes {
     echoes: Arc<Echoes>,
-    /// Where the watched subscription's events go when the relay is trusted (see the module docs).
-    trusted: Option<Handover>,
-}
-
-impl std::fmt::Debug for SkipEchoes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SkipEchoes")
-            .field("echoes", &self.echoes)
-            .field("trusted", &self.trusted.is_some())
-            .finish()
-    }
 }
 
 impl SkipEchoes {
     pub fn new(echoes: Arc<Echoes>) -> SkipEchoes {
-        SkipEchoes {
-            echoes,
-            trusted: None,
-        }
-    }
-
-    /// For the process's own embedded relay only: the watched subscription's events (not
-    /// expired) go to `to` without a second signature check; the relay checked them.
-    pub fn trusting(echoes: Arc<Echoes>, to: Handover) -> SkipEchoes {
-        SkipEchoes {
-            echoes,
-            trusted: Some(to),
-        }
+        SkipEchoes { echoes }
     }
 }
 
@@ -172,29 +123,12 @@ impl WebSocketTransport for SkipEchoes {
                 .connect(url, mode, timeout)
                 .await?;
             let echoes = Arc::clone(&self.echoes);
-            let trusted = self.trusted.clone();
             let stream = stream.filter_map(move |m| {
-                let text = match &m {
-                    Ok(msg) => msg.as_text(),
-                    Err(_) => None,
+                let echo = match &m {
+                    Ok(msg) => msg.as_text().is_some_and(|t| echoes.is_echo(t)),
+                    Err(_) => false,
                 };
-                // Decided here, on the frame.
-                let handed = match text {
-                    Some(t) if echoes.is_echo(t) => return ready(None),
-                    Some(t) => trusted
-                        .as_ref()
-                        .and_then(|to| Some((to, echoes.watched_event(t)?))),
-                    None => None,
-                };
-                match handed {
-                    None => ready(Some(m)),
-                    Some((to, event)) => {
-                        if !event.is_expired() {
-                            to(event);
-                        }
-                        ready(None)
-                    }
-                }
+                ready(if echo { None } else { Some(m) })
             });
             Ok((sink, Box::pin(stream) as WebSocketStream))
         })
@@ -365,58 +299,6 @@ mod tests {
         let seen = pool_events(&mut notes).await;
         assert_eq!(seen, [good]);
         client.shutdown().await;
-        relay.shutdown();
-    }
-
-    #[tokio::test]
-    async fn the_in_process_relay_hands_its_checked_events_over_directly() {
-        let relay = crate::embedded::Embedded::start("127.0.0.1:0".parse().unwrap(), None)
-            .await
-            .unwrap();
-        let echoes = Arc::new(Echoes::default());
-        let (tx, mut direct) = tokio::sync::mpsc::unbounded_channel();
-        let transport = SkipEchoes::trusting(
-            Arc::clone(&echoes),
-            Arc::new(move |e| {
-                let _ = tx.send(e);
-            }),
-        );
-        let (client, mut notes) = subscribed(&relay.url, transport, &echoes).await;
-        let keys = Keys::generate();
-        let ours = crate::message(&keys, "general", "ours", vec![]).unwrap();
-        let theirs = crate::message(&keys, "general", "theirs", vec![]).unwrap();
-        echoes.expect(ours.id);
-        let sender = crate::connect(&relay.url, Duration::from_secs(5))
-            .await
-            .unwrap();
-        // The relay refuses what does not verify: nothing forged reaches the subscription.
-        for forged in forgeries(&theirs, &ours) {
-            assert!(sender.send_event(&forged).await.unwrap().success.is_empty());
-        }
-        for ev in [&ours, &theirs] {
-            assert!(!sender.send_event(ev).await.unwrap().success.is_empty());
-        }
-        let got = tokio::time::timeout(Duration::from_secs(5), direct.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(*got, theirs);
-        // Only that one: the echo was dropped, and the pool saw none of the subscription's events.
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), direct.recv())
-                .await
-                .is_err()
-        );
-        assert!(pool_events(&mut notes).await.is_empty());
-        // Another subscription (a fetch) still goes through the pool.
-        let filter = crate::channel_filter(&["general".into()], Timestamp::from(0));
-        let fetched = client
-            .fetch_events(filter, Duration::from_secs(5))
-            .await
-            .unwrap();
-        assert_eq!(fetched.len(), 2);
-        client.shutdown().await;
-        sender.shutdown().await;
         relay.shutdown();
     }
 }

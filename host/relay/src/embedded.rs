@@ -129,6 +129,7 @@ impl Embedded {
             relay: relay.clone(),
             store,
             admission: Arc::clone(&admission),
+            taps: Default::default(),
         };
         let blobs = match blobs {
             Some(b) => {

@@ -10,6 +10,8 @@
 //! - [`embedded`] runs a relay in-process on 127.0.0.1 for the zero-set-up case, behind [`front`]
 //!   (NIP-11, every message parsed once by [`client_message`], NIP-42 by [`nip42`]) with [`limits`]
 //!   (rates), [`kinds`] (what it stores) and a [`store`] whose [`ledger`] shares storage out;
+//! - [`tap`] hands the embedded relay's new events to the harness in this process, with no
+//!   websocket subscription between them;
 //! - [`echo`] drops the harness's own events coming back on its subscription before they are
 //!   verified again;
 //! - [`keys`] is the operator's key store: each persona signs with its own key, and, when the relay
@@ -31,6 +33,7 @@ pub mod ledger;
 pub mod limits;
 pub mod nip42;
 pub mod store;
+pub mod tap;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -373,8 +376,7 @@ pub async fn connect_watched(
 
 /// Like [`connect_watched`], for the harness's subscription, through `transport`: the events in
 /// its [`echo::Echoes`] (the harness's own) are dropped when they come back on the watched
-/// subscription (and, from the process's own embedded relay only, the others are handed over
-/// without a second signature check: [`echo::SkipEchoes::trusting`]).
+/// subscription.
 pub async fn connect_skipping_echoes(
     url: &str,
     timeout: Duration,

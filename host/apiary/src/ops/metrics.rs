@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -15,7 +16,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Registry, Unit};
 
 use crate::dispatch::Note;
 use crate::dispatch::event::Event;
@@ -67,6 +68,9 @@ pub struct Metrics {
     breaker_open: Family<PersonaLabel, Gauge>,
     personas_ready: Gauge,
     relay_connected: Gauge,
+    intake_depth: Gauge,
+    intake_lag: Gauge<f64, AtomicU64>,
+    behind: Gauge,
     state: Mutex<State>,
 }
 
@@ -102,6 +106,9 @@ impl Metrics {
             breaker_open: Family::default(),
             personas_ready: Gauge::default(),
             relay_connected: Gauge::default(),
+            intake_depth: Gauge::default(),
+            intake_lag: Gauge::default(),
+            behind: Gauge::default(),
             state: Mutex::new(State {
                 status: Status::new(Instant::now()),
                 prompts: HashMap::new(),
@@ -163,6 +170,22 @@ impl Metrics {
             "relay_connected",
             "1 while the relay connection is up",
             m.relay_connected.clone(),
+        );
+        registry.register(
+            "intake_depth",
+            "Relay events routing has not taken yet",
+            m.intake_depth.clone(),
+        );
+        registry.register_with_unit(
+            "intake_lag",
+            "The longest an event of the last second waited for routing",
+            Unit::Seconds,
+            m.intake_lag.clone(),
+        );
+        registry.register(
+            "behind",
+            "1 while routing is behind the relay (more messages arrive than this replica answers)",
+            m.behind.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -269,6 +292,10 @@ impl Metrics {
                 }
             }
             self.personas_ready.set(ready);
+            let intake = state.status.intake();
+            self.intake_depth.set(intake.depth as i64);
+            self.intake_lag.set(intake.lag_ms as f64 / 1000.0);
+            self.behind.set(i64::from(intake.behind));
         }
         self.relay_connected.set(i64::from(relay_connected));
         let mut text = String::new();
@@ -392,8 +419,15 @@ mod tests {
             at("sage", "y"),
             json!({"event": "error", "reason": "circuit open (said the agent)"}),
         ));
+        m.observe(&Note::only_json(Event::Behind {
+            depth: 2500,
+            lag_ms: 640,
+        }));
         let text = m.encode(true);
         for line in [
+            "apiary_intake_depth 2500",
+            "apiary_intake_lag_seconds 0.64",
+            "apiary_behind 1",
             "apiary_events_received_total 1",
             "apiary_wakes_total{pack=\"com.example.p\",persona=\"bee\",reason=\"mention\"} 1",
             "apiary_wakes_total{pack=\"com.example.p\",persona=\"bee\",reason=\"keyword\"} 1",
