@@ -1098,6 +1098,57 @@ fn a_survey_converts_every_plugin_under_a_directory_and_counts_how_it_went() {
     );
 }
 
+#[test]
+fn a_survey_with_out_keeps_each_conversion_as_a_pack_of_its_own() {
+    let env = Operator::new();
+    let (a, b) = (agent("ada", ""), agent("bob", ""));
+    let root = tree(
+        &env,
+        "market",
+        &[
+            (
+                ".claude-plugin/marketplace.json",
+                r#"{"name": "m", "owner": {"name": "M"}, "plugins": [
+                    {"name": "good", "source": "./plugins/good"},
+                    {"name": "../../escape", "source": "./plugins/other"},
+                    {"name": "missing", "source": "./plugins/missing"}]}"#,
+            ),
+            ("plugins/good/agents/ada.md", &a),
+            ("plugins/other/agents/bob.md", &b),
+        ],
+    );
+    let keep = env.path("packs");
+    let keep_s = keep.display().to_string();
+    let r = env.run(&["convert", &root, "--survey", "--out", &keep_s, "--json"]);
+    // The missing plugin is refused; the others are kept.
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let s = r.json();
+    let kept: Vec<String> = s["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["out"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(kept.len(), 2, "{s:#}");
+    // A hostile plugin name is a plain directory name inside --out, never a path out of it.
+    let mut names: Vec<String> = std::fs::read_dir(&keep)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["..-..-escape", "good"]);
+    assert!(!env.path("escape").exists());
+    for name in &names {
+        let pack = keep.join(name).display().to_string();
+        let checked = validate(&env, &pack);
+        assert_eq!(checked.code, 0, "{name}: {}{}", checked.stdout, checked.stderr);
+    }
+    // Run again: what is there is not replaced, each such conversion is refused.
+    let r = env.run(&["convert", &root, "--survey", "--out", &keep_s, "--json"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.json()["by_exit"]["1"], 3, "{}", r.stdout);
+}
+
 // Class 8: models.
 
 /// A resolved persona's model as `provider:model`.

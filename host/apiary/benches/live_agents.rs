@@ -11,13 +11,15 @@
 //!
 //! Timestamps come from the harness's `apiary::probe` trace points: `frame received` (the event's
 //! websocket frame reached the harness's relay client, before the relay pool parsed and verified
-//! it), `event received` (the relay client handed the event to the dispatch loop), `line written` (a JSON-RPC line is in the agent's
+//! it) or, with the embedded relay, `event tapped` (its door handed the stored event to the
+//! harness's tap), `event received` (the relay client handed the event to the dispatch loop), `line written` (a JSON-RPC line is in the agent's
 //! stdin) and `turn ended` (a (persona, channel) has no prompt in flight any more). Reported:
 //! - harness overhead: written − max(received, end of the previous turn of that (persona, channel)),
 //!   i.e. without the wait behind a prompt already in flight (one per (persona, channel));
 //! - with queueing: written − received;
-//! - incl. relay pool: like the harness overhead, from the frame instead (adds the pool's parse and
-//!   signature check and the wait until the dispatch loop takes the event);
+//! - incl. intake: like the harness overhead, from the frame or the tap instead (adds the pool's
+//!   parse and signature check, or the tap's queue, and the wait until the dispatch loop takes
+//!   the event);
 //! - end to end: written − scheduled send time (adds the relay and any sender lag; coordinated
 //!   omission cannot hide a stall because the schedule does not wait for the harness).
 //!
@@ -690,8 +692,8 @@ fn run_at(ctx: &RunContext<'_>, rate: u64, secs: u64) -> Outcome {
         ("incl. queueing (recv -> written)", &mut queued),
         ("end to end (scheduled -> written)", &mut e2e),
         ("relay transit (scheduled -> recv)", &mut transit),
-        ("incl. relay pool (frame -> written)", &mut from_frame),
-        ("relay pool + queue (frame -> recv)", &mut pool),
+        ("incl. intake (frame|tap -> written)", &mut from_frame),
+        ("intake: pool|tap + queue (-> recv)", &mut pool),
         ("  routing (recv -> queued)", &mut routing),
         ("  worker wake-up (queued -> taken)", &mut wake_up),
         ("  in the worker (taken -> written)", &mut in_worker),
@@ -1202,7 +1204,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ProbeLayer {
                 Ok(id) => Probe::Received(t, id),
                 Err(_) => return,
             },
-            "frame received" => match EventId::from_hex(&f.id) {
+            "frame received" | "event tapped" => match EventId::from_hex(&f.id) {
                 Ok(id) => Probe::Frame(t, id),
                 Err(_) => return,
             },

@@ -104,7 +104,8 @@ pub enum Event {
     Ready { personas: usize, channels: usize },
     /// Events the relay has and routing has not taken yet (`depth`), and the longest one of the
     /// last second waited for routing (`lag_ms`; measured with the embedded relay, 0 with
-    /// another). Sent every second while anything waits, and once more when nothing does.
+    /// another). Sent every second while anything waits (or waited 10 ms or more), and once more
+    /// when nothing does.
     Intake { depth: u64, lag_ms: u64 },
     /// Routing fell behind the relay (an event waited 500 ms or more, or 2,000 events wait):
     /// more messages arrive than this machine answers. Repeated every 10 s while it lasts.

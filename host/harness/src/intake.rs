@@ -8,7 +8,8 @@
 //! subscription through the relay pool (the event loop in `lib.rs`).
 //!
 //! Either way [`Intake`] says how far behind routing is: `intake` (depth and lag, for `/metrics`
-//! and the status view) every [`REPORT_EVERY`] while events wait, and a `behind` warning past
+//! and the status view) every [`REPORT_EVERY`] while events wait (or waited 10 ms or more), and a
+//! `behind` warning past
 //! [`BEHIND_LAG`] or [`BEHIND_DEPTH`], repeated every [`WARN_EVERY`] until `caught_up`.
 
 use std::time::{Duration, Instant};
@@ -24,6 +25,8 @@ use relay::tap::{Tap, Tapped};
 const BATCH: usize = 256;
 /// How often depth and lag are reported.
 pub(super) const REPORT_EVERY: Duration = Duration::from_secs(1);
+/// Less lag than this, with nothing waiting, is not worth a report.
+const QUIET_LAG: Duration = Duration::from_millis(10);
 /// Routing is behind when an event waited this long for it…
 pub(super) const BEHIND_LAG: Duration = Duration::from_millis(500);
 /// …or this many wait.
@@ -138,7 +141,7 @@ impl Intake {
     pub fn report(&mut self, depth: usize, now: Instant) {
         let lag = std::mem::take(&mut self.worst);
         let lag_ms = lag.as_millis() as u64;
-        let waiting = depth > 0 || lag_ms > 0;
+        let waiting = depth > 0 || lag >= QUIET_LAG;
         if waiting || self.waiting {
             (self.out)(Note::only_json(Reported::Intake {
                 depth: depth as u64,

@@ -70,6 +70,8 @@ impl Taps {
             open.clone()
         };
         let at = Instant::now();
+        // Benchmark probe (`benches/live_agents.rs`): the relay hands the event over.
+        tracing::trace!(target: "apiary::probe", id = %event.id, "event tapped");
         for tx in senders {
             let tapped = Tapped {
                 event: event.clone(),

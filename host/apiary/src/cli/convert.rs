@@ -51,7 +51,9 @@ Exit codes:
   64  the command line was wrong
 
 Survey (--survey): every plugin under the input directory is converted in one process, as you
-would convert it yourself, and nothing is written. One conversion is a directory the rules above
+would convert it yourself, and nothing is written unless --out names a directory to keep them in
+(each conversion that succeeds in DIR/<plugin-name>, `-2`, `-3`, ... when a name repeats; an
+existing one is not replaced). One conversion is a directory the rules above
 recognise (not searched further), or, for a marketplace, each plugin it lists with a local source
 (converted with --option plugin=NAME, so what the marketplace holds for it is found); any other
 directory is searched below (hidden ones skipped). The summary counts conversions per exit code
@@ -66,7 +68,8 @@ Examples:
   apiary convert ./my-claude-plugin --to buzz-pack
   apiary convert ./pack --to duduclaw-expert --out ./expert --force --json
   apiary convert ./collections --survey
-  apiary convert ./collections --survey --to agent-plugins --json";
+  apiary convert ./collections --survey --to agent-plugins --json
+  apiary convert ./marketplace --survey --out ./packs     # every plugin, kept as a pack";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
@@ -78,7 +81,8 @@ pub struct ConvertArgs {
     /// buzz-pack unless given).
     #[arg(long, value_name = "FORMAT", required_unless_present_any = ["list", "survey"])]
     pub to: Option<String>,
-    /// Where to write the result (default: ./<input-name>.<format>).
+    /// Where to write the result (default: ./<input-name>.<format>); with --survey, the
+    /// directory each conversion is kept in, one subdirectory per plugin.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// The input format, skipping detection.
@@ -97,9 +101,10 @@ pub struct ConvertArgs {
     /// List the available converters and the formats apiary knows.
     #[arg(long, conflicts_with_all = ["src", "to", "out", "from", "force"])]
     pub list: bool,
-    /// Convert every plugin under the input directory, in one process, writing nothing, and
-    /// print counts per exit code, input format and finding code (see below).
-    #[arg(long, conflicts_with_all = ["out", "from", "force", "list"])]
+    /// Convert every plugin under the input directory, in one process, writing nothing (or,
+    /// with --out, keeping each), and print counts per exit code, input format and finding code
+    /// (see below).
+    #[arg(long, conflicts_with_all = ["from", "force", "list"])]
     pub survey: bool,
     /// Print the result as JSON on stdout.
     #[arg(long)]

@@ -28,7 +28,13 @@ pub(super) fn run(args: &ConvertArgs) -> Result<Surveyed, Failed> {
     let options = options(args)?;
     let (sb, reg) = registry(args.timeout)?;
     let quiet = args.json;
-    let summary = survey::survey(sb, &reg, root, &to, &options, |row| {
+    let keep = args.out.as_deref();
+    if let Some(dir) = keep {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Failed::error(format_args!("cannot create {}: {e}", dir.display()))
+        })?;
+    }
+    let summary = survey::survey(sb, &reg, root, &to, &options, keep, |row| {
         if !quiet {
             // Progress for the person watching a long survey; the summary follows on stdout.
             let exit = row.exit.map_or("-".to_string(), |c| c.to_string());
@@ -36,7 +42,11 @@ pub(super) fn run(args: &ConvertArgs) -> Result<Surveyed, Failed> {
                 .plugin
                 .as_deref()
                 .map_or(String::new(), |p| format!(" plugin={p}"));
-            eprintln!("  [{exit}] {}{plugin}", row.input);
+            let out = row
+                .out
+                .as_ref()
+                .map_or(String::new(), |o| format!(" -> {}", o.display()));
+            eprintln!("  [{exit}] {}{plugin}{out}", row.input);
         }
     })
     .map_err(|e| Failed::error(format_args!("cannot create a work directory: {e}")))?;

@@ -5,7 +5,8 @@
 //! recognise (not descended into further), or, for a marketplace, each plugin it lists with a
 //! local source (converted through the marketplace with `plugin=NAME`, so what the collection
 //! holds for it is found). A directory the rules do not recognise is searched below. Nothing is
-//! written: each output goes to a private directory that is removed.
+//! written unless the caller keeps the outputs ([`survey`]'s `keep`): each goes to a private
+//! directory that is removed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -78,6 +79,9 @@ pub struct Row {
     /// The failure's code (detection, converter, validation, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Where the output was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out: Option<PathBuf>,
 }
 
 /// Counts over every conversion.
@@ -208,19 +212,22 @@ fn is_local(source: &serde_json::Value) -> bool {
 }
 
 /// Runs every unit under `root` to `to` (with `options`), calling `each` after each conversion;
-/// the summary.
+/// the summary. With `keep`, each output stays in a directory of its own under `keep`, named after
+/// its plugin (see [`Names`]); without, it is removed.
 pub fn survey(
     sandbox: &Sandbox,
     reg: &Registry,
     root: &Path,
     to: &str,
     options: &[(String, String)],
+    keep: Option<&Path>,
     mut each: impl FnMut(&Row),
 ) -> std::io::Result<Summary> {
     let (units, remote) = units(root);
     let scratch = tempfile::Builder::new()
         .prefix("apiary-survey-")
         .tempdir()?;
+    let mut names = Names::default();
     let mut s = Summary {
         root: root.to_path_buf(),
         target: to.to_string(),
@@ -232,25 +239,72 @@ pub fn survey(
         if let Some(p) = &unit.plugin {
             options.push(("plugin".into(), p.clone()));
         }
+        let out = match keep {
+            Some(dir) => dir.join(names.next(unit)),
+            None => scratch.path().join(format!("out-{i}")),
+        };
         let job = Job {
             src: unit.path.clone(),
             to: to.to_string(),
             from: None,
-            out: scratch.path().join(format!("out-{i}")),
+            out,
             force: false,
             options,
         };
         let outcome = super::convert(sandbox, reg, &job);
-        let _ = std::fs::remove_dir_all(&job.out);
-        let row = s.add(root, unit, &outcome);
+        let kept = keep.is_some() && outcome.error.is_none();
+        if !kept {
+            let _ = std::fs::remove_dir_all(&job.out);
+        }
+        let row = s.add(root, unit, &outcome, kept.then_some(job.out));
         each(&row);
     }
     Ok(s)
 }
 
+/// A directory name per kept conversion: the marketplace plugin's name, else the input
+/// directory's, with anything but letters, digits, `.`, `_` and `-` as `-` (a name comes from a
+/// hostile manifest: never a path), `-2`, `-3`, … when taken.
+#[derive(Default)]
+struct Names {
+    taken: std::collections::HashSet<String>,
+}
+
+impl Names {
+    fn next(&mut self, unit: &Unit) -> String {
+        let raw = match &unit.plugin {
+            Some(p) => p.clone(),
+            None => unit
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        };
+        let clean: String = raw
+            .chars()
+            .take(100)
+            .map(|c| match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '-' => c,
+                _ => '-',
+            })
+            .collect();
+        let base = match clean.trim_matches('.') {
+            "" => "plugin".to_string(),
+            _ => clean,
+        };
+        let mut name = base.clone();
+        let mut n = 1;
+        while !self.taken.insert(name.to_ascii_lowercase()) {
+            n += 1;
+            name = format!("{base}-{n}");
+        }
+        name
+    }
+}
+
 impl Summary {
-    /// Counts one conversion in; its row.
-    fn add(&mut self, root: &Path, unit: &Unit, o: &Outcome) -> Row {
+    /// Counts one conversion in (its output kept at `out`); its row.
+    fn add(&mut self, root: &Path, unit: &Unit, o: &Outcome, out: Option<PathBuf>) -> Row {
         let verdict = Verdict::of(o);
         let input = unit.path.strip_prefix(root).unwrap_or(&unit.path);
         let input = match input.display().to_string() {
@@ -265,6 +319,7 @@ impl Summary {
             exit: verdict.exit_code(),
             lost: o.report.lost.len(),
             error: o.error.as_ref().map(|e| e.code.to_string()),
+            out,
         };
         let Some(code) = row.exit else {
             self.already += 1;
@@ -351,5 +406,30 @@ mod tests {
             ]
         );
         assert_eq!(remote, 1);
+    }
+
+    #[test]
+    fn kept_outputs_get_a_plain_name_of_their_own_whatever_the_manifest_says() {
+        let mut names = Names::default();
+        let unit = |path: &str, plugin: Option<&str>| Unit {
+            path: PathBuf::from(path),
+            plugin: plugin.map(str::to_string),
+        };
+        let got: Vec<String> = [
+            unit("/c/team/alpha", None),
+            unit("/c/market", Some("alpha")),
+            unit("/c/market", Some("../../etc")),
+            unit("/c/market", Some("ALPHA")),
+            unit("/c/market", Some("..")),
+            unit("/", None),
+        ]
+        .iter()
+        .map(|u| names.next(u))
+        .collect();
+        assert_eq!(
+            got,
+            ["alpha", "alpha-2", "..-..-etc", "ALPHA-3", "plugin", "plugin-2"]
+        );
+        assert!(got.iter().all(|n| !n.contains('/') && n != ".."));
     }
 }
