@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sha2::{Digest, Sha256};
+
 /// Environment the outer cargo sets that must not leak into the nested wasm build.
 const CLEARED_ENV: &[&str] = &[
     "CARGO_TARGET_DIR",
@@ -161,16 +163,21 @@ const BUILTIN_CONVERTERS: &[&str] = &[
     "converter-agent-compose",
 ];
 
-/// Writes `$OUT_DIR/builtin_converters.rs`: a `&[(&str, &[u8])]` of the built-in converter
-/// components that were built. A missing one is a warning, not an error, so the host builds while
-/// a converter crate is still being written; `apiary convert --list` shows what is embedded.
+/// Writes `$OUT_DIR/builtin_converters.rs`: a `&[(&str, &[u8], &str)]` of the built-in converter
+/// components that were built, each with its SHA-256 (hex): hashed here once, not at every start
+/// of a command. A missing one is a warning, not an error, so the host builds while a converter
+/// crate is still being written; `apiary convert --list` shows what is embedded.
 fn embed_converters(out: &Path) {
     let mut rows = String::from("&[\n");
     for crate_name in BUILTIN_CONVERTERS {
         let file = out.join(format!("{}.wasm", crate_name.replace('-', "_")));
-        if file.is_file() {
+        if let Ok(bytes) = std::fs::read(&file) {
+            let digest: String = Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
             rows.push_str(&format!(
-                "    ({crate_name:?}, include_bytes!({:?}) as &[u8]),\n",
+                "    ({crate_name:?}, include_bytes!({:?}) as &[u8], {digest:?}),\n",
                 file.display().to_string()
             ));
         } else {

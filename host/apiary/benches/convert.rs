@@ -258,6 +258,67 @@ fn cli_figure(corpus: &Path, cache: &Path, scratch: &Path) {
         agents as f64 / d.as_secs_f64(),
         ms(d) / plugins.len() as f64
     );
+
+    // The same plugins in one process: `convert DIR --survey --out KEEP` writes every pack.
+    let keep = scratch.join("cli-kept");
+    let categories = corpus.join("claude-subagents/categories");
+    let t = Instant::now();
+    let st = cmd(&[
+        "convert",
+        &categories.display().to_string(),
+        "--survey",
+        "--out",
+        &keep.display().to_string(),
+        "--json",
+    ])
+    .output()
+    .expect("run apiary");
+    let d = t.elapsed();
+    assert!(st.status.code().is_some_and(|c| c == 0 || c == 2));
+    let kept: usize = subdirs(&keep).iter().map(|p| personas(p)).sum();
+    println!(
+        "one process (`apiary convert DIR --survey --out KEEP`): {} packs, {kept} agents in {:.0} ms = {:.0} agents/s (goal >= 300)",
+        subdirs(&keep).len(),
+        ms(d),
+        kept as f64 / d.as_secs_f64()
+    );
+
+    // The fixed cost: one small plugin (one agent), against the process-start floor.
+    let small = scratch.join("small-plugin");
+    std::fs::create_dir_all(small.join("agents")).expect("small plugin");
+    std::fs::write(
+        small.join("agents/helper.md"),
+        "---\nname: helper\ndescription: Helps\n---\nYou help.\n",
+    )
+    .expect("small agent");
+    let mut times = Vec::new();
+    let mut floor = Vec::new();
+    for n in 0..21 {
+        let out = scratch.join(format!("small-out-{n}"));
+        let t = Instant::now();
+        let st = cmd(&[
+            "convert",
+            &small.display().to_string(),
+            "--to",
+            "buzz-pack",
+            "--out",
+            &out.display().to_string(),
+        ])
+        .output()
+        .expect("run apiary");
+        times.push(t.elapsed());
+        assert!(st.status.code().is_some_and(|c| c == 0 || c == 2));
+        let t = Instant::now();
+        let _ = Command::new("true").status();
+        floor.push(t.elapsed());
+    }
+    let (one, floor) = (median(times), median(floor));
+    println!(
+        "one small plugin (`apiary convert`, 1 agent): {:.2} ms, {:.2} ms above the process-start floor ({:.2} ms) (goal <= 5 ms)",
+        ms(one),
+        ms(one.saturating_sub(floor)),
+        ms(floor)
+    );
 }
 
 fn personas(pack: &Path) -> usize {

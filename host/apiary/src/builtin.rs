@@ -4,8 +4,8 @@
 /// The `trigger-default` component: the spec's trigger semantics.
 pub const TRIGGER_DEFAULT_WASM: &[u8] = include_bytes!(env!("APIARY_TRIGGER_DEFAULT_WASM"));
 
-/// The built-in converter components, by crate name.
-pub const CONVERTERS: &[(&str, &[u8])] =
+/// The built-in converter components: crate name, bytes, SHA-256 (hex, computed by build.rs).
+pub const CONVERTERS: &[(&str, &[u8], &str)] =
     include!(concat!(env!("OUT_DIR"), "/builtin_converters.rs"));
 
 /// The built guest components directory, test-only guests included (for tests and benchmarks).

@@ -31,6 +31,18 @@ pub use apiary_sandbox as sandbox;
 pub fn shared_sandbox() -> Result<&'static sandbox::Sandbox, sandbox::SandboxError> {
     sandbox::Sandbox::shared(|| sandbox::SandboxConfig {
         cache_dir: paths::compile_cache(),
+        pooling: !ONE_SHOT.load(std::sync::atomic::Ordering::Relaxed),
         ..sandbox::SandboxConfig::default()
     })
+}
+
+/// Set by [`one_shot`].
+static ONE_SHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// This process runs one command and exits (`convert`, `hook run`, …), not `up`: its sandbox
+/// allocates each instance when it is needed instead of reserving the long run's pool, which cost
+/// every such command about a thousand `mprotect` calls before its first component ran. Call it
+/// before the first [`shared_sandbox`].
+pub fn one_shot() {
+    ONE_SHOT.store(true, std::sync::atomic::Ordering::Relaxed);
 }

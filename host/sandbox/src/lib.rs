@@ -406,22 +406,24 @@ impl Sandbox {
                 detail: format!("{e:#}"),
             }
         };
-        let pooled = match config.pooling {
-            true => Engine::new(&engine_config(Some((
+        let on_demand = || {
+            Engine::new(&engine_config(None)).map_err(engine_error("create the wasm engine"))
+        };
+        let engine = match config.pooling {
+            false => on_demand()?,
+            true => match Engine::new(&engine_config(Some((
                 config.pool_instances,
                 config.keep_resident,
-            )))),
-            false => Err(wasmtime::Error::msg(
-                "turned off in the sandbox configuration",
-            )),
-        };
-        let engine = match pooled {
-            Ok(e) => e,
-            Err(e) => {
-                // Pooling reserves a lot of virtual address space; some environments cap it.
-                tracing::warn!("pooling allocator unavailable ({e:#}); using on-demand allocation");
-                Engine::new(&engine_config(None)).map_err(engine_error("create the wasm engine"))?
-            }
+            )))) {
+                Ok(e) => e,
+                Err(e) => {
+                    // Pooling reserves a lot of virtual address space; some environments cap it.
+                    tracing::warn!(
+                        "pooling allocator unavailable ({e:#}); using on-demand allocation"
+                    );
+                    on_demand()?
+                }
+            },
         };
         start_ticker(&engine);
         let mut linker: Linker<State> = Linker::new(&engine);
@@ -488,8 +490,29 @@ impl Sandbox {
     /// Compiles (or loads from the cache), identifies and pre-instantiates a component. The same
     /// bytes are loaded once per process.
     pub fn load(&self, name: &str, bytes: &[u8]) -> Result<Arc<Loaded>, SandboxError> {
+        self.load_hashed(name, bytes, cache::sha256_hex(bytes))
+    }
+
+    /// [`Sandbox::load`] of bytes whose SHA-256 (hex) the caller already has: the components
+    /// built into the binary, hashed when it was built (a megabyte hashed at every start was a
+    /// tenth of a one-file `convert`). Debug builds check it.
+    pub fn load_digested(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        digest: &str,
+    ) -> Result<Arc<Loaded>, SandboxError> {
+        debug_assert_eq!(digest, cache::sha256_hex(bytes), "the digest of {name}");
+        self.load_hashed(name, bytes, digest.to_string())
+    }
+
+    fn load_hashed(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        digest: String,
+    ) -> Result<Arc<Loaded>, SandboxError> {
         Self::check_bytes(name, bytes)?;
-        let digest = cache::sha256_hex(bytes);
         if let Some(l) = self.lock_loaded().get(&digest) {
             return Ok(l.clone());
         }

@@ -182,6 +182,7 @@ pub fn main() -> ExitCode {
     }
     if !live {
         quiet_on_closed_pipe();
+        crate::one_shot();
     }
     let code = match cli.command {
         Command::Pack(cmd) => {

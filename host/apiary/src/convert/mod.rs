@@ -403,8 +403,8 @@ impl Run<'_> {
             options,
         };
         let call = conv
-            .runner
-            .convert(self.sandbox, &request, input, out)
+            .runner(self.sandbox)
+            .and_then(|r| r.convert(self.sandbox, &request, input, out))
             .map_err(|e| Failure {
                 sandbox_code: Some(e.kind()),
                 ..blame(conv, "converter", report::clean(&e.to_string(), 4096))
@@ -548,7 +548,7 @@ fn best_claim(
         .iter()
         .filter(|c| matches!(c.origin, Origin::Added { .. }))
     {
-        let found = match conv.runner.detect(sandbox, input) {
+        let found = match conv.runner(sandbox).and_then(|r| r.detect(sandbox, input)) {
             Ok(out) => out.value,
             Err(e) => {
                 o.notes.push(format!(

@@ -1,9 +1,12 @@
 //! The converters available to `apiary convert`: the built-in ones embedded in the binary (built
 //! from `guests/converter-*` by build.rs) and the ones the operator added (`apiary component add`).
 //! Each is loaded, asked for its `info`, and checked; one that fails to load is listed as
-//! unavailable with the reason, never used.
+//! unavailable with the reason, never used. A built-in whose `info` is known from an earlier run
+//! (the info cache, by the digest build.rs computed) is loaded only when a conversion uses it:
+//! converting one plugin then loads one component, not all of them.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -11,10 +14,10 @@ use serde::Serialize;
 use super::info::checked_conversions;
 use super::store::{Entry, Store};
 use crate::sandbox::converter::ConverterRunner;
-use crate::sandbox::{Capabilities, Sandbox};
+use crate::sandbox::{Capabilities, Sandbox, SandboxError};
 
-/// `(guest crate name, component bytes)` for each built-in converter that was built.
-pub const BUILTIN: &[(&str, &[u8])] = crate::builtin::CONVERTERS;
+/// `(guest crate name, component bytes, SHA-256)` for each built-in converter that was built.
+pub const BUILTIN: &[(&str, &[u8], &str)] = crate::builtin::CONVERTERS;
 
 /// Where a converter comes from.
 #[derive(Debug, Clone, Serialize)]
@@ -42,10 +45,32 @@ pub struct Converter {
     pub version: String,
     /// `(source, target)` pairs, checked.
     pub conversions: Vec<(String, String)>,
-    pub runner: ConverterRunner,
+    runner: OnceLock<ConverterRunner>,
+    /// What loads a built-in on first use (`None`: loaded when the registry was).
+    lazy: Option<Lazy>,
+}
+
+/// A built-in not loaded yet: its bytes and the deadline its runner gets.
+struct Lazy {
+    label: String,
+    bytes: &'static [u8],
+    deadline: Option<Duration>,
 }
 
 impl Converter {
+    /// The loaded component (a built-in is loaded on first use).
+    pub fn runner(&self, sandbox: &Sandbox) -> Result<&ConverterRunner, SandboxError> {
+        if let Some(r) = self.runner.get() {
+            return Ok(r);
+        }
+        let Some(lazy) = &self.lazy else {
+            unreachable!("a converter without a lazy source is loaded with the registry")
+        };
+        let loaded = sandbox.load_digested(&lazy.label, lazy.bytes, &self.digest)?;
+        let runner = with_deadline(ConverterRunner::new(loaded)?, lazy.deadline);
+        Ok(self.runner.get_or_init(|| runner))
+    }
+
     pub fn converts(&self, source: &str, target: &str) -> bool {
         self.conversions
             .iter()
@@ -77,8 +102,24 @@ impl Registry {
     /// converter per-call deadline.
     pub fn load(sandbox: &Sandbox, store: Option<&Store>, deadline: Option<Duration>) -> Registry {
         let mut reg = Registry::default();
-        for (name, bytes) in BUILTIN {
+        for (name, bytes, digest) in BUILTIN {
             let label = format!("{name} (built in)");
+            if let Some((version, conversions)) = info_cache::get(sandbox, digest) {
+                reg.converters.push(Converter {
+                    name: name.to_string(),
+                    origin: Origin::BuiltIn,
+                    digest: digest.to_string(),
+                    version,
+                    conversions,
+                    runner: OnceLock::new(),
+                    lazy: Some(Lazy {
+                        label,
+                        bytes,
+                        deadline,
+                    }),
+                });
+                continue;
+            }
             let no_grants = (deadline, Capabilities::none());
             reg.admit(sandbox, (name, &label), Origin::BuiltIn, bytes, no_grants);
         }
@@ -146,11 +187,7 @@ impl Registry {
         let loaded = sandbox
             .load(label, bytes)
             .and_then(ConverterRunner::new)
-            .map(|r| match deadline {
-                Some(d) => r.with_deadline(d),
-                None => r,
-            })
-            .map(|r| r.with_capabilities(grants));
+            .map(|r| with_deadline(r, deadline).with_capabilities(grants));
         let runner = match loaded {
             Ok(r) => r,
             Err(e) => return self.refuse(name, origin, e),
@@ -179,7 +216,8 @@ impl Registry {
             digest,
             version,
             conversions,
-            runner,
+            runner: OnceLock::from(runner),
+            lazy: None,
         });
     }
 
@@ -218,6 +256,13 @@ impl Registry {
         v.sort();
         v.dedup();
         v
+    }
+}
+
+fn with_deadline(r: ConverterRunner, deadline: Option<Duration>) -> ConverterRunner {
+    match deadline {
+        Some(d) => r.with_deadline(d),
+        None => r,
     }
 }
 
