@@ -156,7 +156,7 @@ impl Intake {
                 self.warned = Some(now);
                 tracing::warn!(depth, lag_ms, "routing is behind the relay");
                 let text = format!(
-                    "behind: {depth} events wait for routing, the slowest waited {lag_ms} ms (more than this machine can answer; see `apiary up --help` on sharding)"
+                    "behind: {depth} events wait for routing, the slowest waited {lag_ms} ms: more arrives than this replica answers (more replicas: `up --shard i/N`)"
                 );
                 (self.out)(Note::new(
                     Reported::Behind {
