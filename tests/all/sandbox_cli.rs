@@ -181,13 +181,13 @@ fn component_inspect_refuses_another_wit_version_naming_the_range() {
     ]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert!(
-        r.stderr.contains("built against apiary:plugin@0.2.0"),
+        r.stderr.contains("built against apiary:plugin@0.3.0"),
         "{}",
         r.stderr
     );
     assert!(
         r.stderr
-            .contains("supported: apiary:plugin@0.1.x (>=0.1.0, <0.2.0)"),
+            .contains("supported: apiary:plugin@0.2.x (>=0.2.0, <0.3.0)"),
         "{}",
         r.stderr
     );
