@@ -86,7 +86,7 @@ fn component_inspect_shows_world_version_imports_and_caches_owner_only() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = r.json();
     assert_eq!(v["world"], "hook");
-    assert_eq!(v["wit_version"], "0.1.0");
+    assert_eq!(v["wit_version"], "0.2.0");
     assert_eq!(v["size"], std::fs::metadata(&file).unwrap().len());
     let imports: Vec<&str> = v["imports"]
         .as_array()
@@ -94,7 +94,7 @@ fn component_inspect_shows_world_version_imports_and_caches_owner_only() {
         .iter()
         .map(|i| i.as_str().unwrap())
         .collect();
-    assert!(imports.contains(&"apiary:plugin/host@0.1.0"), "{imports:?}");
+    assert!(imports.contains(&"apiary:plugin/host@0.2.0"), "{imports:?}");
     assert!(
         imports
             .iter()
