@@ -132,7 +132,7 @@ fn component_inspect_shows_world_version_imports_and_caches_owner_only() {
     let r = env.run(&["component", "inspect", file.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains("world        hook (apiary:plugin@0.1.0)"),
+        r.stdout.contains("world        hook (apiary:plugin@0.2.0)"),
         "{}",
         r.stdout
     );
