@@ -6,8 +6,8 @@
 use std::path::Path;
 
 /// The WIT release this SDK binds to.
-const WIT: &str = "wit/apiary-plugin@0.1.0";
-const PACKAGE: &str = "package apiary:plugin@0.1.0;";
+const WIT: &str = "wit/apiary-plugin@0.2.0";
+const PACKAGE: &str = "package apiary:plugin@0.2.0;";
 
 fn main() {
     println!("cargo:rerun-if-changed={WIT}");

@@ -505,7 +505,7 @@ fn component_add_refuses_what_is_not_a_converter() {
     ]);
     assert_eq!(r.code, 1);
     assert!(
-        r.stderr.contains("supported: apiary:plugin@0.1.x"),
+        r.stderr.contains("supported: apiary:plugin@0.2.x"),
         "{}",
         r.stderr
     );

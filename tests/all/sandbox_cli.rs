@@ -86,7 +86,7 @@ fn component_inspect_shows_world_version_imports_and_caches_owner_only() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = r.json();
     assert_eq!(v["world"], "hook");
-    assert_eq!(v["wit_version"], "0.1.0");
+    assert_eq!(v["wit_version"], "0.2.0");
     assert_eq!(v["size"], std::fs::metadata(&file).unwrap().len());
     let imports: Vec<&str> = v["imports"]
         .as_array()
@@ -94,7 +94,7 @@ fn component_inspect_shows_world_version_imports_and_caches_owner_only() {
         .iter()
         .map(|i| i.as_str().unwrap())
         .collect();
-    assert!(imports.contains(&"apiary:plugin/host@0.1.0"), "{imports:?}");
+    assert!(imports.contains(&"apiary:plugin/host@0.2.0"), "{imports:?}");
     assert!(
         imports
             .iter()
@@ -132,7 +132,7 @@ fn component_inspect_shows_world_version_imports_and_caches_owner_only() {
     let r = env.run(&["component", "inspect", file.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains("world        hook (apiary:plugin@0.1.0)"),
+        r.stdout.contains("world        hook (apiary:plugin@0.2.0)"),
         "{}",
         r.stdout
     );
@@ -181,13 +181,13 @@ fn component_inspect_refuses_another_wit_version_naming_the_range() {
     ]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert!(
-        r.stderr.contains("built against apiary:plugin@0.2.0"),
+        r.stderr.contains("built against apiary:plugin@0.3.0"),
         "{}",
         r.stderr
     );
     assert!(
         r.stderr
-            .contains("supported: apiary:plugin@0.1.x (>=0.1.0, <0.2.0)"),
+            .contains("supported: apiary:plugin@0.2.x (>=0.2.0, <0.3.0)"),
         "{}",
         r.stderr
     );

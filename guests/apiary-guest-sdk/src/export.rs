@@ -34,16 +34,17 @@ macro_rules! export_hook {
                 }
             }
 
+            // A hook's error string is its decision (`refused`); a panic is a trap.
             impl wit::Guest for $component {
-                fn on_start(p: wit::Persona) -> Result<(), String> {
-                    <$component as sdk::Hook>::on_start(persona(p))
+                fn on_start(p: wit::Persona) -> Result<(), wit::HookError> {
+                    <$component as sdk::Hook>::on_start(persona(p)).map_err(wit::HookError::Refused)
                 }
 
-                fn on_stop(p: wit::Persona) -> Result<(), String> {
-                    <$component as sdk::Hook>::on_stop(persona(p))
+                fn on_stop(p: wit::Persona) -> Result<(), wit::HookError> {
+                    <$component as sdk::Hook>::on_stop(persona(p)).map_err(wit::HookError::Refused)
                 }
 
-                fn on_message(context: wit::MessageContext) -> Result<(), String> {
+                fn on_message(context: wit::MessageContext) -> Result<(), wit::HookError> {
                     let m = context.message;
                     <$component as sdk::Hook>::on_message(sdk::MessageContext {
                         persona: persona(context.persona),
@@ -52,9 +53,11 @@ macro_rules! export_hook {
                             channel: m.channel,
                             thread: m.thread,
                             author: m.author,
+                            author_name: m.author_name,
                             text: m.text,
                         },
                     })
+                    .map_err(wit::HookError::Refused)
                 }
             }
 
@@ -63,10 +66,16 @@ macro_rules! export_hook {
     };
 }
 
-/// Exports a [`Trigger`](crate::Trigger) as the component's `trigger` world.
+/// Exports a [`Trigger`](crate::Trigger) as the component's `trigger` world: each `persona-set`
+/// the host makes is one value of the type.
+///
+/// ```ignore
+/// apiary_guest_sdk::export_trigger!(MyTrigger);
+/// apiary_guest_sdk::export_trigger!(apiary_guest_sdk::trigger::Each<MyRule>);
+/// ```
 #[macro_export]
 macro_rules! export_trigger {
-    ($component:ident) => {
+    ($component:ty) => {
         const _: fn() = $crate::trigger::__assert_trigger::<$component>;
 
         #[cfg(target_arch = "wasm32")]
@@ -79,58 +88,36 @@ macro_rules! export_trigger {
             use exports::apiary::plugin::matcher as wit;
             use $crate::trigger as sdk;
 
-            fn run(r: wit::Run) -> sdk::Run {
-                sdk::Run {
-                    start: r.start,
-                    len: r.len,
-                }
+            struct Export;
+
+            /// The guest's `persona-set`: `decide` takes `&self`, the trait `&mut self`.
+            pub struct Set(::core::cell::RefCell<$component>);
+
+            impl wit::Guest for Export {
+                type PersonaSet = Set;
             }
 
-            impl wit::Guest for $component {
-                fn decide(p: wit::Persona, m: wit::Message) -> wit::Decision {
-                    let d = <$component as sdk::Trigger>::decide(
-                        sdk::Persona {
+            impl wit::GuestPersonaSet for Set {
+                fn new(personas: Vec<wit::Persona>) -> Set {
+                    let personas = personas
+                        .into_iter()
+                        .map(|p| sdk::Persona {
                             name: p.name,
                             mentions: p.mentions,
                             keywords: p.keywords,
                             all_messages: p.all_messages,
                             subscribe: p.subscribe,
-                        },
-                        sdk::Message {
-                            id: m.id,
-                            channel: m.channel,
-                            author: m.author,
-                            text: m.text,
-                            mentions: m.mentions,
-                        },
-                    );
-                    wit::Decision {
-                        wake: d.wake,
-                        reason: match d.reason {
-                            sdk::Reason::Mentioned => wit::Reason::Mentioned,
-                            sdk::Reason::Keyword(k) => wit::Reason::Keyword(k),
-                            sdk::Reason::AllMessages => wit::Reason::AllMessages,
-                            sdk::Reason::NotSubscribed => wit::Reason::NotSubscribed,
-                            sdk::Reason::NoMatch => wit::Reason::NoMatch,
-                        },
-                    }
+                        })
+                        .collect();
+                    Set(::core::cell::RefCell::new(
+                        <$component as sdk::Trigger>::new(personas),
+                    ))
                 }
 
-                fn decide_batch(b: wit::Batch) -> Vec<wit::Wake> {
+                fn decide(&self, b: wit::Batch) -> Vec<wit::Wake> {
                     let batch = sdk::Batch {
                         text: b.text,
                         ends: b.ends,
-                        personas: b
-                            .personas
-                            .into_iter()
-                            .map(|p| sdk::BatchPersona {
-                                name: p.name,
-                                mentions: p.mentions,
-                                keywords: run(p.keywords),
-                                all_messages: p.all_messages,
-                                subscribe: run(p.subscribe),
-                            })
-                            .collect(),
                         messages: b
                             .messages
                             .into_iter()
@@ -140,7 +127,7 @@ macro_rules! export_trigger {
                             })
                             .collect(),
                     };
-                    <$component as sdk::Trigger>::decide_batch(batch)
+                    sdk::Trigger::decide(&mut *self.0.borrow_mut(), &batch)
                         .into_iter()
                         .map(|w| wit::Wake {
                             message: w.message,
@@ -155,7 +142,7 @@ macro_rules! export_trigger {
                 }
             }
 
-            export!($component);
+            export!(Export);
         }
     };
 }
@@ -215,12 +202,14 @@ macro_rules! export_converter {
                         .collect()
                 }
 
-                fn convert(r: wit::Request) -> Result<wit::Report, String> {
+                // A converter's error string is a failure (`failed`).
+                fn convert(r: wit::Request) -> Result<wit::Report, wit::ConvertError> {
                     let report = <$component as sdk::Converter>::convert(sdk::Request {
                         source: r.source,
                         target: r.target,
                         options: r.options,
-                    })?;
+                    })
+                    .map_err(wit::ConvertError::Failed)?;
                     Ok(wit::Report {
                         lost: findings(report.lost),
                         synthesised: findings(report.synthesised),

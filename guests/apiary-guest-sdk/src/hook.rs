@@ -22,8 +22,10 @@ pub struct Message {
     pub channel: String,
     /// The thread's root message id, when the message is a thread reply.
     pub thread: Option<String>,
-    /// The author's display name or public key.
+    /// The author's public key, hex.
     pub author: String,
+    /// The author's display name, when the host knows one.
+    pub author_name: Option<String>,
     /// The message text.
     pub text: String,
 }

@@ -1,10 +1,11 @@
 //! Write apiary plugin components in Rust.
 //!
 //! apiary runs three kinds of plugin as WebAssembly components, one WIT world each (the frozen
-//! contract `apiary:plugin@0.1.0`, shipped in this crate's `wit/`):
+//! contract `apiary:plugin@0.2.0`, shipped in this crate's `wit/`):
 //! - a **hook** ([`Hook`], [`export_hook!`]) runs at a persona's start, stop and before each
 //!   message, and can drop the message;
-//! - a **trigger** ([`Trigger`], [`export_trigger!`]) decides which messages wake which persona;
+//! - a **trigger** ([`Trigger`], or one pair at a time [`trigger::Rule`]; [`export_trigger!`])
+//!   decides which messages wake which persona;
 //! - a **converter** ([`Converter`], [`export_converter!`]) turns a tree in one format into another
 //!   and reports what it did not carry over ([`Report`]).
 //!
@@ -51,7 +52,7 @@ pub use report::{Finding, Report};
 pub use trigger::Trigger;
 
 /// The WIT package and version the bindings are generated from.
-pub const WIT_PACKAGE: &str = "apiary:plugin@0.1.0";
+pub const WIT_PACKAGE: &str = "apiary:plugin@0.2.0";
 
 /// What the export macros use; not part of the API.
 #[doc(hidden)]

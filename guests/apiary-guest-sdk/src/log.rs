@@ -21,7 +21,7 @@ pub fn log(level: Level, message: &str) {
         // The canonical ABI of `log: func(level: level, message: string)`: the enum as its index,
         // the string as pointer and length. Declared here rather than generated, so this crate
         // needs no bindings of its own (the component's world already declares the import).
-        #[link(wasm_import_module = "apiary:plugin/host@0.1.0")]
+        #[link(wasm_import_module = "apiary:plugin/host@0.2.0")]
         unsafe extern "C" {
             #[link_name = "log"]
             fn host_log(level: i32, message: *const u8, len: usize);

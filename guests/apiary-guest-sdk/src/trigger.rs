@@ -1,7 +1,13 @@
 //! The `trigger` world: which messages wake which persona.
 //!
-//! A trigger has no filesystem and no host imports (not even the log); it should be a pure
-//! function of its arguments. A trap or a malformed answer counts as "do not wake".
+//! The host gives a matcher its personas once ([`Trigger::new`]: prepare them there, it is where
+//! an index or an automaton pays off) and then batches of messages ([`Trigger::decide`]). A
+//! matcher that decides one pair at a time implements [`Rule`] instead and is exported as
+//! [`Each<YourRule>`](Each).
+//!
+//! A trigger has no filesystem and no host imports (not even the log). A trap or a malformed
+//! answer counts as "do not wake" for the whole batch; the host then makes the sets again in a
+//! fresh instance.
 
 /// A persona's effective trigger configuration and subscriptions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -22,62 +28,29 @@ pub struct Persona {
 pub struct Message {
     pub id: String,
     pub channel: String,
+    /// The author's public key, hex.
     pub author: String,
+    /// The author's display name, when the host knows one.
+    pub author_name: Option<String>,
     pub text: String,
     /// Names of the personas the message mentions explicitly.
     pub mentions: Vec<String>,
 }
 
-/// Why a persona wakes, or why not.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reason {
-    Mentioned,
-    /// The keyword as configured.
-    Keyword(String),
-    AllMessages,
-    NotSubscribed,
-    NoMatch,
-}
-
-/// The decision for one persona and one message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    pub wake: bool,
-    pub reason: Reason,
-}
-
-/// `len` consecutive strings of a [`Batch`], from string number `start`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Run {
-    pub start: u32,
-    pub len: u32,
-}
-
-/// A persona in a [`Batch`]: string numbers instead of strings.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BatchPersona {
-    pub name: u32,
-    pub mentions: bool,
-    pub keywords: Run,
-    pub all_messages: bool,
-    pub subscribe: Run,
-}
-
-/// A message in a [`Batch`]: its id, channel, author and text are the four strings from number
-/// `strings`, its mentions the `mentions` strings right after them.
+/// A message in a [`Batch`]: its id, channel, author, author name and text are the five strings
+/// from number `strings`, its mentions the `mentions` strings right after them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BatchMessage {
     pub strings: u32,
     pub mentions: u32,
 }
 
-/// Personas and messages as one string table (see the WIT `batch`). Read strings through
+/// Messages as one string table (see the WIT `batch`). Read them through [`Batch::message`],
 /// [`Batch::str`] and [`Batch::strs`]: a number out of range or a bad end reads as empty.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Batch {
     pub text: String,
     pub ends: Vec<u32>,
-    pub personas: Vec<BatchPersona>,
     pub messages: Vec<BatchMessage>,
 }
 
@@ -96,46 +69,42 @@ impl Batch {
         .unwrap_or("")
     }
 
-    /// The strings of a run.
-    pub fn strs(&self, run: Run) -> impl Iterator<Item = &str> {
-        let end = run.start.saturating_add(run.len);
-        (run.start..end).map(move |number| self.str(number))
+    /// `len` strings from number `start`.
+    pub fn strs(&self, start: u32, len: u32) -> impl Iterator<Item = &str> {
+        (start..start.saturating_add(len)).map(move |number| self.str(number))
     }
 
-    /// Persona `index` as a [`Persona`] (copied out of the table).
-    pub fn persona(&self, index: usize) -> Option<Persona> {
-        let p = self.personas.get(index)?;
-        let owned = |run| self.strs(run).map(str::to_string).collect();
-        Some(Persona {
-            name: self.str(p.name).to_string(),
-            mentions: p.mentions,
-            keywords: owned(p.keywords),
-            all_messages: p.all_messages,
-            subscribe: owned(p.subscribe),
-        })
+    /// Message `index`'s channel, text and explicit mentions, without copying them.
+    pub fn fields(&self, index: usize) -> Option<(&str, &str, impl Iterator<Item = &str>)> {
+        let m = self.messages.get(index)?;
+        let s = |offset: u32| self.str(m.strings.saturating_add(offset));
+        Some((
+            s(1),
+            s(4),
+            self.strs(m.strings.saturating_add(5), m.mentions),
+        ))
     }
 
     /// Message `index` as a [`Message`] (copied out of the table).
     pub fn message(&self, index: usize) -> Option<Message> {
         let m = self.messages.get(index)?;
         let s = |offset: u32| self.str(m.strings.saturating_add(offset)).to_string();
+        let author_name = s(3);
         Some(Message {
             id: s(0),
             channel: s(1),
             author: s(2),
-            text: s(3),
+            author_name: (!author_name.is_empty()).then_some(author_name),
+            text: s(4),
             mentions: self
-                .strs(Run {
-                    start: m.strings.saturating_add(4),
-                    len: m.mentions,
-                })
+                .strs(m.strings.saturating_add(5), m.mentions)
                 .map(str::to_string)
                 .collect(),
         })
     }
 }
 
-/// Why a persona wakes, in a batch answer; the keyword by its index in the persona's `keywords`.
+/// Why a persona wakes; the keyword by its index in the persona's `keywords`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WakeReason {
     Mentioned,
@@ -143,51 +112,61 @@ pub enum WakeReason {
     AllMessages,
 }
 
-/// One persona woken by one message, in a batch answer.
+/// One persona woken by one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wake {
     /// Index into the batch's `messages`.
     pub message: u32,
-    /// Index into the batch's `personas`.
+    /// Index into the set's personas, in the order given to [`Trigger::new`].
     pub persona: u32,
     pub reason: WakeReason,
 }
 
-/// A trigger matcher. Only `decide` is required: the default `decide_batch` calls it for every
-/// persona x message pair (correct, but it copies every string; override it when speed matters).
+/// A trigger matcher over one set of personas.
 pub trait Trigger {
-    /// The decision for one persona and one message.
-    fn decide(persona: Persona, message: Message) -> Decision;
+    /// Prepares `personas`; called once per set, which the host keeps while they do not change.
+    fn new(personas: Vec<Persona>) -> Self;
 
-    /// The pairs of the batch that wake, ordered by message then persona.
-    fn decide_batch(batch: Batch) -> Vec<Wake> {
-        let personas: Vec<Persona> = (0..batch.personas.len())
-            .filter_map(|i| batch.persona(i))
-            .collect();
+    /// The pairs of this set's personas x the batch's messages that wake, ordered by message
+    /// then persona, at most one a pair.
+    fn decide(&mut self, batch: &Batch) -> Vec<Wake>;
+}
+
+/// A matcher that decides one persona and one message at a time; export it as `Each<YourRule>`.
+pub trait Rule {
+    /// Why `message` wakes `persona`, or `None`.
+    fn wakes(persona: &Persona, message: &Message) -> Option<WakeReason>;
+}
+
+/// The [`Trigger`] of a [`Rule`]: asks the rule about every pair (each message copied out of the
+/// table once).
+pub struct Each<R> {
+    personas: Vec<Persona>,
+    rule: std::marker::PhantomData<R>,
+}
+
+impl<R: Rule> Trigger for Each<R> {
+    fn new(personas: Vec<Persona>) -> Self {
+        Each {
+            personas,
+            rule: std::marker::PhantomData,
+        }
+    }
+
+    fn decide(&mut self, batch: &Batch) -> Vec<Wake> {
         let mut wakes = Vec::new();
         for m in 0..batch.messages.len() {
             let Some(message) = batch.message(m) else {
                 continue;
             };
-            for (p, persona) in personas.iter().enumerate() {
-                let decision = Self::decide(persona.clone(), message.clone());
-                if !decision.wake {
-                    continue;
+            for (p, persona) in self.personas.iter().enumerate() {
+                if let Some(reason) = R::wakes(persona, &message) {
+                    wakes.push(Wake {
+                        message: m as u32,
+                        persona: p as u32,
+                        reason,
+                    });
                 }
-                let reason = match decision.reason {
-                    Reason::Mentioned => WakeReason::Mentioned,
-                    Reason::AllMessages => WakeReason::AllMessages,
-                    Reason::Keyword(k) => match persona.keywords.iter().position(|x| *x == k) {
-                        Some(i) => WakeReason::Keyword(i as u32),
-                        None => continue,
-                    },
-                    Reason::NotSubscribed | Reason::NoMatch => continue,
-                };
-                wakes.push(Wake {
-                    message: m as u32,
-                    persona: p as u32,
-                    reason,
-                });
             }
         }
         wakes
@@ -205,22 +184,17 @@ mod tests {
     /// Wakes whoever is named in the text.
     struct Named;
 
-    impl Trigger for Named {
-        fn decide(persona: Persona, message: Message) -> Decision {
-            let wake = message.text.contains(&persona.name);
-            Decision {
-                wake,
-                reason: if wake {
-                    Reason::Mentioned
-                } else {
-                    Reason::NoMatch
-                },
-            }
+    impl Rule for Named {
+        fn wakes(persona: &Persona, message: &Message) -> Option<WakeReason> {
+            message
+                .text
+                .contains(&persona.name)
+                .then_some(WakeReason::Mentioned)
         }
     }
 
     /// A batch of strings laid out as the host does.
-    fn batch(strings: &[&str], personas: Vec<BatchPersona>, messages: Vec<BatchMessage>) -> Batch {
+    fn batch(strings: &[&str], messages: Vec<BatchMessage>) -> Batch {
         let mut text = String::new();
         let mut ends = Vec::new();
         for s in strings {
@@ -230,58 +204,58 @@ mod tests {
         Batch {
             text,
             ends,
-            personas,
             messages,
         }
     }
 
     #[test]
-    fn the_default_batch_decides_each_pair_and_bad_numbers_read_empty() {
+    fn each_asks_the_rule_about_every_pair_and_bad_numbers_read_empty() {
         let b = batch(
             &[
-                "ann",
-                "bob",
                 "id1",
                 "general",
-                "me",
+                "key1",
+                "",
                 "hi bob",
                 "id2",
                 "c",
-                "me",
+                "key2",
+                "Ann",
                 "ann and bob",
-            ],
-            vec![
-                BatchPersona {
-                    name: 0,
-                    ..Default::default()
-                },
-                BatchPersona {
-                    name: 1,
-                    ..Default::default()
-                },
-                BatchPersona {
-                    name: 99,
-                    ..Default::default()
-                },
+                "bob",
             ],
             vec![
                 BatchMessage {
-                    strings: 2,
+                    strings: 0,
                     mentions: 0,
                 },
                 BatchMessage {
-                    strings: 6,
+                    strings: 5,
+                    mentions: 1,
+                },
+                BatchMessage {
+                    strings: 99,
                     mentions: 0,
                 },
             ],
         );
-        assert_eq!(b.message(1).unwrap().text, "ann and bob");
+        let second = b.message(1).unwrap();
+        assert_eq!(second.text, "ann and bob");
+        assert_eq!(second.author_name.as_deref(), Some("Ann"));
+        assert_eq!(second.mentions, ["bob"]);
+        assert_eq!(b.message(0).unwrap().author_name, None);
         assert_eq!(b.str(99), "");
-        let woken: Vec<(u32, u32)> = Named::decide_batch(b)
+        let personas = ["ann", "bob", ""].map(|name| Persona {
+            name: name.into(),
+            ..Default::default()
+        });
+        let mut set = Each::<Named>::new(personas.to_vec());
+        let woken: Vec<(u32, u32)> = set
+            .decide(&b)
             .iter()
             .map(|w| (w.message, w.persona))
             .collect();
-        // Persona 2's name is out of range, so empty, and "" is contained in every text.
-        assert_eq!(woken, [(0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]);
+        // "" is contained in every text, and message 2's strings are out of range (empty).
+        assert_eq!(woken, [(0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 2)]);
     }
 }

@@ -126,7 +126,7 @@ impl TriggerMatcher for SandboxTriggers {
         m: &Message,
         personas: &[&TriggerPersona],
     ) -> Result<Vec<Option<Reason>>, TriggerError> {
-        use sandbox::trigger::{Message as WMessage, Persona as WPersona, Reason as WReason};
+        use sandbox::trigger::{Message as WMessage, Persona as WPersona, WakeReason};
         if personas.len() < 2 {
             return personas.iter().map(|p| self.decide_one(m, p)).collect();
         }
@@ -152,22 +152,18 @@ impl TriggerMatcher for SandboxTriggers {
                 .map(|(_, w)| w.name.clone())
                 .collect(),
         };
+        let wakes =
+            self.runner
+                .decide_batch(self.sandbox, &wpersonas, std::slice::from_ref(&message))?;
         let mut out = vec![None; personas.len()];
-        match self
-            .runner
-            .decide_batch(self.sandbox, &wpersonas, std::slice::from_ref(&message))
-        {
-            Ok(wakes) => {
-                for w in wakes.value {
-                    out[w.persona as usize] = match w.reason {
-                        WReason::Mentioned => Some(Reason::Mention),
-                        WReason::Keyword(k) => Some(Reason::Keyword(k)),
-                        WReason::AllMessages => Some(Reason::AllMessages),
-                        WReason::NotSubscribed | WReason::NoMatch => None,
-                    };
-                }
-            }
-            Err(e) => return Err(e.into()),
+        for w in wakes.value {
+            // The runner checked the indexes; the keyword's index names the configured keyword.
+            let keywords = &personas[w.persona as usize].triggers.keywords;
+            out[w.persona as usize] = Some(match w.reason {
+                WakeReason::Mentioned => Reason::Mention,
+                WakeReason::Keyword(i) => Reason::Keyword(keywords[i as usize].clone()),
+                WakeReason::AllMessages => Reason::AllMessages,
+            });
         }
         Ok(out)
     }
@@ -649,6 +645,7 @@ fn hook_message(m: &Message) -> sandbox::hook::HookMessage {
         channel: m.channel.clone(),
         thread: m.root.map(|r| r.to_hex()),
         author: m.author.to_hex(),
+        author_name: None,
         text: m.content.clone(),
     }
 }

@@ -7,12 +7,15 @@ use std::sync::Arc;
 
 use wasmtime::component::ComponentExportIndex;
 
-pub use super::bindings::latest::converter::exports::apiary::plugin::format_converter::{
+/// The host's types (the same in both releases; `convert`'s error differs).
+pub use super::bindings::v0_1::converter::exports::apiary::plugin::format_converter::{
     Conversion, ConverterInfo, Detection, Finding, Report, Request,
 };
+use super::bindings::v0_2::converter::exports::apiary::plugin::format_converter::ConvertError;
 use super::hook::{export_indexes, guest_error};
 use super::{
-    CallOutput, Capabilities, Grants, Limits, Loaded, Preopen, Sandbox, SandboxError, World,
+    CallOutput, Capabilities, Grants, Limits, Loaded, Preopen, Release, Sandbox, SandboxError,
+    World,
 };
 
 fn preopen(host: &Path, guest: &str, writable: bool) -> Preopen {
@@ -132,11 +135,28 @@ impl ConverterRunner {
         }
         .with_capabilities(&self.caps);
         sandbox.call(&self.loaded, &self.limits, &grants, |store, instance| {
-            let f = instance.get_typed_func::<(&Request,), (Result<Report, String>,)>(
-                &mut *store,
-                &self.exports[2],
-            )?;
-            Ok(match f.call(&mut *store, (request,))?.0 {
+            // Records compare by structure, so the `0.1` types serve `0.2` (`info`, `detect`,
+            // the request and the report); only the error differs.
+            let answer = match self.loaded.identity.release() {
+                Release::V0_1 => {
+                    let f = instance.get_typed_func::<(&Request,), (Result<Report, String>,)>(
+                        &mut *store,
+                        &self.exports[2],
+                    )?;
+                    f.call(&mut *store, (request,))?
+                        .0
+                        .map_err(ConvertError::Failed)
+                }
+                Release::V0_2 => {
+                    let f = instance
+                        .get_typed_func::<(&Request,), (Result<Report, ConvertError>,)>(
+                            &mut *store,
+                            &self.exports[2],
+                        )?;
+                    f.call(&mut *store, (request,))?.0
+                }
+            };
+            Ok(match answer {
                 Ok(report) => {
                     let n = report.lost.len()
                         + report.synthesised.len()
@@ -153,8 +173,19 @@ impl ConverterRunner {
                         Ok(report)
                     }
                 }
-                Err(message) => Err(guest_error(&name, &message, limits.max_string)),
+                Err(e) => Err(convert_error(&name, e, limits.max_string)),
             })
         })
     }
+}
+
+/// A converter's error, its kind said in words (the operator reads it; the failure policy is the
+/// same for all three).
+fn convert_error(name: &str, e: ConvertError, max: usize) -> SandboxError {
+    let message = match e {
+        ConvertError::Unsupported(m) => format!("unsupported: {m}"),
+        ConvertError::InvalidInput(m) => format!("invalid input: {m}"),
+        ConvertError::Failed(m) => m,
+    };
+    guest_error(name, &message, max)
 }

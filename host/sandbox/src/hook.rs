@@ -7,11 +7,13 @@ use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::{ComponentExportIndex, Instance};
 
-use super::bindings::latest::hook::exports::apiary::plugin::lifecycle;
+use super::bindings::v0_1::hook::exports::apiary::plugin::lifecycle;
+use super::bindings::v0_2::hook::exports::apiary::plugin::lifecycle as lifecycle2;
 use super::prepared::Prepared;
 use super::warm::WarmPool;
 use super::{
-    CallOutput, Capabilities, Grants, Limits, Loaded, Sandbox, SandboxError, State, World, truncate,
+    CallOutput, Capabilities, Grants, Limits, Loaded, Release, Sandbox, SandboxError, State, World,
+    truncate,
 };
 
 /// Where the workspace appears inside the component.
@@ -61,7 +63,10 @@ pub struct HookMessage {
     pub id: String,
     pub channel: String,
     pub thread: Option<String>,
+    /// The author's public key, hex.
     pub author: String,
+    /// The author's display name, when known (given to `0.2` hooks only).
+    pub author_name: Option<String>,
     pub text: String,
 }
 
@@ -175,23 +180,24 @@ impl HookRunner {
         };
         let name = self.loaded.name.clone();
         let max_string = self.limits.max_string;
+        let release = self.loaded.identity.release();
         let call = |store: &mut Store<State>, instance: &Instance| {
-            let answer = match point {
-                HookPoint::OnStart | HookPoint::OnStop => {
-                    let index = if point == HookPoint::OnStart {
-                        &self.exports[0]
-                    } else {
-                        &self.exports[1]
-                    };
+            let index = match point {
+                HookPoint::OnStart => &self.exports[0],
+                HookPoint::OnStop => &self.exports[1],
+                HookPoint::OnMessage => &self.exports[2],
+            };
+            let m = message.cloned().unwrap_or_default();
+            let answer = match (release, point) {
+                (Release::V0_1, HookPoint::OnStart | HookPoint::OnStop) => {
                     let f = instance
                         .get_typed_func::<(&lifecycle::Persona,), (Result<(), String>,)>(
                             &mut *store,
                             index,
                         )?;
-                    f.call(&mut *store, (&persona,))?.0
+                    f.call(&mut *store, (&persona,))?.0.map_err(refused)
                 }
-                HookPoint::OnMessage => {
-                    let m = message.cloned().unwrap_or_default();
+                (Release::V0_1, HookPoint::OnMessage) => {
                     let context = lifecycle::MessageContext {
                         persona: persona.clone(),
                         message: lifecycle::Message {
@@ -205,15 +211,44 @@ impl HookRunner {
                     let f = instance
                         .get_typed_func::<(&lifecycle::MessageContext,), (Result<(), String>,)>(
                             &mut *store,
-                            &self.exports[2],
+                            index,
                         )?;
+                    f.call(&mut *store, (&context,))?.0.map_err(refused)
+                }
+                (Release::V0_2, HookPoint::OnStart | HookPoint::OnStop) => {
+                    let persona = lifecycle2::Persona {
+                        pack_id: persona.pack_id.clone(),
+                        name: persona.name.clone(),
+                    };
+                    let f = instance.get_typed_func::<
+                        (&lifecycle2::Persona,),
+                        (Result<(), lifecycle2::HookError>,),
+                    >(&mut *store, index)?;
+                    f.call(&mut *store, (&persona,))?.0
+                }
+                (Release::V0_2, HookPoint::OnMessage) => {
+                    let context = lifecycle2::MessageContext {
+                        persona: lifecycle2::Persona {
+                            pack_id: persona.pack_id.clone(),
+                            name: persona.name.clone(),
+                        },
+                        message: lifecycle2::Message {
+                            id: m.id,
+                            channel: m.channel,
+                            thread: m.thread,
+                            author: m.author,
+                            author_name: m.author_name,
+                            text: m.text,
+                        },
+                    };
+                    let f = instance.get_typed_func::<
+                        (&lifecycle2::MessageContext,),
+                        (Result<(), lifecycle2::HookError>,),
+                    >(&mut *store, index)?;
                     f.call(&mut *store, (&context,))?.0
                 }
             };
-            Ok(match answer {
-                Ok(()) => Ok(()),
-                Err(message) => Err(guest_error(&name, &message, max_string)),
-            })
+            Ok(answer.map_err(|e| hook_error(&name, e, max_string)))
         };
         let key = WarmKey::new(workspace, &persona.pack_id, &persona.name);
         match (key, &self.warm) {
@@ -230,6 +265,22 @@ impl HookRunner {
             ),
             (None, _) => sandbox.call(&self.loaded, &self.limits, &grants, call),
         }
+    }
+}
+
+/// A `0.1` hook's error string: a refusal (the only kind `0.1` has).
+fn refused(message: String) -> lifecycle2::HookError {
+    lifecycle2::HookError::Refused(message)
+}
+
+/// A hook's error: a refusal is the hook's answer, a failure also counts as a fault.
+fn hook_error(name: &str, e: lifecycle2::HookError, max: usize) -> SandboxError {
+    match e {
+        lifecycle2::HookError::Refused(message) => guest_error(name, &message, max),
+        lifecycle2::HookError::Failed(message) => match guest_error(name, &message, max) {
+            SandboxError::Guest { name, message } => SandboxError::GuestFailed { name, message },
+            oversized => oversized,
+        },
     }
 }
 

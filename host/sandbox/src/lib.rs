@@ -36,7 +36,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 /// The sandbox's circuit breaker is apiary's one breaker (consecutive failures, a cooldown).
 pub use apiary_limits::BreakerPolicy;
-pub use bindings::{Identity, SUPPORTED_RANGE, World};
+pub use bindings::{Identity, Release, SUPPORTED_RANGE, World};
 pub use cache::{CompileCache, Provenance};
 pub use caps::{Capabilities, Capability};
 pub use limits::Limits;
@@ -65,7 +65,7 @@ pub enum SandboxError {
     )]
     Precompiled { name: String },
     #[error(
-        "{name} was built against {found}, which this apiary does not support; supported: {SUPPORTED_RANGE}. Rebuild it against apiary's frozen WIT (wit/apiary-plugin@0.1.0/, or the apiary-guest-sdk crate), or use an apiary that supports {found}"
+        "{name} was built against {found}, which this apiary does not support; supported: {SUPPORTED_RANGE}. Rebuild it against apiary's frozen WIT (wit/apiary-plugin@0.2.0/, or the apiary-guest-sdk crate), or use an apiary that supports {found}"
     )]
     UnsupportedVersion { name: String, found: String },
     #[error(
@@ -107,6 +107,10 @@ pub enum SandboxError {
     Trap { name: String, detail: String },
     #[error("{name} failed: {message}")]
     Guest { name: String, message: String },
+    /// The component's own error saying it could not do its work (a `0.2` `failed`): the same
+    /// policy as [`SandboxError::Guest`], and a fault for the circuit breaker.
+    #[error("{name} failed: {message}")]
+    GuestFailed { name: String, message: String },
     #[error(
         "{name} returned {what} of {size} bytes, over the {limit}-byte cap; the answer was refused"
     )]
@@ -157,6 +161,7 @@ impl SandboxError {
             SandboxError::StackOverflow { .. } => "stack-overflow",
             SandboxError::Trap { .. } => "trap",
             SandboxError::Guest { .. } => "guest-error",
+            SandboxError::GuestFailed { .. } => "guest-failed",
             SandboxError::Oversized { .. } => "oversized",
             SandboxError::Invalid { .. } => "invalid-answer",
             SandboxError::CircuitOpen { .. } => "circuit-open",
@@ -179,6 +184,8 @@ pub struct State {
     stderr: Sink,
     http_ctx: WasiHttpCtx,
     http: http::HttpPolicy,
+    /// The persona sets a `0.2` trigger made in this store's instance (see [`trigger`]).
+    sets: trigger::Sets,
 }
 
 impl State {
@@ -202,6 +209,7 @@ impl State {
             stderr,
             http_ctx: WasiHttpCtx::new(),
             http: http::HttpPolicy::new(grants.http.clone()),
+            sets: trigger::Sets::default(),
         })
     }
 
@@ -214,6 +222,7 @@ impl State {
         self.log_lines = 0;
         self.http_ctx = WasiHttpCtx::new();
         self.http = http::HttpPolicy::new(grants.http.clone());
+        self.sets = trigger::Sets::default();
         // Emptied after every call already; a guest writing from a host thread after it ended
         // would show up here.
         let _ = (self.stdout.take(), self.stderr.take());
@@ -242,7 +251,35 @@ impl WasiHttpView for State {
 
 impl bindings::v0_1::hook::apiary::plugin::host::Host for State {
     fn log(&mut self, level: bindings::v0_1::Level, message: String) {
-        use bindings::v0_1::Level;
+        use bindings::v0_1::Level as L;
+        let level = match level {
+            L::Trace => tracing::Level::TRACE,
+            L::Debug => tracing::Level::DEBUG,
+            L::Info => tracing::Level::INFO,
+            L::Warn => tracing::Level::WARN,
+            L::Error => tracing::Level::ERROR,
+        };
+        self.log_line(level, &message);
+    }
+}
+
+impl bindings::v0_2::hook::apiary::plugin::host::Host for State {
+    fn log(&mut self, level: bindings::v0_2::Level, message: String) {
+        use bindings::v0_2::Level as L;
+        let level = match level {
+            L::Trace => tracing::Level::TRACE,
+            L::Debug => tracing::Level::DEBUG,
+            L::Info => tracing::Level::INFO,
+            L::Warn => tracing::Level::WARN,
+            L::Error => tracing::Level::ERROR,
+        };
+        self.log_line(level, &message);
+    }
+}
+
+impl State {
+    /// `host.log` of every release: the per-call line budget, lines truncated.
+    fn log_line(&mut self, level: tracing::Level, message: &str) {
         self.log_lines += 1;
         if self.log_lines > LOG_LINES_PER_CALL {
             if self.log_lines == LOG_LINES_PER_CALL + 1 {
@@ -250,14 +287,14 @@ impl bindings::v0_1::hook::apiary::plugin::host::Host for State {
             }
             return;
         }
-        let line = truncate(&message, LOG_LINE_BYTES);
+        let line = truncate(message, LOG_LINE_BYTES);
         let c = &*self.component;
         match level {
-            Level::Trace => tracing::trace!(component = c, "{line}"),
-            Level::Debug => tracing::debug!(component = c, "{line}"),
-            Level::Info => tracing::info!(component = c, "{line}"),
-            Level::Warn => tracing::warn!(component = c, "{line}"),
-            Level::Error => tracing::error!(component = c, "{line}"),
+            tracing::Level::TRACE => tracing::trace!(component = c, "{line}"),
+            tracing::Level::DEBUG => tracing::debug!(component = c, "{line}"),
+            tracing::Level::INFO => tracing::info!(component = c, "{line}"),
+            tracing::Level::WARN => tracing::warn!(component = c, "{line}"),
+            _ => tracing::error!(component = c, "{line}"),
         }
     }
 }
@@ -432,7 +469,12 @@ impl Sandbox {
             &mut linker,
             |s| s,
         )
-        .map_err(engine_error("link the host interface"))?;
+        .map_err(engine_error("link the host interface (0.1)"))?;
+        bindings::v0_2::hook::apiary::plugin::host::add_to_linker::<State, HasSelf<State>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(engine_error("link the host interface (0.2)"))?;
         // What componentize-js links by default; every request is checked against the grants.
         wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)
             .map_err(engine_error("link wasi:http"))?;
@@ -756,6 +798,18 @@ pub struct CallOutput<R> {
     pub stdout: Captured,
     pub stderr: Captured,
     pub elapsed: Duration,
+}
+
+impl<R> CallOutput<R> {
+    /// The same output with its value turned into another.
+    pub fn map<S>(self, f: impl FnOnce(R) -> S) -> CallOutput<S> {
+        CallOutput {
+            value: f(self.value),
+            stdout: self.stdout,
+            stderr: self.stderr,
+            elapsed: self.elapsed,
+        }
+    }
 }
 
 fn forward_output(name: &str, stream: &str, captured: &Captured) {

@@ -1,17 +1,26 @@
 //! Trigger front end: which messages wake which persona, decided by a `trigger` component —
 //! by default the built-in `trigger-default` (embedded in the binary), which implements the spec's
 //! semantics. A matcher's failure (trap, deadline, invalid answer) means "do not wake".
+//!
+//! Both releases run ([`Calls`]). A `0.2` matcher gets its personas once, as a `persona-set`
+//! resource it prepares (indexes, automaton) and keeps: the runner gives every distinct list of
+//! personas an id ([`SetIds`]) and each kept store holds the sets it made, by id ([`Sets`]), so a
+//! batch crosses with its messages only. A `0.1` matcher gets the personas with every batch.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use wasmtime::Store;
-use wasmtime::component::{ComponentExportIndex, Instance};
+use wasmtime::component::{ComponentExportIndex, Instance, ResourceAny};
 
-use super::bindings::latest::trigger::exports::apiary::plugin::matcher as wit;
+use super::bindings::v0_1::trigger::exports::apiary::plugin::matcher as wit1;
+use super::bindings::v0_2::trigger::exports::apiary::plugin::matcher as wit2;
 use super::hook::export_indexes;
 use super::warm::WarmPool;
-use super::{CallOutput, Grants, Limits, Loaded, Sandbox, SandboxError, State, World};
-pub use wit::{Decision, Message, Persona, Reason};
+use super::{CallOutput, Grants, Limits, Loaded, Release, Sandbox, SandboxError, State, World};
+/// The host's types for a decision (the same in both releases).
+pub use wit1::{Decision, Message, Persona, Reason};
+
+mod table;
 
 /// The name the built-in matcher goes by in messages.
 pub const DEFAULT_NAME: &str = "trigger-default (built in)";
@@ -36,37 +45,96 @@ impl std::fmt::Display for Reason {
     }
 }
 
+/// Why a persona wakes, in a batch answer: the keyword by its index in the persona's `keywords`
+/// (checked to be in range).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WakeReason {
+    Mentioned,
+    Keyword(u32),
+    AllMessages,
+}
+
+impl WakeReason {
+    /// The reason with the keyword named, as configured for `persona`.
+    pub fn named(self, persona: &Persona) -> Reason {
+        match self {
+            WakeReason::Mentioned => Reason::Mentioned,
+            WakeReason::AllMessages => Reason::AllMessages,
+            WakeReason::Keyword(i) => Reason::Keyword(
+                persona
+                    .keywords
+                    .get(i as usize)
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+}
+
 /// One persona woken by one message of a [`TriggerRunner::decide_batch`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wake {
     /// Index into the batch's messages.
     pub message: u32,
     /// Index into the batch's personas.
     pub persona: u32,
-    /// A waking reason (mentioned, keyword or all_messages).
-    pub reason: Reason,
+    pub reason: WakeReason,
 }
 
 /// Stores a trigger runner keeps between calls: a matcher has no grants and sees every persona
 /// anyway, so one key serves all calls; two cover a second thread.
 const WARM_STORES: usize = 2;
 
+/// Persona sets one store keeps (one per channel's personas in `apiary up`); past it, the set
+/// made first is dropped, and made again when needed.
+const SETS_PER_STORE: usize = 256;
+
+/// The exports a runner calls, per release.
+enum Calls {
+    /// `decide` and `decide-batch`: the personas cross with every batch.
+    V0_1 {
+        decide: ComponentExportIndex,
+        batch: ComponentExportIndex,
+    },
+    /// The `persona-set` constructor and its `decide`.
+    V0_2 {
+        new_set: ComponentExportIndex,
+        decide: ComponentExportIndex,
+    },
+}
+
 /// A loaded `trigger` component.
 pub struct TriggerRunner {
     loaded: Arc<Loaded>,
-    exports: [ComponentExportIndex; 2],
+    calls: Calls,
     limits: Limits,
     warm: WarmPool<()>,
+    ids: SetIds,
 }
 
 impl TriggerRunner {
     pub fn new(loaded: Arc<Loaded>) -> Result<TriggerRunner, SandboxError> {
-        let exports = export_indexes(&loaded, World::Trigger, ["decide", "decide-batch"])?;
+        let calls = match loaded.identity.release() {
+            Release::V0_1 => {
+                let [decide, batch] =
+                    export_indexes(&loaded, World::Trigger, ["decide", "decide-batch"])?;
+                Calls::V0_1 { decide, batch }
+            }
+            Release::V0_2 => {
+                let [new_set, decide] = export_indexes(
+                    &loaded,
+                    World::Trigger,
+                    ["[constructor]persona-set", "[method]persona-set.decide"],
+                )?;
+                Calls::V0_2 { new_set, decide }
+            }
+        };
         Ok(TriggerRunner {
             warm: loaded.warm_pool(WARM_STORES),
             loaded,
-            exports,
+            calls,
             limits: Limits::trigger(),
+            ids: SetIds::default(),
         })
     }
 
@@ -79,40 +147,42 @@ impl TriggerRunner {
         &self.loaded
     }
 
-    /// The decision for one persona and one message.
+    /// The decision for one persona and one message. For a `0.2` matcher, a batch of one; the
+    /// reasons for not waking are then the host's (not subscribed, or nothing matched).
     pub fn decide(
         &self,
         sandbox: &Sandbox,
         persona: &Persona,
         message: &Message,
     ) -> Result<CallOutput<Decision>, SandboxError> {
+        let Calls::V0_1 { decide, .. } = &self.calls else {
+            let out = self.decide_batch(
+                sandbox,
+                std::slice::from_ref(persona),
+                std::slice::from_ref(message),
+            )?;
+            return Ok(out.map(|wakes| match wakes.first() {
+                Some(w) => Decision {
+                    wake: true,
+                    reason: w.reason.named(persona),
+                },
+                None => Decision {
+                    wake: false,
+                    reason: asleep(persona, message),
+                },
+            }));
+        };
         let name = self.loaded.name.clone();
         let max_string = self.limits.max_string;
         self.call(sandbox, |store, instance| {
-            let f = instance.get_typed_func::<(&Persona, &Message), (Decision,)>(
-                &mut *store,
-                &self.exports[0],
-            )?;
+            let f = instance
+                .get_typed_func::<(&Persona, &Message), (Decision,)>(&mut *store, decide)?;
             let (decision,) = f.call(&mut *store, (persona, message))?;
-            Ok(
-                check_reason(&name, &decision.reason, max_string).and_then(|()| {
-                    if decision.wake == wakes(&decision.reason) {
-                        Ok(decision)
-                    } else {
-                        Err(SandboxError::Invalid {
-                            name: name.to_string(),
-                            detail: format!(
-                                "wake={} contradicts its reason ({})",
-                                decision.wake, decision.reason
-                            ),
-                        })
-                    }
-                }),
-            )
+            Ok(checked_decision(&name, decision, max_string))
         })
     }
 
-    /// Every waking pair of `personas` × `messages`, in one call (as the WIT `batch` table).
+    /// Every waking pair of `personas` × `messages`, in one call.
     pub fn decide_batch(
         &self,
         sandbox: &Sandbox,
@@ -120,35 +190,64 @@ impl TriggerRunner {
         messages: &[Message],
     ) -> Result<CallOutput<Vec<Wake>>, SandboxError> {
         let name = self.loaded.name.clone();
-        let limits = self.limits.clone();
-        let batch = pack(personas, messages).map_err(|size| SandboxError::Oversized {
+        let oversized = |size| SandboxError::Oversized {
             name: name.to_string(),
             what: "a batch's strings (bytes or count, past the WIT batch's 32-bit numbers)",
             size,
             limit: u32::MAX as usize,
-        })?;
-        self.call(sandbox, |store, instance| {
-            let f = instance.get_typed_func::<(&wit::Batch,), (Vec<wit::Wake>,)>(
-                &mut *store,
-                &self.exports[1],
-            )?;
-            let (list,) = f.call(&mut *store, (&batch,))?;
-            // Checked after the copy out of the guest (see `hook::guest_error`), which the guest's
-            // memory cap bounds.
-            let most = (personas.len() * messages.len()).min(limits.max_list);
+        };
+        let most = (personas.len() * messages.len()).min(self.limits.max_list);
+        let check = |list: Vec<Wake>| {
             if list.len() > most {
-                return Ok(Err(SandboxError::Oversized {
+                return Err(SandboxError::Oversized {
                     name: name.to_string(),
                     what: "a list of wakes (elements)",
                     size: list.len(),
                     limit: most,
-                }));
+                });
             }
-            Ok(list
-                .into_iter()
-                .map(|wake| checked_wake(&name, personas, messages.len(), wake))
-                .collect())
-        })
+            list.into_iter()
+                .map(|w| checked_wake(&name, personas, messages.len(), w))
+                .collect()
+        };
+        match &self.calls {
+            Calls::V0_1 { batch, .. } => {
+                let table = table::v0_1(personas, messages).map_err(oversized)?;
+                self.call(sandbox, |store, instance| {
+                    let f = instance.get_typed_func::<(&wit1::Batch,), (Vec<wit1::Wake>,)>(
+                        &mut *store,
+                        batch,
+                    )?;
+                    // Checked after the copy out of the guest (see `hook::guest_error`), which
+                    // the guest's memory cap bounds.
+                    let (list,) = f.call(&mut *store, (&table,))?;
+                    Ok(check(list.into_iter().map(from_v0_1).collect()))
+                })
+            }
+            Calls::V0_2 { new_set, decide } => {
+                let table = table::v0_2(messages).map_err(oversized)?;
+                let id = self.ids.id(personas);
+                self.call(sandbox, |store, instance| {
+                    let set = match store.data().sets.get(id) {
+                        Some(set) => set,
+                        None => {
+                            let set = make_set(store, instance, new_set, personas)?;
+                            if let Some(old) = store.data_mut().sets.keep(id, set, SETS_PER_STORE) {
+                                old.resource_drop(&mut *store)?;
+                            }
+                            set
+                        }
+                    };
+                    let f = instance
+                        .get_typed_func::<(ResourceAny, &wit2::Batch), (Vec<wit2::Wake>,)>(
+                            &mut *store,
+                            decide,
+                        )?;
+                    let (list,) = f.call(&mut *store, (set, &table))?;
+                    Ok(check(list.into_iter().map(from_v0_2).collect()))
+                })
+            }
+        }
     }
 
     /// One call into the matcher, in its parked store: no filesystem grants, its own limits.
@@ -162,12 +261,92 @@ impl TriggerRunner {
     }
 }
 
-/// A batch answer's wake, with its indexes checked and its keyword index turned into the keyword.
+/// A `persona-set` of `personas`, made in this instance.
+fn make_set(
+    store: &mut Store<State>,
+    instance: &Instance,
+    new_set: &ComponentExportIndex,
+    personas: &[Persona],
+) -> wasmtime::Result<ResourceAny> {
+    let personas: Vec<wit2::Persona> = personas
+        .iter()
+        .map(|p| wit2::Persona {
+            name: p.name.clone(),
+            mentions: p.mentions,
+            keywords: p.keywords.clone(),
+            all_messages: p.all_messages,
+            subscribe: p.subscribe.clone(),
+        })
+        .collect();
+    let f = instance.get_typed_func::<(&[wit2::Persona],), (ResourceAny,)>(&mut *store, new_set)?;
+    Ok(f.call(&mut *store, (&personas,))?.0)
+}
+
+/// Why `persona` stays asleep, as the host explains it: a channel it does not subscribe to, or
+/// nothing matched.
+fn asleep(persona: &Persona, message: &Message) -> Reason {
+    let key = |c: &str| c.strip_prefix('#').unwrap_or(c).to_string();
+    let channel = key(&message.channel);
+    if persona.subscribe.iter().any(|c| key(c) == channel) {
+        Reason::NoMatch
+    } else {
+        Reason::NotSubscribed
+    }
+}
+
+fn from_v0_1(w: wit1::Wake) -> Wake {
+    let reason = match w.reason {
+        wit1::WakeReason::Mentioned => WakeReason::Mentioned,
+        wit1::WakeReason::Keyword(i) => WakeReason::Keyword(i),
+        wit1::WakeReason::AllMessages => WakeReason::AllMessages,
+    };
+    Wake {
+        message: w.message,
+        persona: w.persona,
+        reason,
+    }
+}
+
+fn from_v0_2(w: wit2::Wake) -> Wake {
+    let reason = match w.reason {
+        wit2::WakeReason::Mentioned => WakeReason::Mentioned,
+        wit2::WakeReason::Keyword(i) => WakeReason::Keyword(i),
+        wit2::WakeReason::AllMessages => WakeReason::AllMessages,
+    };
+    Wake {
+        message: w.message,
+        persona: w.persona,
+        reason,
+    }
+}
+
+/// A `0.1` decision, refused when its keyword is over the cap or it contradicts its reason.
+fn checked_decision(name: &str, d: Decision, max: usize) -> Result<Decision, SandboxError> {
+    if let Reason::Keyword(k) = &d.reason
+        && k.len() > max
+    {
+        return Err(SandboxError::Oversized {
+            name: name.to_string(),
+            what: "a keyword reason",
+            size: k.len(),
+            limit: max,
+        });
+    }
+    if d.wake != wakes(&d.reason) {
+        return Err(SandboxError::Invalid {
+            name: name.to_string(),
+            detail: format!("wake={} contradicts its reason ({})", d.wake, d.reason),
+        });
+    }
+    Ok(d)
+}
+
+/// A batch answer's wake, with its indexes checked (message, persona, keyword).
 fn checked_wake(
     name: &str,
     personas: &[Persona],
     messages: usize,
-    wake: wit::Wake,
+    wake: Wake,
 ) -> Result<Wake, SandboxError> {
     let invalid = |detail: String| SandboxError::Invalid {
         name: name.to_string(),
@@ -184,119 +363,57 @@ fn checked_wake(
                 personas.len()
             ))
         })?;
-    let reason = match wake.reason {
-        wit::WakeReason::Mentioned => Reason::Mentioned,
-        wit::WakeReason::AllMessages => Reason::AllMessages,
-        wit::WakeReason::Keyword(i) => match persona.keywords.get(i as usize) {
-            Some(k) => Reason::Keyword(k.clone()),
-            None => {
-                return Err(invalid(format!(
-                    "keyword {i} of persona {} is out of range ({} keywords)",
-                    wake.persona,
-                    persona.keywords.len()
-                )));
-            }
-        },
-    };
-    Ok(Wake {
-        message: wake.message,
-        persona: wake.persona,
-        reason,
-    })
-}
-
-/// Lays `personas` and `messages` out as the WIT `batch` string table. Fails with the size reached
-/// when the strings do not fit its 32-bit numbers.
-fn pack(personas: &[Persona], messages: &[Message]) -> Result<wit::Batch, usize> {
-    let mut table = Table::with_capacity(personas, messages);
-    let personas = personas
-        .iter()
-        .map(|p| {
-            Ok(wit::BatchPersona {
-                name: table.push(&p.name)?,
-                mentions: p.mentions,
-                keywords: table.run(&p.keywords)?,
-                all_messages: p.all_messages,
-                subscribe: table.run(&p.subscribe)?,
-            })
-        })
-        .collect::<Result<Vec<_>, usize>>()?;
-    let messages = messages
-        .iter()
-        .map(|m| {
-            let strings = table.push(&m.id)?;
-            for s in [&m.channel, &m.author, &m.text] {
-                table.push(s)?;
-            }
-            Ok(wit::BatchMessage {
-                strings,
-                mentions: table.run(&m.mentions)?.len,
-            })
-        })
-        .collect::<Result<Vec<_>, usize>>()?;
-    Ok(wit::Batch {
-        text: table.text,
-        ends: table.ends,
-        personas,
-        messages,
-    })
-}
-
-/// The string table of a batch being packed.
-struct Table {
-    text: String,
-    ends: Vec<u32>,
-}
-
-impl Table {
-    /// Sized for every string of the batch, so packing copies each string once.
-    fn with_capacity(personas: &[Persona], messages: &[Message]) -> Table {
-        let strings = |list: &[String]| list.iter().map(String::len).sum::<usize>();
-        let (mut bytes, mut count) = (0, 0);
-        for p in personas {
-            bytes += p.name.len() + strings(&p.keywords) + strings(&p.subscribe);
-            count += 1 + p.keywords.len() + p.subscribe.len();
-        }
-        for m in messages {
-            bytes += m.id.len() + m.channel.len() + m.author.len() + m.text.len();
-            bytes += strings(&m.mentions);
-            count += 4 + m.mentions.len();
-        }
-        Table {
-            text: String::with_capacity(bytes),
-            ends: Vec::with_capacity(count),
-        }
+    if let WakeReason::Keyword(i) = wake.reason
+        && i as usize >= persona.keywords.len()
+    {
+        return Err(invalid(format!(
+            "keyword {i} of persona {} is out of range ({} keywords)",
+            wake.persona,
+            persona.keywords.len()
+        )));
     }
+    Ok(wake)
+}
 
-    /// Appends `s`, returning its number. Fails with the text's size if `s` would end past 4 GiB,
-    /// or with the number of strings past 32 bits.
-    fn push(&mut self, s: &str) -> Result<u32, usize> {
-        let number = u32::try_from(self.ends.len()).map_err(|_| self.ends.len())?;
-        let end = self.text.len().saturating_add(s.len());
-        let end = u32::try_from(end).map_err(|_| end)?;
-        self.text.push_str(s);
-        self.ends.push(end);
-        Ok(number)
-    }
+/// Ids for the distinct persona lists a runner was asked about, so a store can keep the set it
+/// made for one. Lists are compared whole: a changed persona (a reload) is a new set.
+#[derive(Default)]
+struct SetIds {
+    known: Mutex<Vec<(Vec<Persona>, u64)>>,
+    next: std::sync::atomic::AtomicU64,
+}
 
-    fn run(&mut self, items: &[String]) -> Result<wit::Run, usize> {
-        let start = u32::try_from(self.ends.len()).map_err(|_| self.ends.len())?;
-        for item in items {
-            self.push(item)?;
+/// Lists a runner remembers; the oldest is forgotten first (its stores then make it anew).
+const KNOWN_SETS: usize = 1024;
+
+impl SetIds {
+    fn id(&self, personas: &[Persona]) -> u64 {
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = known.iter().rposition(|(p, _)| p == personas) {
+            return known[at].1;
         }
-        let len = u32::try_from(items.len()).map_err(|_| items.len())?;
-        Ok(wit::Run { start, len })
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if known.len() >= KNOWN_SETS {
+            known.remove(0);
+        }
+        known.push((personas.to_vec(), id));
+        id
     }
 }
 
-fn check_reason(name: &str, reason: &Reason, max: usize) -> Result<(), SandboxError> {
-    match reason {
-        Reason::Keyword(k) if k.len() > max => Err(SandboxError::Oversized {
-            name: name.to_string(),
-            what: "a keyword reason",
-            size: k.len(),
-            limit: max,
-        }),
-        _ => Ok(()),
+/// The persona sets a store's instance made, by [`SetIds`] id, oldest first.
+#[derive(Default)]
+pub(crate) struct Sets(Vec<(u64, ResourceAny)>);
+
+impl Sets {
+    fn get(&self, id: u64) -> Option<ResourceAny> {
+        self.0.iter().find(|(i, _)| *i == id).map(|(_, set)| *set)
+    }
+
+    /// Keeps `set`; past `most`, gives back the oldest, for the caller to drop in the guest.
+    fn keep(&mut self, id: u64, set: ResourceAny, most: usize) -> Option<ResourceAny> {
+        let old = (self.0.len() >= most).then(|| self.0.remove(0).1);
+        self.0.push((id, set));
+        old
     }
 }

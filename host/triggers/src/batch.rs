@@ -1,5 +1,5 @@
-//! [`decide_batch`]: the decisions of [`Matcher::decide`] for many personas and messages, from an
-//! index of the personas instead of a look at every pair.
+//! [`PersonaSet`]: the decisions of [`Matcher::decide`] for many personas and messages, from an
+//! index of the personas made once instead of a look at every pair.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -8,7 +8,7 @@ use crate::signature::Signature;
 use crate::{Matcher, Prepared, Reason, channel_key};
 
 /// FNV-1a: a few instructions a byte where std's SipHash costs ~20 (and more in WebAssembly).
-/// Flooding is not a concern here: the tables hold only the batch's personas' channels and names,
+/// Flooding is not a concern here: the tables hold only the set's personas' channels and names,
 /// so a message crafted to collide costs at most a comparison with each of them.
 #[derive(Default)]
 struct Fnv(u64);
@@ -33,32 +33,64 @@ impl Hasher for Fnv {
 
 type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
-/// A table key that compares eight bytes a turn. The component's libc compares strings a byte a
-/// turn (about 190 instructions for a channel name, ten times the native `memcmp`), and a batch
-/// looks up the channel of every message.
-#[derive(Clone, Copy, Hash, Eq)]
-struct Key<'a>(&'a str);
+/// Whether two strings are equal, eight bytes a turn. The component's libc compares strings a
+/// byte a turn (about 190 instructions for a channel name, ten times the native `memcmp`), and a
+/// batch looks up the channel of every message.
+fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let ((a8, a1), (b8, b1)) = (a.as_chunks::<8>(), b.as_chunks::<8>());
+    a8.iter()
+        .zip(b8)
+        .all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
+        && a1.iter().zip(b1).all(|(x, y)| x == y)
+}
 
-impl PartialEq for Key<'_> {
-    fn eq(&self, other: &Key<'_>) -> bool {
-        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
-        if a.len() != b.len() {
-            return false;
+fn fnv(s: &str) -> u64 {
+    let mut h = Fnv::default();
+    h.write(s.as_bytes());
+    h.finish()
+}
+
+/// A map from owned strings, looked up by `&str` with [`same`]: buckets by FNV hash, each holding
+/// the (rarely more than one) strings of that hash.
+struct StrMap<V> {
+    buckets: FnvMap<u64, Vec<(Box<str>, V)>>,
+}
+
+impl<V: Default> StrMap<V> {
+    fn new() -> StrMap<V> {
+        StrMap {
+            buckets: FnvMap::default(),
         }
-        let ((a8, a1), (b8, b1)) = (a.as_chunks::<8>(), b.as_chunks::<8>());
-        a8.iter()
-            .zip(b8)
-            .all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
-            && a1.iter().zip(b1).all(|(x, y)| x == y)
+    }
+
+    fn get(&self, key: &str) -> Option<&V> {
+        let bucket = self.buckets.get(&fnv(key))?;
+        bucket.iter().find(|(k, _)| same(k, key)).map(|(_, v)| v)
+    }
+
+    fn entry(&mut self, key: &str) -> &mut V {
+        let bucket = self.buckets.entry(fnv(key)).or_default();
+        let at = match bucket.iter().position(|(k, _)| same(k, key)) {
+            Some(at) => at,
+            None => {
+                bucket.push((key.into(), V::default()));
+                bucket.len() - 1
+            }
+        };
+        &mut bucket[at].1
     }
 }
 
-/// The personas of a batch indexed by what can wake them.
-struct Index<'m> {
+/// The personas of a set indexed by what can wake them.
+struct Index {
     /// Channel key → what can wake whom in it.
-    by_channel: FnvMap<Key<'m>, Channel>,
+    by_channel: StrMap<Channel>,
     /// Lower-cased name → the personas of that name that wake on mentions, ascending.
-    by_name: FnvMap<Key<'m>, Vec<u32>>,
+    by_name: StrMap<Vec<u32>>,
 }
 
 /// The subscribers of one channel.
@@ -83,14 +115,14 @@ struct Probe {
     keyword: u32,
 }
 
-impl<'m> Index<'m> {
-    fn new(matchers: &'m [Matcher]) -> Index<'m> {
-        let mut by_channel: FnvMap<Key, Channel> = FnvMap::default();
-        let mut by_name: FnvMap<Key, Vec<u32>> = FnvMap::default();
+impl Index {
+    fn new(matchers: &[Matcher]) -> Index {
+        let mut by_channel: StrMap<Channel> = StrMap::new();
+        let mut by_name: StrMap<Vec<u32>> = StrMap::new();
         for (i, m) in matchers.iter().enumerate() {
             let i = i as u32;
             for channel in &m.subscribe {
-                let c = by_channel.entry(Key(channel)).or_default();
+                let c = by_channel.entry(channel);
                 if c.last == Some(i) {
                     continue;
                 }
@@ -111,7 +143,7 @@ impl<'m> Index<'m> {
             }
             if m.mentions {
                 for name in m.names() {
-                    by_name.entry(Key(name)).or_default().push(i);
+                    by_name.entry(name).push(i);
                 }
             }
         }
@@ -122,25 +154,102 @@ impl<'m> Index<'m> {
     }
 }
 
-/// Every waking (message index, persona index, reason), ordered by message then persona: the
-/// decisions of [`Matcher::decide`] for every pair.
-/// `messages` are (channel, text, explicit mentions).
+/// A set of personas prepared once (their [`Matcher`]s and the index of what can wake whom) for
+/// any number of batches of messages: the work of a batch is then only its messages'.
+pub struct PersonaSet {
+    matchers: Vec<Matcher>,
+    index: Index,
+    /// Reused from batch to batch.
+    message: Prepared,
+    mentioned: Vec<u32>,
+}
+
+impl PersonaSet {
+    pub fn new(matchers: Vec<Matcher>) -> PersonaSet {
+        PersonaSet {
+            index: Index::new(&matchers),
+            matchers,
+            message: Prepared::new(),
+            mentioned: Vec::new(),
+        }
+    }
+
+    /// How many personas the set holds.
+    pub fn len(&self) -> usize {
+        self.matchers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.matchers.is_empty()
+    }
+
+    /// Every waking (message index, persona index, reason), ordered by message then persona: the
+    /// decisions of [`Matcher::decide`] for every pair. `messages` are (channel, text, explicit
+    /// mentions).
+    pub fn decide<'a, M, N>(&mut self, messages: M) -> Vec<(u32, u32, Reason)>
+    where
+        M: IntoIterator<Item = (&'a str, &'a str, N)>,
+        N: IntoIterator<Item = &'a str>,
+    {
+        let mut out = Vec::new();
+        for (mi, (channel, text, mentions)) in messages.into_iter().enumerate() {
+            self.message.set(text, mentions);
+            let personas = Personas {
+                matchers: &self.matchers,
+                index: &self.index,
+            };
+            personas.wakes(
+                mi as u32,
+                channel,
+                &self.message,
+                &mut self.mentioned,
+                &mut out,
+            );
+        }
+        out
+    }
+}
+
+/// The decisions of [`PersonaSet::decide`] for `matchers`, indexed for this batch only.
 pub fn decide_batch<'a, M, N>(matchers: &[Matcher], messages: M) -> Vec<(u32, u32, Reason)>
 where
     M: IntoIterator<Item = (&'a str, &'a str, N)>,
     N: IntoIterator<Item = &'a str>,
 {
     let index = Index::new(matchers);
-    let mut out = Vec::new();
-    let mut mentioned: Vec<u32> = Vec::new();
-    let mut message = Prepared::new();
+    let personas = Personas {
+        matchers,
+        index: &index,
+    };
+    let (mut out, mut mentioned, mut message) = (Vec::new(), Vec::new(), Prepared::new());
     for (mi, (channel, text, mentions)) in messages.into_iter().enumerate() {
-        let mi = mi as u32;
         message.set(text, mentions);
+        personas.wakes(mi as u32, channel, &message, &mut mentioned, &mut out);
+    }
+    out
+}
+
+/// Matchers and their index, as one message is decided against them.
+struct Personas<'s> {
+    matchers: &'s [Matcher],
+    index: &'s Index,
+}
+
+impl Personas<'_> {
+    /// The wakes of the prepared `message`, number `mi`, posted in `channel`, appended to `out`
+    /// (`mentioned` is scratch space).
+    fn wakes(
+        &self,
+        mi: u32,
+        channel: &str,
+        message: &Prepared,
+        mentioned: &mut Vec<u32>,
+        out: &mut Vec<(u32, u32, Reason)>,
+    ) {
         let start = out.len();
         mentioned.clear();
         for name in message.names() {
-            if let Some(list) = index.by_name.get(&Key(name)) {
+            if let Some(list) = self.index.by_name.get(name) {
                 mentioned.extend_from_slice(list);
             }
         }
@@ -148,19 +257,18 @@ where
         mentioned.sort_unstable();
         mentioned.dedup();
         out.extend(mentioned.iter().map(|&pi| (mi, pi, Reason::Mentioned)));
-        if let Some(c) = index.by_channel.get(&Key(channel_key(channel))) {
+        if let Some(c) = self.index.by_channel.get(channel_key(channel)) {
             for &pi in &c.all_messages {
                 if !mentioned.contains(&pi) {
                     out.push((mi, pi, Reason::AllMessages));
                 }
             }
-            wake_by_keywords(matchers, &c.probes, &message, &mentioned, mi, &mut out);
+            wake_by_keywords(self.matchers, &c.probes, message, mentioned, mi, out);
         }
         if out.len() - start > 1 {
             out[start..].sort_unstable_by_key(|&(_, pi, _)| pi);
         }
     }
-    out
 }
 
 /// Step 4 for one message against its channel's probes. The loop that rules keywords out is kept

@@ -5,7 +5,7 @@
 //! cannot disagree on a wake or on its reason.
 //!
 //! The types: a [`Matcher`] is one persona's triggers, a [`Prepared`] one message, a [`Reason`] the
-//! decision; [`decide_batch`] decides many pairs at once.
+//! decision; a [`PersonaSet`] decides many pairs at once.
 //!
 //! Order of the decision, for one persona and one message:
 //! 1. `mentions` is on and the persona is mentioned (its name in the message's mention list, or
@@ -24,8 +24,9 @@
 //! `all_messages` on every message of a subscribed channel wakes the persona, so a keyword is never
 //! why it woke.
 //!
-//! [`decide_batch`] reaches the same decisions without looking at every pair: it indexes the
-//! personas once per batch by subscribed channel and by name, so a message is checked only against
+//! A [`PersonaSet`] reaches the same decisions without looking at every pair: it indexes the
+//! personas once, when the set is made, by subscribed channel and by name (and keeps that for
+//! every batch of messages decided against it), so a message is checked only against
 //! the personas subscribed to its channel and the ones it mentions. A message is prepared once
 //! (lower-cased, its mentions found, its signature taken) in buffers reused for the next one,
 //! so a batch allocates only when a message is longer than any before it.
@@ -35,7 +36,7 @@ mod signature;
 #[cfg(test)]
 mod tests;
 
-pub use batch::decide_batch;
+pub use batch::{PersonaSet, decide_batch};
 use signature::{Signature, pair_bit};
 
 /// Why a persona wakes or not. `Keyword` holds the index of the keyword in the persona's list.

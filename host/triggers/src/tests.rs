@@ -414,3 +414,29 @@ fn a_qualified_mention_wakes_only_the_persona_of_that_pack() {
     let pairs: Vec<(u32, u32)> = batch.iter().map(|&(m, p, _)| (m, p)).collect();
     assert_eq!(pairs, [(0, 0), (1, 0), (1, 1), (1, 2), (2, 1)]);
 }
+
+/// A set kept from batch to batch decides each batch as a set made for it alone: nothing of one
+/// batch (a message's buffers, its mentions) leaks into the next.
+#[test]
+fn a_persona_set_kept_between_batches_decides_each_as_a_new_one() {
+    let make = || {
+        vec![
+            Matcher::new("ann", true, ["deploy", "ß"], false, ["#ops"]),
+            Matcher::new("pack.a/bob", true, ["x"], false, ["ops", "dev"]),
+            Matcher::new("cy", false, [], true, ["dev"]),
+        ]
+    };
+    let batches: [&[(&str, &str)]; 3] = [
+        &[("ops", "time to DEPLOY"), ("dev", "@bob x")],
+        &[("dev", "quiet"), ("ops", "straße @ann")],
+        &[("misc", "@pack.a/bob hi"), ("ops", "nothing")],
+    ];
+    let mut kept = crate::PersonaSet::new(make());
+    assert_eq!(kept.len(), 3);
+    for batch in batches {
+        let messages = || batch.iter().map(|(c, t)| (*c, *t, std::iter::empty()));
+        let fresh = decide_batch(&make(), messages());
+        assert!(!fresh.is_empty(), "{batch:?}");
+        assert_eq!(kept.decide(messages()), fresh, "{batch:?}");
+    }
+}

@@ -1,4 +1,4 @@
-//! `future-hook`: a hook built against `apiary:plugin@0.2.0` (a copy of the hook world with the next
+//! `future-hook`: a hook built against `apiary:plugin@0.3.0` (a copy of the hook world with the next
 //! breaking version), so tests can check that the host refuses it with the supported range.
 
 wit_bindgen::generate!({ world: "hook", path: "wit" });

@@ -1,53 +1,54 @@
-//! `hostile-trigger`: a trigger matcher that lies and misbehaves, for the sandbox's tests.
-//! `decide` loops forever when the text is "loop"; `decide-batch` answers with indexes out of range,
-//! with a keyword index out of range when the first message's text is "keyword", and with a huge
-//! list when it is "giant".
+//! `hostile-trigger`: a trigger matcher that lies and misbehaves, for the sandbox's tests. By the
+//! first message's text: "loop" loops forever, "trap" panics, "grow" allocates without end,
+//! "keyword" answers a keyword index out of range, "giant" a huge list; any other text is answered
+//! with indexes out of range.
 
 use std::hint::black_box;
 
-use apiary_guest_sdk::trigger::{
-    Batch, Decision, Message, Persona, Reason, Trigger, Wake, WakeReason,
-};
+use apiary_guest_sdk::trigger::{Batch, Persona, Trigger, Wake, WakeReason};
 
-struct HostileTrigger;
+struct HostileTrigger {
+    personas: usize,
+}
 
 impl Trigger for HostileTrigger {
-    fn decide(_persona: Persona, message: Message) -> Decision {
-        if message.text == "loop" {
-            let mut n = 0u64;
-            loop {
-                n = black_box(n.wrapping_add(1));
-            }
-        }
-        Decision {
-            wake: true,
-            reason: Reason::NoMatch,
+    fn new(personas: Vec<Persona>) -> Self {
+        HostileTrigger {
+            personas: personas.len(),
         }
     }
 
-    fn decide_batch(batch: Batch) -> Vec<Wake> {
-        // The first message's text is string `strings + 3`, after its id, channel and author.
-        let first_text = batch
-            .messages
-            .first()
-            .and_then(|m| {
-                let text = m.strings as usize + 3;
-                let start = *batch.ends.get(text - 1)? as usize;
-                batch.text.get(start..*batch.ends.get(text)? as usize)
-            })
-            .unwrap_or("");
-        if first_text == "keyword" {
-            return vec![Wake {
-                message: 0,
-                persona: 0,
-                reason: WakeReason::Keyword(u32::MAX),
-            }];
+    fn decide(&mut self, batch: &Batch) -> Vec<Wake> {
+        let first_text = batch.fields(0).map_or("", |(_, text, _)| text);
+        match first_text {
+            "loop" => {
+                let mut n = 0u64;
+                loop {
+                    n = black_box(n.wrapping_add(1));
+                }
+            }
+            "trap" => panic!("hostile-trigger was told to trap"),
+            "grow" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1; 1 << 20]);
+                    black_box(&hoard);
+                }
+            }
+            "keyword" => {
+                return vec![Wake {
+                    message: 0,
+                    persona: 0,
+                    reason: WakeReason::Keyword(u32::MAX),
+                }];
+            }
+            _ => {}
         }
         let count = if first_text == "giant" { 2_000_000 } else { 1 };
         (0..count)
             .map(|i| Wake {
                 message: batch.messages.len() as u32 + i,
-                persona: batch.personas.len() as u32,
+                persona: self.personas as u32,
                 reason: WakeReason::AllMessages,
             })
             .collect()

@@ -23,7 +23,7 @@ const TEMPLATES: &[(&str, Files)] = include!(concat!(env!("OUT_DIR"), "/template
 const CHECKOUT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../guests/apiary-guest-sdk");
 
 /// The SDK version a project depends on when no local SDK is found.
-const SDK_VERSION: &str = "0.1";
+const SDK_VERSION: &str = "0.2";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -225,6 +225,7 @@ fn hook_cases(sb: &Sandbox, loaded: Arc<Loaded>, dir: &Path) -> Result<Vec<Case>
                 channel: m.channel.trim_start_matches('#').to_string(),
                 thread: m.thread.clone(),
                 author: m.author.clone(),
+                author_name: None,
                 text: m.text.clone(),
             };
             let result = runner.run(

@@ -55,7 +55,7 @@ pub struct InspectArgs {
 
 const HOOK_AFTER_HELP: &str = "\
 The hook runs through the live harness's own hook runner, with its deadlines, environment and
-containment. A hook path ending in .wasm runs as a sandboxed `hook` component (apiary:plugin@0.1.x)
+containment. A hook path ending in .wasm runs as a sandboxed `hook` component (apiary:plugin@0.2.x, 0.1.x)
 with the persona's workspace preopened read-write at /workspace and nothing else: no environment, no
 network, 5 s deadline, 64 MiB memory. A component that declares capabilities (a `.caps.toml` beside
 it: http hosts, env variables, read-only directories) gets what `apiary trust <pack> --hooks`
@@ -613,6 +613,7 @@ fn execute(
         channel: args.channel.trim_start_matches('#').to_string(),
         thread: args.thread.clone(),
         author: args.author.clone(),
+        author_name: None,
         text: args.message.clone().unwrap_or_default(),
     });
     Ok(

@@ -71,6 +71,7 @@ fn run_hostile(text: &str, s: &Scratch) -> Result<(), SandboxError> {
         id: "m1".into(),
         channel: "general".into(),
         author: "mallory".into(),
+        author_name: None,
         text: text.into(),
         ..Default::default()
     };
@@ -93,6 +94,7 @@ fn others_still_work(s: &Scratch) {
         id: "after".into(),
         channel: "general".into(),
         author: "alice".into(),
+        author_name: None,
         text: "still here".into(),
         ..Default::default()
     };
@@ -191,6 +193,7 @@ fn stdout_flood_is_truncated_and_the_guest_finishes() {
     let sb = sandbox();
     let hook = HookRunner::new(load(sb, "hostile_hook")).unwrap();
     let msg = HookMessage {
+        author_name: None,
         text: "flood".into(),
         ..Default::default()
     };
@@ -281,14 +284,29 @@ fn hostile_trigger_answers_are_refused() {
         .decide_batch(sb, &personas, &[message("general", "giant")])
         .unwrap_err();
     assert!(matches!(err, SandboxError::Oversized { .. }), "{err:?}");
+    // One decision is a batch of one: the same refusal.
     let err = t
         .decide(sb, &personas[0], &message("general", "hi"))
         .unwrap_err();
-    assert!(err.to_string().contains("contradicts"), "{err}");
-    let err = t
-        .decide(sb, &personas[0], &message("general", "loop"))
-        .unwrap_err();
+    assert!(err.to_string().contains("out of range"), "{err}");
+}
+
+/// A matcher that loops, traps or grows without end is stopped each time; the next call gets a
+/// fresh instance (its persona set made again) and is answered.
+#[test]
+fn a_hostile_trigger_is_stopped_and_the_next_call_starts_fresh() {
+    let sb = sandbox();
+    let t = TriggerRunner::new(load(sb, "hostile_trigger")).unwrap();
+    let personas = [persona("eve", &[])];
+    let decide = |text: &str| t.decide_batch(sb, &personas, &[message("general", text)]);
+    let err = decide("loop").unwrap_err();
     assert!(matches!(err, SandboxError::Deadline { .. }), "{err:?}");
+    let err = decide("trap").unwrap_err();
+    assert!(err.to_string().contains("was told to trap"), "{err}");
+    let err = decide("grow").unwrap_err();
+    assert!(matches!(err, SandboxError::MemoryCap { .. }), "{err:?}");
+    let err = decide("hi").unwrap_err();
+    assert!(err.to_string().contains("out of range"), "{err}");
 }
 
 #[test]
@@ -301,9 +319,9 @@ fn component_for_another_wit_version_is_refused_naming_the_range() {
         "{err:?}"
     );
     let text = err.to_string();
-    assert!(text.contains("apiary:plugin@0.2.0"), "{text}");
+    assert!(text.contains("apiary:plugin@0.3.0"), "{text}");
     assert!(
-        text.contains("apiary:plugin@0.1.x (>=0.1.0, <0.2.0)"),
+        text.contains("apiary:plugin@0.2.x (>=0.2.0, <0.3.0)"),
         "{text}"
     );
 }
@@ -357,6 +375,7 @@ fn circuit_breaker_opens_for_the_failing_component_only() {
     let audit = HookRunner::new(sb.load("hook_audit", &guest("hook_audit")).unwrap()).unwrap();
     // A component's own error results are answers, not failures: they never open the breaker.
     let refuse = HookMessage {
+        author_name: None,
         text: "escape-absolute".into(),
         ..Default::default()
     };
@@ -374,6 +393,7 @@ fn circuit_breaker_opens_for_the_failing_component_only() {
         assert!(matches!(err, SandboxError::Guest { .. }), "{err:?}");
     }
     let panic = HookMessage {
+        author_name: None,
         text: "panic".into(),
         ..Default::default()
     };
@@ -391,6 +411,7 @@ fn circuit_breaker_opens_for_the_failing_component_only() {
         assert!(matches!(err, SandboxError::Trap { .. }), "{err:?}");
     }
     let fine = HookMessage {
+        author_name: None,
         text: "harmless".into(),
         ..Default::default()
     };
@@ -470,6 +491,7 @@ fn an_oversized_table_is_refused_with_or_without_the_pool() {
     let audit = HookRunner::new(load(&on_demand, "hook_audit")).unwrap();
     let msg = HookMessage {
         id: "m".into(),
+        author_name: None,
         text: "fits".into(),
         ..Default::default()
     };

@@ -39,6 +39,7 @@ fn send(
         id: "m".into(),
         channel: "general".into(),
         author: "a".into(),
+        author_name: None,
         text: text.into(),
         ..Default::default()
     };

@@ -152,7 +152,13 @@ fn batch_form_agrees_with_single_decisions() {
     }
     let got: Vec<_> = batch
         .into_iter()
-        .map(|w| (w.message, w.persona, w.reason))
+        .map(|w| {
+            (
+                w.message,
+                w.persona,
+                w.reason.named(&personas[w.persona as usize]),
+            )
+        })
         .collect();
     assert_eq!(got, expected);
     assert_eq!(got.len(), 6, "{got:?}");
@@ -230,4 +236,43 @@ fn converter_reads_input_read_only_and_writes_output() {
             .contains("unsupported conversion text -> pdf"),
         "{err}"
     );
+}
+
+/// A trigger built against the deprecated `0.1` keeps working beside the `0.2` built-in: the same
+/// wakes, reasons and keywords, in one decision and in a batch.
+#[test]
+fn a_0_1_trigger_decides_as_the_0_2_built_in() {
+    use apiary::sandbox::Release;
+    use apiary::sandbox::trigger::TriggerRunner;
+    let old =
+        TriggerRunner::new(sb().load("trigger_v0_1", &guest("trigger_v0_1")).unwrap()).unwrap();
+    let new = apiary::builtin::trigger_matcher(sb()).unwrap();
+    assert_eq!(old.loaded().identity.release(), Release::V0_1);
+    assert_eq!(new.loaded().identity.release(), Release::V0_2);
+    let personas = vec![
+        persona("pip", true, &[], false, &["general"]),
+        persona("lep", true, &["", "deploy", "CVE"], false, &["security"]),
+        persona("berry", false, &[], true, &["random", "general"]),
+    ];
+    let messages = vec![
+        message("general", "hello", &[]),
+        message("security", "cve-2026-1", &[]),
+        message("random", "@lep look", &[]),
+        message("ops", "nothing", &["pip"]),
+        message("security", "deploy the CVE fix", &[]),
+    ];
+    let answer = |t: &TriggerRunner| {
+        let batch = t.decide_batch(sb(), &personas, &messages).unwrap().value;
+        let single: Vec<_> = messages
+            .iter()
+            .flat_map(|m| personas.iter().map(|p| t.decide(sb(), p, m).unwrap().value))
+            .map(|d| (d.wake, d.reason))
+            .collect();
+        (batch, single)
+    };
+    let (old_batch, old_single) = answer(&old);
+    let (new_batch, new_single) = answer(&new);
+    assert_eq!(old_batch.len(), 6, "{old_batch:?}");
+    assert_eq!(old_batch, new_batch);
+    assert_eq!(old_single, new_single);
 }

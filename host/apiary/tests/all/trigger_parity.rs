@@ -101,7 +101,7 @@ fn sandboxed(
         .value
     {
         assert_eq!(w.message, 0);
-        batch[w.persona as usize] = from_wit(w.reason);
+        batch[w.persona as usize] = from_wit(w.reason.named(&wpersonas[w.persona as usize]));
     }
     (single, batch)
 }

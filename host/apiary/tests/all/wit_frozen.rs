@@ -6,12 +6,18 @@ use std::path::Path;
 /// Released WIT folders and the SHA-256 of their contents (see [`folder_digest`]). A released
 /// folder is a published contract: components in the wild were built against it, so it must
 /// never change, not even a doc comment (tools compare worlds textually and docs ship in
-/// bindings). An additive change goes into a new `0.1.x` folder with `@since`; a breaking one
-/// into the next minor version (queued in wit/PENDING-0.2.md). See wit/CHANGELOG.md.
-const RELEASED: &[(&str, &str)] = &[(
-    "apiary-plugin@0.1.0",
-    "1fecbba166b566f49c4447fc393bd1b73c5c9747deb5daeae87dbbd71ea446c3",
-)];
+/// bindings). An additive change goes into a new `0.2.x` folder with `@since`; a breaking one
+/// into the next minor version (queued in wit/PENDING-0.3.md). See wit/CHANGELOG.md.
+const RELEASED: &[(&str, &str)] = &[
+    (
+        "apiary-plugin@0.1.0",
+        "1fecbba166b566f49c4447fc393bd1b73c5c9747deb5daeae87dbbd71ea446c3",
+    ),
+    (
+        "apiary-plugin@0.2.0",
+        "d152d147275731189c54c37630346798ec33fd221e7668145d34a29e360d8ae9",
+    ),
+];
 
 /// The digest of a folder: every file's name and bytes, in name order.
 fn folder_digest(dir: &Path) -> String {
@@ -39,8 +45,8 @@ fn released_wit_folders_never_change() {
         assert_eq!(
             &found, expected,
             "wit/{folder}/ is a released WIT version and must never change: components built \
-             against it exist. Revert the change; put an additive change in a new 0.1.x folder \
-             (items marked @since) and queue a breaking one in wit/PENDING-0.2.md \
+             against it exist. Revert the change; put an additive change in a new 0.2.x folder \
+             (items marked @since) and queue a breaking one in wit/PENDING-0.3.md \
              (wit/CHANGELOG.md explains the rule)."
         );
     }

@@ -9,15 +9,26 @@ use wasmtime::component::Component;
 use super::SandboxError;
 
 pub mod v0_1;
-
-/// The newest supported version; the host-facing types are this version's.
-pub use v0_1 as latest;
+pub mod v0_2;
 
 /// The WIT package every apiary plugin is built against.
 pub const PACKAGE: &str = "apiary:plugin";
 
 /// Human-readable supported range, used in refusals and `--help`.
-pub const SUPPORTED_RANGE: &str = "apiary:plugin@0.1.x (>=0.1.0, <0.2.0)";
+pub const SUPPORTED_RANGE: &str =
+    "apiary:plugin@0.2.x (>=0.2.0, <0.3.0) and, deprecated, 0.1.x (>=0.1.0, <0.2.0)";
+
+/// The releases a component can be built against; each front end calls a component through the
+/// bindings of its release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub enum Release {
+    /// `0.1.x`: deprecated, still run.
+    #[serde(rename = "0.1")]
+    V0_1,
+    /// `0.2.x`: the current release.
+    #[serde(rename = "0.2")]
+    V0_2,
+}
 
 /// The three kinds of plugin component, one WIT world each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -64,8 +75,19 @@ pub struct Identity {
     pub exports: Vec<String>,
 }
 
-fn supported(version: &Version) -> bool {
-    version.major == 0 && version.minor == 1 && version.pre.is_empty()
+impl Identity {
+    /// The release the component was built against (identify refuses the others).
+    pub fn release(&self) -> Release {
+        release(&self.version).unwrap_or(Release::V0_2)
+    }
+}
+
+fn release(version: &Version) -> Option<Release> {
+    match (version.major, version.minor, version.pre.is_empty()) {
+        (0, 1, true) => Some(Release::V0_1),
+        (0, 2, true) => Some(Release::V0_2),
+        _ => None,
+    }
 }
 
 /// Finds the world and WIT version of a compiled component, refusing versions outside
@@ -91,7 +113,7 @@ pub fn identify(
             name: name.to_string(),
             found: format!("{PACKAGE}/{rest}"),
         })?;
-        if !supported(&version) {
+        if release(&version).is_none() {
             return Err(SandboxError::UnsupportedVersion {
                 name: name.to_string(),
                 found: format!("{PACKAGE}@{version}"),

@@ -2,24 +2,24 @@
 //!
 //! This one wakes a persona when the message mentions it (by `@name` or the relay's mention list)
 //! and its `mentions` trigger is on, or, in a channel it subscribes to, on every message when
-//! `all_messages` is on, else when the text contains one of its keywords (any case). Only `decide` is written: the SDK's default `decide_batch` calls it
-//! for every pair. A trigger gets no filesystem and no host log: keep it a pure function.
+//! `all_messages` is on, else when the text contains one of its keywords (any case). It is a
+//! `Rule`, asked about one persona and one message at a time; exported as `Each<Component>`, the
+//! SDK asks it about every pair of a batch. (For speed, implement `Trigger` instead: `new`
+//! prepares the personas once, `decide` answers whole batches.) A trigger gets no filesystem and
+//! no host log: keep it a pure function.
 
-use apiary_guest_sdk::trigger::{Decision, Message, Persona, Reason, Trigger};
+use apiary_guest_sdk::trigger::{Each, Message, Persona, Rule, WakeReason};
 
 pub struct Component;
 
-impl Trigger for Component {
-    fn decide(persona: Persona, message: Message) -> Decision {
+impl Rule for Component {
+    fn wakes(persona: &Persona, message: &Message) -> Option<WakeReason> {
         let text = message.text.to_lowercase();
         let name = persona.name.to_lowercase();
         let mentioned = message.mentions.iter().any(|m| m.eq_ignore_ascii_case(&persona.name))
             || text.contains(&format!("@{name}"));
         if persona.mentions && mentioned {
-            return Decision {
-                wake: true,
-                reason: Reason::Mentioned,
-            };
+            return Some(WakeReason::Mentioned);
         }
         let channel = message.channel.trim_start_matches('#');
         if !persona
@@ -27,35 +27,20 @@ impl Trigger for Component {
             .iter()
             .any(|c| c.trim_start_matches('#') == channel)
         {
-            return Decision {
-                wake: false,
-                reason: Reason::NotSubscribed,
-            };
+            return None;
         }
         if persona.all_messages {
-            return Decision {
-                wake: true,
-                reason: Reason::AllMessages,
-            };
+            return Some(WakeReason::AllMessages);
         }
-        match persona
+        persona
             .keywords
             .iter()
-            .find(|k| !k.is_empty() && text.contains(&k.to_lowercase()))
-        {
-            Some(keyword) => Decision {
-                wake: true,
-                reason: Reason::Keyword(keyword.clone()),
-            },
-            None => Decision {
-                wake: false,
-                reason: Reason::NoMatch,
-            },
-        }
+            .position(|k| !k.is_empty() && text.contains(&k.to_lowercase()))
+            .map(|i| WakeReason::Keyword(i as u32))
     }
 }
 
-apiary_guest_sdk::export_trigger!(Component);
+apiary_guest_sdk::export_trigger!(Each<Component>);
 
 #[cfg(test)]
 mod tests {
@@ -75,8 +60,14 @@ mod tests {
             text: text.into(),
             ..Message::default()
         };
-        assert!(Component::decide(pip.clone(), said("ops", "Deploy now")).wake);
-        assert!(!Component::decide(pip.clone(), said("random", "deploy now")).wake);
-        assert!(Component::decide(pip, said("random", "@pip hi")).wake);
+        assert_eq!(
+            Component::wakes(&pip, &said("ops", "Deploy now")),
+            Some(WakeReason::Keyword(0))
+        );
+        assert_eq!(Component::wakes(&pip, &said("random", "deploy now")), None);
+        assert_eq!(
+            Component::wakes(&pip, &said("random", "@pip hi")),
+            Some(WakeReason::Mentioned)
+        );
     }
 }
