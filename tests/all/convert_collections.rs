@@ -1141,7 +1141,11 @@ fn a_survey_with_out_keeps_each_conversion_as_a_pack_of_its_own() {
     for name in &names {
         let pack = keep.join(name).display().to_string();
         let checked = validate(&env, &pack);
-        assert_eq!(checked.code, 0, "{name}: {}{}", checked.stdout, checked.stderr);
+        assert_eq!(
+            checked.code, 0,
+            "{name}: {}{}",
+            checked.stdout, checked.stderr
+        );
     }
     // Run again: what is there is not replaced, each such conversion is refused.
     let r = env.run(&["convert", &root, "--survey", "--out", &keep_s, "--json"]);

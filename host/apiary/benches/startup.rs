@@ -62,8 +62,16 @@ fn main() {
     let made = Command::new(&apiary)
         .args(["pack", "new"])
         .arg(&pack)
-        .args(["--id", "com.example.bench", "--persona", "scout", "--persona", "scribe"])
+        .args([
+            "--id",
+            "com.example.bench",
+            "--persona",
+            "scout",
+            "--persona",
+            "scribe",
+        ])
         .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .status()
         .expect("apiary pack new");
     assert!(made.success(), "apiary pack new failed");

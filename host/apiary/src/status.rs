@@ -1021,7 +1021,13 @@ mod tests {
             "{:?}",
             summary(&s, now)
         );
-        s.apply(&Note::only_json(Event::Intake { depth: 0, lag_ms: 3 }), now);
+        s.apply(
+            &Note::only_json(Event::Intake {
+                depth: 0,
+                lag_ms: 3,
+            }),
+            now,
+        );
         s.apply(&Note::new(Event::CaughtUp { lag_ms: 3 }, "caught up"), now);
         assert_eq!(
             s.intake(),

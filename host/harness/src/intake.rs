@@ -74,7 +74,11 @@ impl TapFeed {
 
     /// Waits for the next events and routes the ones the filter admits; whether any woke a
     /// persona. `None` when the relay is gone.
-    pub async fn route_next(&mut self, router: &route::Shared, intake: &mut Intake) -> Option<bool> {
+    pub async fn route_next(
+        &mut self,
+        router: &route::Shared,
+        intake: &mut Intake,
+    ) -> Option<bool> {
         if self.tap.recv_many(&mut self.batch, BATCH).await == 0 {
             return None;
         }
@@ -198,7 +202,10 @@ mod tests {
         let mut intake = Intake::new(out);
         let t0 = Instant::now();
         intake.report(0, t0);
-        assert!(seen.lock().unwrap().is_empty(), "nothing waits: nothing said");
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "nothing waits: nothing said"
+        );
         intake.report(3, t0);
         intake.waited(Instant::now() - Duration::from_millis(700));
         intake.report(BEHIND_DEPTH + 1, t0 + Duration::from_secs(1));
@@ -209,7 +216,14 @@ mod tests {
         let kinds: Vec<&'static str> = seen.iter().map(<&'static str>::from).collect();
         assert_eq!(
             kinds,
-            ["intake", "intake", "behind", "intake", "intake", "caught_up"],
+            [
+                "intake",
+                "intake",
+                "behind",
+                "intake",
+                "intake",
+                "caught_up"
+            ],
             "{seen:?}"
         );
         assert!(matches!(seen[1], Reported::Intake { lag_ms, .. } if lag_ms >= 700));

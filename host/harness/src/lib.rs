@@ -762,7 +762,11 @@ impl Harness {
             return;
         }
         let Some(id) = &sub.id else { return };
-        match self.shared.subscribe_with_id(id.clone(), filter, None).await {
+        match self
+            .shared
+            .subscribe_with_id(id.clone(), filter, None)
+            .await
+        {
             Ok(_) => tracing::info!(
                 channels = sub.channels.len(),
                 "subscription sent again for the reloaded packs"

@@ -80,7 +80,9 @@ impl Taps {
             match tx.try_send(tapped) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(tapped)) => {
-                    tracing::debug!("the relay waits for an in-process subscriber that fell behind");
+                    tracing::debug!(
+                        "the relay waits for an in-process subscriber that fell behind"
+                    );
                     let _ = tx.send(tapped).await;
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => {}
@@ -136,10 +138,15 @@ mod tests {
             tokio::spawn(async move { taps.offer(&last).await })
         };
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        assert!(!offering.is_finished(), "the door waits while the tap is full");
+        assert!(
+            !offering.is_finished(),
+            "the door waits while the tap is full"
+        );
         let mut got = Vec::new();
         tap.recv_many(&mut got, 1).await;
-        offering.await.expect("the offer completes once there is room");
+        offering
+            .await
+            .expect("the offer completes once there is room");
         assert_eq!(tap.depth(), 4);
         let mut rest = Vec::new();
         tap.recv_many(&mut rest, 4).await;
@@ -170,7 +177,14 @@ mod tests {
             genuine.sig,
         );
         assert!(sender.send_event(&forged).await.unwrap().success.is_empty());
-        assert!(!sender.send_event(&genuine).await.unwrap().success.is_empty());
+        assert!(
+            !sender
+                .send_event(&genuine)
+                .await
+                .unwrap()
+                .success
+                .is_empty()
+        );
         let own = crate::message(&keys, "general", "signed here", vec![]).unwrap();
         door.publish(&own).await.unwrap();
         let mut got = Vec::new();
@@ -178,10 +192,20 @@ mod tests {
             tap.recv_many(&mut got, 10).await;
         }
         let ids: Vec<EventId> = got.iter().map(|t| t.event.id).collect();
-        assert_eq!(ids, vec![genuine.id, own.id], "live events only, the forgery refused");
+        assert_eq!(
+            ids,
+            vec![genuine.id, own.id],
+            "live events only, the forgery refused"
+        );
         // What a subscription would replay comes from the store (one second: any order).
         let filter = crate::channel_filter(&["general".into()], Timestamp::from(0));
-        let stored: Vec<EventId> = door.stored(filter).await.unwrap().iter().map(|e| e.id).collect();
+        let stored: Vec<EventId> = door
+            .stored(filter)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.id)
+            .collect();
         let mut expected = vec![before.id, genuine.id, own.id];
         expected.sort();
         let mut sorted = stored.clone();

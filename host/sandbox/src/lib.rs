@@ -443,9 +443,8 @@ impl Sandbox {
                 detail: format!("{e:#}"),
             }
         };
-        let on_demand = || {
-            Engine::new(&engine_config(None)).map_err(engine_error("create the wasm engine"))
-        };
+        let on_demand =
+            || Engine::new(&engine_config(None)).map_err(engine_error("create the wasm engine"));
         let engine = match config.pooling {
             false => on_demand()?,
             true => match Engine::new(&engine_config(Some((

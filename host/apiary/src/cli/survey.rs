@@ -30,9 +30,8 @@ pub(super) fn run(args: &ConvertArgs) -> Result<Surveyed, Failed> {
     let quiet = args.json;
     let keep = args.out.as_deref();
     if let Some(dir) = keep {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            Failed::error(format_args!("cannot create {}: {e}", dir.display()))
-        })?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failed::error(format_args!("cannot create {}: {e}", dir.display())))?;
     }
     let summary = survey::survey(sb, &reg, root, &to, &options, keep, |row| {
         if !quiet {

@@ -428,7 +428,14 @@ mod tests {
         .collect();
         assert_eq!(
             got,
-            ["alpha", "alpha-2", "..-..-etc", "ALPHA-3", "plugin", "plugin-2"]
+            [
+                "alpha",
+                "alpha-2",
+                "..-..-etc",
+                "ALPHA-3",
+                "plugin",
+                "plugin-2"
+            ]
         );
         assert!(got.iter().all(|n| !n.contains('/') && n != ".."));
     }
