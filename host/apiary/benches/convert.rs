@@ -230,6 +230,19 @@ fn cli_figure(corpus: &Path, cache: &Path, scratch: &Path) {
             .args(args);
         c
     };
+    // `apiary convert SRC --to buzz-pack --out OUT`, one process.
+    let convert_one = |src: &Path, out: &Path| {
+        cmd(&[
+            "convert",
+            &src.display().to_string(),
+            "--to",
+            "buzz-pack",
+            "--out",
+            &out.display().to_string(),
+        ])
+        .output()
+        .expect("run apiary")
+    };
     let warm = cmd(&["convert", "--list"]).output().expect("run apiary");
     assert!(warm.status.success(), "apiary convert --list failed");
     let plugins = subdirs(&corpus.join("claude-subagents/categories"));
@@ -237,16 +250,7 @@ fn cli_figure(corpus: &Path, cache: &Path, scratch: &Path) {
     let t = Instant::now();
     for (n, p) in plugins.iter().enumerate() {
         let out = scratch.join(format!("cli-out-{n}"));
-        let st = cmd(&[
-            "convert",
-            &p.display().to_string(),
-            "--to",
-            "buzz-pack",
-            "--out",
-            &out.display().to_string(),
-        ])
-        .output()
-        .expect("run apiary");
+        let st = convert_one(p, &out);
         assert!(st.status.code().is_some_and(|c| c == 0 || c == 2));
         agents += personas(&out);
     }
@@ -296,16 +300,7 @@ fn cli_figure(corpus: &Path, cache: &Path, scratch: &Path) {
     for n in 0..21 {
         let out = scratch.join(format!("small-out-{n}"));
         let t = Instant::now();
-        let st = cmd(&[
-            "convert",
-            &small.display().to_string(),
-            "--to",
-            "buzz-pack",
-            "--out",
-            &out.display().to_string(),
-        ])
-        .output()
-        .expect("run apiary");
+        let st = convert_one(&small, &out);
         times.push(t.elapsed());
         assert!(st.status.code().is_some_and(|c| c == 0 || c == 2));
         let t = Instant::now();

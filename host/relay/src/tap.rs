@@ -61,32 +61,31 @@ impl Taps {
 
     /// Hands `event` to every open tap; a full one is waited for, a closed one forgotten.
     pub(crate) async fn offer(&self, event: &Event) {
-        let senders: Vec<mpsc::Sender<Tapped>> = {
+        let at = Instant::now();
+        let tapped = || Tapped {
+            event: event.clone(),
+            at,
+        };
+        // Sent under the lock without waiting (the usual case, no allocation beyond the event's
+        // copy); only a full tap is waited for, after the lock is released.
+        let full: Vec<(mpsc::Sender<Tapped>, Tapped)> = {
             let mut open = self.lock();
             if open.is_empty() {
                 return;
             }
+            // Benchmark probe (`benches/live_agents.rs`): the relay hands the event over.
+            tracing::trace!(target: "apiary::probe", id = %event.id, "event tapped");
             open.retain(|tx| !tx.is_closed());
-            open.clone()
+            open.iter()
+                .filter_map(|tx| match tx.try_send(tapped()) {
+                    Err(mpsc::error::TrySendError::Full(t)) => Some((tx.clone(), t)),
+                    _ => None,
+                })
+                .collect()
         };
-        let at = Instant::now();
-        // Benchmark probe (`benches/live_agents.rs`): the relay hands the event over.
-        tracing::trace!(target: "apiary::probe", id = %event.id, "event tapped");
-        for tx in senders {
-            let tapped = Tapped {
-                event: event.clone(),
-                at,
-            };
-            match tx.try_send(tapped) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(tapped)) => {
-                    tracing::debug!(
-                        "the relay waits for an in-process subscriber that fell behind"
-                    );
-                    let _ = tx.send(tapped).await;
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => {}
-            }
+        for (tx, t) in full {
+            tracing::debug!("the relay waits for an in-process subscriber that fell behind");
+            let _ = tx.send(t).await;
         }
     }
 
